@@ -1,0 +1,3 @@
+"""phasewatch: where the time of one request goes, measured on a schedule."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,94 @@
+"""One run's (or any set of samples') breakdown: percentiles, shares, the dominant phase.
+
+Pure: plain values in, plain values out. Percentiles interpolate linearly (numpy's
+default). Censored samples (deadline exceeded, total = the deadline) stay in every
+percentile; samples that failed outright have no latency and are counted apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.probe.sample import Sample, Status
+
+QUANTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseStats:
+    quantiles: dict[str, float]
+    share: float
+
+    def to_json(self) -> dict[str, float]:
+        return {
+            **{k: round(v, 3) for k, v in self.quantiles.items()},
+            "share": round(self.share, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    n: int  # samples with a latency: ok and censored
+    errors: int
+    deadline_exceeded: int
+    total: dict[str, float]
+    phases: dict[str, PhaseStats] = field(default_factory=dict)
+    dominant: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "errors": self.errors,
+            "deadline_exceeded": self.deadline_exceeded,
+            "total": {k: round(v, 3) for k, v in self.total.items()},
+            "phases": {name: stats.to_json() for name, stats in self.phases.items()},
+            "dominant": self.dominant,
+        }
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    found = np.percentile(np.asarray(values, dtype=float), list(QUANTILES.values()))
+    return dict(zip(QUANTILES, (float(v) for v in found), strict=True))
+
+
+def shares(medians: dict[str, float]) -> dict[str, float]:
+    """Each phase's median over the sum of all phase medians."""
+    whole = sum(medians.values())
+    if whole <= 0:
+        return dict.fromkeys(medians, 0.0)
+    return {name: median / whole for name, median in medians.items()}
+
+
+def dominant_phase(phase_shares: dict[str, float]) -> str | None:
+    if not phase_shares or max(phase_shares.values()) <= 0:
+        return None
+    return max(phase_shares, key=lambda name: phase_shares[name])
+
+
+def summarize(samples: Iterable[Sample]) -> Summary:
+    samples = list(samples)
+    timed = [s for s in samples if s.in_percentiles]
+    names = _phase_names(timed)
+    per_phase = {name: percentiles([s.phases.get(name, 0.0) for s in timed]) for name in names}
+    phase_shares = shares({name: q["p50"] for name, q in per_phase.items()})
+    return Summary(
+        n=len(timed),
+        errors=sum(s.status in (Status.ERROR, Status.HTTP_ERROR) for s in samples),
+        deadline_exceeded=sum(s.status is Status.DEADLINE_EXCEEDED for s in samples),
+        total=percentiles([s.total_ms for s in timed]),
+        phases={name: PhaseStats(per_phase[name], phase_shares[name]) for name in names},
+        dominant=dominant_phase(phase_shares),
+    )
+
+
+def _phase_names(samples: Sequence[Sample]) -> list[str]:
+    names: dict[str, None] = {}
+    for sample in samples:
+        names.update(dict.fromkeys(sample.phases))
+    return list(names)

@@ -1,0 +1,185 @@
+"""The ``phasewatch`` command."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from app import __version__
+from app.analysis.summary import summarize
+from app.probe.run import probe_run
+from app.probe.sample import Sample
+from app.probe.spec import Kind, ProbeSpec
+
+cli = typer.Typer(
+    name="phasewatch",
+    help="Tells you when the bottleneck of a latency-critical endpoint has moved.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+DEMO_BODY = {
+    "model": "sim-1",
+    "stream": True,
+    "messages": [{"role": "user", "content": "Translate: 안녕하세요"}],
+}
+
+
+def expand_env(value: str, what: str) -> str:
+    """Replace ``${NAME}`` with the environment variable; a missing one is an error."""
+
+    def lookup(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise click.BadParameter(f"environment variable {name} is not set", param_hint=what)
+        return os.environ[name]
+
+    return _ENV_REFERENCE.sub(lookup, value)
+
+
+def parse_header(raw: str) -> tuple[str, str]:
+    name, sep, value = raw.partition(":")
+    if not sep or not name.strip():
+        raise click.BadParameter(f"{raw!r} is not 'Name: value'", param_hint="--header")
+    return name.strip(), expand_env(value.strip(), "--header")
+
+
+def parse_body(raw: str | None) -> Any:
+    if raw is None:
+        return None
+    text = raw
+    if raw.startswith("@"):
+        try:
+            text = Path(raw[1:]).read_text()
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot read {raw[1:]}: {exc.strerror}", param_hint="--body"
+            ) from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--body") from exc
+
+
+@cli.command()
+def probe(
+    url: Annotated[str | None, typer.Argument(help="Endpoint to probe.")] = None,
+    kind: Annotated[Kind, typer.Option(help="How to read the answer.")] = Kind.HTTP,
+    samples: Annotated[int, typer.Option(min=1, max=100_000, help="Requests in the run.")] = 20,
+    deadline_ms: Annotated[
+        float | None, typer.Option(min=1, help="Client deadline; later is censored.")
+    ] = None,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Hard timeout, seconds.")] = 60.0,
+    header: Annotated[
+        list[str] | None, typer.Option(help="'Name: value', repeatable; ${ENV} expands.")
+    ] = None,
+    body: Annotated[str | None, typer.Option(help="JSON request body, or @file.")] = None,
+    method: Annotated[str | None, typer.Option(help="Default: POST with a body, else GET.")] = None,
+    spacing: Annotated[float, typer.Option(min=0, help="Seconds between requests.")] = 0.0,
+    http2: Annotated[bool, typer.Option(help="Offer HTTP/2 (over TLS).")] = False,
+    cacert: Annotated[Path | None, typer.Option(help="CA bundle to verify TLS with.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    demo: Annotated[bool, typer.Option(help="Probe the built-in simulated endpoint.")] = False,
+) -> None:
+    """Probe an endpoint N times and show where the time goes."""
+    if (url is None) == (not demo):
+        raise click.UsageError("give a URL, or --demo (not both)")
+    headers = dict(parse_header(h) for h in header or [])
+    spec_body = parse_body(body)
+    with _endpoint(url, demo) as (target_url, demo_kind):
+        spec = ProbeSpec(
+            url=target_url,
+            kind=demo_kind or kind,
+            method=method or ("POST" if spec_body is not None or demo else "GET"),
+            headers=headers,
+            body=DEMO_BODY if demo and spec_body is None else spec_body,
+            deadline_ms=deadline_ms,
+            timeout_s=timeout,
+            http2=http2,
+            verify=str(cacert) if cacert else True,
+        )
+        results = _run_with_progress(spec, samples, spacing, quiet=as_json)
+    _report(results, as_json)
+
+
+@contextmanager
+def _endpoint(url: str | None, demo: bool) -> Iterator[tuple[str, Kind | None]]:
+    if not demo:
+        assert url is not None
+        yield url, None
+        return
+    from app.demo.sim import SimConfig, SimServer
+
+    config = SimConfig(one_way_ms=50, queue_median_ms=120, prefill_ms=20, tokens=20)
+    with SimServer(config) as server:
+        yield f"{server.url}/v1/chat/completions", Kind.OPENAI
+
+
+def _run_with_progress(spec: ProbeSpec, samples: int, spacing: float, quiet: bool) -> list[Sample]:
+    stderr = Console(stderr=True)
+    columns = (TextColumn("probing"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=stderr, transient=True, disable=quiet) as progress:
+        task = progress.add_task("probe", total=samples)
+        return asyncio.run(
+            probe_run(
+                spec,
+                samples,
+                spacing_s=spacing,
+                on_sample=lambda _: progress.advance(task),
+            )
+        )
+
+
+def _report(results: list[Sample], as_json: bool) -> None:
+    summary = summarize(results)
+    if as_json:
+        document = {"samples": [s.to_json() for s in results], "summary": summary.to_json()}
+        sys.stdout.write(json.dumps(document) + "\n")
+        return
+    from app.report import print_summary
+
+    console = Console()
+    for sample in results:
+        if sample.error:
+            console.print(f"[red]#{sample.index} {sample.status.value}[/red]: {sample.error}")
+    unsplit = {name for s in results for name in s.unsplit}
+    print_summary(console, summary, unsplit, len(results))
+
+
+@cli.command()
+def version() -> None:
+    """Print the version."""
+    sys.stdout.write(f"phasewatch {__version__}\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: usage errors are one line on stderr and exit code 2."""
+    try:
+        code = cli(args=argv, standalone_mode=False)
+    except click.UsageError as exc:
+        sys.stderr.write(f"phasewatch: error: {_usage_message(exc)}\n")
+        sys.exit(2)
+    except click.Abort:
+        sys.stderr.write("phasewatch: aborted\n")
+        sys.exit(130)
+    if isinstance(code, int) and code:
+        sys.exit(code)
+
+
+def _usage_message(exc: click.UsageError) -> str:
+    return " ".join(exc.format_message().split())

@@ -1,0 +1,254 @@
+"""One probe: send one request, read the answer as it arrives, turn the marks into a Sample.
+
+This is the probe's only seam to the network: everything goes through the
+``httpx.AsyncClient`` given to ``probe_once``, built by ``make_client``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from app.probe import phases as phase_model
+from app.probe.readers import (
+    BodyReader,
+    CountingReader,
+    ErrorBodyReader,
+    Findings,
+    JsonAnswerReader,
+    StreamReader,
+)
+from app.probe.rtt import response_socket, tcp_rtt_ms
+from app.probe.sample import Marks, Sample, Status
+from app.probe.servertiming import timing_from_headers
+from app.probe.spec import Kind, ProbeSpec
+from app.probe.streams import read_anthropic_event, read_openai_event
+from app.probe.trace import TraceRecorder
+
+log = logging.getLogger(__name__)
+
+_REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid", "cf-ray")
+_ERROR_TEXT_LIMIT = 500
+
+
+def make_client(spec: ProbeSpec, *, connections: int = 1) -> httpx.AsyncClient:
+    """A pooled client, as a production client holds its connections across requests."""
+    # httpx's own timeouts sit just past our cut-off, so the cut-off is what fires.
+    timeout = httpx.Timeout(spec.timeout_s + 1.0)
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    return httpx.AsyncClient(
+        http2=spec.http2,
+        verify=_verify(spec.verify),
+        timeout=timeout,
+        limits=limits,
+        follow_redirects=False,
+        trust_env=False,
+    )
+
+
+def _verify(verify: bool | str) -> bool | ssl.SSLContext:
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    return verify
+
+
+@dataclass(slots=True)
+class _Exchange:
+    """What one request/response has shown so far; filled in as it happens."""
+
+    recorder: TraceRecorder
+    findings: Findings = field(default_factory=Findings)
+    response: httpx.Response | None = None
+    streaming: bool = False
+    rtt_ms: float | None = None
+
+
+async def probe_once(
+    client: httpx.AsyncClient,
+    spec: ProbeSpec,
+    index: int = 0,
+    *,
+    rtt_ms: float | None = None,
+    cold_start: bool = False,
+) -> Sample:
+    """Probe ``spec`` once. Never raises for anything the endpoint does: it is a sample."""
+    started_at = datetime.now(UTC)
+    exchange = _Exchange(TraceRecorder(time.perf_counter_ns()))
+    cutoff_ns = int(spec.cutoff_s * 1e9)
+    status, error = Status.OK, None
+    cutoff = asyncio.timeout(spec.cutoff_s)
+    try:
+        async with cutoff:
+            await _exchange(client, spec, exchange)
+    except Exception as exc:  # a hostile endpoint must yield a sample, whatever it does
+        log.debug("probe of %s failed", spec.url, exc_info=True)
+        status, error = Status.ERROR, exc
+        if cutoff.expired():
+            status, error = Status.DEADLINE_EXCEEDED, _cutoff_error(spec)
+    end_ns = cutoff_ns if status is Status.DEADLINE_EXCEEDED else exchange.recorder.now()
+    if status is Status.OK:
+        end_ns = exchange.recorder.marks.stream_end or end_ns
+        if exchange.response is not None and exchange.response.status_code >= 400:
+            status = Status.HTTP_ERROR
+    sample = _sample(spec, exchange, index, started_at, status, end_ns, rtt_ms)
+    sample.cold_start = cold_start
+    _describe_error(sample, exchange, error)
+    return sample
+
+
+async def _exchange(client: httpx.AsyncClient, spec: ProbeSpec, exchange: _Exchange) -> None:
+    recorder = exchange.recorder
+    request = _build_request(client, spec, recorder)
+    response = await client.send(request, stream=True)
+    exchange.response = response
+    try:
+        reader = _reader_for(spec, response, exchange)
+        async for chunk in response.aiter_bytes():
+            now = recorder.now()
+            if recorder.marks.first_byte is None:
+                recorder.marks.first_byte = now
+            reader.feed(chunk, now)
+            if isinstance(reader, ErrorBodyReader) and reader.full:
+                break
+        reader.close(recorder.now())
+        recorder.mark("stream_end")
+        exchange.rtt_ms = tcp_rtt_ms(response_socket(response))
+    finally:
+        await response.aclose()
+
+
+def _build_request(
+    client: httpx.AsyncClient, spec: ProbeSpec, recorder: TraceRecorder
+) -> httpx.Request:
+    body: dict[str, Any] = {}
+    if isinstance(spec.body, bytes | str):
+        body["content"] = spec.body
+    elif spec.body is not None:
+        body["json"] = spec.body
+    return client.build_request(
+        spec.method,
+        spec.url,
+        headers=dict(spec.headers),
+        extensions={"trace": recorder},
+        **body,
+    )
+
+
+def _reader_for(spec: ProbeSpec, response: httpx.Response, exchange: _Exchange) -> BodyReader:
+    findings = exchange.findings
+    findings.server_timing.merge(timing_from_headers(response.headers, spec.server_timing_map))
+    if response.status_code >= 400:
+        return ErrorBodyReader(findings)
+    marks = exchange.recorder.marks
+    content_type = response.headers.get("content-type", "")
+    if spec.kind is Kind.HTTP:
+        return CountingReader(spec.max_body_bytes)
+    if content_type.startswith("text/event-stream"):
+        exchange.streaming = True
+        interpret = read_anthropic_event if spec.kind is Kind.ANTHROPIC else read_openai_event
+        return StreamReader(interpret, marks, findings, spec.max_body_bytes)
+    return JsonAnswerReader(findings, spec.max_body_bytes, openai=spec.kind is Kind.OPENAI)
+
+
+def _sample(
+    spec: ProbeSpec,
+    exchange: _Exchange,
+    index: int,
+    started_at: datetime,
+    status: Status,
+    end_ns: int,
+    rtt_ms: float | None,
+) -> Sample:
+    marks = exchange.recorder.marks
+    findings = exchange.findings
+    measured_rtt = rtt_ms if rtt_ms is not None else exchange.rtt_ms
+    breakdown = _breakdown(spec, exchange, marks, end_ns, measured_rtt)
+    response = exchange.response
+    return Sample(
+        index=index,
+        started_at=started_at,
+        status=status,
+        total_ms=end_ns / 1e6,
+        phases=breakdown.phases,
+        provenance=breakdown.provenance,
+        unsplit=breakdown.unsplit,
+        marks=marks,
+        http_status=None if response is None else response.status_code,
+        http_version=None if response is None else response.http_version,
+        connection_reused=exchange.recorder.connection_reused,
+        remote_address=_remote_address(response),
+        request_id=_request_id(response),
+        tokens=findings.tokens,
+        server_timing=findings.server_timing,
+        rtt_ms=measured_rtt,
+    )
+
+
+def _breakdown(
+    spec: ProbeSpec, exchange: _Exchange, marks: Marks, end_ns: int, rtt_ms: float | None
+) -> phase_model.Breakdown:
+    server = exchange.findings.server_timing
+    if spec.kind is Kind.HTTP:
+        return phase_model.http_phases(marks, end_ns, server, rtt_ms)
+    return phase_model.llm_phases(marks, end_ns, server, rtt_ms, streaming=exchange.streaming)
+
+
+def _cutoff_error(spec: ProbeSpec) -> TimeoutError:
+    if spec.deadline_ms is not None and spec.deadline_ms / 1000 <= spec.timeout_s:
+        return DeadlineExceeded(f"client deadline of {spec.deadline_ms:g} ms reached")
+    return HardTimeout(f"hard timeout of {spec.timeout_s:g} s reached")
+
+
+class DeadlineExceeded(TimeoutError):
+    pass
+
+
+class HardTimeout(TimeoutError):
+    pass
+
+
+def _describe_error(sample: Sample, exchange: _Exchange, error: BaseException | None) -> None:
+    if error is not None:
+        sample.error_class = type(error).__name__
+        sample.error = (str(error) or repr(error))[:_ERROR_TEXT_LIMIT]
+    elif sample.status is Status.HTTP_ERROR:
+        sample.error_class = f"HTTP{sample.http_status}"
+        sample.error = _http_error_text(exchange)
+
+
+def _http_error_text(exchange: _Exchange) -> str:
+    response = exchange.response
+    assert response is not None
+    text = f"{response.status_code} {response.reason_phrase}".strip()
+    if exchange.findings.error:
+        text = f"{text}: {exchange.findings.error}"
+    retry_after = response.headers.get("retry-after")
+    if retry_after:
+        text = f"{text} (retry-after {retry_after})"
+    return text[:_ERROR_TEXT_LIMIT]
+
+
+def _remote_address(response: httpx.Response | None) -> str | None:
+    stream = None if response is None else response.extensions.get("network_stream")
+    address = None if stream is None else stream.get_extra_info("server_addr")
+    if not address:
+        return None
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+def _request_id(response: httpx.Response | None) -> str | None:
+    if response is None:
+        return None
+    for name in _REQUEST_ID_HEADERS:
+        value: str | None = response.headers.get(name)
+        if value:
+            return value
+    return None

@@ -1,0 +1,183 @@
+"""What the probe learns from a response body while it arrives, chunk by chunk.
+
+Readers keep marks for the tokens they see and never hold more of the body than they must:
+a stream is decoded event by event, a JSON answer is kept up to a limit, anything else is
+only counted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.probe.sample import Marks, ServerTiming, Tokens
+from app.probe.streams import (
+    SSEDecoder,
+    SSEEvent,
+    StreamFacts,
+    read_anthropic_body,
+    read_openai_body,
+)
+
+ERROR_EXCERPT_BYTES = 64 * 1024
+
+
+class ProbeError(Exception):
+    """The response broke a rule of the probe or of its protocol."""
+
+
+class BodyTooLarge(ProbeError):
+    pass
+
+
+class StreamReportedError(ProbeError):
+    """The endpoint said, inside a 2xx stream, that the request failed."""
+
+
+@dataclass(slots=True)
+class Findings:
+    tokens: Tokens = field(default_factory=Tokens)
+    server_timing: ServerTiming = field(default_factory=ServerTiming)
+    error: str | None = None
+
+    def add(self, facts: StreamFacts) -> None:
+        if facts.tokens is not None:
+            self.tokens.merge(facts.tokens)
+        if facts.server_timing is not None:
+            self.server_timing.merge(facts.server_timing)
+
+
+class BodyReader(Protocol):
+    def feed(self, chunk: bytes, now_ns: int) -> None: ...
+
+    def close(self, now_ns: int) -> None: ...
+
+
+class _Budget:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.seen = 0
+
+    def spend(self, size: int) -> None:
+        self.seen += size
+        if self.seen > self.limit:
+            raise BodyTooLarge(f"response body exceeded {self.limit} bytes")
+
+
+class StreamReader:
+    """Server-sent events: marks the first and last reasoning and answer tokens."""
+
+    def __init__(
+        self,
+        interpret: Callable[[SSEEvent], StreamFacts],
+        marks: Marks,
+        findings: Findings,
+        limit: int,
+    ) -> None:
+        self.interpret = interpret
+        self.marks = marks
+        self.findings = findings
+        self.budget = _Budget(limit)
+        self.decoder = SSEDecoder()
+
+    def feed(self, chunk: bytes, now_ns: int) -> None:
+        self.budget.spend(len(chunk))
+        for event in self.decoder.feed(chunk):
+            self._read(event, now_ns)
+
+    def close(self, now_ns: int) -> None:
+        for event in self.decoder.close():
+            self._read(event, now_ns)
+
+    def _read(self, event: SSEEvent, now_ns: int) -> None:
+        facts = self.interpret(event)
+        marks = self.marks
+        if facts.answer:
+            if marks.first_answer_token is None:
+                marks.first_answer_token = now_ns
+            marks.last_answer_token = now_ns
+        if facts.reasoning:
+            if marks.first_reasoning_token is None:
+                marks.first_reasoning_token = now_ns
+            marks.last_reasoning_token = now_ns
+        self.findings.add(facts)
+        if facts.error is not None:
+            raise StreamReportedError(facts.error)
+
+
+class JsonAnswerReader:
+    """A whole (non-streaming) answer: kept up to the limit, read when complete."""
+
+    def __init__(self, findings: Findings, limit: int, *, openai: bool) -> None:
+        self.findings = findings
+        self.budget = _Budget(limit)
+        self.parts: list[bytes] = []
+        self.openai = openai
+
+    def feed(self, chunk: bytes, now_ns: int) -> None:
+        self.budget.spend(len(chunk))
+        self.parts.append(chunk)
+
+    def close(self, now_ns: int) -> None:
+        body = b"".join(self.parts)
+        facts = read_openai_body(body) if self.openai else read_anthropic_body(body)
+        self.findings.add(facts)
+        if facts.error is not None:
+            raise StreamReportedError(facts.error)
+
+
+class CountingReader:
+    """A plain HTTP body: only its size matters."""
+
+    def __init__(self, limit: int) -> None:
+        self.budget = _Budget(limit)
+
+    def feed(self, chunk: bytes, now_ns: int) -> None:
+        self.budget.spend(len(chunk))
+
+    def close(self, now_ns: int) -> None:
+        pass
+
+
+class ErrorBodyReader:
+    """An error response: the start of its body becomes the sample's error message."""
+
+    def __init__(self, findings: Findings) -> None:
+        self.findings = findings
+        self.parts: list[bytes] = []
+        self.kept = 0
+
+    @property
+    def full(self) -> bool:
+        return self.kept >= ERROR_EXCERPT_BYTES
+
+    def feed(self, chunk: bytes, now_ns: int) -> None:
+        self.parts.append(chunk[: ERROR_EXCERPT_BYTES - self.kept])
+        self.kept += len(self.parts[-1])
+
+    def close(self, now_ns: int) -> None:
+        self.findings.error = error_excerpt(b"".join(self.parts))
+
+
+def error_excerpt(body: bytes, limit: int = 300) -> str:
+    """The message of an error body: ``error.message`` of a JSON error, else its text."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return text[:limit]
+    message = _error_message(payload)
+    return (message if message is not None else text)[:limit]
+
+
+def _error_message(payload: object) -> str | None:
+    if not isinstance(payload, dict):
+        return None
+    error = payload.get("error", payload)
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    if isinstance(error, str):
+        return error
+    return None

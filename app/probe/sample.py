@@ -1,0 +1,150 @@
+"""What one probe of one endpoint yields: raw marks, server timing, phases, outcome.
+
+Marks are monotonic nanoseconds from the start of the request; a mark that the request
+never reached stays ``None``. Phases are milliseconds derived from the marks (see
+``app.probe.phases`` and docs/phases.md) and always add up to ``total_ms``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    OK = "ok"
+    HTTP_ERROR = "http_error"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    ERROR = "error"
+
+
+class Provenance(StrEnum):
+    MEASURED = "measured"  # between two of our own clock readings (or ours minus the server's)
+    SERVER = "server"  # reported by the server
+    ESTIMATED = "estimated"  # from a round-trip estimate, or a remainder after one
+
+
+LLM_PHASES = ("connect", "network", "queue", "prefill", "generation", "transfer")
+HTTP_PHASES = ("connect", "network", "server", "transfer")
+
+
+@dataclass(slots=True)
+class Marks:
+    connect_start: int | None = None
+    connect_end: int | None = None
+    tls_start: int | None = None
+    tls_end: int | None = None
+    # The connection is ours and the request headers start to go out: pool wait,
+    # DNS, TCP and TLS are behind us.
+    request_start: int | None = None
+    request_sent: int | None = None
+    response_headers: int | None = None
+    first_byte: int | None = None
+    first_reasoning_token: int | None = None
+    last_reasoning_token: int | None = None
+    first_answer_token: int | None = None
+    last_answer_token: int | None = None
+    stream_end: int | None = None
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass(slots=True)
+class ServerTiming:
+    """Durations the server reported about itself, normalised to milliseconds.
+
+    ``processing_ms`` is the server's own time before it sent the response headers
+    (``openai-processing-ms``, a Server-Timing ``total``): it covers whatever of queue,
+    prefill and generation happened before the headers left.
+    """
+
+    queue_ms: float | None = None
+    prefill_ms: float | None = None
+    generation_ms: float | None = None
+    processing_ms: float | None = None
+    # Every timing found, by its source name (e.g. "server-timing:queue", "usage.queue_time").
+    raw: dict[str, float] = field(default_factory=dict)
+
+    def merge(self, other: ServerTiming) -> None:
+        """Fill what is still unknown from ``other`` (the first source found wins)."""
+        for name in ("queue_ms", "prefill_ms", "generation_ms", "processing_ms"):
+            if getattr(self, name) is None:
+                setattr(self, name, getattr(other, name))
+        self.raw.update(other.raw)
+
+    @property
+    def empty(self) -> bool:
+        return not self.raw
+
+
+@dataclass(slots=True)
+class Tokens:
+    prompt: int | None = None
+    completion: int | None = None
+    reasoning: int | None = None
+
+    def merge(self, other: Tokens) -> None:
+        self.prompt = other.prompt if other.prompt is not None else self.prompt
+        self.completion = other.completion if other.completion is not None else self.completion
+        self.reasoning = other.reasoning if other.reasoning is not None else self.reasoning
+
+
+@dataclass(slots=True)
+class Sample:
+    index: int
+    started_at: datetime
+    status: Status
+    total_ms: float
+    phases: dict[str, float]
+    provenance: dict[str, Provenance]
+    marks: Marks
+    error_class: str | None = None
+    error: str | None = None
+    http_status: int | None = None
+    http_version: str | None = None
+    connection_reused: bool = False
+    remote_address: str | None = None
+    request_id: str | None = None
+    tokens: Tokens = field(default_factory=Tokens)
+    server_timing: ServerTiming = field(default_factory=ServerTiming)
+    rtt_ms: float | None = None
+    # Phases whose time could not be told apart: e.g. ("queue", "prefill") when the
+    # server reported nothing and queue holds the rest of the time to first token.
+    unsplit: tuple[str, ...] = ()
+    cold_start: bool = False
+
+    @property
+    def fresh_connection(self) -> bool:
+        return not self.connection_reused
+
+    @property
+    def in_percentiles(self) -> bool:
+        """Censored samples stay in every percentile; failed requests have no latency."""
+        return self.status in (Status.OK, Status.DEADLINE_EXCEEDED)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "started_at": self.started_at.isoformat(),
+            "status": self.status.value,
+            "error_class": self.error_class,
+            "error": self.error,
+            "total_ms": round(self.total_ms, 4),
+            "phases": {k: round(v, 4) for k, v in self.phases.items()},
+            "provenance": {k: v.value for k, v in self.provenance.items()},
+            "unsplit": list(self.unsplit),
+            "http_status": self.http_status,
+            "http_version": self.http_version,
+            "connection_reused": self.connection_reused,
+            "cold_start": self.cold_start,
+            "remote_address": self.remote_address,
+            "request_id": self.request_id,
+            "rtt_ms": self.rtt_ms,
+            "tokens": dataclasses.asdict(self.tokens),
+            "server_timing": self.server_timing.raw,
+            "marks_ns": self.marks.as_dict(),
+        }

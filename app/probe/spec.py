@@ -1,0 +1,51 @@
+"""What to probe and how: the probe's view of one target, free of any file format."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP
+
+
+class Kind(StrEnum):
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    HTTP = "http"
+
+
+class RttMethod(StrEnum):
+    TCP = "tcp"  # handshake time on a fresh connection, kernel's smoothed RTT on a pooled one
+    TTFB = "ttfb"  # fastest time to first byte of a trivial request to ``rtt_url``
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSpec:
+    url: str
+    kind: Kind = Kind.HTTP
+    method: str = "GET"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: Any = None  # JSON-able value sent as JSON, or bytes sent as they are
+    deadline_ms: float | None = None
+    timeout_s: float = 60.0
+    http2: bool = False
+    verify: bool | str = True  # False, True or a CA bundle path
+    server_timing_map: Mapping[str, str] = field(
+        default_factory=lambda: dict(DEFAULT_SERVER_TIMING_MAP)
+    )
+    rtt_method: RttMethod = RttMethod.TCP
+    rtt_url: str | None = None
+    rtt_probes: int = 3
+    # Bodies we keep to parse (JSON answers, error excerpts); anything longer is an error
+    # for a JSON answer and is counted, not kept, for a plain HTTP target.
+    max_body_bytes: int = 16 * 1024 * 1024
+    cold_after_idle_s: float = 60.0
+
+    @property
+    def cutoff_s(self) -> float:
+        """When the request is cut: the client deadline, or the hard timeout if sooner."""
+        if self.deadline_ms is None:
+            return self.timeout_s
+        return min(self.deadline_ms / 1000, self.timeout_s)

@@ -1,0 +1,58 @@
+"""Raw marks from httpcore's ``trace`` extension.
+
+httpcore announces each step of a request as ``<module>.<step>.started|complete|failed``.
+Those names are not a stable API (pyproject pins httpcore's minor for that reason); this
+module is the only place that knows them. DNS happens inside ``connect_tcp``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from app.probe.sample import Marks
+
+# event name -> Marks field set the first time the event is seen
+_EVENT_MARKS = {
+    "connection.connect_tcp.started": "connect_start",
+    "connection.connect_tcp.complete": "connect_end",
+    "connection.start_tls.started": "tls_start",
+    "connection.start_tls.complete": "tls_end",
+    "http11.send_request_headers.started": "request_start",
+    "http2.send_request_headers.started": "request_start",
+    "http11.send_request_body.complete": "request_sent",
+    "http2.send_request_body.complete": "request_sent",
+    "http11.receive_response_headers.complete": "response_headers",
+    "http2.receive_response_headers.complete": "response_headers",
+}
+
+
+class TraceRecorder:
+    """Turns trace events into marks, in nanoseconds since ``start_ns``."""
+
+    def __init__(self, start_ns: int) -> None:
+        self.start_ns = start_ns
+        self.marks = Marks()
+        self.fresh_socket: Any = None
+
+    def now(self) -> int:
+        return time.perf_counter_ns() - self.start_ns
+
+    async def __call__(self, event: str, info: dict[str, Any]) -> None:
+        field_name = _EVENT_MARKS.get(event)
+        if field_name is not None and getattr(self.marks, field_name) is None:
+            setattr(self.marks, field_name, self.now())
+        if event == "connection.connect_tcp.complete":
+            self.fresh_socket = info.get("return_value")
+
+    def mark(self, field_name: str) -> int:
+        """Set a mark from our own read loop, once; returns the time it holds."""
+        value: int | None = getattr(self.marks, field_name)
+        if value is None:
+            value = self.now()
+            setattr(self.marks, field_name, value)
+        return value
+
+    @property
+    def connection_reused(self) -> bool:
+        return self.marks.connect_start is None and self.marks.request_start is not None
