@@ -123,7 +123,8 @@ def _endpoint(url: str | None, demo: bool) -> Iterator[tuple[str, Kind | None]]:
         assert url is not None
         yield url, None
         return
-    from app.demo.sim import SimConfig, SimServer
+    from app.demo.sim import SimConfig
+    from app.demo.simserver import SimServer
 
     config = SimConfig(one_way_ms=50, queue_median_ms=120, prefill_ms=20, tokens=20)
     with SimServer(config) as server:

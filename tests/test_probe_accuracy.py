@@ -1,0 +1,157 @@
+"""The probe against the simulated endpoint, whose true phase durations are logged."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trustme
+
+from app.analysis.summary import summarize
+from app.demo.sim import SimConfig
+from app.demo.simserver import SimServer
+from app.probe.run import probe_run
+from app.probe.sample import Sample, Status
+from app.probe.spec import Kind, ProbeSpec, RttMethod
+
+pytestmark = pytest.mark.anyio
+
+ACCEPTANCE = SimConfig(
+    one_way_ms=50,
+    queue_median_ms=100,
+    queue_sigma=0.5,
+    prefill_ms=20,
+    tokens=20,
+    tokens_per_s=200,
+    server_timing="usage",
+    seed=7,
+)
+STREAM_BODY = {"model": "sim", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+TRUTH_PHASES = ("network", "queue", "prefill", "generation", "transfer")
+
+
+def chat_spec(url: str, **overrides: object) -> ProbeSpec:
+    fields: dict[str, object] = {
+        "url": f"{url}/v1/chat/completions",
+        "kind": Kind.OPENAI,
+        "method": "POST",
+        "body": STREAM_BODY,
+    }
+    return ProbeSpec(**(fields | overrides))  # type: ignore[arg-type]
+
+
+def assert_close(measured: float, truth: float, what: str) -> None:
+    assert abs(measured - truth) <= max(2.0, 0.03 * truth), f"{what}: {measured} vs {truth}"
+
+
+def assert_medians_match_truth(samples: list[Sample], server: SimServer) -> None:
+    truths = {truth.request_id: truth for truth in server.truths()}
+    paired = [(s, truths[s.request_id]) for s in samples if s.request_id in truths]
+    assert len(paired) == len(samples)
+    for phase in TRUTH_PHASES:
+        measured = statistics.median(s.phases[phase] for s, _ in paired)
+        truth = statistics.median(getattr(t, f"{phase}_ms") for _, t in paired)
+        assert_close(measured, truth, phase)
+
+
+@pytest.fixture
+def sim() -> Iterator[SimServer]:
+    with SimServer(ACCEPTANCE) as server:
+        yield server
+
+
+async def test_each_phase_median_matches_the_logged_truth(sim: SimServer) -> None:
+    samples = await probe_run(chat_spec(sim.url), 20)
+    assert all(s.status is Status.OK for s in samples)
+    for sample in samples:
+        assert abs(sum(sample.phases.values()) - sample.total_ms) < 0.01
+        assert sample.provenance["queue"] == "server"
+        assert sample.tokens.completion == 20
+    assert_medians_match_truth(samples, sim)
+
+
+async def test_server_timing_header_gives_the_same_split(sim: SimServer) -> None:
+    sim.reconfigure(server_timing="header")
+    samples = await probe_run(chat_spec(sim.url), 10)
+    assert all(s.server_timing.queue_ms is not None for s in samples)
+    assert_medians_match_truth(samples, sim)
+
+
+async def test_without_server_timing_ttfb_rtt_gives_network_and_queue_keeps_prefill(
+    sim: SimServer,
+) -> None:
+    sim.reconfigure(server_timing="none", queue_sigma=0)
+    spec = chat_spec(sim.url, rtt_method=RttMethod.TTFB, rtt_url=f"{sim.url}/health")
+    samples = await probe_run(spec, 6)
+    network = statistics.median(s.phases["network"] for s in samples)
+    queue = statistics.median(s.phases["queue"] for s in samples)
+    assert_close(network, 100, "network from the fastest /health round trip")
+    assert_close(queue, 120, "queue holds queue + prefill")
+    assert all(s.unsplit == ("queue", "prefill") for s in samples)
+    assert all(s.provenance["network"] == "estimated" for s in samples)
+
+
+async def test_deadline_misses_are_counted_exactly_and_kept_censored(sim: SimServer) -> None:
+    # Every third request queues for a second: e2e ≈ 1.2 s against a 600 ms deadline;
+    # the others take ≈ 0.3 s. Nothing sits near the line, so the count is exact.
+    slow = {2, 5, 8}
+    sim.reconfigure(queue_sigma=0, queue_median_ms=50)
+
+    def next_config(sample: Sample) -> None:
+        sim.reconfigure(queue_median_ms=1000 if sample.index + 1 in slow else 50)
+
+    samples = await probe_run(chat_spec(sim.url, deadline_ms=600), 10, on_sample=next_config)
+    missed = {s.index for s in samples if s.status is Status.DEADLINE_EXCEEDED}
+    assert missed == slow
+    assert all(s.total_ms == 600 for s in samples if s.index in slow)
+    summary = summarize(samples)
+    assert summary.deadline_exceeded == 3
+    assert summary.n == 10  # censored samples stay in the percentiles
+    assert summary.total["p99"] == pytest.approx(600)
+
+
+async def test_http11_marks_are_in_order_and_the_connection_is_reused(sim: SimServer) -> None:
+    samples = await probe_run(chat_spec(sim.url), 3)
+    first, second = samples[0], samples[1]
+    assert first.http_version == "HTTP/1.1"
+    assert first.cold_start and not second.cold_start
+    assert not first.connection_reused and second.connection_reused
+    assert_marks_in_order(first, tls=False)
+    assert second.marks.connect_start is None
+    assert second.phases["connect"] < 1.0
+    assert first.remote_address is not None and first.remote_address.startswith("127.0.0.1:")
+
+
+def assert_marks_in_order(sample: Sample, *, tls: bool) -> None:
+    names = ["connect_start", "connect_end"]
+    names += ["tls_start", "tls_end"] if tls else []
+    names += ["request_start", "request_sent", "response_headers", "first_byte"]
+    names += ["first_answer_token", "last_answer_token", "stream_end"]
+    values = [getattr(sample.marks, name) for name in names]
+    assert None not in values, dict(zip(names, values, strict=True))
+    assert values == sorted(values)
+
+
+@pytest.fixture
+def tls_files(tls_ca: trustme.CA, tmp_path: Path) -> tuple[str, str]:
+    cert = tls_ca.issue_cert("127.0.0.1")
+    certfile, keyfile = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.cert_chain_pems[0].write_to_path(str(certfile))
+    cert.private_key_pem.write_to_path(str(keyfile))
+    return str(certfile), str(keyfile)
+
+
+@pytest.mark.parametrize("http2", [True, False], ids=["h2", "http/1.1-over-tls"])
+async def test_tls_marks_and_phases_over_http2_and_http11(
+    tls_files: tuple[str, str], ca_file: str, http2: bool
+) -> None:
+    certfile, keyfile = tls_files
+    with SimServer(ACCEPTANCE, certfile=certfile, keyfile=keyfile) as server:
+        spec = chat_spec(server.url, http2=http2, verify=ca_file)
+        samples = await probe_run(spec, 8)
+    assert {s.http_version for s in samples} == {"HTTP/2" if http2 else "HTTP/1.1"}
+    assert_marks_in_order(samples[0], tls=True)
+    assert all(s.connection_reused for s in samples[1:])
+    assert_medians_match_truth(samples, server)
