@@ -12,10 +12,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from typer.exceptions import TyperException
 
 from app import __version__
 from app.analysis.summary import summarize
@@ -46,7 +46,7 @@ def expand_env(value: str, what: str) -> str:
     def lookup(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in os.environ:
-            raise click.BadParameter(f"environment variable {name} is not set", param_hint=what)
+            raise typer.BadParameter(f"environment variable {name} is not set", param_hint=what)
         return os.environ[name]
 
     return _ENV_REFERENCE.sub(lookup, value)
@@ -55,7 +55,7 @@ def expand_env(value: str, what: str) -> str:
 def parse_header(raw: str) -> tuple[str, str]:
     name, sep, value = raw.partition(":")
     if not sep or not name.strip():
-        raise click.BadParameter(f"{raw!r} is not 'Name: value'", param_hint="--header")
+        raise typer.BadParameter(f"{raw!r} is not 'Name: value'", param_hint="--header")
     return name.strip(), expand_env(value.strip(), "--header")
 
 
@@ -67,13 +67,13 @@ def parse_body(raw: str | None) -> Any:
         try:
             text = Path(raw[1:]).read_text()
         except OSError as exc:
-            raise click.BadParameter(
+            raise typer.BadParameter(
                 f"cannot read {raw[1:]}: {exc.strerror}", param_hint="--body"
             ) from exc
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--body") from exc
+        raise typer.BadParameter(f"not JSON: {exc}", param_hint="--body") from exc
 
 
 @cli.command()
@@ -98,7 +98,7 @@ def probe(
 ) -> None:
     """Probe an endpoint N times and show where the time goes."""
     if (url is None) == (not demo):
-        raise click.UsageError("give a URL, or --demo (not both)")
+        raise typer.BadParameter("give a URL, or --demo (not both)")
     headers = dict(parse_header(h) for h in header or [])
     spec_body = parse_body(body)
     with _endpoint(url, demo) as (target_url, demo_kind):
@@ -172,15 +172,15 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: usage errors are one line on stderr and exit code 2."""
     try:
         code = cli(args=argv, standalone_mode=False)
-    except click.UsageError as exc:
-        sys.stderr.write(f"phasewatch: error: {_usage_message(exc)}\n")
-        sys.exit(2)
-    except click.Abort:
+    except TyperException as exc:
+        sys.stderr.write(f"phasewatch: error: {_one_line(exc.format_message())}\n")
+        sys.exit(exc.exit_code)
+    except typer.Abort:
         sys.stderr.write("phasewatch: aborted\n")
         sys.exit(130)
     if isinstance(code, int) and code:
         sys.exit(code)
 
 
-def _usage_message(exc: click.UsageError) -> str:
-    return " ".join(exc.format_message().split())
+def _one_line(message: str) -> str:
+    return " ".join(message.split())

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import httpx
 
-from app.probe.client import make_client, probe_once
+from app.probe.client import make_client, probe_once, warm_up
 from app.probe.rtt import fastest
 from app.probe.sample import Sample
 from app.probe.spec import ProbeSpec, RttMethod
@@ -32,6 +32,7 @@ async def probe_run(
     own_client = client is None
     client = client or make_client(spec)
     try:
+        await warm_up()
         rtt_ms = await _ttfb_rtt(client, spec) if spec.rtt_method is RttMethod.TTFB else None
         cold = idle_since is None or time.monotonic() - idle_since >= spec.cold_after_idle_s
         results: list[Sample] = []
