@@ -95,7 +95,7 @@ def test_bad_arguments_get_one_line_and_exit_2(
 def test_header_values_expand_environment_variables(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from app.cli import parse_header
+    from app.cli.probe import parse_header
 
     monkeypatch.setenv("PW_TOKEN", "s3cret")
     assert parse_header("Authorization: Bearer ${PW_TOKEN}") == ("Authorization", "Bearer s3cret")

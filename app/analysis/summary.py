@@ -7,15 +7,30 @@ percentile; samples that failed outright have no latency and are counted apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from app.probe.sample import Sample, Status
+from app.probe.sample import Status
 
 QUANTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
+TIMED = frozenset({Status.OK, Status.DEADLINE_EXCEEDED})
+FAILED = frozenset({Status.ERROR, Status.HTTP_ERROR})
+
+
+class Timed(Protocol):
+    """A probe sample, or its stored record."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def total_ms(self) -> float: ...
+
+    @property
+    def phases(self) -> Mapping[str, float]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,23 +86,23 @@ def dominant_phase(phase_shares: dict[str, float]) -> str | None:
     return max(phase_shares, key=lambda name: phase_shares[name])
 
 
-def summarize(samples: Iterable[Sample]) -> Summary:
+def summarize(samples: Iterable[Timed]) -> Summary:
     samples = list(samples)
-    timed = [s for s in samples if s.in_percentiles]
+    timed = [s for s in samples if s.status in TIMED]
     names = _phase_names(timed)
     per_phase = {name: percentiles([s.phases.get(name, 0.0) for s in timed]) for name in names}
     phase_shares = shares({name: q["p50"] for name, q in per_phase.items()})
     return Summary(
         n=len(timed),
-        errors=sum(s.status in (Status.ERROR, Status.HTTP_ERROR) for s in samples),
-        deadline_exceeded=sum(s.status is Status.DEADLINE_EXCEEDED for s in samples),
+        errors=sum(s.status in FAILED for s in samples),
+        deadline_exceeded=sum(s.status == Status.DEADLINE_EXCEEDED for s in samples),
         total=percentiles([s.total_ms for s in timed]),
         phases={name: PhaseStats(per_phase[name], phase_shares[name]) for name in names},
         dominant=dominant_phase(phase_shares),
     )
 
 
-def _phase_names(samples: Sequence[Sample]) -> list[str]:
+def _phase_names(samples: Sequence[Timed]) -> list[str]:
     names: dict[str, None] = {}
     for sample in samples:
         names.update(dict.fromkeys(sample.phases))

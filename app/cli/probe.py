@@ -1,4 +1,4 @@
-"""The ``phasewatch`` command."""
+"""`phasewatch probe`: one run against one endpoint, shown as a table or JSON."""
 
 from __future__ import annotations
 
@@ -15,22 +15,11 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from typer.exceptions import TyperException
 
-from app import __version__
 from app.analysis.summary import summarize
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from app.probe.spec import Kind, ProbeSpec
-
-cli = typer.Typer(
-    name="phasewatch",
-    help="Tells you when the bottleneck of a latency-critical endpoint has moved.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 DEMO_BODY = {
@@ -76,7 +65,6 @@ def parse_body(raw: str | None) -> Any:
         raise typer.BadParameter(f"not JSON: {exc}", param_hint="--body") from exc
 
 
-@cli.command()
 def probe(
     url: Annotated[str | None, typer.Argument(help="Endpoint to probe.")] = None,
     kind: Annotated[Kind, typer.Option(help="How to read the answer.")] = Kind.HTTP,
@@ -134,7 +122,8 @@ def _endpoint(url: str | None, demo: bool) -> Iterator[tuple[str, Kind | None]]:
 def _run_with_progress(spec: ProbeSpec, samples: int, spacing: float, quiet: bool) -> list[Sample]:
     stderr = Console(stderr=True)
     columns = (TextColumn("probing"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=stderr, transient=True, disable=quiet) as progress:
+    hidden = quiet or not stderr.is_terminal
+    with Progress(*columns, console=stderr, transient=True, disable=hidden) as progress:
         task = progress.add_task("probe", total=samples)
         return asyncio.run(
             probe_run(
@@ -160,27 +149,3 @@ def _report(results: list[Sample], as_json: bool) -> None:
             console.print(f"[red]#{sample.index} {sample.status.value}[/red]: {sample.error}")
     unsplit = {name for s in results for name in s.unsplit}
     print_summary(console, summary, unsplit, len(results))
-
-
-@cli.command()
-def version() -> None:
-    """Print the version."""
-    sys.stdout.write(f"phasewatch {__version__}\n")
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: usage errors are one line on stderr and exit code 2."""
-    try:
-        code = cli(args=argv, standalone_mode=False)
-    except TyperException as exc:
-        sys.stderr.write(f"phasewatch: error: {_one_line(exc.format_message())}\n")
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.stderr.write("phasewatch: aborted\n")
-        sys.exit(130)
-    if isinstance(code, int) and code:
-        sys.exit(code)
-
-
-def _one_line(message: str) -> str:
-    return " ".join(message.split())

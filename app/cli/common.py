@@ -1,0 +1,82 @@
+"""What several commands share: failing in one line, and finding the database."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+ConfigPath = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", help="Targets file; default $PHASEWATCH_CONFIG, else phasewatch.yaml."
+    ),
+]
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        help="SQLAlchemy URL; default $PHASEWATCH_DATABASE_URL, then the targets file's "
+        "database_url, else sqlite:///./phasewatch.db.",
+    ),
+]
+
+
+def one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def fail(message: str) -> NoReturn:
+    sys.stderr.write(f"phasewatch: error: {message}\n")
+    raise typer.Exit(1)
+
+
+def resolve_database_url(option: str | None, config: Path | None) -> str:
+    """--database-url, else the environment, else the targets file (if there is one)."""
+    from app.config import DEFAULT_DATABASE_URL, ConfigError, Settings, load_targets
+
+    settings = Settings() if config is None else Settings(config=config)
+    url = option or settings.database_url
+    if url is None and settings.config.exists():
+        try:
+            url = load_targets(settings.config).database_url
+        except ConfigError:
+            url = None  # the file's other problems are not this command's business
+    return url or DEFAULT_DATABASE_URL
+
+
+@contextmanager
+def store_engine(url: str) -> Iterator[Engine]:
+    """The migrated database, or a one-line error (exit 1) naming what is wrong with it."""
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    from app.store.db import make_engine
+
+    try:
+        engine = make_engine(url)
+    except (ArgumentError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--database-url") from exc
+    try:
+        # Checked before connecting: connecting would create an empty SQLite file.
+        if sqlite_file_missing(engine) or not inspect(engine).has_table("runs"):
+            fail("database is not initialised: run 'phasewatch db upgrade'")
+        yield engine
+    except SQLAlchemyError as exc:
+        fail(f"database: {one_line(str(getattr(exc, 'orig', None) or exc))}")
+    finally:
+        engine.dispose()
+
+
+def sqlite_file_missing(engine: Engine) -> bool:
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        return False
+    return not database.startswith("file:") and not Path(database).exists()

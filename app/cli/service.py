@@ -1,0 +1,123 @@
+"""`phasewatch serve`, `check-config` and `db`: running the watch loop and preparing for it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from app.cli.common import ConfigPath, DatabaseUrl, fail, one_line, resolve_database_url
+
+if TYPE_CHECKING:
+    from app.config import TargetsFile
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def serve(
+    config: ConfigPath = None,
+    host: Annotated[
+        str | None, typer.Option(help="Default $PHASEWATCH_HOST, else 127.0.0.1.")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Default $PHASEWATCH_PORT, else 8080.")] = None,
+    migrate: Annotated[
+        bool, typer.Option(help="Apply migrations on start; --no-migrate refuses a stale schema.")
+    ] = True,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Probe every target on its interval, store every run, serve /healthz."""
+    import uvicorn
+
+    from app.config import Settings
+    from app.main import create_app
+
+    settings = Settings(**_given(config=config, host=host, port=port))
+    targets = _load_targets_or_exit(settings.config)
+    _prepare_database(settings.resolved(targets).database_url, migrate)
+    logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
+    for chatty in ("httpx", "apscheduler.executors", "apscheduler.scheduler"):
+        # One line per probe request or job would drown what matters.
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
+    app = create_app(settings, targets)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level=log_level)
+
+
+def check_config(
+    path: Annotated[
+        Path | None, typer.Argument(help="Default $PHASEWATCH_CONFIG, else phasewatch.yaml.")
+    ] = None,
+) -> None:
+    """Validate a targets file: every problem on a line of its own, exit 1 if any."""
+    from app.config import Settings
+
+    targets = _load_targets_or_exit(path or Settings().config)
+    names = ", ".join(target.name for target in targets.targets) or "none"
+    sys.stdout.write(f"ok: {len(targets.targets)} target(s): {names}\n")
+
+
+def db_upgrade(database_url: DatabaseUrl = None, config: ConfigPath = None) -> None:
+    """Migrate the database to the schema this phasewatch needs."""
+    from app.store.migrate import head_revision
+
+    url = resolve_database_url(database_url, config)
+    _prepare_database(url, migrate=True)
+    sys.stdout.write(f"database at revision {head_revision()} (head)\n")
+
+
+def db_current(database_url: DatabaseUrl = None, config: ConfigPath = None) -> None:
+    """Show the database's schema revision; exit 1 if it is behind."""
+    from app.store.db import make_engine
+    from app.store.migrate import current_revision, head_revision
+
+    engine = make_engine(resolve_database_url(database_url, config))
+    try:
+        current = current_revision(engine)
+    finally:
+        engine.dispose()
+    head = head_revision()
+    sys.stdout.write(f"database at revision {current or 'none'}; head is {head}\n")
+    if current != head:
+        raise typer.Exit(1)
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """Command-line options that were given: they win over the environment."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def _load_targets_or_exit(path: Path) -> TargetsFile:
+    from app.config import ConfigError, load_targets
+
+    try:
+        return load_targets(path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            sys.stderr.write(f"{problem}\n")
+        fail(f"{path}: {len(exc.problems)} problem(s); nothing started")
+
+
+def _prepare_database(url: str, migrate: bool) -> None:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.store.db import make_engine
+    from app.store.migrate import current_revision, head_revision, upgrade
+
+    try:
+        if migrate:
+            upgrade(url)
+            return
+        engine = make_engine(url)
+        try:
+            current = current_revision(engine)
+        finally:
+            engine.dispose()
+    except SQLAlchemyError as exc:
+        fail(f"database: {one_line(str(getattr(exc, 'orig', None) or exc))}")
+    if current != head_revision():
+        fail(
+            f"database schema is at {current or 'nothing'} but this phasewatch needs "
+            f"{head_revision()}: run 'phasewatch db upgrade', or serve without --no-migrate"
+        )

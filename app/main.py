@@ -1,0 +1,53 @@
+"""``create_app(settings)``: wires the engine, the spool, the pipeline, the scheduler and the
+web app. Nothing is built at import time, so tests build as many apps as they like."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app import __version__
+from app.config import Settings, TargetsFile, load_targets
+from app.pipeline import Pipeline
+from app.scheduler import Watch
+from app.service import Service
+from app.store.db import make_engine, make_sessions
+from app.store.leader import Leadership
+from app.store.spool import Spool
+from app.web import health
+
+
+def build_service(settings: Settings, targets: TargetsFile | None = None) -> Service:
+    targets = targets if targets is not None else load_targets(settings.config)
+    resolved = settings.resolved(targets)
+    engine = make_engine(resolved.database_url)
+    pipeline = Pipeline(make_sessions(engine), Spool(settings.spool_dir), resolved.vantage)
+    return Service(
+        settings=settings,
+        resolved=resolved,
+        targets=targets,
+        engine=engine,
+        pipeline=pipeline,
+        watch=Watch(pipeline.run),
+        leadership=Leadership(engine),
+    )
+
+
+def create_app(settings: Settings, targets: TargetsFile | None = None) -> FastAPI:
+    """The service as an ASGI app; it starts scheduling when the app starts (lifespan)."""
+    service = build_service(settings, targets)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    app = FastAPI(title="phasewatch", version=__version__, lifespan=lifespan)
+    app.state.service = service
+    app.include_router(health.router)
+    return app

@@ -1,0 +1,134 @@
+"""Run one target: probe → store (or spool). The only module that knows the whole flow."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Target
+from app.probe.run import probe_run
+from app.probe.sample import Sample
+from app.store.queries import store_run
+from app.store.records import RunRecord, SampleRecord
+from app.store.spool import Spool
+
+log = logging.getLogger(__name__)
+
+COMPLETE, ABORTED = "complete", "aborted"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def is_transient(exc: Exception) -> bool:
+    """The database is away (down, restarting, unreachable), not refusing this run."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+@dataclass
+class Pipeline:
+    sessions: sessionmaker[Session]
+    spool: Spool
+    vantage: str
+    clock: Callable[[], datetime] = utcnow
+    # Monotonic time each target was last probed: the first request after a quiet spell
+    # is tagged as a cold start.
+    idle_since: dict[str, float] = field(default_factory=dict)
+
+    async def run(self, target: Target, scheduled_at: datetime | None = None) -> RunRecord:
+        """Probe ``target`` once (a run of N samples) and store the run whole.
+
+        Cancelled part-way (shutdown), the run is stored as aborted with the samples it
+        has, so it is never counted as a complete run.
+        """
+        run = RunRecord(
+            id=uuid.uuid4(),
+            target=target.name,
+            vantage=self.vantage,
+            started_at=self.clock(),
+            status=ABORTED,
+            scheduled_at=scheduled_at,
+        )
+        self.spool.begin(run)
+        samples: list[Sample] = []
+        try:
+            await probe_run(
+                target.probe_spec(),
+                target.samples,
+                spacing_s=target.spacing,
+                idle_since=self.idle_since.get(target.name),
+                on_sample=samples.append,
+            )
+        except asyncio.CancelledError:
+            self._finish(run, samples, ABORTED)
+            raise
+        finally:
+            self.idle_since[target.name] = time.monotonic()
+        return await asyncio.to_thread(self._finish, run, samples, COMPLETE)
+
+    def _finish(self, run: RunRecord, samples: list[Sample], status: str) -> RunRecord:
+        finished = RunRecord(
+            id=run.id,
+            target=run.target,
+            vantage=run.vantage,
+            started_at=run.started_at,
+            status=status,
+            scheduled_at=run.scheduled_at,
+            finished_at=self.clock(),
+            samples=tuple(SampleRecord.from_sample(s) for s in samples),
+        )
+        self.deliver(finished)
+        self.spool.end(run.id)
+        return finished
+
+    def deliver(self, record: RunRecord) -> bool:
+        """Store ``record``, or spool it while the database is away.
+
+        True once the database has the run (stored now, or already there).
+        """
+        if self.spool.has_pending():
+            # Runs reach the database in the order they finished: none jumps the queue.
+            self.spool.append(record)
+            return self.flush() > 0 and not self.spool.has_pending()
+        try:
+            self.store(record)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("database unreachable (%s); run %s spooled", exc, record.id)
+            self.spool.append(record)
+            return False
+        return True
+
+    def store(self, record: RunRecord) -> bool:
+        with self.sessions.begin() as session:
+            return store_run(session, record, self.clock())
+
+    def flush(self) -> int:
+        """Move spooled runs into the database, oldest first; returns how many left."""
+        flushed = self.spool.flush(self.store, is_transient)
+        if flushed:
+            log.info("%d spooled run(s) stored", flushed)
+        return flushed
+
+    def recover_orphans(self) -> int:
+        """Runs journalled by a process that died mid-run become aborted runs."""
+        orphans = self.spool.orphans()
+        for orphan in orphans:
+            log.warning(
+                "run %s of %s was cut by a crash; recorded as aborted", orphan.id, orphan.target
+            )
+            self.deliver(orphan)
+            self.spool.end(orphan.id)
+        return len(orphans)

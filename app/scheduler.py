@@ -1,0 +1,133 @@
+"""One APScheduler job per target. No logic of its own: it decides *when*, the pipeline *what*."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.events import EVENT_JOB_SUBMITTED, JobSubmissionEvent
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from app.config import Target
+
+log = logging.getLogger(__name__)
+
+RunTarget = Callable[[Target, datetime | None], Awaitable[Any]]
+# A run that starts later than this after its time is skipped (and counted), not queued.
+MISFIRE_GRACE_S = 60
+LATENESS_WINDOW = 10_000
+
+
+@dataclass(frozen=True)
+class Changes:
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    rescheduled: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+
+
+def first_run_offset(name: str, interval_s: float) -> float:
+    """Where in its interval a target first runs: spread by name, the same on every start.
+
+    Two hundred targets on one interval then start evenly spread instead of all at once.
+    """
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    return interval_s * int.from_bytes(digest) / 2**64
+
+
+class Watch:
+    def __init__(self, run_target: RunTarget) -> None:
+        self.run_target = run_target
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self.scheduler.add_listener(self._submitted, EVENT_JOB_SUBMITTED)
+        self.targets: dict[str, Target] = {}
+        self.running: set[asyncio.Task[Any]] = set()
+        self.lateness_s: deque[float] = deque(maxlen=LATENESS_WINDOW)
+        self._due: dict[str, datetime] = {}
+
+    def start(self, *, paused: bool) -> None:
+        self.scheduler.start(paused=paused)
+
+    def pause(self) -> None:
+        self.scheduler.pause()
+
+    def resume(self) -> None:
+        self.scheduler.resume()
+
+    def apply(self, targets: list[Target], now: datetime | None = None) -> Changes:
+        """Make the jobs match ``targets``: add, remove, reschedule, without a restart."""
+        now = now or datetime.now(UTC)
+        wanted = {target.name: target for target in targets}
+        removed = tuple(name for name in self.targets if name not in wanted)
+        for name in removed:
+            self.scheduler.remove_job(name)
+            del self.targets[name]
+        added, rescheduled, updated = [], [], []
+        for name, target in wanted.items():
+            old = self.targets.get(name)
+            self.targets[name] = target
+            if old is None:
+                self._add(target, now)
+                added.append(name)
+            elif (old.interval, old.jitter) != (target.interval, target.jitter):
+                self.scheduler.reschedule_job(name, trigger=_trigger(target))
+                rescheduled.append(name)
+            elif old != target:
+                updated.append(name)  # the job looks the target up by name when it runs
+        return Changes(tuple(added), removed, tuple(rescheduled), tuple(updated))
+
+    def _add(self, target: Target, now: datetime) -> None:
+        first = now + timedelta(seconds=first_run_offset(target.name, target.interval))
+        self.scheduler.add_job(
+            self._job,
+            trigger=_trigger(target),
+            args=[target.name],
+            id=target.name,
+            name=target.name,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=MISFIRE_GRACE_S,
+            next_run_time=first,
+        )
+
+    def _submitted(self, event: JobSubmissionEvent) -> None:
+        self._due[event.job_id] = event.scheduled_run_times[-1]
+
+    async def _job(self, name: str) -> None:
+        target = self.targets.get(name)
+        if target is None:
+            return
+        due = self._due.pop(name, None)
+        if due is not None:
+            self.lateness_s.append((datetime.now(UTC) - due).total_seconds())
+        task = asyncio.current_task()
+        assert task is not None
+        self.running.add(task)
+        try:
+            await self.run_target(target, due)
+        finally:
+            self.running.discard(task)
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop scheduling; runs in flight get ``grace_s`` to finish, then are cancelled."""
+        if self.scheduler.running:
+            self.scheduler.pause()
+        running = set(self.running)
+        if running:
+            done, pending = await asyncio.wait(running, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+
+
+def _trigger(target: Target) -> IntervalTrigger:
+    return IntervalTrigger(seconds=target.interval, jitter=target.jitter or None, timezone=UTC)

@@ -1,0 +1,155 @@
+"""The running service: the pieces ``create_app`` wires, and their background loops.
+
+Loops: leadership (who schedules), the spool flusher (runs waiting for the database), the
+targets-file reloader (SIGHUP or a change on disk), retention (prunes raw samples).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from app.config import ConfigError, ResolvedSettings, Settings, TargetsFile, load_targets
+from app.pipeline import Pipeline, is_transient, utcnow
+from app.scheduler import Watch
+from app.store.leader import Leadership
+from app.store.queries import prune_samples, sync_targets
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY_S = 5.0
+RELOAD_POLL_S = 2.0
+PRUNE_EVERY_S = 3600.0
+STOP_GRACE_S = 3.0  # runs in flight get this long at shutdown; the rest of 5 s is storing
+
+
+@dataclass
+class Service:
+    settings: Settings
+    resolved: ResolvedSettings
+    targets: TargetsFile
+    engine: Engine
+    pipeline: Pipeline
+    watch: Watch
+    leadership: Leadership
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    reload_requested: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._sync_targets, self.targets)
+        await asyncio.to_thread(self.pipeline.recover_orphans)
+        self.watch.apply(list(self.targets.targets))
+        leading = await asyncio.to_thread(self.leadership.check)
+        self.watch.start(paused=not leading)
+        log.info(
+            "%s; %d target(s)", "leading" if leading else "standing by", len(self.watch.targets)
+        )
+        for loop in (self._leader_loop, self._flush_loop, self._reload_loop, self._prune_loop):
+            self.tasks.append(asyncio.create_task(_forever(loop)))
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            # Only the main thread may own signals (tests build the app in other threads).
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload_requested.set)
+
+    async def stop(self) -> None:
+        await self.watch.stop(STOP_GRACE_S)
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await asyncio.to_thread(self.leadership.release)
+        self.engine.dispose()
+
+    # Leadership -------------------------------------------------------------------
+
+    async def _leader_loop(self) -> None:
+        await asyncio.sleep(self.settings.leader_check_s)
+        was = self.leadership.leading
+        now = await asyncio.to_thread(self.leadership.check)
+        if now and not was:
+            log.info("took the lead: scheduling probes")
+            self.watch.resume()
+        elif was and not now:
+            log.warning("lost the lead: standing by")
+            self.watch.pause()
+
+    # Spool ------------------------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        await asyncio.sleep(FLUSH_EVERY_S)
+        if self.pipeline.spool.has_pending():
+            await asyncio.to_thread(self.pipeline.flush)
+
+    # Reload -----------------------------------------------------------------------
+
+    async def _reload_loop(self) -> None:
+        path = self.settings.config
+        seen = _stamp(path)
+        while _stamp(path) == seen and not self.reload_requested.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.reload_requested.wait(), RELOAD_POLL_S)
+        self.reload_requested.clear()
+        await self.reload()
+
+    async def reload(self) -> None:
+        try:
+            targets = await asyncio.to_thread(load_targets, self.settings.config)
+        except ConfigError as exc:
+            for problem in exc.problems:
+                log.error("reload refused, keeping the running targets: %s", problem)
+            return
+        await asyncio.to_thread(self._sync_targets, targets)
+        changes = self.watch.apply(list(targets.targets))
+        if self.settings.resolved(targets) != self.resolved:
+            log.warning("vantage, database or retention changed: takes effect on restart")
+        self.targets = targets
+        log.info("targets reloaded: %s", changes)
+
+    def _sync_targets(self, targets: TargetsFile) -> None:
+        try:
+            with self.pipeline.sessions.begin() as session:
+                sync_targets(session, targets.targets, utcnow())
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("targets table not updated, database unreachable: %s", exc)
+
+    # Retention --------------------------------------------------------------------
+
+    async def _prune_loop(self) -> None:
+        cutoff = utcnow() - timedelta(days=self.resolved.raw_retention_days)
+        try:
+            deleted = await asyncio.to_thread(prune_samples, self.engine, cutoff)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            deleted = 0
+        if deleted:
+            log.info("pruned %d raw samples older than %s", deleted, cutoff.date())
+        await asyncio.sleep(PRUNE_EVERY_S)
+
+
+async def _forever(step: Callable[[], Awaitable[None]]) -> None:
+    """Run ``step`` again and again; a failing step is logged and retried, never fatal."""
+    while True:
+        try:
+            await step()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("background step %s failed; retrying", step.__name__)
+            await asyncio.sleep(1.0)
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size

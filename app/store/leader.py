@@ -1,0 +1,81 @@
+"""Which of several phasewatch processes on one PostgreSQL database schedules the probes.
+
+The leader holds a session-level advisory lock on a connection of its own. When the
+leader dies, PostgreSQL ends its session and frees the lock, and the next process to ask
+takes it. SQLite serves a single process, which always leads.
+
+When the leader's connection breaks it tries to take the lock again: if the database is
+unreachable it keeps leading (nobody else can take the lock either, and probing must go
+on into the spool); if the lock has meanwhile gone to another process, it steps down.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
+
+log = logging.getLogger(__name__)
+
+LOCK_KEY = 0x7068_6173_6577_6174 & 0x7FFF_FFFF_FFFF_FFFF  # "phasewat", as a bigint
+
+
+class Leadership:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.connection: Connection | None = None
+        self.leading = engine.dialect.name != "postgresql"
+
+    @property
+    def contested(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    def check(self) -> bool:
+        """Keep, take or lose the lead; returns whether this process leads now."""
+        if not self.contested:
+            return True
+        if self.connection is not None and self._alive(self.connection):
+            return True
+        self._drop()
+        try:
+            self.leading = self._take()
+        except DBAPIError as exc:
+            # Unreachable: a leader stays leader, a follower stays follower.
+            log.warning("leadership not verifiable (%s); leading=%s", exc.orig, self.leading)
+        return self.leading
+
+    def _take(self) -> bool:
+        connection = self.engine.connect()
+        got = bool(connection.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": LOCK_KEY}))
+        connection.commit()  # the lock is the session's: no transaction stays open
+        if got:
+            self.connection = connection
+        else:
+            connection.close()
+        return got
+
+    @staticmethod
+    def _alive(connection: Connection) -> bool:
+        try:
+            connection.execute(text("SELECT 1"))
+            connection.commit()
+        except DBAPIError:
+            return False
+        return True
+
+    def _drop(self) -> None:
+        if self.connection is not None:
+            try:
+                self.connection.invalidate()
+                self.connection.close()
+            except DBAPIError:
+                pass
+            self.connection = None
+
+    def release(self) -> None:
+        if self.connection is not None and self._alive(self.connection):
+            self.connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": LOCK_KEY})
+            self.connection.commit()
+        self._drop()
+        self.leading = not self.contested

@@ -1,0 +1,38 @@
+"""``/healthz``: is this process doing its job (it answers 200 while it spools, too)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request
+from sqlalchemy import text
+
+from app import __version__
+from app.service import Service
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz(request: Request) -> dict[str, Any]:
+    service: Service = request.app.state.service
+    database = await asyncio.to_thread(_database_reachable, service)
+    return {
+        "status": "ok" if database else "degraded",
+        "version": __version__,
+        "vantage": service.resolved.vantage,
+        "database": "reachable" if database else "unreachable",
+        "leader": service.leadership.leading,
+        "targets": len(service.watch.targets),
+        "spooled_runs": service.pipeline.spool.pending(),
+    }
+
+
+def _database_reachable(service: Service) -> bool:
+    try:
+        with service.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except Exception:
+        return False
+    return True
