@@ -12,15 +12,15 @@ from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.cli import main
-from app.store import csvio
-from app.store.csvio import (
+from app.store import csvexport
+from app.store.csvexport import export_samples
+from app.store.csvimport import import_samples
+from app.store.csvlayout import (
     CsvExportError,
     CsvImportError,
     CsvProblem,
     ImportResult,
-    export_samples,
     format_timestamp,
-    import_samples,
     parse_timestamp,
     phase_order,
 )
@@ -270,7 +270,7 @@ def test_export_refuses_a_phase_missing_from_its_header_rather_than_dropping_it(
 ) -> None:
     store(sessions, varied_runs())
     # As if a run with a new phase were stored between the header query and the rows.
-    monkeypatch.setattr(csvio, "_phase_names", lambda *_: ["connect", "network", "queue"])
+    monkeypatch.setattr(csvexport, "_phase_names", lambda *_: ["connect", "network", "queue"])
     with pytest.raises(CsvExportError, match="appeared during the export"):
         export_text(engine)
 

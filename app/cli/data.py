@@ -1,4 +1,4 @@
-"""`phasewatch export` and `import`: samples as CSV, in the layout of app.store.csvio."""
+"""`phasewatch export` and `import`: samples as CSV, in the layout of app.store.csvlayout."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from app.cli.common import ConfigPath, DatabaseUrl, fail, resolve_database_url, 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from app.store.csvio import CsvImportError, ImportResult
+    from app.store.csvlayout import CsvImportError, ImportResult
 
 
 def export_csv(
@@ -38,7 +38,8 @@ def export_csv(
     config: ConfigPath = None,
 ) -> None:
     """Write stored samples as CSV to standard output, oldest first."""
-    from app.store.csvio import CsvExportError, export_samples
+    from app.store.csvexport import export_samples
+    from app.store.csvlayout import CsvExportError
 
     since, until = _time_option(start, "--from"), _time_option(end, "--to")
     if since is not None and until is not None and since >= until:
@@ -59,7 +60,7 @@ def import_csv(
     config: ConfigPath = None,
 ) -> None:
     """Store the runs in a CSV of samples: all of them, or none if any row is malformed."""
-    from app.store.csvio import CsvImportError
+    from app.store.csvlayout import CsvImportError
 
     with (
         _csv_source(file) as (rows, bytes_read, size),
@@ -104,7 +105,7 @@ def _csv_source(file: Path) -> Iterator[tuple[TextIO, Callable[[], int], int | N
 def _import_with_progress(
     engine: Engine, rows: TextIO, bytes_read: Callable[[], int], size: int | None
 ) -> ImportResult:
-    from app.store.csvio import import_samples
+    from app.store.csvimport import import_samples
 
     columns = (
         TextColumn("reading"),

@@ -1,10 +1,4 @@
-"""Samples as CSV: the one layout that export, import, backtests and the API share.
-
-``timestamp,target,vantage,run_id,status,total_ms,<phase>_ms...``: one row per sample,
-``timestamp`` its start in UTC (written ``2024-05-01T12:00:00.000000Z``; any offset is read
-and converted), an empty phase cell for a phase the sample does not have. Rows are ordered
-by timestamp, run id, then the sample's index in its run; numbers are written with ``repr``
-so that they read back as the same float. Export → import → export is byte-identical.
+"""Import: a CSV in the layout of app.store.csvlayout, checked, then stored.
 
 An import is all or nothing: every row is checked first, every problem is reported with
 its line, and only a clean file is stored, in one transaction. Run ids make it idempotent.
@@ -17,215 +11,37 @@ import math
 import re
 import uuid
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
-from sqlalchemy import Engine, Select, func, select, true
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine
 
-from app.probe.sample import HTTP_PHASES, LLM_PHASES, Status
+from app.store.csvlayout import (
+    BASE_COLUMNS,
+    MAX_NAME_LENGTH,
+    STATUSES,
+    CsvImportError,
+    CsvProblem,
+    ImportResult,
+    parse_timestamp,
+    phase_order,
+)
 from app.store.db import make_sessions, transaction
-from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.queries import store_run
 from app.store.records import RunRecord, SampleRecord
 
 if TYPE_CHECKING:
-    from _csv import Reader, Writer
+    from _csv import Reader
 
-BASE_COLUMNS = ("timestamp", "target", "vantage", "run_id", "status", "total_ms")
-STATUSES = tuple(status.value for status in Status)
-KNOWN_PHASES = (*LLM_PHASES, *(p for p in HTTP_PHASES if p not in LLM_PHASES))
 MAX_LISTED_PROBLEMS = 20
-MAX_NAME_LENGTH = 200  # targets.name and runs.vantage
-EXPORT_BATCH = 2_000
 PROGRESS_EVERY = 10_000
 
 _PHASE_NAME = re.compile(r"^[A-Za-z0-9_]{1,40}$")  # runs.dominant_phase holds 40 characters
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class CsvProblem:
-    """One thing wrong with the file; ``column`` is None when it is the whole row."""
-
-    line: int
-    column: str | None
-    reason: str
-
-    def __str__(self) -> str:
-        where = f"{self.line}: {self.column}" if self.column else str(self.line)
-        return f"{where}: {self.reason}"
-
-
-class CsvImportError(Exception):
-    """The file was not stored. ``problems`` lists the first ones; ``count`` is all of them."""
-
-    def __init__(self, problems: Sequence[CsvProblem], count: int | None = None) -> None:
-        self.problems = list(problems)
-        self.count = len(self.problems) if count is None else count
-        super().__init__("\n".join(str(problem) for problem in self.problems))
-
-    @property
-    def unlisted(self) -> int:
-        return self.count - len(self.problems)
-
-
-class CsvExportError(Exception):
-    """The export stopped part-way; what was written so far is incomplete."""
-
-
-@dataclass(frozen=True, slots=True)
-class ImportResult:
-    runs_stored: int
-    samples_stored: int
-    runs_already_present: int
-
-
-def phase_order(names: Iterable[str]) -> list[str]:
-    """The LLM phases, then ``server``, in their order; any others alphabetically."""
-    found = set(names)
-    return [p for p in KNOWN_PHASES if p in found] + sorted(found.difference(KNOWN_PHASES))
-
-
-def header(phases: Sequence[str]) -> list[str]:
-    return [*BASE_COLUMNS, *(f"{phase}_ms" for phase in phases)]
-
-
-def format_timestamp(value: datetime) -> str:
-    # Fixed width (always microseconds) so that text order is time order.
-    text = value.astimezone(UTC).isoformat(timespec="microseconds")
-    return text.removesuffix("+00:00") + "Z"
-
-
-def parse_timestamp(text: str) -> datetime:
-    """An ISO-8601 time with an offset (``Z`` included), as UTC; ValueError otherwise."""
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not an ISO-8601 time") from None
-    if value.tzinfo is None:
-        raise ValueError(f"{text!r} has no UTC offset (add 'Z' for UTC)")
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise ValueError(f"{text!r} is out of range in UTC") from None
-
-
-def format_number(value: float) -> str:
-    # + 0.0 turns -0.0 into 0.0: JSONB keeps no negative zero, so it would not round-trip.
-    return repr(float(value) + 0.0)
-
-
-# Export ---------------------------------------------------------------------------------
-
-
-def export_samples(
-    source: Session | Engine,
-    out: TextIO,
-    *,
-    target: str | None = None,
-    start: datetime | None = None,
-    end: datetime | None = None,
-) -> int:
-    """Write the samples that started in [start, end) as CSV; return how many rows.
-
-    Rows are streamed from the database in batches, so memory does not grow with the
-    number of samples. Given a session, the export runs in the caller's transaction.
-    Raises CsvExportError if a concurrent writer adds a phase that the header lacks.
-    """
-    for bound in (start, end):
-        if bound is not None and bound.tzinfo is None:
-            raise ValueError("export bounds must be aware datetimes")
-    with _reading(source) as session:
-        phases = phase_order(_phase_names(session, target, start, end))
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(header(phases))
-        return _write_rows(session, _filtered(_sample_rows(), target, start, end), phases, writer)
-
-
-def _write_rows(session: Session, rows: Select[Any], phases: list[str], writer: Writer) -> int:
-    known, count = frozenset(phases), 0
-    streamed = session.execute(rows, execution_options={"yield_per": EXPORT_BATCH})
-    # closing: an export that fails part-way must not leave a server-side cursor open.
-    with closing(streamed):
-        for row in streamed:
-            writer.writerow(_cells(tuple(row), phases, known))
-            count += 1
-    return count
-
-
-@contextmanager
-def _reading(source: Session | Engine) -> Iterator[Session]:
-    if isinstance(source, Session):
-        yield source
-        return
-    if source.dialect.name == "postgresql":
-        # One snapshot for the phase names and the rows, so both see the same samples.
-        source = source.execution_options(isolation_level="REPEATABLE READ")
-    with Session(source) as session, session.begin():
-        yield session
-
-
-def _phase_names(
-    session: Session, target: str | None, start: datetime | None, end: datetime | None
-) -> list[str]:
-    """The phase names of the selected samples, found by the database, not by reading rows."""
-    keys: Select[Any]
-    if session.get_bind().dialect.name == "postgresql":
-        keys = select(func.jsonb_object_keys(SampleRow.phases))
-    else:  # SQLite, the only other database phasewatch runs on
-        each = func.json_each(SampleRow.phases).table_valued("key")
-        keys = select(each.c.key).select_from(SampleRow).join(each, true())
-    query = _filtered(keys.distinct(), target, start, end)
-    return [str(key) for key in session.scalars(query)]
-
-
-def _sample_rows() -> Select[Any]:
-    return select(
-        SampleRow.started_at,
-        TargetRow.name,
-        RunRow.vantage,
-        SampleRow.run_id,
-        SampleRow.status,
-        SampleRow.total_ms,
-        SampleRow.phases,
-    ).order_by(SampleRow.started_at, SampleRow.run_id, SampleRow.idx)
-
-
-def _filtered(
-    query: Select[Any], target: str | None, start: datetime | None, end: datetime | None
-) -> Select[Any]:
-    query = query.join(RunRow, RunRow.id == SampleRow.run_id).join(
-        TargetRow, TargetRow.id == RunRow.target_id
-    )
-    if target is not None:
-        query = query.where(TargetRow.name == target)
-    if start is not None:
-        query = query.where(SampleRow.started_at >= start)
-    if end is not None:
-        query = query.where(SampleRow.started_at < end)
-    return query
-
-
-def _cells(row: tuple[Any, ...], phases: Sequence[str], known: frozenset[str]) -> list[str]:
-    started_at, target, vantage, run_id, status, total_ms, values = row
-    if not values.keys() <= known:
-        # Only a writer committing between the two queries can do this (SQLite keeps no
-        # snapshot across them): refuse rather than silently drop the phase.
-        unknown = sorted(values.keys() - known)
-        raise CsvExportError(f"phases {unknown} appeared during the export; run it again")
-    cells = [format_timestamp(started_at), target, vantage, str(run_id), status]
-    cells.append(format_number(total_ms))
-    cells.extend(format_number(values[p]) if p in values else "" for p in phases)
-    return cells
-
-
-# Import ---------------------------------------------------------------------------------
 
 
 def import_samples(
