@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 
 from app.config import ConfigError, ResolvedSettings, Settings, TargetsFile, load_targets
 from app.pipeline import Pipeline, is_transient, utcnow
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 FLUSH_EVERY_S = 5.0
 RELOAD_POLL_S = 2.0
 PRUNE_EVERY_S = 3600.0
+SYNC_ATTEMPTS = 3
 STOP_GRACE_S = 3.0  # runs in flight get this long at shutdown; the rest of 5 s is storing
 
 
@@ -113,12 +115,23 @@ class Service:
 
     def _sync_targets(self, targets: TargetsFile) -> None:
         try:
-            with self.pipeline.sessions.begin() as session:
-                sync_targets(session, targets.targets, utcnow())
+            self._write_targets(targets)
         except Exception as exc:
             if not is_transient(exc):
                 raise
             log.warning("targets table not updated, database unreachable: %s", exc)
+
+    def _write_targets(self, targets: TargetsFile) -> None:
+        for attempt in range(SYNC_ATTEMPTS):
+            try:
+                with self.pipeline.sessions.begin() as session:
+                    sync_targets(session, targets.targets, utcnow())
+                return
+            except IntegrityError:
+                # Replicas starting (or reloading) together insert the same new target;
+                # the loser waited for the winner's commit, so its next try finds the row.
+                if attempt == SYNC_ATTEMPTS - 1:
+                    raise
 
     # Retention --------------------------------------------------------------------
 
