@@ -23,6 +23,8 @@ from app.store.spool import Spool
 log = logging.getLogger(__name__)
 
 COMPLETE, ABORTED = "complete", "aborted"
+STORE_TIMEOUT_S = 20.0
+ABORT_STORE_TIMEOUT_S = 1.5  # at shutdown, within the 5 s SIGTERM promise
 
 
 def utcnow() -> datetime:
@@ -71,14 +73,29 @@ class Pipeline:
                 on_sample=samples.append,
             )
         except asyncio.CancelledError:
-            self._finish(run, samples, ABORTED)
+            await self._keep(self._record(run, samples, ABORTED), ABORT_STORE_TIMEOUT_S)
             raise
         finally:
             self.idle_since[target.name] = time.monotonic()
-        return await asyncio.to_thread(self._finish, run, samples, COMPLETE)
+        record = self._record(run, samples, COMPLETE)
+        await self._keep(record, STORE_TIMEOUT_S)
+        return record
 
-    def _finish(self, run: RunRecord, samples: list[Sample], status: str) -> RunRecord:
-        finished = RunRecord(
+    async def _keep(self, record: RunRecord, budget_s: float) -> None:
+        """Store ``record`` within ``budget_s``, else spool it: never lose it, never hang.
+
+        A database that hangs without failing gets the budget; after it the run waits in
+        the spool. Should the hung store land after all, the second copy is a no-op.
+        """
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self.deliver, record), budget_s)
+        except TimeoutError:
+            log.warning("storing run %s took over %s s; spooled", record.id, budget_s)
+            await asyncio.to_thread(self.spool.append, record)
+        self.spool.end(record.id)
+
+    def _record(self, run: RunRecord, samples: list[Sample], status: str) -> RunRecord:
+        return RunRecord(
             id=run.id,
             target=run.target,
             vantage=run.vantage,
@@ -88,9 +105,6 @@ class Pipeline:
             finished_at=self.clock(),
             samples=tuple(SampleRecord.from_sample(s) for s in samples),
         )
-        self.deliver(finished)
-        self.spool.end(run.id)
-        return finished
 
     def deliver(self, record: RunRecord) -> bool:
         """Store ``record``, or spool it while the database is away.

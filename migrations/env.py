@@ -16,6 +16,8 @@ from app.config import DEFAULT_DATABASE_URL, Settings
 from app.store.db import make_engine, normalize_url
 from app.store.models import Base
 
+MIGRATION_LOCK_KEY = 0x7068_6173_6D69_6772  # "phasmigr"
+
 
 def database_url() -> str:
     url = context.config.get_main_option("sqlalchemy.url")
@@ -61,6 +63,10 @@ def run_on(connection: Connection) -> None:
         connection.commit()
     configure(is_sqlite, connection=connection)
     with context.begin_transaction():
+        if connection.dialect.name == "postgresql":
+            # Replicas starting together on a new database: one migrates, the rest wait
+            # and then find nothing left to do. Released when the transaction ends.
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
         context.run_migrations()
 
 

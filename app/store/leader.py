@@ -47,8 +47,13 @@ class Leadership:
 
     def _take(self) -> bool:
         connection = self.engine.connect()
-        got = bool(connection.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": LOCK_KEY}))
-        connection.commit()  # the lock is the session's: no transaction stays open
+        try:
+            query = text("SELECT pg_try_advisory_lock(:key)")
+            got = bool(connection.scalar(query, {"key": LOCK_KEY}))
+            connection.commit()  # the lock is the session's: no transaction stays open
+        except DBAPIError:
+            connection.close()
+            raise
         if got:
             self.connection = connection
         else:

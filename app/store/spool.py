@@ -28,7 +28,8 @@ class Spool:
         self.path = directory / "runs.jsonl"
         self.inflight = directory / "inflight"
         self.inflight.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the file, briefly
+        self._flushing = threading.Lock()  # one flush at a time
 
     def append(self, record: RunRecord) -> None:
         line = json.dumps(record.to_json(), separators=(",", ":")) + "\n"
@@ -51,10 +52,12 @@ class Spool:
 
         A transient failure (the database is still away) stops the flush and keeps the
         rest in order. Any other failure would block the spool for ever, so that run is
-        set aside in ``rejected.jsonl`` (kept, logged) and the flush goes on.
+        set aside in ``rejected.jsonl`` (kept, logged) and the flush goes on. The file lock
+        is not held while storing: appends go on meanwhile, behind the lines being flushed.
         """
-        with self._lock:
-            lines = list(self._lines())
+        with self._flushing:
+            with self._lock:
+                lines = list(self._lines())
             done = 0
             try:
                 for line in lines:
@@ -64,7 +67,8 @@ class Spool:
                 if not transient(exc):
                     raise
             finally:
-                self._rewrite(lines[done:])
+                with self._lock:
+                    self._rewrite(list(self._lines())[done:])
             return done
 
     def _store_line(

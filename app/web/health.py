@@ -18,6 +18,7 @@ router = APIRouter()
 async def healthz(request: Request) -> dict[str, Any]:
     service: Service = request.app.state.service
     database = await asyncio.to_thread(_database_reachable, service)
+    spooled = await asyncio.to_thread(service.pipeline.spool.pending)
     return {
         "status": "ok" if database else "degraded",
         "version": __version__,
@@ -25,7 +26,7 @@ async def healthz(request: Request) -> dict[str, Any]:
         "database": "reachable" if database else "unreachable",
         "leader": service.leadership.leading,
         "targets": len(service.watch.targets),
-        "spooled_runs": service.pipeline.spool.pending(),
+        "spooled_runs": spooled,
     }
 
 

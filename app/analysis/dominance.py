@@ -1,0 +1,65 @@
+"""Which phase holds the most time, and whether a challenger's lead is more than noise.
+
+A phase's share is its median over the sum of all phase medians (the shares of one
+window add up to 1); the dominant phase has the largest share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.analysis.quantiles import DEFAULT_RESAMPLES, Estimate, bootstrap, interval
+from app.analysis.runs import Array, RunData, common_phases, stacked_phases
+from app.analysis.summary import dominant_phase, shares
+
+
+@dataclass(frozen=True, slots=True)
+class Mix:
+    """The phase mix of a window of runs."""
+
+    medians: dict[str, float]
+    shares: dict[str, float]
+    dominant: str | None
+    n: int
+    runs: int
+
+    def ranked(self) -> list[str]:
+        return sorted(self.shares, key=lambda name: -self.shares[name])
+
+
+def phase_mix(runs: Sequence[RunData]) -> Mix:
+    names = common_phases(runs)
+    values, _ = stacked_phases(runs, names)
+    if len(values) == 0:
+        return Mix({}, {}, None, 0, len(runs))
+    medians = dict(zip(names, (float(v) for v in np.median(values, axis=0)), strict=True))
+    phase_shares = shares(medians)
+    return Mix(medians, phase_shares, dominant_phase(phase_shares), len(values), len(runs))
+
+
+def lead(
+    runs: Sequence[RunData],
+    challenger: str,
+    leader: str,
+    rng: np.random.Generator,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> Estimate:
+    """share(challenger) − share(leader), with a hierarchical-bootstrap 95 % interval."""
+    names = common_phases(runs)
+    values, sizes = stacked_phases(runs, names)
+    if len(values) == 0 or challenger not in names or leader not in names:
+        return Estimate(None, None, None, len(values))
+    first, second = names.index(challenger), names.index(leader)
+
+    def share_lead(replicates: Array) -> Array:
+        medians = np.median(replicates, axis=1)  # (resamples × phases)
+        whole = medians.sum(axis=1)
+        whole[whole <= 0] = np.inf
+        return np.asarray((medians[:, first] - medians[:, second]) / whole, dtype=np.float64)
+
+    point = share_lead(values[None, :, :])[0]
+    low, high = interval(bootstrap(values, sizes, share_lead, resamples, rng))
+    return Estimate(float(point), low, high, len(values))

@@ -1,0 +1,97 @@
+"""Quantiles with confidence intervals from a hierarchical bootstrap.
+
+Resample runs with replacement, then samples within each chosen run. Pooling samples of
+different runs as if independent would make intervals far too narrow: samples of one run
+share the server's load at that moment. scipy's ``bootstrap`` has no nested resampling,
+so the index drawing is here; the statistics themselves are numpy's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.analysis.runs import Array, RunData, stacked_totals
+
+QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+# A p99 needs about 100 samples beyond it to mean anything: from fewer than 300 it is
+# reported as insufficient rather than as a number.
+MIN_SAMPLES = {"p50": 1, "p90": 30, "p95": 60, "p99": 300}
+DEFAULT_RESAMPLES = 400
+LEVEL = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+
+    @property
+    def sufficient(self) -> bool:
+        return self.value is not None
+
+
+def resample_indices(
+    sizes: NDArray[np.int64], resamples: int, rng: np.random.Generator
+) -> NDArray[np.int64]:
+    """Row indices into the stacked samples: (resamples × runs·m), m the mean run size.
+
+    Every replicate draws as many runs as there are, then m samples inside each drawn run
+    (runs of a window have nearly equal sizes; a fixed m keeps this one numpy gather).
+    """
+    runs = len(sizes)
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    per_run = max(1, int(round(float(sizes.mean())))) if runs else 1
+    chosen = rng.integers(0, runs, size=(resamples, runs))
+    within = rng.random(size=(resamples, runs, per_run))
+    picks = offsets[chosen][:, :, None] + (within * sizes[chosen][:, :, None]).astype(np.int64)
+    return picks.reshape(resamples, runs * per_run)
+
+
+def bootstrap(
+    values: Array,
+    sizes: NDArray[np.int64],
+    statistic: Callable[[Array], Array],
+    resamples: int,
+    rng: np.random.Generator,
+) -> Array:
+    """``statistic`` of every replicate; it gets (resamples × draws [× columns]) values."""
+    return statistic(values[resample_indices(sizes, resamples, rng)])
+
+
+def interval(replicates: Array, level: float = LEVEL) -> tuple[float, float]:
+    """Percentile interval of bootstrap replicates."""
+    tail = (1 - level) / 2
+    low, high = np.quantile(replicates, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def quantile_estimates(
+    runs: Sequence[RunData],
+    rng: np.random.Generator,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> dict[str, Estimate]:
+    """p50/p90/p95/p99 of end-to-end time, censored samples included, with 95 % intervals."""
+    totals, sizes = stacked_totals([run for run in runs if run.timed])
+    n = len(totals)
+    found: dict[str, Estimate] = {}
+    for name, q in QUANTILES.items():
+        if n < MIN_SAMPLES[name]:
+            found[name] = Estimate(None, None, None, n)
+            continue
+        replicates = bootstrap(totals, sizes, _quantile_of_rows(q), resamples, rng)
+        low, high = interval(replicates)
+        found[name] = Estimate(float(np.quantile(totals, q)), low, high, n)
+    return found
+
+
+def _quantile_of_rows(q: float) -> Callable[[Array], Array]:
+    def statistic(rows: Array) -> Array:
+        return np.asarray(np.quantile(rows, q, axis=1), dtype=np.float64)
+
+    return statistic

@@ -1,0 +1,104 @@
+"""Runs as the statistics see them: per-run arrays of end-to-end and phase times.
+
+A run is the unit of independence. Samples within one run share the moment, the
+connection and the server's load, so every interval and test here resamples or permutes
+whole runs, never pooled samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.analysis.summary import Timed
+from app.probe.sample import LLM_PHASES, Status
+
+Array = NDArray[np.float64]
+_PHASE_ORDER = {name: i for i, name in enumerate((*LLM_PHASES, "server"))}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RunData:
+    run_id: str
+    target: str
+    vantage: str
+    at: datetime
+    phase_names: tuple[str, ...]
+    # Timed samples only (ok and censored): rows are samples, columns phase_names.
+    phases: Array
+    totals: Array
+    censored: int  # deadline exceeded: in ``totals`` at the deadline
+    failed: int  # errors and HTTP errors: no latency
+    samples: int
+
+    @property
+    def timed(self) -> int:
+        return len(self.totals)
+
+    @property
+    def ok(self) -> int:
+        return self.timed - self.censored
+
+
+def phase_order(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(names), key=lambda name: (_PHASE_ORDER.get(name, 99), name)))
+
+
+def run_from_samples(
+    run_id: str, target: str, vantage: str, at: datetime, samples: Sequence[Timed]
+) -> RunData:
+    timed = [s for s in samples if s.status in (Status.OK, Status.DEADLINE_EXCEEDED)]
+    names = phase_order(name for s in timed for name in s.phases)
+    phases = np.array(
+        [[s.phases.get(name, 0.0) for name in names] for s in timed], dtype=np.float64
+    ).reshape(len(timed), len(names))
+    return RunData(
+        run_id=run_id,
+        target=target,
+        vantage=vantage,
+        at=at,
+        phase_names=names,
+        phases=phases,
+        totals=np.array([s.total_ms for s in timed], dtype=np.float64),
+        censored=sum(s.status == Status.DEADLINE_EXCEEDED for s in samples),
+        failed=len(samples) - len(timed),
+        samples=len(samples),
+    )
+
+
+def common_phases(runs: Sequence[RunData]) -> tuple[str, ...]:
+    return phase_order(name for run in runs for name in run.phase_names)
+
+
+def stacked_phases(
+    runs: Sequence[RunData], names: Sequence[str]
+) -> tuple[Array, NDArray[np.int64]]:
+    """All timed samples of ``runs`` as one (samples × names) matrix, and each run's size."""
+    blocks = [_aligned(run, names) for run in runs]
+    sizes = np.array([len(block) for block in blocks], dtype=np.int64)
+    if not blocks:
+        return np.empty((0, len(names))), sizes
+    return np.concatenate(blocks, axis=0), sizes
+
+
+def stacked_totals(runs: Sequence[RunData]) -> tuple[Array, NDArray[np.int64]]:
+    sizes = np.array([run.timed for run in runs], dtype=np.int64)
+    if not runs:
+        return np.empty(0), sizes
+    return np.concatenate([run.totals for run in runs]), sizes
+
+
+def _aligned(run: RunData, names: Sequence[str]) -> Array:
+    if run.phase_names == tuple(names):
+        return run.phases
+    columns = [
+        run.phases[:, run.phase_names.index(name)]
+        if name in run.phase_names
+        else np.zeros(run.timed)
+        for name in names
+    ]
+    return np.stack(columns, axis=1) if columns else np.empty((run.timed, 0))
