@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.analysis.detectors import DetectorParams
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP, PHASES
 from app.probe.spec import Kind, ProbeSpec, RttMethod
 
@@ -83,8 +84,7 @@ class Target(BaseModel):
     )
     rtt: RttMethod = RttMethod.TCP
     rtt_url: str | None = None
-    # Used by detection and alerting: validated there, kept here as given.
-    alerts: dict[str, Any] = Field(default_factory=dict)
+    alerts: DetectorParams = Field(default_factory=DetectorParams)
     notifiers: list[str] = Field(default_factory=list)
 
     @field_validator("server_timing_map")

@@ -48,7 +48,17 @@ def composition_shift(
     permutations: int = 200,
 ) -> CompositionShift | None:
     names = common_phases([*recent, *reference])
-    first, second = clr_rows(recent, names), clr_rows(reference, names)
+    return clr_shift(clr_rows(recent, names), clr_rows(reference, names), names, rng, permutations)
+
+
+def clr_shift(
+    first: Array,
+    second: Array,
+    names: Sequence[str],
+    rng: np.random.Generator,
+    permutations: int = 200,
+) -> CompositionShift | None:
+    """Aitchison distance between the clr centres of two sets of runs, and its p-value."""
     if len(first) < 2 or len(second) < 2 or len(names) < 2:
         return None
     gap = first.mean(axis=0) - second.mean(axis=0)

@@ -8,7 +8,7 @@ import typer
 from typer.exceptions import TyperException
 
 from app import __version__
-from app.cli import data, probe, service
+from app.cli import backtest, data, probe, service
 from app.cli.common import one_line
 
 cli = typer.Typer(
@@ -26,6 +26,7 @@ cli.command()(service.serve)
 cli.command("check-config")(service.check_config)
 cli.command("export")(data.export_csv)
 cli.command("import")(data.import_csv)
+cli.command("backtest")(backtest.backtest)
 cli.add_typer(db, name="db")
 db.command("upgrade")(service.db_upgrade)
 db.command("current")(service.db_current)

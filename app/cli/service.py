@@ -35,7 +35,7 @@ def serve(
     from app.main import create_app
 
     settings = Settings(**_given(config=config, host=host, port=port))
-    targets = _load_targets_or_exit(settings.config)
+    targets = load_targets_or_exit(settings.config)
     _prepare_database(settings.resolved(targets).database_url, migrate)
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
     for chatty in ("httpx", "apscheduler.executors", "apscheduler.scheduler"):
@@ -53,7 +53,7 @@ def check_config(
     """Validate a targets file: every problem on a line of its own, exit 1 if any."""
     from app.config import Settings
 
-    targets = _load_targets_or_exit(path or Settings().config)
+    targets = load_targets_or_exit(path or Settings().config)
     names = ", ".join(target.name for target in targets.targets) or "none"
     sys.stdout.write(f"ok: {len(targets.targets)} target(s): {names}\n")
 
@@ -88,7 +88,7 @@ def _given(**options: Any) -> dict[str, Any]:
     return {name: value for name, value in options.items() if value is not None}
 
 
-def _load_targets_or_exit(path: Path) -> TargetsFile:
+def load_targets_or_exit(path: Path) -> TargetsFile:
     from app.config import ConfigError, load_targets
 
     try:

@@ -1,0 +1,92 @@
+"""`phasewatch backtest`: replay exported samples through the production detectors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from app.cli.common import fail
+
+if TYPE_CHECKING:
+    from app.alerts.identity import Transition
+    from app.analysis.detectors import DetectorParams
+
+
+class Format(StrEnum):
+    TABLE = "table"
+    JSONL = "jsonl"
+
+
+def backtest(
+    file: Annotated[Path, typer.Argument(help="Samples CSV, as `phasewatch export` writes it.")],
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Targets file whose `alerts:` settings apply.")
+    ] = None,
+    output: Annotated[Format, typer.Option("--format", help="table or jsonl.")] = Format.TABLE,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap's random numbers.")] = 0,
+) -> None:
+    """Print every alert transition the detectors would have made on these samples."""
+    from app.alerts.backtest import BacktestError, read_runs, replay
+
+    params_for = _params(config)
+    try:
+        with file.open(newline="") as rows:
+            runs = read_runs(rows)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {file}: {exc.strerror}", param_hint="FILE") from exc
+    except (BacktestError, ValueError) as exc:
+        fail(f"{file}: {exc}")
+    stderr = Console(stderr=True)
+    columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    transitions: list[Transition] = []
+    with Progress(*columns, console=stderr, disable=not stderr.is_terminal) as progress:
+        task = progress.add_task("runs", total=len(runs))
+        for transition in replay(
+            runs, params_for, seed=seed, progress=lambda n: progress.update(task, completed=n)
+        ):
+            if transition.refresh:
+                continue
+            if output is Format.JSONL:
+                sys.stdout.write(json.dumps(transition.to_json()) + "\n")
+            else:
+                transitions.append(transition)
+    if output is Format.TABLE:
+        _table(transitions)
+
+
+def _params(config: Path | None) -> Callable[[str], DetectorParams]:
+    from app.analysis.detectors import DetectorParams
+    from app.cli.service import load_targets_or_exit
+
+    defaults = DetectorParams()
+    if config is None:
+        return lambda _target: defaults
+    by_target = {t.name: t.alerts for t in load_targets_or_exit(config).targets}
+    return lambda target: by_target.get(target, defaults)
+
+
+def _table(transitions: list[Transition]) -> None:
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    for heading in ("at", "alert", "state", "target", "vantage", "summary"):
+        table.add_column(heading)
+    for t in transitions:
+        table.add_row(
+            t.at.strftime("%Y-%m-%d %H:%M"),
+            t.identity.kind,
+            f"{t.before.value} → {t.after.value}",
+            t.identity.target,
+            t.identity.vantage or f"({t.identity.scope})",
+            t.summary,
+        )
+    Console(width=200).print(table)
+    sys.stdout.write(f"{len(transitions)} transition(s)\n")
