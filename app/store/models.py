@@ -122,3 +122,98 @@ class SampleRow(Base):
     marks: Mapped[dict[str, Any]]
     # HTTP version, reuse, address, request id, tokens, server timing, RTT, flags.
     details: Mapped[dict[str, Any]]
+
+
+class AlertRow(Base):
+    """One alert episode; its identity (kind, target, vantage, scope, phases) is stable."""
+
+    __tablename__ = "alerts"
+    __table_args__ = (Index(None, "target", "state"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    target: Mapped[str] = mapped_column(String(200))
+    vantage: Mapped[str | None] = mapped_column(String(200))
+    scope: Mapped[str] = mapped_column(String(20))
+    from_phase: Mapped[str | None] = mapped_column(String(40))
+    to_phase: Mapped[str | None] = mapped_column(String(40))
+    severity: Mapped[str] = mapped_column(String(20))
+    state: Mapped[str] = mapped_column(String(20))
+    streak: Mapped[int]
+    opened_at: Mapped[datetime]
+    fired_at: Mapped[datetime | None]
+    resolved_at: Mapped[datetime | None]
+    acknowledged_at: Mapped[datetime | None]
+    acknowledged_by: Mapped[str | None] = mapped_column(String(200))
+    summary: Mapped[str] = mapped_column(Text)
+    numbers: Mapped[dict[str, Any]]
+    updated_at: Mapped[datetime]
+
+
+class AlertTransitionRow(Base):
+    __tablename__ = "alert_transitions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    alert_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("alerts.id"), index=True)
+    at: Mapped[datetime]
+    before: Mapped[str] = mapped_column(String(20))
+    after: Mapped[str] = mapped_column(String(20))
+    summary: Mapped[str] = mapped_column(Text)
+    numbers: Mapped[dict[str, Any]]
+    acknowledged: Mapped[bool] = mapped_column(default=False)
+
+
+class SilenceRow(Base):
+    """Notifications of alerts whose labels match every matcher are held until ``ends_at``."""
+
+    __tablename__ = "silences"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    # [{"name": "target", "value": "translate-prod", "regex": false}, ...]
+    matchers: Mapped[dict[str, Any]]
+    starts_at: Mapped[datetime]
+    ends_at: Mapped[datetime] = mapped_column(index=True)
+    created_by: Mapped[str] = mapped_column(String(200))
+    comment: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+
+
+class DeliveryRow(Base):
+    """The outbox: one row per notification per notifier, claimed and sent by the sender.
+
+    A transition's rows are written in the same transaction as the transition, so a
+    restart neither loses nor repeats one; ``(transition_id, notifier)`` is unique.
+    """
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        Index(None, "status", "next_attempt_at"),
+        Index(None, "transition_id", "notifier", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    alert_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("alerts.id"), index=True)
+    # None for a refresh (a firing alert re-announced to Alertmanager), not a transition.
+    transition_id: Mapped[int | None] = mapped_column(ForeignKey("alert_transitions.id"))
+    notifier: Mapped[str] = mapped_column(String(200))
+    payload: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(20))  # pending | sent | failed | silenced
+    attempts: Mapped[int] = mapped_column(default=0)
+    next_attempt_at: Mapped[datetime]
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    sent_at: Mapped[datetime | None]
+
+
+class DetectorStateRow(Base):
+    """What detection carries between runs of one (target, vantage)."""
+
+    __tablename__ = "detector_state"
+
+    target: Mapped[str] = mapped_column(String(200), primary_key=True)
+    vantage: Mapped[str] = mapped_column(String(200), primary_key=True)
+    tail_score: Mapped[float] = mapped_column(default=0.0)
+    last_run_id: Mapped[str | None] = mapped_column(String(64))
+    rebase_at: Mapped[datetime | None]
+    excluded: Mapped[dict[str, Any]]  # {"spans": [[start, end or null], ...]}
+    updated_at: Mapped[datetime]
