@@ -306,10 +306,12 @@ class Evaluator:
 
     def _record(self, alert: Alert, before: Position, now: datetime) -> None:
         state = alert.position.state
-        if state is State.FIRING and before.state is not State.RECOVERING and not before.active:
+        if state is State.FIRING and not before.active:
             alert.fired_at = now
-            for vantage in self._covered(alert.identity):
-                self._state(alert.identity.target, vantage).excluded.append((now, None))
+            if alert.identity.severity == "critical":
+                # A warning is a hint, not a known change: its runs stay in the reference.
+                for vantage in self._covered(alert.identity):
+                    self._state(alert.identity.target, vantage).excluded.append((now, None))
         if state in (State.INACTIVE, State.RESOLVED):
             self.alerts.pop(alert.identity, None)
             if before.active:
@@ -365,7 +367,9 @@ class Evaluator:
             for run in self.history.window(target, vantage, start, end)
             if not _inside(run.at, state.excluded)
         ]
-        if len(runs) < params.min_reference_runs:
+        span = runs[-1].at - runs[0].at if runs else timedelta(0)
+        too_short = span < timedelta(days=params.min_reference_days)
+        if len(runs) < params.min_reference_runs or too_short:
             state.reference = None
             return None
         state.reference = Reference(

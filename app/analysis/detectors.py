@@ -34,6 +34,8 @@ class DetectorParams(BaseModel):
     recent_runs: int = Field(4, ge=2, le=100)
     reference_days: float = Field(7.0, gt=0)
     min_reference_runs: int = Field(24, ge=4)
+    # A reference must have seen a whole day: busy hours are only "normal" once seen.
+    min_reference_days: float = Field(1.0, ge=0)
     confirm: int = Field(2, ge=1, le=20)
     recover: int = Field(2, ge=1, le=50)
     dominant_lead_pp: float = Field(5.0, gt=0, lt=100)
