@@ -24,8 +24,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.alerts.notifiers import KINDS, NotifierConfig
 from app.analysis.detectors import DetectorParams
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP, PHASES
 from app.probe.spec import Kind, ProbeSpec, RttMethod
@@ -124,14 +126,19 @@ class Target(BaseModel):
         return shown
 
 
+NotifierName = Annotated[
+    str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
+]
+
+
 class TargetsFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     vantage: str | None = Field(default=None, min_length=1, max_length=200)
     database_url: str | None = None
     raw_retention_days: int | None = Field(default=None, ge=1)
-    # Room for the detection issue: notifier definitions by name.
-    notifiers: dict[str, Any] = Field(default_factory=dict)
+    # By name; a target lists the ones it uses (none listed: all). See app/alerts/notifiers.
+    notifiers: dict[NotifierName, NotifierConfig] = Field(default_factory=dict)
     targets: list[Target] = Field(default_factory=list)
 
     @field_validator("targets")
@@ -143,6 +150,28 @@ class TargetsFile(BaseModel):
                 raise ValueError(f"target name {target.name!r} is used twice")
             seen.add(target.name)
         return targets
+
+    @model_validator(mode="after")
+    def _known_notifiers(self) -> TargetsFile:
+        defined = ", ".join(self.notifiers) or "none"
+        unknown = [
+            InitErrorDetails(
+                type=PydanticCustomError(
+                    "unknown_notifier",
+                    "no notifier '{name}'; notifiers defined: {defined}",
+                    {"name": name, "defined": defined},
+                ),
+                loc=("targets", index, "notifiers", position),
+                input=name,
+            )
+            for index, target in enumerate(self.targets)
+            for position, name in enumerate(target.notifiers)
+            if name not in self.notifiers
+        ]
+        if unknown:
+            # Raised with its own locations, so each problem names the target's line.
+            raise ValidationError.from_exception_data(type(self).__name__, unknown)
+        return self
 
 
 class Settings(BaseSettings):
@@ -193,9 +222,11 @@ def load_targets(path: Path, environ: Mapping[str, str] | None = None) -> Target
         raise ConfigError(path, [f"{path}: not valid YAML: {_yaml_reason(exc)}"]) from exc
     if not isinstance(raw, dict):
         raise ConfigError(path, [f"{path}: the file must be a mapping with a 'targets' list"])
-    problems = _expand_headers(raw, os.environ if environ is None else environ, path, lines)
+    environ = os.environ if environ is None else environ
+    problems = _expand_headers(raw, environ, path, lines)
     try:
-        parsed = TargetsFile.model_validate(raw)
+        # Notifier configs expand ``${NAME}`` themselves (URLs, headers, passwords).
+        parsed = TargetsFile.model_validate(raw, context={"environ": environ})
     except ValidationError as exc:
         problems += [_describe(path, raw, lines, error) for error in exc.errors()]
     if problems:
@@ -226,6 +257,8 @@ def _describe(
     path: Path, raw: dict[str, Any], lines: dict[tuple[Any, ...], int], error: Any
 ) -> str:
     loc = tuple(error["loc"])
+    if loc[:1] == ("notifiers",) and len(loc) > 2 and loc[2] in KINDS:
+        loc = loc[:2] + loc[3:]  # pydantic names the union member: notifiers.x.webhook.url
     reason = error["msg"].removeprefix("Value error, ")
     return _line(path, raw, lines, loc, reason)
 

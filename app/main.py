@@ -1,5 +1,5 @@
-"""``create_app(settings)``: wires the engine, the spool, the pipeline, the scheduler and the
-web app. Nothing is built at import time, so tests build as many apps as they like."""
+"""``create_app(settings)``: wires the engine, the spool, the pipeline, alerting, the scheduler
+and the web app. Nothing is built at import time, so tests build as many apps as they like."""
 
 from __future__ import annotations
 
@@ -9,11 +9,16 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import __version__
+from app.alerts.engine import AlertEngine
+from app.alerts.evaluate import Evaluator
+from app.alerts.notifiers import build_notifiers
+from app.alerts.notifiers.sender import Sender
 from app.config import Settings, TargetsFile, load_targets
 from app.pipeline import Pipeline
 from app.scheduler import Watch
-from app.service import Service
+from app.service import AlertRules, Service
 from app.store.db import make_engine, make_sessions
+from app.store.history import DatabaseHistory
 from app.store.leader import Leadership
 from app.store.spool import Spool
 from app.web import health
@@ -23,7 +28,14 @@ def build_service(settings: Settings, targets: TargetsFile | None = None) -> Ser
     targets = targets if targets is not None else load_targets(settings.config)
     resolved = settings.resolved(targets)
     engine = make_engine(resolved.database_url)
-    pipeline = Pipeline(make_sessions(engine), Spool(settings.spool_dir), resolved.vantage)
+    sessions = make_sessions(engine)
+    rules = AlertRules(targets)
+    evaluator = Evaluator(DatabaseHistory(sessions), rules.params_for)
+    alerts = AlertEngine(
+        sessions, evaluator, rules.notifiers_for, wants_refresh=rules.wants_refresh
+    )
+    spool = Spool(settings.spool_dir)
+    pipeline = Pipeline(sessions, spool, resolved.vantage, after_store=alerts.evaluate_after)
     return Service(
         settings=settings,
         resolved=resolved,
@@ -32,6 +44,9 @@ def build_service(settings: Settings, targets: TargetsFile | None = None) -> Ser
         pipeline=pipeline,
         watch=Watch(pipeline.run),
         leadership=Leadership(engine),
+        alerts=alerts,
+        rules=rules,
+        sender=Sender(pipeline.sessions, build_notifiers(targets.notifiers)),
     )
 
 

@@ -1,4 +1,5 @@
-"""Run one target: probe → store (or spool). The only module that knows the whole flow."""
+"""Run one target: probe → store (or spool) → ``after_store`` (alert evaluation, wired by
+``build_service``). The only module that knows the whole flow."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ class Pipeline:
     # Monotonic time each target was last probed: the first request after a quiet spell
     # is tagged as a cold start.
     idle_since: dict[str, float] = field(default_factory=dict)
+    # Called in a thread with each complete run the database now has. Runs that went to
+    # the spool are not passed on: the next run stored looks at the last runs anyway.
+    after_store: Callable[[RunRecord], object] | None = None
 
     async def run(self, target: Target, scheduled_at: datetime | None = None) -> RunRecord:
         """Probe ``target`` once (a run of N samples) and store the run whole.
@@ -78,21 +82,34 @@ class Pipeline:
         finally:
             self.idle_since[target.name] = time.monotonic()
         record = self._record(run, samples, COMPLETE)
-        await self._keep(record, STORE_TIMEOUT_S)
+        if await self._keep(record, STORE_TIMEOUT_S):
+            await self._after_store(record)
         return record
 
-    async def _keep(self, record: RunRecord, budget_s: float) -> None:
+    async def _keep(self, record: RunRecord, budget_s: float) -> bool:
         """Store ``record`` within ``budget_s``, else spool it: never lose it, never hang.
 
         A database that hangs without failing gets the budget; after it the run waits in
         the spool. Should the hung store land after all, the second copy is a no-op.
+        True when the database has the run.
         """
+        stored = False
         try:
-            await asyncio.wait_for(asyncio.to_thread(self.deliver, record), budget_s)
+            stored = await asyncio.wait_for(asyncio.to_thread(self.deliver, record), budget_s)
         except TimeoutError:
             log.warning("storing run %s took over %s s; spooled", record.id, budget_s)
             await asyncio.to_thread(self.spool.append, record)
         self.spool.end(record.id)
+        return stored
+
+    async def _after_store(self, record: RunRecord) -> None:
+        """The stored run goes on (to alerting); a failure there never fails the run."""
+        if self.after_store is None:
+            return
+        try:
+            await asyncio.to_thread(self.after_store, record)
+        except Exception:
+            log.exception("after storing run %s of %s", record.id, record.target)
 
     def _record(self, run: RunRecord, samples: list[Sample], status: str) -> RunRecord:
         return RunRecord(

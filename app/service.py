@@ -1,7 +1,8 @@
 """The running service: the pieces ``create_app`` wires, and their background loops.
 
 Loops: leadership (who schedules), the spool flusher (runs waiting for the database), the
-targets-file reloader (SIGHUP or a change on disk), retention (prunes raw samples).
+targets-file reloader (SIGHUP or a change on disk), retention (prunes raw samples), the
+outbox sender (notifications; every process sends, PostgreSQL row locks keep it once).
 """
 
 from __future__ import annotations
@@ -18,7 +19,18 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
-from app.config import ConfigError, ResolvedSettings, Settings, TargetsFile, load_targets
+from app.alerts.engine import AlertEngine
+from app.alerts.notifiers import KINDS, build_notifiers, names_for
+from app.alerts.notifiers.sender import Sender
+from app.analysis.detectors import DetectorParams
+from app.config import (
+    ConfigError,
+    ResolvedSettings,
+    Settings,
+    Target,
+    TargetsFile,
+    load_targets,
+)
 from app.pipeline import Pipeline, is_transient, utcnow
 from app.scheduler import Watch
 from app.store.leader import Leadership
@@ -29,8 +41,35 @@ log = logging.getLogger(__name__)
 FLUSH_EVERY_S = 5.0
 RELOAD_POLL_S = 2.0
 PRUNE_EVERY_S = 3600.0
+SEND_EVERY_S = 2.0
 SYNC_ATTEMPTS = 3
 STOP_GRACE_S = 3.0  # runs in flight get this long at shutdown; the rest of 5 s is storing
+DEFAULT_PARAMS = DetectorParams()
+
+
+@dataclass
+class AlertRules:
+    """Each target's detector settings and notifiers, as the targets file last said.
+
+    Targets known only by their runs (imports, agents) get the defaults and every notifier.
+    """
+
+    targets: TargetsFile
+
+    def params_for(self, name: str) -> DetectorParams:
+        target = self._target(name)
+        return target.alerts if target is not None else DEFAULT_PARAMS
+
+    def notifiers_for(self, name: str) -> list[str]:
+        target = self._target(name)
+        return names_for(target.notifiers if target is not None else [], self.targets.notifiers)
+
+    def wants_refresh(self, notifier: str) -> bool:
+        config = self.targets.notifiers.get(notifier)
+        return config is None or KINDS[config.type].refreshes
+
+    def _target(self, name: str) -> Target | None:
+        return next((t for t in self.targets.targets if t.name == name), None)
 
 
 @dataclass
@@ -42,31 +81,50 @@ class Service:
     pipeline: Pipeline
     watch: Watch
     leadership: Leadership
+    alerts: AlertEngine
+    rules: AlertRules
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reload_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    sender: Sender | None = None
 
     async def start(self) -> None:
         await asyncio.to_thread(self._sync_targets, self.targets)
         await asyncio.to_thread(self.pipeline.recover_orphans)
+        await self._restore_alerts()
         self.watch.apply(list(self.targets.targets))
         leading = await asyncio.to_thread(self.leadership.check)
         self.watch.start(paused=not leading)
         log.info(
             "%s; %d target(s)", "leading" if leading else "standing by", len(self.watch.targets)
         )
-        for loop in (self._leader_loop, self._flush_loop, self._reload_loop, self._prune_loop):
+        loops = [self._leader_loop, self._flush_loop, self._reload_loop, self._prune_loop]
+        if self.sender is not None:
+            loops.append(self._send_loop)
+        for loop in loops:
             self.tasks.append(asyncio.create_task(_forever(loop)))
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             # Only the main thread may own signals (tests build the app in other threads).
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload_requested.set)
 
     async def stop(self) -> None:
+        if self.sender is not None:
+            self.sender.stop()  # a send in flight is dropped; its row stays pending
         await self.watch.stop(STOP_GRACE_S)
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await asyncio.to_thread(self.leadership.release)
         self.engine.dispose()
+
+    async def _restore_alerts(self) -> None:
+        # Alerting must not keep the watch from starting: the first evaluation tries again.
+        try:
+            await asyncio.to_thread(self.alerts.restore)
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception("alert state not restored; retried at the first evaluation")
+                return
+            log.warning("alert state not restored yet, database unreachable: %s", exc)
 
     # Leadership -------------------------------------------------------------------
 
@@ -108,9 +166,11 @@ class Service:
             return
         await asyncio.to_thread(self._sync_targets, targets)
         changes = self.watch.apply(list(targets.targets))
+        if self.sender is not None:
+            self.sender.notifiers = build_notifiers(targets.notifiers)
         if self.settings.resolved(targets) != self.resolved:
             log.warning("vantage, database or retention changed: takes effect on restart")
-        self.targets = targets
+        self.targets = self.rules.targets = targets
         log.info("targets reloaded: %s", changes)
 
     def _sync_targets(self, targets: TargetsFile) -> None:
@@ -146,6 +206,20 @@ class Service:
         if deleted:
             log.info("pruned %d raw samples older than %s", deleted, cutoff.date())
         await asyncio.sleep(PRUNE_EVERY_S)
+
+    # Notifications ----------------------------------------------------------------
+
+    async def _send_loop(self) -> None:
+        assert self.sender is not None
+        try:
+            handled = await self.sender.run_once()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("outbox not sent, database unreachable: %s", exc)
+            handled = 0
+        if handled < self.sender.batch:  # a full batch: more may be due at once
+            await asyncio.sleep(SEND_EVERY_S)
 
 
 async def _forever(step: Callable[[], Awaitable[None]]) -> None:

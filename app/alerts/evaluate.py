@@ -51,7 +51,8 @@ class Reference:
 
 @dataclass
 class VantageState:
-    tail_score: float = 0.0
+    tail_scores: tuple[float, ...] = (0.0,)  # the CUSUM above the reference p95
+    tail_runs: int = 0  # runs since the CUSUMs were last both at 0
     last_run: str | None = None
     reference: Reference | None = None
     rebase_at: datetime | None = None
@@ -99,9 +100,7 @@ class Evaluator:
                     state.rebase_at, state.reference = alert.opened_at, None
                     state.excluded = [span for span in state.excluded if span[1] is not None]
                 params = self.params_for(identity.target)
-                return self._move(
-                    identity, Signal.ACK, now, {}, Rules(params.confirm, params.recover)
-                )
+                return self._move(identity, Signal.ACK, now, {}, rules_for(identity.kind, params))
         return None
 
     # Per-vantage detectors ---------------------------------------------------------
@@ -129,8 +128,10 @@ class Evaluator:
             return found
         state = self._state(target, vantage)
         if "tail_shift" in enabled and reference.tail is not None:
+            since = min(max(state.tail_runs, params.recent_runs), 4 * params.recent_runs)
+            onset = self.history.last(target, vantage, since)
             found[key("tail_shift")] = d.tail_finding(
-                state.tail_score, window, reference.tail, params, self.rng
+                state.tail_scores, onset, reference.tail, params, self.rng
             )
         if "composition_shift" in enabled and not self._dominant_open(target, vantage):
             found[key("composition_shift")] = d.composition_finding(
@@ -147,7 +148,9 @@ class Evaluator:
     ) -> None:
         if reference is None or reference.tail is None:
             return
-        state.tail_score = d.next_tail_score(state.tail_score, recent[-1], reference.tail, params)
+        scores = d.next_tail_scores(state.tail_scores, recent[-1], reference.tail, params)
+        state.tail_scores = scores
+        state.tail_runs = state.tail_runs + 1 if max(scores) > 0 else 0
 
     # dominant_shift, across vantages -------------------------------------------------
 
@@ -170,25 +173,27 @@ class Evaluator:
         state = self._state(target, vantage)
         if state.reference is None:
             return {}
-        window = self.history.last(target, vantage, params.recent_runs)
-        if len(window) < params.recent_runs:
+        window = self.history.last(target, vantage, min(params.dominant_runs, params.recent_runs))
+        if len(window) < min(params.dominant_runs, params.recent_runs):
             return {}
         found: dict[Identity, d.Finding] = {}
         leader: str | None = state.reference.mix.dominant
         open_shift = self._open_dominant(target, vantage)
         if open_shift is not None and open_shift.position.active:
             old, new = open_shift.identity.from_phase, open_shift.identity.to_phase
-            assert old is not None and new is not None
+            assert old is not None
             found[replace(open_shift.identity, vantage=vantage, scope=scope)] = (
                 d.dominant_resolution(
                     window, old, new, state.reference.mix.dominant, params, self.rng
                 )
             )
-            leader = new
+            leader = new or phase_mix(window).dominant
         if leader is None:
             return found
         candidate = d.challenger(phase_mix(window), leader, params)
-        if candidate is not None:
+        # The old leader coming back is the open shift's resolution, not a new shift.
+        reverting = open_shift is not None and candidate == open_shift.identity.from_phase
+        if candidate is not None and not reverting:
             identity = Identity("dominant_shift", target, vantage, scope, leader, candidate)
             if identity not in found:
                 finding = d.dominant_finding(window, leader, candidate, params, self.rng)
@@ -204,36 +209,56 @@ class Evaluator:
         per_vantage: dict[str, dict[Identity, d.Finding]],
         params: d.DetectorParams,
     ) -> dict[Identity, d.Finding]:
-        """One vantage alone: a path change, unless the new leader is a server phase
-        (then it needs a second vantage); two or more agreeing: a service change."""
-        by_shift: dict[tuple[str | None, str | None], dict[str, d.Finding]] = {}
+        """Grouped by the phase that lost the lead. Two or more vantages agreeing: a
+        service change (the new leader may differ by vantage: queue at one, network at
+        another). One vantage alone: a path change, unless the new leader is a server
+        phase, which needs a second vantage to agree."""
+        by_loser: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
         for vantage, found in per_vantage.items():
             for identity, finding in found.items():
-                by_shift.setdefault((identity.from_phase, identity.to_phase), {})[vantage] = finding
+                by_loser.setdefault(identity.from_phase, {})[vantage] = (identity, finding)
         combined: dict[Identity, d.Finding] = {}
-        for (old, new), at in by_shift.items():
-            hits = [vantage for vantage, finding in at.items() if finding.signal is Signal.HIT]
-            service = Identity("dominant_shift", target, None, "service", old, new)
-            if len(hits) >= 2 or service in self.alerts:
+        for old, at in by_loser.items():
+            hits = [v for v, (_, finding) in at.items() if finding.signal is Signal.HIT]
+            findings = {v: finding for v, (_, finding) in at.items()}
+            service = self._open_service(target, old)
+            if service is not None or len(hits) >= 2:
+                winners = {at[v][0].to_phase for v in hits}
+                only = winners.pop() if len(winners) == 1 else None
+                service = service or Identity("dominant_shift", target, None, "service", old, only)
                 combined[service] = self._agreement(at, hits, present)
-            elif len(hits) == 1 and new not in d.SERVER_SIDE:
-                path = Identity("dominant_shift", target, hits[0], "path", old, new)
-                combined[path] = at[hits[0]]
-            for vantage, finding in at.items():
-                path = Identity("dominant_shift", target, vantage, "path", old, new)
-                if path in self.alerts and path not in combined:
-                    combined[path] = finding
+            elif len(hits) == 1 and at[hits[0]][0].to_phase not in d.SERVER_SIDE:
+                combined[at[hits[0]][0]] = findings[hits[0]]
+            for identity, finding in at.values():
+                alert = self.alerts.get(identity)
+                if alert is None or identity in combined:
+                    continue
+                if service is not None and alert.position.state is State.PENDING:
+                    # The change reached a second vantage: the service alert is the one.
+                    finding = d.Finding(Signal.HOLD, finding.numbers)
+                combined[identity] = finding
         return combined
+
+    def _open_service(self, target: str, old: str | None) -> Identity | None:
+        for identity, alert in self.alerts.items():
+            same = (identity.kind, identity.target, identity.vantage, identity.from_phase)
+            if same == ("dominant_shift", target, None, old) and alert.position.open:
+                return identity
+        return None
 
     @staticmethod
     def _agreement(
-        findings: dict[str, d.Finding], hits: list[str], present: list[str]
+        at: dict[str, tuple[Identity, d.Finding]], hits: list[str], present: list[str]
     ) -> d.Finding:
-        agreement = {"vantages_agreeing": len(hits), "vantages": len(present)}
-        signals = [finding.signal for finding in findings.values()]
+        leaders = {
+            v: [identity.to_phase, finding.numbers.get("to_share_pct")]
+            for v, (identity, finding) in at.items()
+        }
+        agreement = {"vantages_agreeing": len(hits), "vantages": len(present), "leaders": leaders}
+        signals = [finding.signal for _, finding in at.values()]
         if len(hits) >= 2:
-            return d.Finding(Signal.HIT, findings[hits[0]].numbers | agreement)
-        numbers = next(iter(findings.values())).numbers | agreement
+            return d.Finding(Signal.HIT, at[hits[0]][1].numbers | agreement)
+        numbers = next(iter(at.values()))[1].numbers | agreement
         if signals and all(signal is Signal.CLEAR for signal in signals):
             return d.Finding(Signal.CLEAR, numbers)
         return d.Finding(Signal.HOLD, numbers)
@@ -263,13 +288,15 @@ class Evaluator:
     def _apply(
         self, signals: dict[Identity, d.Finding], now: datetime, params: d.DetectorParams
     ) -> list[Transition]:
-        rules = Rules(params.confirm, params.recover)
         evaluated = {(i.kind, i.target, i.vantage) for i in signals}
         for identity, alert in list(self.alerts.items()):
             unsignalled = identity not in signals and alert.position.state is State.PENDING
             if unsignalled and (identity.kind, identity.target, identity.vantage) in evaluated:
                 signals[identity] = d.Finding(Signal.HOLD)  # a pending shift that moved on
-        moved = [self._move(i, f.signal, now, f.numbers, rules) for i, f in signals.items()]
+        moved = [
+            self._move(i, f.signal, now, f.numbers, rules_for(i.kind, params))
+            for i, f in signals.items()
+        ]
         return [transition for transition in moved if transition is not None]
 
     def _move(
@@ -325,7 +352,7 @@ class Evaluator:
             state = self._state(alert.identity.target, vantage)
             state.excluded = [(start, end or now) for start, end in state.excluded]
             if alert.identity.kind == "tail_shift":
-                state.tail_score = 0.0
+                state.tail_scores, state.tail_runs = (0.0,), 0
 
     # Helpers ----------------------------------------------------------------------------
 
@@ -377,9 +404,15 @@ class Evaluator:
             runs=len(runs),
             mix=phase_mix(runs),
             tail=tail_reference(runs),
-            composition=d.CompositionReference.build(runs),
+            composition=d.CompositionReference.build(runs, params.recent_runs),
         )
         return state.reference
+
+
+def rules_for(kind: str, params: d.DetectorParams) -> Rules:
+    """A slow mix change persists for hours: a warning waits for more confirmations."""
+    confirm = params.composition_confirm if kind == "composition_shift" else params.confirm
+    return Rules(confirm, params.recover)
 
 
 def _inside(at: datetime, spans: list[tuple[datetime, datetime | None]]) -> bool:

@@ -33,6 +33,15 @@ def _ci(low: Any, high: Any, unit: str) -> str:
 
 def _dominant(identity: Identity, n: dict[str, Any]) -> str:
     before = n.get("from_share_before_pct", n["from_share_pct"])
+    if identity.to_phase is None and n.get("leaders"):
+        now = ", ".join(
+            f"{phase} {share:g} % at {vantage}"
+            for vantage, (phase, share) in sorted(n["leaders"].items())
+            if phase is not None and share is not None
+        )
+        return (
+            f"dominant phase moved on {identity.target}: {identity.from_phase} {before:g} % → {now}"
+        )
     return (
         f"dominant phase moved on {identity.target}: {identity.from_phase} {before:g} % → "
         f"{identity.to_phase} {n['to_share_pct']:g} % (lead {n['lead_pp']:g} pp"

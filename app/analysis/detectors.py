@@ -39,7 +39,10 @@ class DetectorParams(BaseModel):
     confirm: int = Field(2, ge=1, le=20)
     recover: int = Field(2, ge=1, le=50)
     dominant_lead_pp: float = Field(5.0, gt=0, lt=100)
-    tail_ratio: float = Field(2.0, gt=1)
+    # The newest runs of the recent window that judge a leader change: with all four, one
+    # pre-change run keeps the lead's lower bound at 0 for a run longer.
+    dominant_runs: int = Field(3, ge=2, le=100)
+    tail_ratio: float = Field(2.0, gt=1)  # the CUSUM's alternative: tail mass doubled
     tail_threshold: float = Field(8.0, gt=0)
     tail_min_relative: float = Field(0.05, ge=0)
     tail_min_ms: float = Field(10.0, ge=0)
@@ -47,6 +50,7 @@ class DetectorParams(BaseModel):
     deadline_alpha: float = Field(0.001, gt=0, lt=0.5)
     composition_min_distance: float = Field(0.5, gt=0)
     composition_alpha: float = Field(0.01, gt=0, lt=1)
+    composition_confirm: int = Field(4, ge=1, le=50)
     failing_runs: int = Field(3, ge=1)
     resamples: int = Field(400, ge=50, le=10_000)
     enabled: tuple[str, ...] = (
@@ -100,7 +104,7 @@ def dominant_finding(
 def dominant_resolution(
     recent: Sequence[RunData],
     old: str,
-    new: str,
+    new: str | None,
     reference_leader: str | None,
     params: DetectorParams,
     rng: np.random.Generator,
@@ -110,13 +114,17 @@ def dominant_resolution(
     normal); hit while new still leads by δ; hold in between. Only a reversal needs the
     bootstrap: staying put is the point estimate's call."""
     mix = phase_mix(recent)
+    if new is None:  # a service shift whose new leader differs by vantage: this one's
+        new = next((name for name in mix.ranked() if name != old), old)
     numbers = _mix_numbers(mix, old, new)
-    if reference_leader == new:
-        return Finding(Signal.CLEAR, numbers)
+    if reference_leader not in (old, None):
+        return Finding(Signal.CLEAR, numbers)  # the reference has moved on: the new normal
     if challenger(mix, new, params) == old:
         back = dominant_finding(recent, new, old, params, rng)
         if back.signal is Signal.HIT:
-            return Finding(Signal.CLEAR, back.numbers)
+            # Numbers as the alert reads them (old → new): the lead of new is negative.
+            low, high = back.numbers["lead_low_pp"], back.numbers["lead_high_pp"]
+            return Finding(Signal.CLEAR, numbers | {"lead_low_pp": -high, "lead_high_pp": -low})
     lead_pp = numbers["lead_pp"]
     return Finding(Signal.HIT if lead_pp >= params.dominant_lead_pp else Signal.HOLD, numbers)
 
@@ -142,15 +150,21 @@ def _pp(value: float | None) -> float | None:
 
 
 def tail_finding(
-    score: float,
+    scores: tuple[float, ...],
     recent: Sequence[RunData],
     reference: TailReference,
     params: DetectorParams,
     rng: np.random.Generator,
 ) -> Finding:
-    """Hit when the CUSUM is past its threshold and the shift is large enough to matter."""
+    """Hit when the CUSUM is past its threshold and the shift is large enough to matter.
+    ``recent``: the runs since the CUSUM left 0 (at least the recent window)."""
+    score = max(scores)
     numbers: dict[str, Any] = {
         "cusum": round(score, 2),
+        "cusum_by_level": {
+            level.name: round(value, 2)
+            for level, value in zip(reference.levels, scores, strict=True)
+        },
         "threshold": params.tail_threshold,
         "reference_p95_ms": round(reference.threshold_ms, 1),
     }
@@ -174,17 +188,22 @@ def tail_finding(
         "delta_low_ms": round(gate.low_ms, 1),
         "delta_high_ms": round(gate.high_ms, 1),
         "needed_ms": round(gate.needed_ms, 1),
+        "runs": len(recent),
     }
     if score >= params.tail_threshold and gate.passed:
         return Finding(Signal.HIT, numbers)
-    return Finding(Signal.HOLD if gate.passed else Signal.CLEAR, numbers)
+    # The CUSUM still high: a window whose size check wobbles is no recovery.
+    return Finding(Signal.HOLD, numbers)
 
 
-def next_tail_score(
-    score: float, run: RunData, reference: TailReference, params: DetectorParams
-) -> float:
+def next_tail_scores(
+    scores: tuple[float, ...], run: RunData, reference: TailReference, params: DetectorParams
+) -> tuple[float, ...]:
     # Capped: a long episode must not take days of normal runs to wind down.
-    return min(cusum_step(score, run, reference, params.tail_ratio), 3 * params.tail_threshold)
+    return tuple(
+        min(cusum_step(score, run, level, params.tail_ratio), 3 * params.tail_threshold)
+        for score, level in zip(scores, reference.levels, strict=True)
+    )
 
 
 # deadline_miss -----------------------------------------------------------------------
@@ -203,7 +222,12 @@ def deadline_finding(recent: Sequence[RunData], params: DetectorParams) -> Findi
         "slo_pct": round(100 * params.deadline_slo, 2),
         "p_value": rate.p_value,
     }
-    if rate.above(params.deadline_alpha):
+    # Runs are the unit: one run that missed wholesale (a cold start, a blip) is not a rate.
+    missing_runs = sum(
+        run.timed > 0 and run.censored / run.timed > params.deadline_slo for run in recent
+    )
+    numbers["runs_over_slo"] = missing_runs
+    if rate.above(params.deadline_alpha) and missing_runs >= 2:
         return Finding(Signal.HIT, numbers)
     return Finding(Signal.CLEAR if rate.rate <= params.deadline_slo else Signal.HOLD, numbers)
 
@@ -234,10 +258,9 @@ def composition_finding(
         "shares_pct": {name: round(100 * share, 1) for name, share in mix.shares.items()},
         "reference_shares_pct": reference.shares_pct,
     }
-    if (
-        shift.distance >= params.composition_min_distance
-        and shift.p_value < params.composition_alpha
-    ):
+    needed = max(params.composition_min_distance, reference.noise_floor)
+    numbers["needed_distance"] = round(needed, 3)
+    if shift.distance >= needed and shift.p_value < params.composition_alpha:
         return Finding(Signal.HIT, numbers)
     if shift.distance < params.composition_min_distance / 2 or shift.p_value > 0.2:
         return Finding(Signal.CLEAR, numbers)
@@ -253,18 +276,23 @@ class CompositionReference:
     hours: NDArray[np.int64]
     leader: str | None
     shares_pct: dict[str, float]
+    # How far the centre of a few of the reference's own runs strays from the whole: a
+    # recent window must move further than that (noisy small phases stray far in clr).
+    noise_floor: float
 
     @classmethod
-    def build(cls, runs: Sequence[RunData]) -> CompositionReference:
+    def build(cls, runs: Sequence[RunData], window: int = 4, seed: int = 0) -> CompositionReference:
         names = common_phases(runs)
         timed = [run for run in runs if run.timed]
         mix = phase_mix(timed)
+        rows = clr_rows(timed, names)
         return cls(
             names=names,
-            rows=clr_rows(timed, names),
+            rows=rows,
             hours=np.array([run.at.hour for run in timed], dtype=np.int64),
             leader=mix.dominant,
             shares_pct={name: round(100 * share, 1) for name, share in mix.shares.items()},
+            noise_floor=_noise_floor(rows, window, np.random.default_rng(seed)),
         )
 
     def rows_near(self, hours: set[int], most: int = 96) -> Array:
@@ -272,6 +300,15 @@ class CompositionReference:
         chosen = self.rows[np.isin(self.hours, list(near))]
         rows = chosen if len(chosen) >= 8 else self.rows
         return rows[-most:]
+
+
+def _noise_floor(rows: Array, window: int, rng: np.random.Generator, draws: int = 300) -> float:
+    if len(rows) <= window:
+        return 0.0
+    picks = np.argsort(rng.random((draws, len(rows))), axis=1)[:, :window]
+    centres = rows[picks].mean(axis=1)
+    distances = np.linalg.norm(centres - rows.mean(axis=0), axis=1)
+    return float(np.quantile(distances, 0.99))
 
 
 # probe_failing -----------------------------------------------------------------------

@@ -22,19 +22,30 @@ from app.analysis.quantiles import DEFAULT_RESAMPLES, bootstrap, interval
 from app.analysis.runs import Array, RunData, stacked_totals
 
 HOURS = 24
-BASE_RATE = 0.05  # samples above the reference p95, by definition
 PRIOR_WEIGHT = 40.0  # pseudo-samples pulling a thin hour's rate towards BASE_RATE
 MAX_DISPERSION = 8.0
 
 
 @dataclass(frozen=True, slots=True)
-class TailReference:
-    threshold_ms: float  # the reference p95 of end-to-end time
+class Level:
+    """One exceedance level of the reference: its threshold and how often it is exceeded."""
+
+    name: str
+    threshold_ms: float
     rate_by_hour: NDArray[np.float64]  # share of samples above it, per UTC hour
     dispersion: float  # variance of per-run counts over the binomial's (≥ 1)
+
+
+@dataclass(frozen=True, slots=True)
+class TailReference:
+    levels: tuple[Level, ...]  # the p95 (a p99 CUSUM was tried: more false alarms, no gain)
     totals: Array  # every reference sample's end-to-end time ...
     hours: NDArray[np.int64]  # ... and the UTC hour of its run
     runs: int
+
+    @property
+    def threshold_ms(self) -> float:
+        return self.levels[0].threshold_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,14 +66,19 @@ def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
         return None
     totals, sizes = stacked_totals(timed)
     hours = np.repeat(np.array([run.at.hour for run in timed], dtype=np.int64), sizes)
-    threshold = float(np.quantile(totals, 1 - BASE_RATE))
-    above = totals > threshold
-    counts = np.bincount(hours, weights=above, minlength=HOURS)
+    levels = tuple(_level(name, rate, timed, totals, hours) for name, rate in (("p95", 0.05),))
+    return TailReference(levels, totals, hours, len(timed))
+
+
+def _level(
+    name: str, base: float, runs: Sequence[RunData], totals: Array, hours: NDArray[np.int64]
+) -> Level:
+    threshold = float(np.quantile(totals, 1 - base))
+    counts = np.bincount(hours, weights=totals > threshold, minlength=HOURS)
     seen = np.bincount(hours, minlength=HOURS)
-    rates = (counts + PRIOR_WEIGHT * BASE_RATE) / (seen + PRIOR_WEIGHT)
-    rates = np.clip(rates, 0.005, 0.5)
-    dispersion = _dispersion(timed, threshold, rates)
-    return TailReference(threshold, rates, dispersion, totals, hours, len(timed))
+    rates = (counts + PRIOR_WEIGHT * base) / (seen + PRIOR_WEIGHT)
+    rates = np.clip(rates, base / 10, 0.5)
+    return Level(name, threshold, rates, _dispersion(runs, threshold, rates))
 
 
 def _dispersion(runs: Sequence[RunData], threshold: float, rates: Array) -> float:
@@ -73,15 +89,15 @@ def _dispersion(runs: Sequence[RunData], threshold: float, rates: Array) -> floa
     return min(max(ratio, 1.0), MAX_DISPERSION)
 
 
-def cusum_step(score: float, run: RunData, reference: TailReference, ratio: float) -> float:
-    """The CUSUM after ``run``: evidence that the tail rate rose ``ratio``-fold, never < 0."""
+def cusum_step(score: float, run: RunData, level: Level, ratio: float) -> float:
+    """The CUSUM after ``run``: evidence that ``level`` is exceeded ``ratio``-fold as often."""
     if not run.timed:
         return score
-    p0 = float(reference.rate_by_hour[run.at.hour])
+    p0 = float(level.rate_by_hour[run.at.hour])
     p1 = min(0.9, p0 * ratio)
-    above = int(np.sum(run.totals > reference.threshold_ms))
+    above = int(np.sum(run.totals > level.threshold_ms))
     llr = above * math.log(p1 / p0) + (run.timed - above) * math.log((1 - p1) / (1 - p0))
-    return max(0.0, score + llr / reference.dispersion)
+    return max(0.0, score + llr / level.dispersion)
 
 
 def magnitude_gate(

@@ -212,7 +212,8 @@ class DetectorStateRow(Base):
 
     target: Mapped[str] = mapped_column(String(200), primary_key=True)
     vantage: Mapped[str] = mapped_column(String(200), primary_key=True)
-    tail_score: Mapped[float] = mapped_column(default=0.0)
+    tail_score: Mapped[float] = mapped_column(default=0.0)  # CUSUM above the reference p95
+    tail_runs: Mapped[int] = mapped_column(default=0)  # runs since it was last 0
     last_run_id: Mapped[str | None] = mapped_column(String(64))
     rebase_at: Mapped[datetime | None]
     excluded: Mapped[dict[str, Any]]  # {"spans": [[start, end or null], ...]}

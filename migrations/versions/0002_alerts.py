@@ -116,6 +116,7 @@ def upgrade() -> None:
         sa.Column("target", sa.String(length=200), nullable=False),
         sa.Column("vantage", sa.String(length=200), nullable=False),
         sa.Column("tail_score", sa.Double(), nullable=False),
+        sa.Column("tail_runs", sa.Integer(), nullable=False),
         sa.Column("last_run_id", sa.String(length=64), nullable=True),
         _utc("rebase_at", nullable=True),
         sa.Column("excluded", JSON, nullable=False),

@@ -1,0 +1,232 @@
+"""Alert transitions into rows, and the evaluator's memory kept in the database.
+
+    evaluate_after(run) ─▶ Evaluator.evaluate ─▶ transitions ─▶ one transaction:
+        alerts (upserted) · alert_transitions (changes of state) ·
+        deliveries (the outbox the sender drains) · detector_state
+
+Notified: transitions into ``firing``, refreshes of a firing alert (which keep
+Alertmanager's ``endsAt`` ahead), and ``resolved`` for an alert that fired. A delivery
+whose alert matches an active silence is written ``silenced`` and never sent.
+
+The evaluator's state (open alerts, each vantage's CUSUM, exclusions, re-bases) is read
+back on the first use after a start, so a restart neither re-fires nor forgets an alert.
+Should a transaction fail, the evaluator is put back as it was before that evaluation:
+memory and database never disagree about an alert.
+
+Errors: ``AlertError`` ─┬─ ``AlertNotFound``  no alert has that id
+                        └─ ``AlertNotOpen``   it exists, but its episode is over
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.alerts import rows, silences
+from app.alerts.evaluate import Evaluator
+from app.alerts.identity import Alert, Transition
+from app.store.models import AlertRow, DetectorStateRow, SilenceRow
+from app.store.records import RunRecord
+
+log = logging.getLogger(__name__)
+
+COMPLETE = "complete"
+
+
+class AlertError(Exception):
+    pass
+
+
+class AlertNotFound(AlertError):
+    pass
+
+
+class AlertNotOpen(AlertError):
+    pass
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class AlertEngine:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        evaluator: Evaluator,
+        notifiers_for: Callable[[str], list[str]],
+        clock: Callable[[], datetime] = _utcnow,
+        wants_refresh: Callable[[str], bool] = lambda _notifier: True,
+    ) -> None:
+        self.sessions = sessions
+        self.evaluator = evaluator
+        self.notifiers_for = notifiers_for
+        # Only some notifiers hear "still firing" (Alertmanager, whose endsAt it moves on);
+        # a chat message on every run would be noise.
+        self.wants_refresh = wants_refresh
+        self.clock = clock
+        # One evaluation at a time: the evaluator is not thread-safe, and the order of
+        # transitions must be the order of their rows.
+        self._lock = threading.Lock()
+        self._restored = False
+
+    # Evaluation ----------------------------------------------------------------------------
+
+    def evaluate_after(self, run: RunRecord) -> list[Transition]:
+        """Evaluate ``run``'s target and vantage now that ``run`` is stored; persist it all."""
+        if run.status != COMPLETE:
+            return []
+        with self._lock:
+            self._restore()
+            now = self.clock()
+            with self._undo_on_error() as alerts:
+                transitions = self.evaluator.evaluate(run.target, run.vantage, now)
+                with self.sessions.begin() as session:
+                    self._persist(session, run.target, transitions, alerts, now)
+        return transitions
+
+    def acknowledge(self, alert_id: str, by: str, now: datetime) -> Transition | None:
+        """A person accepts the new normal: the alert resolves and the reference re-bases."""
+        with self._lock:
+            self._restore()
+            alert = self._open(alert_id)
+            with self._undo_on_error() as alerts:
+                transition = self.evaluator.acknowledge(alert.id, now)
+                if transition is None:
+                    raise AlertNotOpen(f"alert {alert_id} is not open")
+                with self.sessions.begin() as session:
+                    self._persist(session, alert.identity.target, [transition], alerts, now)
+                    row = session.get(AlertRow, uuid.UUID(alert.id))
+                    assert row is not None
+                    row.acknowledged_at, row.acknowledged_by = now, by
+        return transition
+
+    def restore(self) -> None:
+        """Read the evaluator's state back from the database (done once, on first use)."""
+        with self._lock:
+            self._restore()
+
+    # Silences ------------------------------------------------------------------------------
+
+    def create_silence(
+        self,
+        matchers: Iterable[silences.Matcher | Mapping[str, Any]],
+        starts_at: datetime,
+        ends_at: datetime,
+        created_by: str,
+        comment: str = "",
+    ) -> SilenceRow:
+        """``ValueError`` for no matchers, an invalid regex, or an end not after the start."""
+        with self.sessions.begin() as session:
+            return silences.add_silence(
+                session, matchers, starts_at, ends_at, created_by, comment, self.clock()
+            )
+
+    def list_silences(self, active_only: bool = False) -> list[SilenceRow]:
+        with self.sessions() as session:
+            return silences.silence_rows(session, self.clock(), active_only)
+
+    def expire_silence(self, silence_id: uuid.UUID | str, now: datetime) -> SilenceRow:
+        """``SilenceNotFound`` for an unknown id."""
+        with self.sessions.begin() as session:
+            return silences.expire(session, silence_id, now)
+
+    # Persisting ----------------------------------------------------------------------------
+
+    def _persist(
+        self,
+        session: Session,
+        target: str,
+        transitions: list[Transition],
+        alerts: dict[str, Alert],
+        now: datetime,
+    ) -> None:
+        alerts = alerts | {alert.id: alert for alert in self.evaluator.alerts.values()}
+        held = silences.active_silences(session, now) if transitions else []
+        for transition in transitions:
+            alert = alerts[transition.alert_id]
+            rows.save_alert(session, alert, transition, now)
+            step = None
+            if transition.before is not transition.after:
+                step = rows.save_transition(session, transition)
+            if rows.notified(transition):
+                silenced = any(s.matches(transition.identity.labels()) for s in held)
+                payload = rows.payload(transition, alert, rows.ends_at(session, transition, now))
+                for notifier in dict.fromkeys(self.notifiers_for(target)):
+                    if transition.refresh and not self.wants_refresh(notifier):
+                        continue
+                    session.add(rows.delivery(alert, step, notifier, payload, silenced, now))
+        self._save_vantages(session, target, now)
+
+    def _save_vantages(self, session: Session, target: str, now: datetime) -> None:
+        for (name, vantage), state in self.evaluator.vantages.items():
+            if name == target:
+                rows.save_vantage(session, name, vantage, state, now)
+
+    # Restoring -----------------------------------------------------------------------------
+
+    def _restore(self) -> None:
+        if self._restored:
+            return
+        with self.sessions() as session:
+            open_rows = session.scalars(
+                select(AlertRow)
+                .where(AlertRow.state.in_(rows.OPEN_STATES))
+                .order_by(AlertRow.opened_at)
+            ).all()
+            states = session.scalars(select(DetectorStateRow)).all()
+            alerts = [rows.alert_of(row) for row in open_rows]
+            vantages = {(row.target, row.vantage): rows.vantage_of(row) for row in states}
+        self.evaluator.alerts.update({alert.identity: alert for alert in alerts})
+        self.evaluator.vantages.update(vantages)
+        # The last combined round is not stored: take it to have seen every vantage's last
+        # run, so a round after a restart needs a new run at each (never an early confirm).
+        for (target, vantage), state in vantages.items():
+            if state.last_run is not None:
+                self.evaluator._rounds.setdefault(target, {})[vantage] = state.last_run
+        self._restored = True
+        if alerts:
+            log.info("%d open alert(s) restored", len(alerts))
+
+    def _open(self, alert_id: str) -> Alert:
+        for alert in self.evaluator.alerts.values():
+            if alert.id == alert_id:
+                return alert
+        try:
+            key = uuid.UUID(alert_id)
+        except ValueError:
+            raise AlertNotFound(f"no alert {alert_id!r}") from None
+        with self.sessions() as session:
+            row = session.get(AlertRow, key)
+        if row is None:
+            raise AlertNotFound(f"no alert {alert_id!r}")
+        raise AlertNotOpen(f"alert {alert_id} is {row.state}, not open")
+
+    @contextmanager
+    def _undo_on_error(self) -> Iterator[dict[str, Alert]]:
+        """Yields the open alerts by id (they leave the evaluator when they close)."""
+        evaluator = self.evaluator
+        alerts = {alert.id: alert for alert in evaluator.alerts.values()}
+        saved = (
+            copy.deepcopy(evaluator.alerts),
+            {
+                key: replace(state, excluded=list(state.excluded))
+                for key, state in evaluator.vantages.items()
+            },
+            copy.deepcopy(evaluator._rounds),
+        )
+        try:
+            yield alerts
+        except BaseException:
+            evaluator.alerts, evaluator.vantages, evaluator._rounds = saved
+            raise

@@ -1,0 +1,252 @@
+"""The outbox sender: claims due deliveries, sends each through its notifier, records how.
+
+One row, one transaction::
+
+    claim   SELECT the oldest due pending row (FOR UPDATE SKIP LOCKED on PostgreSQL)
+    send    notifier.notify(...)                       (the transaction stays open)
+    record  UPDATE it: sent | failed | pending again with a later next_attempt_at; COMMIT
+
+So a row is marked sent in the transaction that claimed it, and on PostgreSQL any number
+of processes can run senders: a row locked by one is skipped by the others. SQLite
+serves one process (the sender there reads, sends, then writes in a short transaction).
+
+At least once, not exactly once: a crash (or a lost database) after a receiver accepted
+a notification and before the COMMIT leaves the row pending, and it is sent again. The
+window is one row's UPDATE and COMMIT wide; a sent row is never sent again.
+
+Rows of one alert for one notifier go out in order: a row waits while an older row of
+the same alert and notifier is pending (a firing retried in backoff must not arrive
+after its resolution). Failures back off exponentially with jitter (5 s · 2^(n-1),
+at most 10 min), 4xx fail at once, and a row still failing a day after it was written
+is failed for good; ``last_error`` says why.
+
+A refresh (an alert still firing, re-announced) goes only to notifiers that want one
+(``Notifier.refreshes``: Alertmanager); for the others the row is marked ``silenced``
+with the reason in ``last_error``, so a chat channel hears changes, not every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import exists, select, update
+from sqlalchemy.orm import Session, aliased, sessionmaker
+
+from app.alerts.notifiers.base import Delivery, Notifier, TransportError, scrub
+from app.store.models import AlertRow, DeliveryRow
+
+log = logging.getLogger(__name__)
+
+PENDING, SENT, FAILED, SILENCED = "pending", "sent", "failed", "silenced"
+_ERROR_LIMIT = 1000
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    base_s: float = 5.0
+    cap_s: float = 600.0
+    give_up_s: float = 86_400.0
+    jitter: float = 0.2  # ± this fraction
+
+    def delay_s(self, failures: int, rng: random.Random) -> float:
+        raw = self.base_s * 2.0 ** min(failures - 1, 30)
+        spread = 1.0 + self.jitter * (2.0 * rng.random() - 1.0)
+        return min(self.cap_s, raw * spread)
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    delivery: Delivery
+    attempts: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    error: str | None = None
+    permanent: bool = False
+    retry_after: float | None = None
+    skipped: str | None = None  # why nothing was sent, on purpose
+
+
+@dataclass
+class Sender:
+    """Sends the outbox. ``notifiers`` may be replaced whole (a reload of the targets file)."""
+
+    sessions: sessionmaker[Session]
+    notifiers: dict[str, Notifier[Any]]
+    backoff: Backoff = field(default_factory=Backoff)
+    batch: int = 20
+    clock: Callable[[], datetime] = utcnow
+    rng: random.Random = field(default_factory=random.Random)
+    _stopping: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _inflight: concurrent.futures.Future[Outcome] | None = field(default=None, repr=False)
+
+    async def run_once(self) -> int:
+        """Send what is due, at most ``batch`` rows; returns how many rows were handled."""
+        return await asyncio.to_thread(self._drain, asyncio.get_running_loop())
+
+    def stop(self) -> None:
+        """No new row is claimed; a send in flight is abandoned and its row left pending."""
+        with self._lock:
+            self._stopping.set()
+            if self._inflight is not None:
+                self._inflight.cancel()
+
+    # In the worker thread ----------------------------------------------------------
+
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> int:
+        for handled in range(self.batch):
+            if self._stopping.is_set() or not self._step(loop):
+                return handled
+        return self.batch
+
+    def _step(self, loop: asyncio.AbstractEventLoop) -> bool:
+        with self.sessions.begin() as session:
+            claimed = claim(session, self.clock())
+            if claimed is None:
+                return False
+            outcome = self._send(claimed, loop)
+            if outcome is None:
+                session.rollback()  # stopping: the row stays pending for the next start
+                return False
+            status = record(session, claimed, outcome, self.clock(), self.backoff, self.rng)
+        _log(claimed.delivery, status, outcome)
+        return True
+
+    def _send(self, claimed: Claimed, loop: asyncio.AbstractEventLoop) -> Outcome | None:
+        """Runs the send on the event loop (where it can be cancelled) and waits for it."""
+        notifier = self.notifiers.get(claimed.delivery.notifier)
+        if notifier is None:
+            name = claimed.delivery.notifier
+            return Outcome(f"no notifier named {name!r} in the targets file")
+        if claimed.delivery.refresh and not notifier.refreshes:
+            kind = type(notifier).__name__.lower()
+            return Outcome(skipped=f"not sent: {kind} notifiers hear changes, not refreshes")
+        with self._lock:
+            if self._stopping.is_set():
+                return None
+            future = asyncio.run_coroutine_threadsafe(attempt(notifier, claimed.delivery), loop)
+            self._inflight = future
+        try:
+            # The notifier bounds its own exchange; this bound only guards the thread.
+            return future.result(timeout=_limit(notifier) + 5.0)
+        except (concurrent.futures.CancelledError, TimeoutError):
+            future.cancel()
+            return None
+        finally:
+            with self._lock:
+                self._inflight = None
+
+
+async def attempt(notifier: Notifier[Any], delivery: Delivery) -> Outcome:
+    try:
+        await notifier.notify(delivery)
+    except TransportError as exc:
+        return Outcome(exc.message, exc.permanent, exc.retry_after)
+    except Exception as exc:
+        # A payload this notifier cannot render will not render better later.
+        log.exception("notifier %s could not handle delivery %d", notifier.name, delivery.id)
+        error = scrub(repr(exc), notifier.secrets())
+        return Outcome(f"phasewatch could not build the notification: {error}", permanent=True)
+    return Outcome()
+
+
+def claim(session: Session, now: datetime) -> Claimed | None:
+    """The oldest due pending row whose alert has no older pending row for its notifier."""
+    older = aliased(DeliveryRow)
+    waits = exists().where(
+        older.alert_id == DeliveryRow.alert_id,
+        older.notifier == DeliveryRow.notifier,
+        older.status == PENDING,
+        older.id < DeliveryRow.id,
+    )
+    query = (
+        select(
+            DeliveryRow.id,
+            DeliveryRow.notifier,
+            DeliveryRow.payload,
+            DeliveryRow.attempts,
+            DeliveryRow.created_at,
+            AlertRow.fired_at,
+        )
+        .join(AlertRow, AlertRow.id == DeliveryRow.alert_id)
+        .where(DeliveryRow.status == PENDING, DeliveryRow.next_attempt_at <= now, ~waits)
+        .order_by(DeliveryRow.id)
+        .limit(1)
+        .with_for_update(skip_locked=True, of=DeliveryRow)
+    )
+    row = session.execute(query).one_or_none()
+    if row is None:
+        return None
+    delivery = Delivery(row.id, row.notifier, dict(row.payload), row.fired_at)
+    return Claimed(delivery, row.attempts, row.created_at)
+
+
+def record(
+    session: Session,
+    claimed: Claimed,
+    outcome: Outcome,
+    now: datetime,
+    backoff: Backoff,
+    rng: random.Random,
+) -> str:
+    """Writes what the attempt came to; returns the row's new status."""
+    attempts = claimed.attempts + 1
+    values: dict[str, Any] = {"attempts": attempts}
+    if outcome.skipped is not None:
+        values = {"status": SILENCED, "last_error": outcome.skipped}
+    elif outcome.error is None:
+        values |= {"status": SENT, "sent_at": now}
+    elif outcome.permanent:
+        values |= {"status": FAILED, "last_error": _cut(outcome.error)}
+    else:
+        delay = max(backoff.delay_s(attempts, rng), outcome.retry_after or 0.0)
+        retry_at = now + timedelta(seconds=delay)
+        if retry_at - claimed.created_at > timedelta(seconds=backoff.give_up_s):
+            error = f"gave up after {attempts} attempts: {outcome.error}"
+            values |= {"status": FAILED, "last_error": _cut(error)}
+        else:
+            values |= {"next_attempt_at": retry_at, "last_error": _cut(outcome.error)}
+    statement = (
+        update(DeliveryRow)
+        .where(DeliveryRow.id == claimed.delivery.id, DeliveryRow.status == PENDING)
+        .values(**values)
+    )
+    if session.execute(statement).rowcount != 1:  # type: ignore[attr-defined]
+        # Only possible where rows are not locked (SQLite with two senders).
+        log.warning("delivery %d was handled by someone else meanwhile", claimed.delivery.id)
+    return str(values.get("status", PENDING))
+
+
+def _limit(notifier: Notifier[Any]) -> float:
+    timeout = getattr(notifier.config, "timeout", 10.0)
+    return float(timeout)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _ERROR_LIMIT else text[: _ERROR_LIMIT - 1] + "…"
+
+
+def _log(delivery: Delivery, status: str, outcome: Outcome) -> None:
+    if status == SENT:
+        log.info("delivery %d sent to %s", delivery.id, delivery.notifier)
+        return
+    if status == SILENCED:
+        log.debug("delivery %d to %s %s", delivery.id, delivery.notifier, outcome.skipped)
+        return
+    how = "failed" if status == FAILED else "will be retried"
+    log.warning("delivery %d to %s %s: %s", delivery.id, delivery.notifier, how, outcome.error)

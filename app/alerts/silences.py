@@ -1,0 +1,151 @@
+"""Silences: notifications of alerts whose labels match every matcher are held while
+``starts_at <= now < ends_at``. The deliveries are still written, as ``silenced``, so the
+audit trail shows what was held back.
+
+A matcher compares one label, exactly or by a regular expression that must match the
+whole value (as Alertmanager's do); a label the alert does not have is the empty string.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.store.models import SilenceRow
+
+
+class SilenceNotFound(LookupError):
+    """No silence has this id."""
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    name: str
+    value: str
+    regex: bool = False
+
+    @classmethod
+    def parse(cls, raw: Matcher | Mapping[str, Any]) -> Matcher:
+        """A matcher from its JSON form; ``ValueError`` says what is wrong with it."""
+        if isinstance(raw, Matcher):
+            raw = raw.to_json()
+        name, value, regex = raw.get("name"), raw.get("value"), raw.get("regex", False)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a matcher needs a label name, got {name!r}")
+        if not isinstance(value, str):
+            raise ValueError(f"matcher {name}: the value must be a string, got {value!r}")
+        if not isinstance(regex, bool):
+            raise ValueError(f"matcher {name}: 'regex' must be true or false, got {regex!r}")
+        if regex:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"matcher {name}: {value!r} is not a valid regex: {exc}") from exc
+        return cls(name, value, regex)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        found = labels.get(self.name, "")
+        if self.regex:
+            return re.fullmatch(self.value, found) is not None
+        return found == self.value
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "regex": self.regex}
+
+
+@dataclass(frozen=True, slots=True)
+class Silence:
+    matchers: tuple[Matcher, ...]
+    starts_at: datetime
+    ends_at: datetime
+
+    @classmethod
+    def of(cls, row: SilenceRow) -> Silence:
+        return cls(matchers_of(row), row.starts_at, row.ends_at)
+
+    def active(self, now: datetime) -> bool:
+        return self.starts_at <= now < self.ends_at
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(matcher.matches(labels) for matcher in self.matchers)
+
+
+def matchers_of(row: SilenceRow) -> tuple[Matcher, ...]:
+    return tuple(Matcher.parse(raw) for raw in row.matchers.get("matchers", []))
+
+
+def validate(
+    matchers: Iterable[Matcher | Mapping[str, Any]], starts_at: datetime, ends_at: datetime
+) -> tuple[Matcher, ...]:
+    parsed = tuple(Matcher.parse(raw) for raw in matchers)
+    if not parsed:
+        raise ValueError("a silence needs at least one matcher")
+    if ends_at <= starts_at:
+        raise ValueError(f"a silence must end after it starts ({ends_at} <= {starts_at})")
+    return parsed
+
+
+# Storage -----------------------------------------------------------------------------------
+
+
+def add_silence(
+    session: Session,
+    matchers: Iterable[Matcher | Mapping[str, Any]],
+    starts_at: datetime,
+    ends_at: datetime,
+    created_by: str,
+    comment: str,
+    now: datetime,
+) -> SilenceRow:
+    parsed = validate(matchers, starts_at, ends_at)
+    row = SilenceRow(
+        id=uuid.uuid4(),
+        matchers={"matchers": [matcher.to_json() for matcher in parsed]},
+        starts_at=starts_at,
+        ends_at=ends_at,
+        created_by=created_by,
+        comment=comment,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def active_silences(session: Session, now: datetime) -> list[Silence]:
+    query = select(SilenceRow).where(SilenceRow.starts_at <= now, SilenceRow.ends_at > now)
+    return [Silence.of(row) for row in session.scalars(query)]
+
+
+def silence_rows(session: Session, now: datetime, active_only: bool) -> list[SilenceRow]:
+    """Silences, soonest to end first; ``active_only``: those in effect at ``now``."""
+    query = select(SilenceRow).order_by(SilenceRow.ends_at, SilenceRow.created_at)
+    if active_only:
+        query = query.where(SilenceRow.starts_at <= now, SilenceRow.ends_at > now)
+    return list(session.scalars(query))
+
+
+def expire(session: Session, silence_id: uuid.UUID | str, now: datetime) -> SilenceRow:
+    """End a silence now; one that already ended stays as it was."""
+    row = session.get(SilenceRow, _uuid(silence_id, SilenceNotFound))
+    if row is None:
+        raise SilenceNotFound(f"no silence {silence_id}")
+    if row.ends_at > now:
+        row.starts_at, row.ends_at = min(row.starts_at, now), now
+    return row
+
+
+def _uuid(value: uuid.UUID | str, missing: type[Exception]) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise missing(f"no such id: {value!r}") from None

@@ -1,0 +1,107 @@
+"""The alert state machine, pair by pair: every (state × signal), then promotion by streak."""
+
+from __future__ import annotations
+
+from itertools import product
+
+import pytest
+
+from app.alerts.state import TRANSITIONS, Position, Rules, Signal, State, step
+
+S, G = State, Signal
+# Long enough streaks that no single step promotes: each pair's own effect shows.
+RULES = Rules(confirm=3, recover=3)
+# A streak in progress where the state keeps one, so ADD, START and KEEP differ.
+STREAK = {S.INACTIVE: 0, S.PENDING: 1, S.FIRING: 0, S.RECOVERING: 1, S.RESOLVED: 0}
+
+# (state, signal) -> (next state, next streak), from STREAK[state] under RULES.
+EXPECTED: dict[tuple[State, Signal], tuple[State, int]] = {
+    (S.INACTIVE, G.HIT): (S.PENDING, 1),
+    (S.INACTIVE, G.HOLD): (S.INACTIVE, 0),
+    (S.INACTIVE, G.CLEAR): (S.INACTIVE, 0),
+    (S.INACTIVE, G.ACK): (S.INACTIVE, 0),
+    (S.PENDING, G.HIT): (S.PENDING, 2),
+    (S.PENDING, G.HOLD): (S.INACTIVE, 0),
+    (S.PENDING, G.CLEAR): (S.INACTIVE, 0),
+    (S.PENDING, G.ACK): (S.INACTIVE, 0),
+    (S.FIRING, G.HIT): (S.FIRING, 0),
+    (S.FIRING, G.HOLD): (S.FIRING, 0),
+    (S.FIRING, G.CLEAR): (S.RECOVERING, 1),
+    (S.FIRING, G.ACK): (S.RESOLVED, 0),
+    (S.RECOVERING, G.HIT): (S.FIRING, 0),
+    # A hold neither counts towards recovery nor starts it again.
+    (S.RECOVERING, G.HOLD): (S.RECOVERING, 1),
+    (S.RECOVERING, G.CLEAR): (S.RECOVERING, 2),
+    (S.RECOVERING, G.ACK): (S.RESOLVED, 0),
+    (S.RESOLVED, G.HIT): (S.RESOLVED, 0),
+    (S.RESOLVED, G.HOLD): (S.RESOLVED, 0),
+    (S.RESOLVED, G.CLEAR): (S.RESOLVED, 0),
+    (S.RESOLVED, G.ACK): (S.RESOLVED, 0),
+}
+
+
+def test_the_tables_cover_every_state_and_signal_pair() -> None:
+    every = set(product(State, Signal))
+    assert set(TRANSITIONS) == every
+    assert set(EXPECTED) == every
+
+
+@pytest.mark.parametrize(("state", "signal"), sorted(EXPECTED))
+def test_each_state_and_signal_pair_moves_as_the_table_says(state: State, signal: Signal) -> None:
+    after = step(Position(state, STREAK[state]), signal, RULES)
+    assert (after.state, after.streak) == EXPECTED[(state, signal)]
+
+
+@pytest.mark.parametrize("confirm", [1, 2, 3, 5])
+def test_an_alert_fires_on_exactly_the_confirm_th_consecutive_hit(confirm: int) -> None:
+    rules = Rules(confirm=confirm, recover=2)
+    position = Position()
+    states = []
+    for _ in range(confirm):
+        position = step(position, Signal.HIT, rules)
+        states.append(position.state)
+    assert states == [State.PENDING] * (confirm - 1) + [State.FIRING]
+    assert position.streak == 0
+
+
+@pytest.mark.parametrize("confirm", [2, 3, 5])
+def test_a_pending_alert_that_misses_one_confirmation_is_dropped(confirm: int) -> None:
+    rules = Rules(confirm=confirm, recover=2)
+    position = Position()
+    for _ in range(confirm - 1):
+        position = step(position, Signal.HIT, rules)
+    assert step(position, Signal.HOLD, rules) == Position(State.INACTIVE, 0)
+    # Starting over needs the whole streak again.
+    position = step(step(position, Signal.HOLD, rules), Signal.HIT, rules)
+    assert position == (Position(State.PENDING, 1) if confirm > 1 else Position(State.FIRING))
+
+
+@pytest.mark.parametrize("recover", [1, 2, 4, 7])
+def test_a_firing_alert_resolves_on_exactly_the_recover_th_clear(recover: int) -> None:
+    rules = Rules(confirm=2, recover=recover)
+    position = Position(State.FIRING)
+    states = []
+    for _ in range(recover):
+        position = step(position, Signal.CLEAR, rules)
+        states.append(position.state)
+    assert states == [State.RECOVERING] * (recover - 1) + [State.RESOLVED]
+
+
+@pytest.mark.parametrize("recover", [2, 3, 5])
+def test_a_hit_while_recovering_fires_again_and_recovery_starts_over(recover: int) -> None:
+    rules = Rules(confirm=2, recover=recover)
+    position = Position(State.FIRING)
+    for _ in range(recover - 1):
+        position = step(position, Signal.CLEAR, rules)
+    position = step(position, Signal.HIT, rules)
+    assert position == Position(State.FIRING, 0)
+    for _ in range(recover - 1):
+        position = step(position, Signal.CLEAR, rules)
+    assert position.state is State.RECOVERING  # the earlier clears no longer count
+
+
+def test_open_and_active_positions() -> None:
+    opened = {state for state in State if Position(state).open}
+    active = {state for state in State if Position(state).active}
+    assert opened == {State.PENDING, State.FIRING, State.RECOVERING}
+    assert active == {State.FIRING, State.RECOVERING}

@@ -1,0 +1,331 @@
+"""The detectors on constructed runs: what hits, what holds, what clears, and why."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from app.alerts.state import Signal
+from app.analysis import detectors as d
+from app.analysis.runs import RunData
+from app.analysis.tail import TailReference, magnitude_gate, tail_reference
+from tests.runfactory import EVERY, LLM, T0, failed_run, make_run
+
+PARAMS = d.DetectorParams()
+DAY2 = T0 + timedelta(days=2)
+WEEK2 = T0 + timedelta(days=7)
+# The queue still leads, but the network tripled and prefill shrank: a moved mix.
+MOVED = LLM | {"network": 90.0, "prefill": 10.0}
+# Decode throughput collapsed: generation takes three times as long and now leads.
+SLOW_DECODE = LLM | {"generation": 240.0}
+FAST_HTTP = {"connect": 2.0, "network": 10.0, "server": 30.0, "transfer": 3.0}
+
+
+def window(
+    seed: int, medians: dict[str, float] = LLM, at: datetime = DAY2, count: int = 4, **kw: float
+) -> list[RunData]:
+    rng = np.random.default_rng(seed)
+    return [make_run(rng, at + i * EVERY, medians, **kw) for i in range(count)]  # type: ignore[arg-type]
+
+
+def day_of_runs(seed: int, days: int = 1, busy_hour: int | None = None) -> list[RunData]:
+    """Runs every 15 minutes; at ``busy_hour`` every day 30 % of samples wait 300 ms more."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for i in range(days * 96):
+        at = T0 + i * EVERY
+        slow = 0.3 if at.hour == busy_hour else 0.0
+        runs.append(make_run(rng, at, slow=slow, slow_ms=300.0))
+    return runs
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+# dominant_shift -------------------------------------------------------------------------
+
+
+def test_challenger_needs_a_lead_of_delta_in_the_point_estimate() -> None:
+    assert d.challenger(d.phase_mix(window(1, SLOW_DECODE)), "queue", PARAMS) == "generation"
+    assert d.challenger(d.phase_mix(window(1)), "queue", PARAMS) is None
+    near = LLM | {"generation": 125.0}  # leads the queue by about 1 pp
+    assert d.challenger(d.phase_mix(window(1, near)), "queue", PARAMS) is None
+
+
+def test_dominant_finding_hits_on_a_clear_lead_whose_interval_is_above_zero() -> None:
+    finding = d.dominant_finding(window(1, SLOW_DECODE), "queue", "generation", PARAMS, rng())
+    assert finding.signal is Signal.HIT
+    numbers = finding.numbers
+    assert numbers["lead_pp"] > 20
+    assert 0 < numbers["lead_low_pp"] < numbers["lead_pp"] < numbers["lead_high_pp"]
+    assert numbers["to_share_pct"] > numbers["from_share_pct"]
+    assert (numbers["runs"], numbers["samples"]) == (4, 80)
+
+
+def test_dominant_finding_holds_on_a_near_tie() -> None:
+    near = LLM | {"generation": 125.0}
+    finding = d.dominant_finding(window(1, near), "queue", "generation", PARAMS, rng())
+    assert finding.signal is Signal.HOLD
+    assert abs(finding.numbers["lead_pp"]) < PARAMS.dominant_lead_pp
+    assert "lead_low_pp" not in finding.numbers  # no bootstrap for a lead under delta
+
+
+def test_dominant_finding_holds_when_runs_disagree_although_the_pooled_lead_is_large() -> None:
+    # Two runs say generation leads by far, one says the queue does: runs are the units,
+    # so the interval of the lead spans zero.
+    ahead = {"network": 30.0, "queue": 100.0, "generation": 220.0}
+    behind = {"network": 30.0, "queue": 260.0, "generation": 60.0}
+    generator = rng(4)
+    runs = [
+        make_run(generator, DAY2, ahead, n=8),
+        make_run(generator, DAY2 + EVERY, ahead, n=8),
+        make_run(generator, DAY2 + 2 * EVERY, behind, n=8),
+    ]
+    finding = d.dominant_finding(runs, "queue", "generation", PARAMS, rng())
+    assert finding.numbers["lead_pp"] >= PARAMS.dominant_lead_pp
+    assert finding.numbers["lead_low_pp"] <= 0
+    assert finding.signal is Signal.HOLD
+
+
+def test_dominant_resolution_hits_while_the_new_leader_still_leads() -> None:
+    finding = d.dominant_resolution(
+        window(2, SLOW_DECODE), "queue", "generation", "queue", PARAMS, rng()
+    )
+    assert finding.signal is Signal.HIT
+
+
+def test_dominant_resolution_clears_when_the_old_leader_is_back_with_confidence() -> None:
+    finding = d.dominant_resolution(window(2), "queue", "generation", "queue", PARAMS, rng())
+    assert finding.signal is Signal.CLEAR
+    # In the alert's terms (queue → generation): generation is now well behind.
+    numbers = finding.numbers
+    assert (numbers["from_phase"], numbers["to_phase"]) == ("queue", "generation")
+    assert numbers["from_share_pct"] > numbers["to_share_pct"]
+    assert numbers["lead_low_pp"] < numbers["lead_pp"] < numbers["lead_high_pp"] < 0
+
+
+def test_dominant_resolution_holds_between_the_two_thresholds() -> None:
+    # Generation leads by under delta: neither still shifted nor back.
+    between = LLM | {"generation": 128.0}
+    finding = d.dominant_resolution(
+        window(2, between), "queue", "generation", "queue", PARAMS, rng()
+    )
+    assert finding.signal is Signal.HOLD
+    assert 0 < finding.numbers["lead_pp"] < PARAMS.dominant_lead_pp
+
+
+def test_dominant_resolution_clears_once_the_reference_has_absorbed_the_change() -> None:
+    runs = window(2, SLOW_DECODE)
+    finding = d.dominant_resolution(runs, "queue", "generation", "generation", PARAMS, rng())
+    assert finding.signal is Signal.CLEAR
+
+
+# tail_shift -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def busy_reference() -> TailReference:
+    reference = tail_reference(day_of_runs(5, days=7, busy_hour=18))
+    assert reference is not None
+    return reference
+
+
+def cusum(reference: TailReference, runs: list[RunData]) -> list[float]:
+    scores, score = [], (0.0,)
+    for run in runs:
+        score = d.next_tail_scores(score, run, reference, PARAMS)
+        scores.append(max(score))
+    return scores
+
+
+def test_the_tail_cusum_rises_past_its_threshold_when_the_tail_gets_heavier(
+    busy_reference: TailReference,
+) -> None:
+    heavier = window(6, at=WEEK2 + timedelta(hours=3), count=12, slow=0.2, slow_ms=300.0)
+    scores = cusum(busy_reference, heavier)
+    assert scores[-1] >= PARAMS.tail_threshold
+    assert scores[5] > scores[0] > 0
+
+
+def test_the_tail_cusum_stays_near_zero_on_ordinary_runs(busy_reference: TailReference) -> None:
+    ordinary = window(7, at=WEEK2 + timedelta(hours=3), count=16)
+    # Never even out of the zone where tail_finding clears.
+    assert max(cusum(busy_reference, ordinary)) < PARAMS.tail_threshold / 2
+
+
+def test_the_daily_busy_hour_is_part_of_the_reference_not_a_change(
+    busy_reference: TailReference,
+) -> None:
+    assert busy_reference.levels[0].rate_by_hour[18] > 4 * busy_reference.levels[0].rate_by_hour[3]
+    at_busy_hour = window(8, at=WEEK2 + timedelta(hours=18), count=4, slow=0.3, slow_ms=300.0)
+    assert max(cusum(busy_reference, at_busy_hour)) < PARAMS.tail_threshold / 2
+    # The same runs at a quiet hour are a heavier tail.
+    at_quiet_hour = window(8, at=WEEK2 + timedelta(hours=3), count=8, slow=0.3, slow_ms=300.0)
+    assert cusum(busy_reference, at_quiet_hour)[-1] >= PARAMS.tail_threshold
+
+
+def test_the_tail_cusum_is_capped_so_an_episode_winds_down(busy_reference: TailReference) -> None:
+    awful = window(9, at=WEEK2 + timedelta(hours=3), count=30, slow=0.6, slow_ms=900.0)
+    assert max(cusum(busy_reference, awful)) == 3 * PARAMS.tail_threshold
+
+
+def test_the_magnitude_gate_passes_a_shift_that_matters(busy_reference: TailReference) -> None:
+    heavier = window(10, at=WEEK2 + timedelta(hours=3), slow=0.25, slow_ms=300.0)
+    gate = magnitude_gate(heavier, busy_reference, rng())
+    assert gate is not None and gate.passed
+    assert gate.low_ms > gate.needed_ms >= PARAMS.tail_min_ms
+
+
+def test_the_magnitude_gate_fails_the_reference_s_own_distribution(
+    busy_reference: TailReference,
+) -> None:
+    gate = magnitude_gate(window(11, at=WEEK2 + timedelta(hours=3)), busy_reference, rng())
+    assert gate is not None and not gate.passed
+    assert abs(gate.delta_ms) < 0.1 * gate.reference_ms
+
+
+def test_the_magnitude_gate_ignores_a_real_shift_below_the_minimum_in_ms() -> None:
+    quick = window(12, FAST_HTTP, at=T0, count=96, sigma=0.05, run_sigma=0.02)
+    reference = tail_reference(quick)
+    assert reference is not None
+    slower = {name: 1.15 * value for name, value in FAST_HTTP.items()}  # about +7 ms
+    recent = window(13, slower, at=DAY2, sigma=0.05, run_sigma=0.02)
+    strict = magnitude_gate(recent, reference, rng(), min_ms=10.0)
+    lenient = magnitude_gate(recent, reference, rng(), min_ms=0.0)
+    assert strict is not None and lenient is not None
+    assert strict.low_ms > 0 and not strict.passed
+    assert lenient.passed
+
+
+def test_tail_finding_needs_both_the_cusum_and_the_gate(busy_reference: TailReference) -> None:
+    heavier = window(10, at=WEEK2 + timedelta(hours=3), slow=0.25, slow_ms=300.0)
+    ordinary = window(11, at=WEEK2 + timedelta(hours=3))
+    threshold = PARAMS.tail_threshold
+    hit = d.tail_finding((threshold,), heavier, busy_reference, PARAMS, rng())
+    assert hit.signal is Signal.HIT and hit.numbers["delta_low_ms"] > 0
+    # The CUSUM high but the shift too small to matter: not a hit, and no recovery either.
+    small = d.tail_finding((threshold,), ordinary, busy_reference, PARAMS, rng())
+    assert small.signal is Signal.HOLD and small.numbers["delta_low_ms"] < 0
+    between = d.tail_finding((threshold - 0.1,), heavier, busy_reference, PARAMS, rng())
+    assert between.signal is Signal.HOLD
+    # Clear only once the CUSUM is under half its threshold, whatever the window says.
+    low = d.tail_finding((threshold / 2 - 0.1,), heavier, busy_reference, PARAMS, rng())
+    assert low.signal is Signal.CLEAR and "delta_ms" not in low.numbers
+
+
+# deadline_miss ----------------------------------------------------------------------------
+
+
+def with_misses(misses: int) -> list[RunData]:
+    """Four runs of 20 timed samples (80), ``misses`` of them cut at the deadline."""
+    generator = rng(14)
+    per_run = [misses // 4 + (1 if i < misses % 4 else 0) for i in range(4)]
+    return [make_run(generator, DAY2 + i * EVERY, censored=k) for i, k in enumerate(per_run)]
+
+
+def smallest_significant(n: int, slo: float, alpha: float) -> int:
+    return next(
+        k for k in range(n + 1) if binomtest(k, n, slo, alternative="greater").pvalue < alpha
+    )
+
+
+def test_deadline_finding_hits_exactly_where_the_exact_binomial_test_does() -> None:
+    first = smallest_significant(80, PARAMS.deadline_slo, PARAMS.deadline_alpha)
+    assert first == 6  # 6 of 80 against a 1 % SLO: p ≈ 0.00016; 5 of 80: p ≈ 0.0013
+    hit = d.deadline_finding(with_misses(first), PARAMS)
+    assert hit.signal is Signal.HIT
+    expected = binomtest(first, 80, PARAMS.deadline_slo, alternative="greater").pvalue
+    assert hit.numbers["p_value"] == pytest.approx(expected, rel=1e-12)
+    assert (hit.numbers["misses"], hit.numbers["samples"]) == (first, 80)
+    assert hit.numbers["rate_low_pct"] < 7.5 < hit.numbers["rate_high_pct"]
+    # One fewer: above the SLO, but not provably: hold.
+    assert d.deadline_finding(with_misses(first - 1), PARAMS).signal is Signal.HOLD
+
+
+def test_deadline_misses_of_one_run_alone_are_not_a_rate() -> None:
+    generator = rng(22)
+    runs = [make_run(generator, DAY2 + i * EVERY) for i in range(3)]
+    cold = make_run(generator, DAY2 + 3 * EVERY, censored=6)  # a cold start, say
+    finding = d.deadline_finding([*runs, cold], PARAMS)
+    assert finding.numbers["p_value"] < PARAMS.deadline_alpha  # the pooled test would hit
+    assert finding.numbers["runs_over_slo"] == 1
+    assert finding.signal is Signal.HOLD
+
+
+def test_deadline_finding_clears_at_or_under_the_slo() -> None:
+    assert d.deadline_finding(with_misses(0), PARAMS).signal is Signal.CLEAR
+    loose = PARAMS.model_copy(update={"deadline_slo": 0.05})
+    assert d.deadline_finding(with_misses(4), loose).signal is Signal.CLEAR  # 4/80 = SLO
+
+
+def test_deadline_finding_holds_without_timed_samples() -> None:
+    assert d.deadline_finding([failed_run()], PARAMS).signal is Signal.HOLD
+
+
+# composition_shift ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def composition_reference() -> d.CompositionReference:
+    return d.CompositionReference.build(day_of_runs(15))
+
+
+def test_composition_finding_hits_on_a_moved_mix_with_the_same_leader(
+    composition_reference: d.CompositionReference,
+) -> None:
+    assert composition_reference.leader == "queue"
+    moved = window(16, MOVED)
+    assert {d.phase_mix([run]).dominant for run in moved} == {"queue"}
+    finding = d.composition_finding(moved, composition_reference, PARAMS, rng())
+    assert finding.signal is Signal.HIT
+    assert finding.numbers["distance"] >= PARAMS.composition_min_distance
+    assert finding.numbers["p_value"] < PARAMS.composition_alpha
+    assert finding.numbers["moved_most"] in ("network", "prefill")
+
+
+def test_composition_finding_clears_on_the_reference_s_own_mix(
+    composition_reference: d.CompositionReference,
+) -> None:
+    finding = d.composition_finding(window(17), composition_reference, PARAMS, rng())
+    assert finding.signal is Signal.CLEAR
+    assert finding.numbers["distance"] < PARAMS.composition_min_distance / 2
+
+
+def test_composition_finding_clears_when_any_run_of_the_window_changed_leader(
+    composition_reference: d.CompositionReference,
+) -> None:
+    generator = rng(18)
+    moved = window(18, MOVED)
+    moved[2] = make_run(generator, moved[2].at, SLOW_DECODE)  # one run: generation leads
+    finding = d.composition_finding(moved, composition_reference, PARAMS, rng())
+    assert finding.signal is Signal.CLEAR
+    assert finding.numbers == {}
+
+
+# probe_failing ----------------------------------------------------------------------------
+
+
+def test_failing_finding_hits_after_three_runs_without_a_success() -> None:
+    ok = make_run(rng(19), T0)
+    failed = [failed_run(T0 + i * EVERY) for i in range(1, 4)]
+    assert d.failing_finding(failed[:2], PARAMS).signal is Signal.HOLD  # too few runs yet
+    hit = d.failing_finding([ok, *failed], PARAMS)
+    assert hit.signal is Signal.HIT
+    assert hit.numbers == {"runs": 3, "failed_samples": 15}
+
+
+def test_failing_finding_clears_on_a_success_and_holds_while_the_last_run_fails() -> None:
+    ok = make_run(rng(20), T0)
+    failed = failed_run(T0 + EVERY)
+    assert d.failing_finding([failed, failed, ok], PARAMS).signal is Signal.CLEAR
+    assert d.failing_finding([ok, failed, failed], PARAMS).signal is Signal.HOLD
+
+
+def test_only_censored_samples_count_as_no_success() -> None:
+    cut = make_run(rng(21), T0, n=5, censored=5)
+    assert cut.ok == 0
+    assert d.failing_finding([cut, cut, cut], PARAMS).signal is Signal.HIT
