@@ -26,6 +26,8 @@ def test_check_config_accepts_the_example(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "k1")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k2")
+    monkeypatch.setenv("OPS_HOOK_TOKEN", "k3")
+    monkeypatch.setenv("SLACK_WEBHOOK_URL", "https://hooks.slack.invalid/x")
     code, out, _ = run(["check-config", str(EXAMPLE)], capsys)
     assert code == 0
     assert out == "ok: 3 target(s): translate-prod, translate-edge, homepage\n"

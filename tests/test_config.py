@@ -10,7 +10,12 @@ from app.config import ConfigError, Settings, load_targets, parse_duration
 from app.probe.spec import Kind, RttMethod
 
 EXAMPLE = Path(__file__).parent.parent / "docs" / "phasewatch.example.yaml"
-SECRETS = {"OPENAI_API_KEY": "sk-test-1", "ANTHROPIC_API_KEY": "ak-test-2"}
+SECRETS = {
+    "OPENAI_API_KEY": "sk-test-1",
+    "ANTHROPIC_API_KEY": "ak-test-2",
+    "OPS_HOOK_TOKEN": "hook-3",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.invalid/T/B/x",
+}
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -36,6 +41,9 @@ def test_the_shipped_example_is_valid_and_means_what_its_comments_say() -> None:
     assert edge.rtt is RttMethod.TTFB and edge.headers["x-api-key"] == "ak-test-2"
     assert homepage.probe_spec().method == "GET"
     assert homepage.server_timing_map["edge"] == "processing"
+    assert set(parsed.notifiers) == {"am", "ops-hook", "chat"}
+    assert prod.notifiers == ["am", "chat"] and homepage.notifiers == []
+    assert prod.alerts.dominant_lead_pp == 5 and prod.alerts.deadline_slo == 0.01
 
 
 @pytest.mark.parametrize(
