@@ -7,21 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from app.demo.sim import SimConfig
 from app.demo.simserver import SimServer
+from tests.clirun import run_cli as run
 
 FAST = SimConfig(one_way_ms=5, queue_median_ms=10, queue_sigma=0, prefill_ms=5, tokens=5)
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_json_output_has_every_sample_and_the_summary(capsys: pytest.CaptureFixture[str]) -> None:

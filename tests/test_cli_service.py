@@ -6,19 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from tests.clirun import run_cli as run
 
 EXAMPLE = Path(__file__).parent.parent / "docs" / "phasewatch.example.yaml"
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_check_config_accepts_the_example(

@@ -11,7 +11,6 @@ import pytest
 from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.cli import main
 from app.store import csvexport
 from app.store.csvexport import export_samples
 from app.store.csvimport import import_samples
@@ -28,6 +27,7 @@ from app.store.db import transaction
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.queries import store_run
 from app.store.records import RunRecord, SampleRecord
+from tests.clirun import run_cli as cli
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 LLM = {"connect": 1 / 3, "network": 0.1 + 0.2, "queue": 1e-7, "prefill": 1e16, "generation": 2.5}
@@ -112,16 +112,6 @@ def counts(engine: Engine) -> list[int | None]:
     with Session(engine) as session:
         tables = (TargetRow, RunRow, SampleRow)
         return [session.scalar(select(func.count()).select_from(table)) for table in tables]
-
-
-def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 GOOD_RUN = "0b9ac1b6-3b0e-4c36-9a5c-0e8f1c1f9e01"
