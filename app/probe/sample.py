@@ -117,15 +117,6 @@ class Sample:
     unsplit: tuple[str, ...] = ()
     cold_start: bool = False
 
-    @property
-    def fresh_connection(self) -> bool:
-        return not self.connection_reused
-
-    @property
-    def in_percentiles(self) -> bool:
-        """Censored samples stay in every percentile; failed requests have no latency."""
-        return self.status in (Status.OK, Status.DEADLINE_EXCEEDED)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "index": self.index,

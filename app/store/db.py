@@ -31,10 +31,6 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def is_sqlite(engine: Engine) -> bool:
-    return engine.dialect.name == "sqlite"
-
-
 def make_engine(url: str, **options: Any) -> Engine:
     url = normalize_url(url)
     given = options.pop("connect_args", {})
