@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from app.probe.sample import ServerTiming, Tokens
 from app.probe.servertiming import timing_from_usage, tokens_from_usage
 
@@ -157,7 +159,7 @@ def read_anthropic_body(body: bytes) -> StreamFacts:
 
 def _load_object(data: str | bytes) -> dict[str, Any]:
     try:
-        payload = json.loads(data)
+        payload = orjson.loads(data)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both
         raise StreamFormatError(f"not JSON: {_excerpt(data)}") from exc
     if not isinstance(payload, dict):
@@ -170,6 +172,9 @@ def _excerpt(data: str | bytes) -> str:
 
 
 def _openai_facts(payload: Mapping[str, Any], part_key: str) -> StreamFacts:
+    ordinary = _ordinary_chunk(payload, part_key)
+    if ordinary is not None:
+        return ordinary
     facts = StreamFacts(error=_openai_error(payload))
     for choice in _objects(payload.get("choices")):
         part = choice.get(part_key)
@@ -177,6 +182,29 @@ def _openai_facts(payload: Mapping[str, Any], part_key: str) -> StreamFacts:
         facts.answer = facts.answer or _has_answer(part) or _nonempty(choice.get("text"))
         facts.reasoning = facts.reasoning or _has_reasoning(part)
     return _with_usage(facts, payload)
+
+
+# Nearly every chunk is one choice whose delta holds text: read that shape directly (this
+# runs once per token inside the measured request); anything else takes the general walk.
+_ORDINARY_KEYS = frozenset(
+    {"id", "object", "created", "model", "choices", "system_fingerprint", "service_tier", "usage"}
+)
+_ORDINARY_PART_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning"})
+
+
+def _ordinary_chunk(payload: Mapping[str, Any], part_key: str) -> StreamFacts | None:
+    choices = payload.get("choices")
+    if type(choices) is not list or len(choices) != 1 or payload.get("usage"):
+        return None
+    if not payload.keys() <= _ORDINARY_KEYS or type(choices[0]) is not dict:
+        return None
+    part = choices[0].get(part_key)
+    if type(part) is not dict or not part.keys() <= _ORDINARY_PART_KEYS:
+        return None
+    content = part.get("content")
+    if content is not None and type(content) is not str:
+        return None  # a list of content parts: the general walk knows it
+    return StreamFacts(answer=bool(content), reasoning=_has_reasoning(part))
 
 
 def _has_answer(part: Mapping[str, Any]) -> bool:
@@ -235,6 +263,9 @@ def _error_message(error: Any) -> str:
 
 
 def _with_usage(facts: StreamFacts, payload: Mapping[str, Any]) -> StreamFacts:
+    get = payload.get
+    if not (get("usage") or get("x_groq") or get("timings") or get("message")):
+        return facts  # most chunks: this runs once per token, so skip the full look
     tokens = tokens_from_usage(payload)
     if (tokens.prompt, tokens.completion, tokens.reasoning) != (None, None, None):
         facts.tokens = tokens

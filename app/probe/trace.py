@@ -24,6 +24,9 @@ _EVENT_MARKS = {
     "http2.send_request_body.complete": "request_sent",
     "http11.receive_response_headers.complete": "response_headers",
     "http2.receive_response_headers.complete": "response_headers",
+    # The last body byte is in: later work (closing the response) is not the server's.
+    "http11.receive_response_body.complete": "stream_end",
+    "http2.receive_response_body.complete": "stream_end",
 }
 
 
