@@ -1,0 +1,287 @@
+"""Ingest: how many samples per second ``store_run`` writes, a run per transaction.
+
+Exactly as the pipeline stores a finished run (``Pipeline.store``): one session, one
+transaction, ``store_run``, commit. Runs are built beforehand (``Synth``, not measured) for
+20 targets, one in three streaming from an LLM. The database starts empty and is dropped
+at the end. ``--profile`` prints where the time of one size went (cProfile, by own time).
+
+    .venv/bin/python -m bench.store_ingest --sizes 20,100,300 --samples 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Target
+from app.store.db import make_sessions
+from app.store.queries import store_run, sync_targets
+from app.store.records import RunRecord
+from bench.common import machine_info, pct, print_table
+from bench.store_candidates import StoreRun, check_summaries, ingest_ladder
+from bench.store_common import (
+    Synth,
+    add_database_options,
+    add_quiet_option,
+    backend_label,
+    backends,
+    bench_database,
+    bench_engine,
+    database_url,
+    pg_version,
+    target_kind,
+    target_name,
+    wait_quiet,
+)
+
+TARGETS = 20
+WARM_UP_RUNS = 20
+GOALS = {"postgresql": 20_000, "sqlite": 10_000}
+
+
+@dataclass(frozen=True)
+class Result:
+    backend: str
+    size: int
+    runs: int
+    seconds: float
+    latencies: list[float]
+    cut: bool
+    client_cpu_s: float
+    server_cpu_s: float | None
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.runs * self.size / self.seconds
+
+    def per_sample_us(self, seconds: float | None) -> str:
+        return "-" if seconds is None else f"{seconds / (self.runs * self.size) * 1e6:.0f}"
+
+    def row(self, spread: str = "") -> list[str]:
+        goal = GOALS[self.backend]
+        met = "yes" if self.samples_per_s >= goal else "NO"
+        return [
+            self.backend,
+            str(self.size),
+            f"{self.runs:,}" + (" (cut)" if self.cut else ""),
+            f"{self.samples_per_s:,.0f}" + spread,
+            f"{self.runs / self.seconds:,.1f}",
+            f"{pct(self.latencies, 50) * 1000:.2f}",
+            f"{pct(self.latencies, 99) * 1000:.2f}",
+            f"{max(self.latencies) * 1000:.2f}",
+            self.per_sample_us(self.client_cpu_s),
+            self.per_sample_us(self.server_cpu_s),
+            f"{goal:,} {met}",
+        ]
+
+
+HEADERS = [
+    "backend",
+    "samples/run",
+    "runs",
+    "samples/s",
+    "runs/s",
+    "store p50 ms",
+    "store p99 ms",
+    "store max ms",
+    "client CPU us/sample",
+    "server CPU us/sample",
+    "goal samples/s met",
+]
+
+
+def make_runs(size: int, count: int, seed: int) -> list[RunRecord]:
+    """``count`` runs of ``size`` samples, a run per target in turn, 10 s apart."""
+    synth = Synth(seed)
+    start = datetime.now(UTC) - timedelta(days=1)
+    runs = []
+    for i in range(count):
+        t = i % TARGETS
+        at = start + timedelta(seconds=10 * (i // TARGETS), milliseconds=t)
+        runs.append(synth.run(target_name(t), "bench", target_kind(t), at, size, at))
+    return runs
+
+
+def backend_cpu_s(engine: Engine) -> float | None:
+    """CPU seconds the PostgreSQL backend serving this engine's pooled connection has used.
+
+    Read from /proc (the server is local): where the time goes, the client or the server.
+    """
+    if engine.dialect.name != "postgresql":
+        return None
+    with engine.connect() as connection:
+        pid = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def store_all(
+    sessions: sessionmaker[Session],
+    runs: list[RunRecord],
+    budget_s: float,
+    store: StoreRun = store_run,
+) -> tuple[list[float], float, bool]:
+    """Store every run in its own transaction; stops early at ``budget_s``."""
+    latencies: list[float] = []
+    started = time.perf_counter()
+    deadline = started + budget_s
+    for record in runs:
+        before = time.perf_counter()
+        with sessions.begin() as session:
+            store(session, record, datetime.now(UTC))
+        latencies.append(time.perf_counter() - before)
+        if before > deadline:
+            break
+    return latencies, time.perf_counter() - started, len(latencies) < len(runs)
+
+
+def measure_once(
+    engine: Engine,
+    size: int,
+    seed: int,
+    args: argparse.Namespace,
+    profile: bool = False,
+    store: StoreRun = store_run,
+) -> Result:
+    sessions = make_sessions(engine)
+    runs = make_runs(size, max(1, args.samples // size), seed=seed)
+    wait_quiet(args.wait_quiet)
+    server_before, client_before = backend_cpu_s(engine), time.process_time()
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
+    latencies, seconds, cut = store_all(sessions, runs, args.max_seconds, store)
+    if profiler:
+        profiler.disable()
+        print_profile(profiler, f"{engine.dialect.name}, {size} samples/run")
+    client = time.process_time() - client_before
+    server_after = backend_cpu_s(engine)
+    server = None if server_after is None or server_before is None else server_after - server_before
+    backend = engine.dialect.name
+    return Result(backend, size, len(latencies), seconds, latencies, cut, client, server)
+
+
+def prepared(url: str) -> Engine:
+    """An engine on the database, its targets synced and its connection warm."""
+    engine = bench_engine(url)
+    sessions = make_sessions(engine)
+    with sessions.begin() as session:
+        targets = [Target(name=target_name(t), url="https://x.example/") for t in range(TARGETS)]
+        sync_targets(session, targets, datetime.now(UTC))
+    store_all(sessions, make_runs(20, WARM_UP_RUNS, seed=99), budget_s=30)
+    return engine
+
+
+def median_row(tries: list[Result], first: str | None = None) -> list[str]:
+    tries = sorted(tries, key=lambda r: r.samples_per_s)
+    chosen = tries[len(tries) // 2]
+    spread = f" ({tries[0].samples_per_s:,.0f}-{tries[-1].samples_per_s:,.0f})"
+    row = chosen.row(spread if len(tries) > 1 else "")
+    return row if first is None else [first, *row[1:]]
+
+
+def measure(url: str, args: argparse.Namespace) -> list[list[str]]:
+    """Per run size, the median of ``--repeat`` measurements, with their range."""
+    engine = prepared(url)
+    rows = []
+    for size in args.sizes:
+        tries = [
+            measure_once(engine, size, size * 1000 + i, args, args.profile == size and i == 0)
+            for i in range(args.repeat)
+        ]
+        rows.append(median_row(tries))
+        print_table(HEADERS, [rows[-1]])
+    engine.dispose()
+    return rows
+
+
+def measure_candidates(url: str, args: argparse.Namespace) -> list[list[str]]:
+    """The ladder of proposed changes, round-robin ``--repeat`` times; medians."""
+    engine = prepared(url)
+    ladder = ingest_ladder()
+    rows = []
+    for size in args.sizes:
+        check_summaries(make_runs(size, 200, seed=5))
+        tries: dict[str, list[Result]] = {name: [] for name, _ in ladder}
+        for i in range(args.repeat):
+            for n, (name, store) in enumerate(ladder):
+                seed = 10_000 * (i + 1) + 100 * n + size
+                tries[name].append(measure_once(engine, size, seed, args, store=store))
+        for name, _ in ladder:
+            rows.append(median_row(tries[name], f"{engine.dialect.name}: {name}"))
+        print_table(HEADERS, rows[-len(ladder) :])
+    engine.dispose()
+    return rows
+
+
+def print_profile(profiler: cProfile.Profile, what: str) -> None:
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime")
+    stats.print_stats(25)
+    print(f"\n## profile: {what} (by own time)\n```\n{out.getvalue().strip()}\n```\n")
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_database_options(parser, "pw_bench_ingest")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="store into an existing (e.g. kept, populated) database instead of an empty one",
+    )
+    add_quiet_option(parser)
+    parser.add_argument(
+        "--sizes",
+        default="20,100,300",
+        type=lambda v: [int(s) for s in v.split(",")],
+        help="samples per run, comma-separated (default 20,100,300)",
+    )
+    parser.add_argument(
+        "--samples", type=int, default=100_000, help="samples stored per size (default 100000)"
+    )
+    parser.add_argument(
+        "--max-seconds", type=float, default=60.0, help="time budget per size (default 60)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="measurements per size; the median is shown"
+    )
+    parser.add_argument(
+        "--candidates",
+        action="store_true",
+        help="measure the changes proposed in bench/store_candidates.py, one after another",
+    )
+    parser.add_argument("--profile", type=int, metavar="SIZE", help="cProfile this run size")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
+    chosen = backends(args.backends)
+    pg = f"; PostgreSQL {pg_version(args.pg)}" if "postgresql" in chosen else ""
+    print(f"# Ingest: store_run, one run per transaction\n{machine_info()}{pg}\n")
+    rows = []
+    for backend in chosen:
+        url = database_url(backend, args.db_name, args.pg, args.sqlite_dir)
+        print(f"## {backend_label(url)}")
+        with bench_database(url, args.pg, keep=args.keep, reuse=args.reuse):
+            rows += measure_candidates(url, args) if args.candidates else measure(url, args)
+        print()
+    print(f"## all (median of {args.repeat}; samples/s range in brackets)")
+    print_table(HEADERS, rows)
+
+
+if __name__ == "__main__":
+    main()
