@@ -16,6 +16,7 @@ import io
 import os
 import pstats
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -113,19 +114,25 @@ def make_runs(size: int, count: int, seed: int) -> list[RunRecord]:
 
 
 def backend_cpu_s(engine: Engine) -> float | None:
-    """CPU seconds the PostgreSQL backend serving this engine's pooled connection has used.
+    """CPU seconds used so far by the PostgreSQL backends serving this database.
 
-    Read from /proc (the server is local): where the time goes, the client or the server.
+    Read from /proc (the server is local, the database ours alone): where the time goes,
+    the client or the server.
     """
     if engine.dialect.name != "postgresql":
         return None
     with engine.connect() as connection:
-        pid = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        pids = connection.exec_driver_sql(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        ).scalars()
+        ticks = 0
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # gone meanwhile
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def store_all(
@@ -133,11 +140,26 @@ def store_all(
     runs: list[RunRecord],
     budget_s: float,
     store: StoreRun = store_run,
+    writers: int = 1,
 ) -> tuple[list[float], float, bool]:
-    """Store every run in its own transaction; stops early at ``budget_s``."""
-    latencies: list[float] = []
+    """Store every run in its own transaction; stops early at ``budget_s``.
+
+    With ``writers`` > 1, that many threads share the runs, as the pipeline's worker
+    threads (``asyncio.to_thread``) do when runs finish together.
+    """
     started = time.perf_counter()
     deadline = started + budget_s
+    shares = [runs[i::writers] for i in range(writers)]
+    with ThreadPoolExecutor(writers) as pool:
+        done = list(pool.map(lambda share: _store_share(sessions, share, deadline, store), shares))
+    latencies = [latency for share in done for latency in share]
+    return latencies, time.perf_counter() - started, len(latencies) < len(runs)
+
+
+def _store_share(
+    sessions: sessionmaker[Session], runs: list[RunRecord], deadline: float, store: StoreRun
+) -> list[float]:
+    latencies: list[float] = []
     for record in runs:
         before = time.perf_counter()
         with sessions.begin() as session:
@@ -145,7 +167,7 @@ def store_all(
         latencies.append(time.perf_counter() - before)
         if before > deadline:
             break
-    return latencies, time.perf_counter() - started, len(latencies) < len(runs)
+    return latencies
 
 
 def measure_once(
@@ -163,7 +185,7 @@ def measure_once(
     profiler = cProfile.Profile() if profile else None
     if profiler:
         profiler.enable()
-    latencies, seconds, cut = store_all(sessions, runs, args.max_seconds, store)
+    latencies, seconds, cut = store_all(sessions, runs, args.max_seconds, store, args.writers)
     if profiler:
         profiler.disable()
         print_profile(profiler, f"{engine.dialect.name}, {size} samples/run")
@@ -263,6 +285,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="measure the changes proposed in bench/store_candidates.py, one after another",
     )
+    parser.add_argument(
+        "--writers", type=int, default=1, help="threads storing runs at once (default 1)"
+    )
     parser.add_argument("--profile", type=int, metavar="SIZE", help="cProfile this run size")
     return parser.parse_args(argv)
 
@@ -271,7 +296,8 @@ def main(argv: list[str] | None = None) -> None:
     args = arguments(argv)
     chosen = backends(args.backends)
     pg = f"; PostgreSQL {pg_version(args.pg)}" if "postgresql" in chosen else ""
-    print(f"# Ingest: store_run, one run per transaction\n{machine_info()}{pg}\n")
+    print(f"# Ingest: store_run, one run per transaction, {args.writers} writer(s)")
+    print(f"{machine_info()}{pg}\n")
     rows = []
     for backend in chosen:
         url = database_url(backend, args.db_name, args.pg, args.sqlite_dir)
