@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from app import __version__
 from app.alerts.engine import AlertEngine
@@ -21,7 +22,9 @@ from app.store.db import make_engine, make_sessions
 from app.store.history import DatabaseHistory
 from app.store.leader import Leadership
 from app.store.spool import Spool
-from app.web import health
+from app.web import api as web_api
+from app.web import health, metrics, pages
+from app.web.pages import STATIC_DIR
 
 
 def build_service(settings: Settings, targets: TargetsFile | None = None) -> Service:
@@ -65,4 +68,8 @@ def create_app(settings: Settings, targets: TargetsFile | None = None) -> FastAP
     app = FastAPI(title="phasewatch", version=__version__, lifespan=lifespan)
     app.state.service = service
     app.include_router(health.router)
+    app.include_router(web_api.router)
+    app.include_router(metrics.router)
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

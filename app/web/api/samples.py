@@ -1,0 +1,7 @@
+"""/api/v1 — samples."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter()
