@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 
 from app.config import DEFAULT_DATABASE_URL, Settings
 from app.store.db import make_engine, normalize_url
-from app.store.models import Base
+from app.store.models import Base, objects_of
 
 MIGRATION_LOCK_KEY = 0x7068_6173_6D69_6772  # "phasmigr"
 
@@ -33,6 +33,7 @@ def configure(is_sqlite: bool, **options: Any) -> None:
         # SQLite can alter little in place: batch mode rebuilds the table instead.
         render_as_batch=is_sqlite,
         compare_type=True,
+        include_object=objects_of("sqlite" if is_sqlite else "postgresql"),
         **options,
     )
 

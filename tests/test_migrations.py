@@ -26,7 +26,7 @@ from app.store.migrate import (
     migrations_dir,
     upgrade,
 )
-from app.store.models import Base
+from app.store.models import CHART_COLUMNS, CHART_INDEX, Base, objects_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,7 +58,11 @@ def schema(engine: Engine) -> dict[str, Any]:
 
 
 def model_differences(engine: Engine) -> list[Any]:
-    options = {"compare_type": True, "compare_server_default": True}
+    options = {
+        "compare_type": True,
+        "compare_server_default": True,
+        "include_object": objects_of(engine.dialect.name),
+    }
     with engine.connect() as connection:
         context = MigrationContext.configure(connection, opts=options)
         return list(compare_metadata(context, Base.metadata))
@@ -183,3 +187,27 @@ def test_the_wheel_ships_every_file_of_the_migrations_folder() -> None:
     }
 
     assert shipped == present
+
+
+def test_runs_carry_the_covering_chart_index_in_each_databases_own_form(engine: Engine) -> None:
+    (chart,) = [i for i in inspect(engine).get_indexes("runs") if i["name"] == CHART_INDEX]
+
+    if engine.dialect.name == "postgresql":
+        assert chart["column_names"] == ["target_id", "started_at"]
+        assert chart["dialect_options"]["postgresql_include"] == list(CHART_COLUMNS)
+    else:
+        assert chart["column_names"] == ["target_id", "started_at", *CHART_COLUMNS]
+
+
+def test_comparison_leaves_out_only_the_other_databases_form_of_an_index() -> None:
+    runs = Base.metadata.tables["runs"]
+    chart = [i for i in runs.indexes if i.name == CHART_INDEX]
+
+    for dialect in ("sqlite", "postgresql"):
+        kept = [i for i in chart if objects_of(dialect)(i, i.name, "index", False, None)]
+        assert [i.info["only_on"] for i in kept] == [dialect]
+    assert all(
+        objects_of("sqlite")(i, i.name, "index", False, None)
+        for i in runs.indexes
+        if "only_on" not in i.info
+    )
