@@ -1,0 +1,241 @@
+"""Alerts as readers see them: pydantic views over the alert rows, shared by the API and the
+dashboard, so both show the same alert the same way.
+
+Lists are newest first (by when the episode opened) and paged by a keyset cursor, which
+stays correct while new alerts open: a page never repeats or skips one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, Field
+from sqlalchemy import Select, and_, or_, select
+from sqlalchemy.orm import Session
+
+from app.alerts.identity import Identity
+from app.alerts.rows import OPEN_STATES
+from app.alerts.summary import summarize_alert
+from app.store.models import AlertRow, AlertTransitionRow
+
+STATES = ("pending", "firing", "recovering", "resolved", "inactive")
+OPEN = "open"  # a pseudo-state: pending, firing or recovering
+# Most severe first: what a row on the overview shows when a series has several alerts.
+_SEVERITY_RANK = {"critical": 0, "warning": 1}
+_STATE_RANK = {"firing": 0, "recovering": 1, "pending": 2}
+
+Item = TypeVar("Item")
+
+
+class Page(BaseModel, Generic[Item]):
+    items: list[Item]
+    next_cursor: str | None = Field(
+        None, description="Pass as ?cursor= for the next page; null on the last page."
+    )
+
+
+class AlertView(BaseModel):
+    id: str
+    kind: str
+    target: str
+    vantage: str | None = Field(description="null for a change seen across vantages")
+    scope: str
+    from_phase: str | None
+    to_phase: str | None
+    severity: str
+    state: str
+    open: bool
+    streak: int
+    opened_at: datetime
+    fired_at: datetime | None
+    resolved_at: datetime | None
+    acknowledged_at: datetime | None
+    acknowledged_by: str | None
+    summary: str
+    numbers: dict[str, Any]
+    labels: dict[str, str] = Field(description="what silences match against")
+    updated_at: datetime
+
+
+class TransitionView(BaseModel):
+    at: datetime
+    before: str
+    after: str
+    summary: str
+    numbers: dict[str, Any]
+    acknowledged: bool
+
+
+class AlertDetail(AlertView):
+    explanation: str = Field(description="one sentence saying what changed, with its numbers")
+    transitions: list[TransitionView] = Field(description="oldest first")
+
+
+class BadCursor(ValueError):
+    """The cursor was not one this API handed out."""
+
+
+def list_alerts(
+    session: Session,
+    *,
+    state: str | None = None,
+    target: str | None = None,
+    vantage: str | None = None,
+    kind: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> Page[AlertView]:
+    """Alerts newest first; ``state`` may be ``open``. ``BadCursor`` for a foreign cursor."""
+    query = _filtered(select(AlertRow), state, target, vantage, kind)
+    if cursor is not None:
+        opened_at, last_id = decode_cursor(cursor)
+        query = query.where(
+            or_(
+                AlertRow.opened_at < opened_at,
+                and_(AlertRow.opened_at == opened_at, AlertRow.id < last_id),
+            )
+        )
+    query = query.order_by(AlertRow.opened_at.desc(), AlertRow.id.desc()).limit(limit + 1)
+    found = list(session.scalars(query))
+    items = [alert_view(row) for row in found[:limit]]
+    next_cursor = encode_cursor(found[limit - 1]) if len(found) > limit else None
+    return Page[AlertView](items=items, next_cursor=next_cursor)
+
+
+def alert_detail(session: Session, alert_id: str | uuid.UUID) -> AlertDetail | None:
+    """One alert with its transitions oldest first; None for an unknown (or malformed) id."""
+    key = _uuid(alert_id)
+    row = session.get(AlertRow, key) if key is not None else None
+    if row is None:
+        return None
+    steps = session.scalars(
+        select(AlertTransitionRow)
+        .where(AlertTransitionRow.alert_id == row.id)
+        .order_by(AlertTransitionRow.at, AlertTransitionRow.id)
+    )
+    return AlertDetail(
+        **alert_view(row).model_dump(),
+        explanation=explanation(row),
+        transitions=[transition_view(step) for step in steps],
+    )
+
+
+def open_alerts_by_series(session: Session) -> dict[tuple[str, str | None], AlertView]:
+    """The most severe open alert of each (target, vantage); vantage None is an alert seen
+    across vantages, which concerns every vantage of its target."""
+    rows = session.scalars(select(AlertRow).where(AlertRow.state.in_(OPEN_STATES)))
+    chosen: dict[tuple[str, str | None], AlertRow] = {}
+    for row in rows:
+        key = (row.target, row.vantage)
+        if key not in chosen or _precedence(row) < _precedence(chosen[key]):
+            chosen[key] = row
+    return {key: alert_view(row) for key, row in chosen.items()}
+
+
+# Conversions -------------------------------------------------------------------------------
+
+
+def identity_of(row: AlertRow) -> Identity:
+    return Identity(row.kind, row.target, row.vantage, row.scope, row.from_phase, row.to_phase)
+
+
+def alert_view(row: AlertRow) -> AlertView:
+    return AlertView(
+        id=str(row.id),
+        kind=row.kind,
+        target=row.target,
+        vantage=row.vantage,
+        scope=row.scope,
+        from_phase=row.from_phase,
+        to_phase=row.to_phase,
+        severity=row.severity,
+        state=row.state,
+        open=row.state in OPEN_STATES,
+        streak=row.streak,
+        opened_at=row.opened_at,
+        fired_at=row.fired_at,
+        resolved_at=row.resolved_at,
+        acknowledged_at=row.acknowledged_at,
+        acknowledged_by=row.acknowledged_by,
+        summary=row.summary,
+        numbers=dict(row.numbers),
+        labels=identity_of(row).labels(),
+        updated_at=row.updated_at,
+    )
+
+
+def transition_view(row: AlertTransitionRow) -> TransitionView:
+    return TransitionView(
+        at=row.at,
+        before=row.before,
+        after=row.after,
+        summary=row.summary,
+        numbers=dict(row.numbers),
+        acknowledged=row.acknowledged,
+    )
+
+
+def explanation(row: AlertRow) -> str:
+    # The stored summary was written when the numbers were; older rows may lack one.
+    return row.summary or summarize_alert(identity_of(row), dict(row.numbers))
+
+
+# Queries and cursors -----------------------------------------------------------------------
+
+
+def _filtered(
+    query: Select[AlertRow],
+    state: str | None,
+    target: str | None,
+    vantage: str | None,
+    kind: str | None,
+) -> Select[AlertRow]:
+    if state == OPEN:
+        query = query.where(AlertRow.state.in_(OPEN_STATES))
+    elif state is not None:
+        query = query.where(AlertRow.state == state)
+    for column, value in ((AlertRow.target, target), (AlertRow.kind, kind)):
+        if value is not None:
+            query = query.where(column == value)
+    if vantage is not None:
+        query = query.where(AlertRow.vantage == vantage)
+    return query
+
+
+def _precedence(row: AlertRow) -> tuple[int, int, float]:
+    return (
+        _SEVERITY_RANK.get(row.severity, len(_SEVERITY_RANK)),
+        _STATE_RANK.get(row.state, len(_STATE_RANK)),
+        -row.opened_at.timestamp(),
+    )
+
+
+def encode_cursor(row: AlertRow) -> str:
+    raw = f"{row.opened_at.isoformat()}|{row.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        opened_at, last_id = raw.split("|")
+        at = datetime.fromisoformat(opened_at)
+        key = uuid.UUID(last_id)
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise BadCursor(f"not a cursor from this API: {cursor!r}") from exc
+    if at.tzinfo is None:
+        raise BadCursor(f"not a cursor from this API: {cursor!r}")
+    return at, key
+
+
+def _uuid(value: str | uuid.UUID) -> uuid.UUID | None:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
