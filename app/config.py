@@ -20,6 +20,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -191,6 +192,9 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds between leadership checks: a replica takes over this soon after"
         " the leader dies.",
+    )
+    api_token: SecretStr | None = Field(
+        None, description="Bearer token for API writes; needed to serve beyond loopback."
     )
 
     def resolved(self, targets: TargetsFile) -> ResolvedSettings:

@@ -15,6 +15,7 @@ from app.alerts.evaluate import Evaluator
 from app.alerts.notifiers import build_notifiers
 from app.alerts.notifiers.sender import Sender
 from app.config import Settings, TargetsFile, load_targets
+from app.metrics import RunMetrics, then
 from app.pipeline import Pipeline
 from app.scheduler import Watch
 from app.service import AlertRules, Service
@@ -27,7 +28,9 @@ from app.web import health, metrics, pages
 from app.web.pages import STATIC_DIR
 
 
-def build_service(settings: Settings, targets: TargetsFile | None = None) -> Service:
+def build_service(
+    settings: Settings, targets: TargetsFile | None = None, observed: RunMetrics | None = None
+) -> Service:
     targets = targets if targets is not None else load_targets(settings.config)
     resolved = settings.resolved(targets)
     engine = make_engine(resolved.database_url)
@@ -38,7 +41,12 @@ def build_service(settings: Settings, targets: TargetsFile | None = None) -> Ser
         sessions, evaluator, rules.notifiers_for, wants_refresh=rules.wants_refresh
     )
     spool = Spool(settings.spool_dir)
-    pipeline = Pipeline(sessions, spool, resolved.vantage, after_store=alerts.evaluate_after)
+    after_store = (
+        alerts.evaluate_after
+        if observed is None
+        else then(alerts.evaluate_after, observed.observe_run)
+    )
+    pipeline = Pipeline(sessions, spool, resolved.vantage, after_store=after_store)
     return Service(
         settings=settings,
         resolved=resolved,
@@ -55,7 +63,9 @@ def build_service(settings: Settings, targets: TargetsFile | None = None) -> Ser
 
 def create_app(settings: Settings, targets: TargetsFile | None = None) -> FastAPI:
     """The service as an ASGI app; it starts scheduling when the app starts (lifespan)."""
-    service = build_service(settings, targets)
+    observed = RunMetrics()
+    service = build_service(settings, targets, observed)
+    observed.watch(service.pipeline.sessions, service.pipeline.spool.pending)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -67,6 +77,7 @@ def create_app(settings: Settings, targets: TargetsFile | None = None) -> FastAP
 
     app = FastAPI(title="phasewatch", version=__version__, lifespan=lifespan)
     app.state.service = service
+    app.state.metrics = observed
     app.include_router(health.router)
     app.include_router(web_api.router)
     app.include_router(metrics.router)

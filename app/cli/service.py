@@ -12,7 +12,7 @@ import typer
 from app.cli.common import ConfigPath, DatabaseUrl, fail, one_line, resolve_database_url
 
 if TYPE_CHECKING:
-    from app.config import TargetsFile
+    from app.config import Settings, TargetsFile
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -35,6 +35,7 @@ def serve(
     from app.main import create_app
 
     settings = Settings(**_given(config=config, host=host, port=port))
+    _refuse_open_writes(settings)
     targets = load_targets_or_exit(settings.config)
     _prepare_database(settings.resolved(targets).database_url, migrate)
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
@@ -81,6 +82,16 @@ def db_current(database_url: DatabaseUrl = None, config: ConfigPath = None) -> N
     sys.stdout.write(f"database at revision {current or 'none'}; head is {head}\n")
     if current != head:
         raise typer.Exit(1)
+
+
+def _refuse_open_writes(settings: Settings) -> None:
+    from app.web.auth import configured_token, is_loopback
+
+    if configured_token(settings) is None and not is_loopback(settings.host):
+        fail(
+            f"refusing to bind {settings.host} without PHASEWATCH_API_TOKEN: anyone who can "
+            "reach it could acknowledge alerts and silence them; set a token or bind 127.0.0.1"
+        )
 
 
 def _given(**options: Any) -> dict[str, Any]:

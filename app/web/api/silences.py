@@ -1,7 +1,197 @@
-"""/api/v1 — silences."""
+"""/api/v1 — silences: create, list, expire. Shaped like Alertmanager's (camelCase,
+``matchers`` of ``name``/``value``/``isRegex``), so what operators know carries over; the
+snake_case spellings are accepted too."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+import uuid
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
 
-router = APIRouter()
+from fastapi import APIRouter, HTTPException, Query, status
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from app.alerts.silences import Matcher, SilenceNotFound, matchers_of
+from app.config import parse_duration
+from app.pipeline import utcnow
+from app.store.models import SilenceRow
+from app.web.auth import WriteAccess
+from app.web.deps import ServiceDep
+
+router = APIRouter(tags=["silences"])
+
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No silence has this id."}}
+_CAMEL = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True)
+
+
+class MatcherBody(BaseModel):
+    model_config = ConfigDict(**_CAMEL, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    value: str = Field(max_length=1000)
+    is_regex: bool = Field(False, description="the value is a regex that must match whole")
+    is_equal: bool = Field(True, description="only true: negative matchers are not supported")
+
+
+class NewSilence(BaseModel):
+    model_config = ConfigDict(**_CAMEL, extra="forbid")
+
+    matchers: list[MatcherBody] = Field(min_length=1, max_length=50)
+    starts_at: AwareDatetime | None = Field(None, description="default: now")
+    ends_at: AwareDatetime | None = Field(None, description="give this or duration")
+    duration: str | float | None = Field(None, description="'2h', '30m', '1d' or seconds")
+    created_by: str = Field(min_length=1, max_length=200)
+    comment: str = Field("", max_length=2000)
+
+
+class SilenceStatus(BaseModel):
+    state: Literal["active", "pending", "expired"]
+
+
+class SilenceView(BaseModel):
+    model_config = _CAMEL
+
+    id: str
+    matchers: list[MatcherBody]
+    starts_at: datetime
+    ends_at: datetime
+    created_by: str
+    comment: str
+    created_at: datetime
+    status: SilenceStatus
+
+
+@router.get("/silences", response_model=list[SilenceView])
+async def list_silences(
+    service: ServiceDep,
+    active: Annotated[bool, Query(description="only silences in effect now")] = False,
+) -> list[SilenceView]:
+    """Silences, soonest to end first."""
+    rows = await asyncio.to_thread(service.alerts.list_silences, active)
+    now = utcnow()
+    return [silence_view(row, now) for row in rows]
+
+
+@router.get("/silences/{silence_id}", response_model=SilenceView, responses=NOT_FOUND)
+async def get_silence(silence_id: str, service: ServiceDep) -> SilenceView:
+    key = _uuid_or_404(silence_id)
+    with service.pipeline.sessions() as session:
+        row = session.get(SilenceRow, key)
+    if row is None:
+        raise _not_found(silence_id)
+    return silence_view(row, utcnow())
+
+
+@router.post(
+    "/silences",
+    response_model=SilenceView,
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[WriteAccess],
+)
+async def create_silence(body: NewSilence, service: ServiceDep) -> SilenceView:
+    """Hold notifications of alerts whose labels match every matcher until ``endsAt``."""
+    now = utcnow()
+    starts_at, ends_at = silence_window(body, now)
+    matchers = [matcher_of(raw) for raw in body.matchers]
+    try:
+        row = await asyncio.to_thread(
+            service.alerts.create_silence,
+            matchers,
+            starts_at,
+            ends_at,
+            body.created_by,
+            body.comment,
+        )
+    except ValueError as exc:
+        raise _invalid(str(exc)) from None
+    return silence_view(row, now)
+
+
+@router.delete(
+    "/silences/{silence_id}",
+    response_model=SilenceView,
+    dependencies=[WriteAccess],
+    responses=NOT_FOUND,
+)
+async def expire_silence(silence_id: str, service: ServiceDep) -> SilenceView:
+    """End a silence now (one that already ended stays as it was)."""
+    key = _uuid_or_404(silence_id)
+    now = utcnow()
+    try:
+        row = await asyncio.to_thread(service.alerts.expire_silence, key, now)
+    except SilenceNotFound:
+        raise _not_found(silence_id) from None
+    return silence_view(row, now)
+
+
+# Validation and views ----------------------------------------------------------------------
+
+
+def silence_window(body: NewSilence, now: datetime) -> tuple[datetime, datetime]:
+    """When the silence starts and ends; 422 for a window that is not one."""
+    starts_at = body.starts_at or now
+    if (body.ends_at is None) == (body.duration is None):
+        raise _invalid("give exactly one of endsAt and duration")
+    if body.duration is not None:
+        try:
+            seconds = parse_duration(body.duration)
+        except ValueError as exc:
+            raise _invalid(f"duration: {exc}") from None
+        if seconds <= 0:
+            raise _invalid("duration must be more than 0")
+        ends_at = starts_at + timedelta(seconds=seconds)
+    else:
+        assert body.ends_at is not None
+        ends_at = body.ends_at
+    if ends_at <= starts_at:
+        raise _invalid(f"endsAt ({ends_at.isoformat()}) must be after startsAt")
+    if ends_at <= now:
+        raise _invalid(f"endsAt ({ends_at.isoformat()}) is in the past")
+    return starts_at, ends_at
+
+
+def matcher_of(body: MatcherBody) -> Matcher:
+    if not body.is_equal:
+        raise _invalid(f"matcher {body.name}: negative matchers (isEqual false) are not supported")
+    try:
+        return Matcher.parse({"name": body.name, "value": body.value, "regex": body.is_regex})
+    except ValueError as exc:
+        raise _invalid(str(exc)) from None
+
+
+def silence_view(row: SilenceRow, now: datetime) -> SilenceView:
+    return SilenceView(
+        id=str(row.id),
+        matchers=[
+            MatcherBody(name=m.name, value=m.value, is_regex=m.regex) for m in matchers_of(row)
+        ],
+        starts_at=row.starts_at,
+        ends_at=row.ends_at,
+        created_by=row.created_by,
+        comment=row.comment,
+        created_at=row.created_at,
+        status=SilenceStatus(state=silence_state(row, now)),
+    )
+
+
+def silence_state(row: SilenceRow, now: datetime) -> Literal["active", "pending", "expired"]:
+    if row.ends_at <= now:
+        return "expired"
+    return "active" if row.starts_at <= now else "pending"
+
+
+def _uuid_or_404(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise _not_found(value) from None
+
+
+def _not_found(silence_id: Any) -> HTTPException:
+    return HTTPException(status.HTTP_404_NOT_FOUND, f"no silence {silence_id!r}")
+
+
+def _invalid(detail: str) -> HTTPException:
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail)

@@ -1,0 +1,79 @@
+"""Who may change things: writes to the API need ``Authorization: Bearer <PHASEWATCH_API_TOKEN>``.
+
+With no token configured, writes are allowed only while the server binds a loopback
+address (one person's laptop); ``phasewatch serve`` refuses to bind anything else without a
+token. Reads need no token. Every write route takes the one dependency ``WriteAccess``:
+
+    @router.post("/things", dependencies=[WriteAccess])
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from app.config import Settings
+from app.web.deps import ServiceDep
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="PHASEWATCH_API_TOKEN; needed for every write (POST, PUT, PATCH, DELETE).",
+)
+
+
+def is_loopback(host: str) -> bool:
+    """``127.0.0.1``, ``::1``, ``localhost``: only this machine can connect."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name could resolve anywhere
+
+
+def configured_token(settings: Settings) -> str | None:
+    """The API token, or None when there is none (unset or empty)."""
+    if settings.api_token is None:
+        return None
+    return settings.api_token.get_secret_value() or None
+
+
+def token_matches(given: str, expected: str) -> bool:
+    # Constant time: how long a comparison takes must not tell how much of a guess was right.
+    return secrets.compare_digest(given.encode(), expected.encode())
+
+
+def require_write_access(
+    service: ServiceDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    expected = configured_token(service.settings)
+    if expected is None:
+        if is_loopback(service.settings.host):
+            return
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            "writes are disabled: this server is not bound to loopback and has no "
+            "PHASEWATCH_API_TOKEN",
+        )
+    if credentials is None:
+        raise _unauthorized("a bearer token is required for writes", error=None)
+    if not token_matches(credentials.credentials, expected):
+        raise _unauthorized("the bearer token is not valid", error="invalid_token")
+
+
+def _unauthorized(detail: str, error: str | None) -> HTTPException:
+    challenge = 'Bearer realm="phasewatch"'
+    if error is not None:
+        challenge += f', error="{error}"'
+    return HTTPException(
+        status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": challenge}
+    )
+
+
+WriteAccess = Depends(require_write_access)
