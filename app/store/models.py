@@ -260,3 +260,38 @@ class DetectorStateRow(Base):
     rebase_at: Mapped[datetime | None]
     excluded: Mapped[dict[str, Any]]  # {"spans": [[start, end or null], ...]}
     updated_at: Mapped[datetime]
+
+
+class RunDigestRow(Base):
+    """A complete run's samples as a digest (app.analysis.digest); outlives the samples.
+
+    Its presence also says the run is counted in the rollups: a run is added once.
+    """
+
+    __tablename__ = "run_digests"
+    __table_args__ = (Index(None, "target_id", "vantage", "started_at"),)
+
+    run_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"))
+    vantage: Mapped[str] = mapped_column(String(200))
+    started_at: Mapped[datetime]
+    digest: Mapped[dict[str, Any]]
+
+
+class RollupRow(Base):
+    """The digests of one target and vantage merged per period (5 min … 1 day, UTC-aligned)."""
+
+    __tablename__ = "rollups"
+    __table_args__ = (Index(None, "period_s", "period_start"),)
+
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), primary_key=True)
+    vantage: Mapped[str] = mapped_column(String(200), primary_key=True)
+    period_s: Mapped[int] = mapped_column(primary_key=True)
+    period_start: Mapped[datetime] = mapped_column(primary_key=True)
+    runs: Mapped[int]
+    n: Mapped[int]
+    total_p50: Mapped[float | None]  # for sparklines, which read nothing else
+    digest: Mapped[dict[str, Any]]
+    updated_at: Mapped[datetime]

@@ -1,0 +1,221 @@
+"""Run digests and rollups: kept in step with the stored runs, once per run.
+
+A complete run's digest (app.analysis.digest) is written beside it and merged into its
+rollups, one row per (target, vantage, period) for each period in ``PERIODS``, aligned to
+the UTC epoch. The digest row is the marker that the run is counted: inserting it is
+ON CONFLICT DO NOTHING, and only the writer whose insert took merges the rollups, so adding
+a run twice (the store hook, then ``catch_up``) counts it once. Rollup rows are merged under
+a row lock (``FOR UPDATE`` on PostgreSQL; SQLite has one writer), in period order, so two
+writers never deadlock.
+
+Two ways in:
+* ``add_run(session, record, now, target_id)`` in the transaction that stores the run
+  (``app.store.queries.store_run``), or just after it;
+* ``catch_up(sessions, since, now)`` for complete runs stored without it (spool flushes,
+  imports, history older than this module), as long as their samples are still there.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Insert, Select, and_, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.analysis.digest import Digest, digest_of, merge_digests
+from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
+from app.store.records import RunRecord
+
+COMPLETE = "complete"
+PERIODS = (300, 900, 3600, 21600, 86400)  # 5 min, 15 min, 1 h, 6 h, 1 day
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+CATCH_UP_BATCH = 200
+
+
+def period_start(at: datetime, seconds: int) -> datetime:
+    """The start of the UTC-aligned period of ``seconds`` that holds ``at``."""
+    elapsed = int((at - EPOCH).total_seconds() // seconds) * seconds
+    return EPOCH + timedelta(seconds=elapsed)
+
+
+@dataclass(frozen=True, slots=True)
+class RunDigest:
+    run_id: uuid.UUID
+    target_id: int
+    vantage: str
+    started_at: datetime
+    digest: Digest
+
+
+def add_run(session: Session, record: RunRecord, now: datetime, target: int | None = None) -> bool:
+    """Count a stored run in the rollups; False if it is not complete or already counted.
+
+    ``target`` is the run's target id when the caller has it (``store_run`` does).
+    """
+    if record.status != COMPLETE:
+        return False
+    if target is None:
+        target = session.scalar(select(TargetRow.id).where(TargetRow.name == record.target))
+        if target is None:
+            return False
+    found = RunDigest(
+        record.id, target, record.vantage, record.started_at, digest_of(record.samples)
+    )
+    return add_digests(session, [found], now) == 1
+
+
+def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -> int:
+    """Write the run digests not written yet and merge those into the rollups."""
+    if not digests:
+        return 0
+    statement = _insert_unless_present(session, RunDigestRow, ["run_id"]).returning(
+        RunDigestRow.run_id
+    )
+    inserted = set(session.scalars(statement, [_digest_values(d) for d in digests]).all())
+    fresh = [d for d in digests if d.run_id in inserted]
+    for key, parts in sorted(_by_rollup(fresh).items()):
+        _merge_into(session, key, merge_digests(parts), now)
+    return len(fresh)
+
+
+RollupKey = tuple[int, str, int, datetime]
+
+
+def _by_rollup(digests: Iterable[RunDigest]) -> dict[RollupKey, list[Digest]]:
+    groups: dict[RollupKey, list[Digest]] = defaultdict(list)
+    for found in digests:
+        for seconds in PERIODS:
+            start = period_start(found.started_at, seconds)
+            groups[(found.target_id, found.vantage, seconds, start)].append(found.digest)
+    return groups
+
+
+def _merge_into(session: Session, key: RollupKey, digest: Digest, now: datetime) -> None:
+    where = _rollup_key(key)
+    values = _rollup_values(digest, now)
+    statement = _insert_unless_present(session, RollupRow, list(_KEY_COLUMNS))
+    inserted = session.scalar(
+        statement.values({**dict(zip(_KEY_COLUMNS, key, strict=True)), **values}).returning(
+            RollupRow.n
+        )
+    )
+    if inserted is not None:
+        return
+    stored = session.scalars(select(RollupRow.digest).where(where).with_for_update()).one()
+    merged = merge_digests([Digest.from_json(stored), digest])
+    session.execute(update(RollupRow).where(where).values(_rollup_values(merged, now)))
+
+
+_KEY_COLUMNS = ("target_id", "vantage", "period_s", "period_start")
+
+
+def _rollup_key(key: RollupKey) -> Any:
+    target, vantage, seconds, start = key
+    return and_(
+        RollupRow.target_id == target,
+        RollupRow.vantage == vantage,
+        RollupRow.period_s == seconds,
+        RollupRow.period_start == start,
+    )
+
+
+def _rollup_values(digest: Digest, now: datetime) -> dict[str, Any]:
+    return {
+        "runs": digest.runs,
+        "n": digest.n,
+        "total_p50": digest.total.quantiles({"p50": 0.5}).get("p50"),
+        "digest": digest.to_json(),
+        "updated_at": now,
+    }
+
+
+def _digest_values(found: RunDigest) -> dict[str, Any]:
+    return {
+        "run_id": found.run_id,
+        "target_id": found.target_id,
+        "vantage": found.vantage,
+        "started_at": found.started_at,
+        "digest": found.digest.to_json(),
+    }
+
+
+def _insert_unless_present(session: Session, entity: type[Any], key: list[str]) -> Insert:
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    return insert(entity).on_conflict_do_nothing(index_elements=key)
+
+
+# Catching up ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    status: str
+    total_ms: float
+    phases: dict[str, float]
+    provenance: dict[str, str]
+
+
+def catch_up(
+    sessions: sessionmaker[Session], since: datetime, now: datetime, batch: int = CATCH_UP_BATCH
+) -> int:
+    """Add complete runs started since ``since`` that have no digest yet; returns how many.
+
+    A transaction per ``batch`` runs, oldest first. A run whose samples were pruned, wholly
+    or in part, is passed over: its digest would lie.
+    """
+    added, cursor = 0, None
+    while True:
+        with sessions.begin() as session:
+            heads = session.execute(_undigested(since, cursor).limit(batch)).all()
+            if not heads:
+                return added
+            samples = _samples(session, [head.id for head in heads])
+            digests = [
+                RunDigest(head.id, head.target_id, head.vantage, head.started_at, digest_of(found))
+                for head in heads
+                if len(found := samples.get(head.id, [])) == head.n_samples
+            ]
+            added += add_digests(session, digests, now)
+        cursor = (heads[-1].started_at, heads[-1].id)
+
+
+def _undigested(
+    since: datetime, cursor: tuple[datetime, uuid.UUID] | None
+) -> Select[uuid.UUID, int, str, datetime, int]:
+    query = (
+        select(RunRow.id, RunRow.target_id, RunRow.vantage, RunRow.started_at, RunRow.n_samples)
+        .outerjoin(RunDigestRow, RunDigestRow.run_id == RunRow.id)
+        .where(RunDigestRow.run_id.is_(None), RunRow.status == COMPLETE)
+        .where(RunRow.started_at >= since)
+        .order_by(RunRow.started_at, RunRow.id)
+    )
+    if cursor is not None:
+        at, run_id = cursor
+        later = or_(RunRow.started_at > at, and_(RunRow.started_at == at, RunRow.id > run_id))
+        query = query.where(later)
+    return query
+
+
+def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[_Sample]]:
+    found: dict[uuid.UUID, list[_Sample]] = defaultdict(list)
+    if not ids:
+        return found
+    rows = session.execute(
+        select(
+            SampleRow.run_id,
+            SampleRow.status,
+            SampleRow.total_ms,
+            SampleRow.phases,
+            SampleRow.provenance,
+        ).where(SampleRow.run_id.in_(ids))
+    )
+    for run_id, status, total_ms, phases, provenance in rows:
+        found[run_id].append(_Sample(status, total_ms, phases, provenance))
+    return found

@@ -1,0 +1,287 @@
+"""The data layer the API and the dashboard read, on SQLite and PostgreSQL, against numpy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.analysis.sketch import RELATIVE_ACCURACY
+from app.store.models import RollupRow, RunDigestRow, SampleRow
+from app.store.queries import prune_samples, store_run
+from app.store.reads import (
+    breakdown,
+    bucket_count,
+    current_breakdowns,
+    history,
+    pick_bucket,
+    source_period,
+    sparklines,
+)
+from app.store.records import RunRecord
+from app.store.rollups import add_run, catch_up
+from tests.runfactory import LLM, T0, make_run, record_of
+
+BOUND = RELATIVE_ACCURACY * (1 + 1e-9)
+QS = {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
+NOW = T0 + timedelta(days=2)
+
+
+def store(sessions: sessionmaker[Session], records: Iterable[RunRecord]) -> None:
+    with sessions.begin() as session:
+        for record in records:
+            store_run(session, record, NOW)
+            add_run(session, record, NOW)
+
+
+def runs(
+    count: int,
+    *,
+    start: datetime = T0,
+    every: timedelta = timedelta(minutes=10),
+    target: str = "chat",
+    vantage: str = "eu",
+    seed: int = 1,
+    **kwargs: object,
+) -> list[RunRecord]:
+    rng = np.random.default_rng(seed)
+    return [
+        record_of(make_run(rng, start + i * every, target=target, vantage=vantage, **kwargs))
+        for i in range(count)
+    ]
+
+
+def timed(records: Sequence[RunRecord]) -> list[tuple[float, dict[str, float]]]:
+    return [
+        (s.total_ms, s.phases)
+        for r in records
+        for s in r.samples
+        if s.status in ("ok", "deadline_exceeded")
+    ]
+
+
+def exact(values: Sequence[float]) -> dict[str, float]:
+    return {name: float(np.percentile(values, q)) for name, q in QS.items()}
+
+
+def test_breakdown_of_stored_samples_is_exact(sessions: sessionmaker[Session]) -> None:
+    records = runs(12, n=30, censored=2, failed=1)
+    store(sessions, records)
+    with sessions() as session:
+        found = breakdown(session, "chat", T0, T0 + timedelta(hours=3))
+    assert found is not None and found.source == "samples"
+    samples = timed(records)
+    assert (found.runs, found.n, found.errors, found.deadline_exceeded) == (12, 360, 12, 24)
+    assert found.total == pytest.approx(exact([t for t, _ in samples]), rel=1e-12)
+    assert [row.phase for row in found.phases] == list(LLM)
+    for row in found.phases:
+        expected = exact([phases[row.phase] for _, phases in samples])
+        assert {k: getattr(row, k) for k in QS} == pytest.approx(expected, rel=1e-12)
+    medians = {row.phase: row.p50 for row in found.phases}
+    for row in found.phases:
+        assert row.share == pytest.approx(medians[row.phase] / sum(medians.values()))
+    assert found.dominant == "queue"
+    assert found.last_run_at == records[-1].started_at
+
+
+def test_breakdown_after_pruning_merges_digests_within_the_bound(
+    sessions: sessionmaker[Session], engine: Engine
+) -> None:
+    records = runs(12, n=30)
+    store(sessions, records)
+    prune_samples(engine, T0 + timedelta(minutes=55))
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(SampleRow)) == 6 * 30
+        found = breakdown(session, "chat", T0, T0 + timedelta(hours=3))
+    assert found is not None and found.source == "digests"
+    assert found.runs == 12 and found.n == 360
+    for name, value in exact([t for t, _ in timed(records)]).items():
+        assert abs(found.total[name] - value) <= BOUND * value
+
+
+def test_breakdown_of_an_unknown_target_is_none(sessions: sessionmaker[Session]) -> None:
+    with sessions() as session:
+        assert breakdown(session, "nope", T0, NOW) is None
+
+
+def test_breakdown_per_vantage_and_pooled(sessions: sessionmaker[Session]) -> None:
+    eu, us = runs(6, vantage="eu", seed=1), runs(6, vantage="us", seed=2)
+    store(sessions, eu + us)
+    with sessions() as session:
+        pooled = breakdown(session, "chat", T0, NOW)
+        only_us = breakdown(session, "chat", T0, NOW, vantage="us")
+    assert pooled is not None and only_us is not None
+    assert (pooled.runs, only_us.runs, only_us.vantage) == (12, 6, "us")
+    assert pooled.total["p99"] == pytest.approx(exact([t for t, _ in timed(eu + us)])["p99"])
+    assert only_us.total["p99"] == pytest.approx(exact([t for t, _ in timed(us)])["p99"])
+
+
+def test_history_bucket_quantiles_are_of_all_samples_not_means_of_runs(
+    sessions: sessionmaker[Session],
+) -> None:
+    # Within each hour, runs alternate between fast and slow: the mean of the runs' p99s is
+    # far from the hour's p99, so only a real merge passes.
+    fast = runs(24, every=timedelta(minutes=10), seed=3, n=40)
+    slow_medians = {name: value * 10 for name, value in LLM.items()}
+    slow = runs(
+        24, start=T0 + timedelta(minutes=5), every=timedelta(minutes=10), seed=4, n=40,
+        medians=slow_medians,
+    )  # fmt: skip
+    store(sessions, fast + slow)
+    with sessions() as session:
+        found = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600)
+    assert found.source == "rollups" and found.bucket_seconds == 3600
+    assert found.time == [int((T0 + timedelta(hours=h)).timestamp()) for h in range(4)]
+    for hour in range(4):
+        start, end = T0 + timedelta(hours=hour), T0 + timedelta(hours=hour + 1)
+        inside = [r for r in fast + slow if start <= r.started_at < end]
+        assert found.runs[hour] == len(inside)
+        if not inside:
+            assert found.total["p99"][hour] is None and found.dominant[hour] is None
+            continue
+        expected = exact([t for t, _ in timed(inside)])
+        for name, value in expected.items():
+            got = found.total[name][hour]
+            assert got is not None and abs(got - value) <= BOUND * value
+        queue = exact([p["queue"] for _, p in timed(inside)])["p50"]
+        got_queue = found.phase_quantiles["queue"]["p50"][hour]
+        assert got_queue is not None and abs(got_queue - queue) <= BOUND * queue
+        assert found.dominant[hour] == "queue"
+        shares = [found.shares[name][hour] for name in found.phases]
+        assert sum(s for s in shares if s is not None) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("bucket", [60, 300, 900, 1800, 21600, 86400])
+def test_history_from_run_digests_and_each_rollup_period_agree(
+    sessions: sessionmaker[Session], bucket: int
+) -> None:
+    records = runs(30, every=timedelta(minutes=7), n=10)
+    store(sessions, records)
+    start, end = T0, T0 + timedelta(hours=4)
+    with sessions() as session:
+        found = history(session, "chat", start, end, bucket_seconds=bucket)
+    assert found.source == ("runs" if bucket == 60 else "rollups")
+    assert len(found.time) == bucket_count(start, end, bucket)
+    first = found.time[0]
+    for i, at in enumerate(found.time):
+        lo = datetime.fromtimestamp(at, UTC)
+        inside = [r for r in records if lo <= r.started_at < lo + timedelta(seconds=bucket)]
+        assert found.runs[i] == len(inside)
+        assert found.samples[i] == 10 * len(inside)
+        if inside:
+            value = exact([t for t, _ in timed(inside)])["p90"]
+            got = found.total["p90"][i]
+            assert got is not None and abs(got - value) <= BOUND * value
+    assert first <= int(start.timestamp())
+
+
+def test_history_survives_pruning_of_raw_samples(
+    sessions: sessionmaker[Session], engine: Engine
+) -> None:
+    records = runs(20, n=10)
+    store(sessions, records)
+    with sessions() as session:
+        before = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600)
+    prune_samples(engine, NOW)
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(SampleRow)) == 0
+        after = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600)
+    assert after == before and sum(after.runs) == 20
+
+
+def test_a_run_is_counted_once_however_often_it_is_added(
+    sessions: sessionmaker[Session],
+) -> None:
+    records = runs(5, n=10)
+    store(sessions, records)
+    with sessions.begin() as session:
+        assert not any(add_run(session, record, NOW) for record in records)
+    assert catch_up(sessions, T0 - timedelta(days=1), NOW) == 0
+    with sessions() as session:
+        daily = session.scalars(select(RollupRow).where(RollupRow.period_s == 86400)).one()
+    assert (daily.runs, daily.n) == (5, 50)
+
+
+def test_catch_up_adds_runs_stored_without_the_hook(sessions: sessionmaker[Session]) -> None:
+    records = runs(7, n=10)
+    aborted = runs(1, start=T0 + timedelta(hours=5), seed=9)[0]
+    with sessions.begin() as session:
+        for record in [*records, replace(aborted, status="aborted")]:
+            store_run(session, record, NOW)
+    assert catch_up(sessions, T0 - timedelta(days=1), NOW, batch=3) == 7
+    assert catch_up(sessions, T0 - timedelta(days=1), NOW, batch=3) == 0
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(RunDigestRow)) == 7
+        found = history(session, "chat", T0, T0 + timedelta(hours=2), bucket_seconds=3600)
+    assert sum(found.runs) == 7
+
+
+def test_catch_up_passes_over_runs_whose_samples_were_pruned(
+    sessions: sessionmaker[Session], engine: Engine
+) -> None:
+    with sessions.begin() as session:
+        for record in runs(4, n=10):
+            store_run(session, record, NOW)
+    prune_samples(engine, NOW)
+    assert catch_up(sessions, T0 - timedelta(days=1), NOW, batch=2) == 0
+
+
+def test_current_breakdowns_cover_every_pair_seen(sessions: sessionmaker[Session]) -> None:
+    recent = runs(6, start=NOW - timedelta(minutes=55), target="chat", vantage="eu")
+    quiet = runs(3, start=NOW - timedelta(days=1), target="search", vantage="us", seed=5)
+    store(sessions, recent + quiet)
+    with sessions() as session:
+        found = current_breakdowns(session, NOW)
+    assert [(b.target, b.vantage) for b in found] == [("chat", "eu"), ("search", "us")]
+    active, idle = found
+    assert (active.runs, active.n) == (6, 120)
+    assert active.total["p50"] == pytest.approx(exact([t for t, _ in timed(recent)])["p50"])
+    assert (idle.runs, idle.n, idle.phases, idle.dominant) == (0, 0, [], None)
+    assert idle.last_run_at == quiet[-1].started_at
+
+
+def test_sparklines_give_hourly_medians_per_pair(sessions: sessionmaker[Session]) -> None:
+    now = T0 + timedelta(hours=5, minutes=30)
+    records = runs(12, start=T0 + timedelta(hours=3), every=timedelta(minutes=15))
+    store(sessions, records)
+    with sessions() as session:
+        lines = sparklines(session, now, hours=6)
+    line = lines[("chat", "eu")]
+    assert len(line) == 6 and line[:3] == [None, None, None]
+    for hour, value in zip(range(3, 6), line[3:], strict=True):
+        inside = [r for r in records if r.started_at.hour == hour]
+        expected = exact([t for t, _ in timed(inside)])["p50"]
+        assert value is not None and abs(value - expected) <= BOUND * expected
+
+
+@pytest.mark.parametrize(
+    ("span", "bucket"),
+    [
+        (timedelta(hours=1), 60),
+        (timedelta(hours=8), 60),
+        (timedelta(hours=24), 300),
+        (timedelta(days=3), 900),
+        (timedelta(days=7), 3600),
+        (timedelta(days=30), 21600),
+        (timedelta(days=90), 21600),
+        (timedelta(days=365), 86400),
+        (timedelta(days=1500), 3 * 86400),
+    ],
+)
+def test_pick_bucket_keeps_to_about_500_buckets(span: timedelta, bucket: int) -> None:
+    assert pick_bucket(T0, T0 + span) == bucket
+    assert bucket_count(T0, T0 + span, bucket) <= 501
+
+
+@pytest.mark.parametrize(
+    ("bucket", "period"), [(60, None), (120, None), (300, 300), (1800, 900), (7200, 3600)]
+)
+def test_source_period_is_the_largest_rollup_dividing_the_bucket(
+    bucket: int, period: int | None
+) -> None:
+    assert source_period(bucket) == period
