@@ -17,6 +17,7 @@ import httpx
 import numpy as np
 import uvicorn
 from fastapi import FastAPI
+from fastapi.routing import iter_route_contexts
 
 from app.alerts.identity import Transition
 from app.config import Settings, TargetsFile
@@ -115,3 +116,12 @@ def serving(app: FastAPI) -> Iterator[str]:
 
 def minutes_ago(minutes: float) -> datetime:
     return datetime.now(UTC) - timedelta(minutes=minutes)
+
+
+def http_routes(app: FastAPI) -> list[tuple[str, str]]:
+    """Every (method, path template) the app answers, routers included (mounts left out)."""
+    found = []
+    for route in iter_route_contexts(app.routes):
+        if route.path is not None and route.methods:
+            found += [(method, route.path) for method in sorted(route.methods)]
+    return found

@@ -145,10 +145,10 @@ def silence_window(body: NewSilence, now: datetime) -> tuple[datetime, datetime]
     else:
         assert body.ends_at is not None
         ends_at = body.ends_at
-    if ends_at <= starts_at:
-        raise _invalid(f"endsAt ({ends_at.isoformat()}) must be after startsAt")
     if ends_at <= now:
         raise _invalid(f"endsAt ({ends_at.isoformat()}) is in the past")
+    if ends_at <= starts_at:
+        raise _invalid(f"endsAt ({ends_at.isoformat()}) must be after startsAt")
     return starts_at, ends_at
 
 
