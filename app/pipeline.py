@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Target
 from app.probe.run import probe_run
 from app.probe.sample import Sample
+from app.store.db import write_transaction
 from app.store.queries import store_run
 from app.store.records import RunRecord, SampleRecord
 from app.store.spool import Spool
@@ -143,7 +144,7 @@ class Pipeline:
         return True
 
     def store(self, record: RunRecord) -> bool:
-        with self.sessions.begin() as session:
+        with write_transaction(self.sessions) as session:
             return store_run(session, record, self.clock())
 
     def flush(self) -> int:

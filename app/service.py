@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -105,6 +106,11 @@ class Service:
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             # Only the main thread may own signals (tests build the app in other threads).
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload_requested.set)
+        # Start-up's objects (modules, config, engine) live for the process: out of the
+        # cyclic GC's sight, a large read's many new objects no longer make it walk them all.
+        # Collected first, so that no garbage is kept for ever.
+        gc.collect()
+        gc.freeze()
 
     async def stop(self) -> None:
         if self.sender is not None:

@@ -28,11 +28,11 @@ from typing import IO, Any
 from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session
 
-from app.store.db import make_sessions
+from app.store.db import make_sessions, write_transaction
 from app.store.models import RunRow, SampleRow
 from app.store.queries import prune_samples, store_run
 from bench.common import REPO_ROOT, machine_info, pct, print_table
-from bench.store_candidates import candidate_prune_samples
+from bench.store_candidates import prune_samples_before
 from bench.store_common import (
     Layout,
     Synth,
@@ -62,8 +62,9 @@ WRITER_SAMPLES = 20
 class TransactionLog:
     """Times every transaction ``prune_samples`` runs, from engine and session events."""
 
-    def __init__(self, engine: Engine, out: IO[str]) -> None:
+    def __init__(self, engine: Engine, out: IO[str], thread: int | None = None) -> None:
         self.out = out
+        self.thread = thread  # only this thread's transactions (the writer shares the engine)
         self.tx: dict[str, Any] = {}
         self._statement_start = 0.0
         event.listen(Session, "after_begin", self._began)
@@ -71,13 +72,22 @@ class TransactionLog:
         event.listen(engine, "after_cursor_execute", self._after)
         event.listen(Session, "after_commit", self._committed)
 
+    def _ours(self) -> bool:
+        return self.thread is None or threading.get_ident() == self.thread
+
     def _began(self, *_: Any) -> None:
+        if not self._ours():
+            return
         self.tx = {"begin": time.monotonic(), "select": 0.0, "delete": 0.0, "rows": 0}
 
     def _before(self, *_: Any) -> None:
+        if not self._ours():
+            return
         self._statement_start = time.monotonic()
 
     def _after(self, conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if not self._ours():
+            return
         took = time.monotonic() - self._statement_start
         if statement.lstrip().upper().startswith("DELETE"):
             self.tx.setdefault("delete_start", self._statement_start)
@@ -87,6 +97,8 @@ class TransactionLog:
             self.tx["select"] += took
 
     def _committed(self, *_: Any) -> None:
+        if not self._ours():
+            return
         end = time.monotonic()
         tx = self.tx
         if not tx:
@@ -106,15 +118,17 @@ class TransactionLog:
         self.out.flush()
 
 
+def prune(engine: Engine, before: datetime, batch: int, pause_ms: float) -> int:
+    """The app's ``prune_samples``, or (``pause_ms`` < 0) the one from before the change."""
+    if pause_ms < 0:
+        return prune_samples_before(engine, before, batch)
+    return prune_samples(engine, before, batch, pause_ms / 1000)
+
+
 def prune_child(url: str, before: str, batch: int, pause_ms: float) -> None:
-    """Prune with the app's function, or (``pause_ms`` >= 0) with the candidate."""
     engine = bench_engine(url)
     TransactionLog(engine, sys.stdout)
-    cutoff = datetime.fromisoformat(before)
-    if pause_ms >= 0:
-        deleted = candidate_prune_samples(engine, cutoff, batch, pause_ms / 1000)
-    else:
-        deleted = prune_samples(engine, cutoff, batch)
+    deleted = prune(engine, datetime.fromisoformat(before), batch, pause_ms)
     print(json.dumps({"done": deleted}), flush=True)
     engine.dispose()
 
@@ -126,7 +140,7 @@ class Pruner:
     url: str
     before: datetime
     batch: int
-    pause_ms: float  # < 0: the app's prune_samples
+    pause_ms: float  # < 0: prune_samples_before
     transactions: list[dict[str, float]] = field(default_factory=list)
     deleted: int | None = None
     process: subprocess.Popen[str] | None = None
@@ -163,6 +177,50 @@ class Pruner:
         return cut
 
 
+class _Lines:
+    """Where a thread's ``TransactionLog`` writes: straight into a list."""
+
+    def __init__(self, into: list[dict[str, float]]) -> None:
+        self.into = into
+
+    def write(self, text: str) -> None:
+        self.into.extend(json.loads(line) for line in text.splitlines() if line.strip())
+
+    def flush(self) -> None:
+        pass
+
+
+@dataclass
+class ThreadPruner:
+    """``prune_samples`` in a thread of this process, as the service's retention loop runs
+    it beside the pipeline (both then share the process's SQLite write lock)."""
+
+    engine: Engine
+    before: datetime
+    batch: int
+    pause_ms: float
+    transactions: list[dict[str, float]] = field(default_factory=list)
+    deleted: int | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        TransactionLog(self.engine, _Lines(self.transactions), threading.get_ident())  # type: ignore[arg-type]
+        self.deleted = prune(self.engine, self.before, self.batch, self.pause_ms)
+
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> bool:
+        """A thread cannot be cut: waits for the prune to end; False (it was not cut)."""
+        assert self._thread is not None
+        self._thread.join()
+        return False
+
+
 # --- the writer --------------------------------------------------------------------------
 
 
@@ -185,7 +243,7 @@ class Writer:
             due += self.every_s
             time.sleep(max(0.0, due - time.monotonic()))
             before = time.monotonic()
-            with sessions.begin() as session:
+            with write_transaction(sessions) as session:  # as Pipeline.store does
                 store_run(session, record, datetime.now(UTC))
             stores.append((before, time.monotonic() - before))
         return stores
@@ -261,8 +319,13 @@ def measure(url: str, args: argparse.Namespace, layout: Layout) -> list[str]:
         writer = Writer(engine, args.write_every / 1000)
         wait_quiet(args.wait_quiet)
         baseline = writer.write_while(lambda: True, args.baseline_seconds)
-        batch = args.rows_per_batch if args.candidate else args.runs_per_batch
-        pruner = Pruner(url, before, batch, args.pause_ms if args.candidate else -1.0)
+        batch = args.runs_per_batch if args.before else args.rows_per_batch
+        pause_ms = -1.0 if args.before else args.pause_ms
+        pruner: Pruner | ThreadPruner = (
+            ThreadPruner(engine, before, batch, pause_ms)
+            if args.threaded
+            else Pruner(url, before, batch, pause_ms)
+        )
         started = time.monotonic()
         pruner.start()
         during = writer.write_while(pruner.running, args.max_prune_seconds)
@@ -274,7 +337,8 @@ def measure(url: str, args: argparse.Namespace, layout: Layout) -> list[str]:
     held = [t["held_s"] for t in txs] or [0.0]
     totals = [t["total_s"] for t in txs] or [0.0]
     selects = [t["select_s"] for t in txs] or [0.0]
-    label = backend_label(url) + (" candidate" if args.candidate else "")
+    label = backend_label(url) + (" before" if args.before else "")
+    label += ", pruning in a thread" if args.threaded else ", pruning in a process"
     writer_rows = [[label, "alone", *latency_cells(baseline)]]
     writer_rows.append([label, "while pruning", *latency_cells(during)])
     print_table(WRITER_HEADERS, writer_rows)
@@ -325,15 +389,20 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--older-than-days", type=float, help="prune samples older than this (default: half)"
     )
-    parser.add_argument("--runs-per-batch", type=int, default=20, help="prune_samples' batch")
     parser.add_argument(
-        "--candidate",
+        "--before",
         action="store_true",
-        help="prune with the proposed candidate_prune_samples instead of the app's",
+        help="prune with prune_samples as it was before (store_candidates.prune_samples_before)",
     )
-    parser.add_argument("--rows-per-batch", type=int, default=500, help="the candidate's batch")
+    parser.add_argument("--runs-per-batch", type=int, default=20, help="--before's batch")
+    parser.add_argument("--rows-per-batch", type=int, default=500, help="prune_samples' batch")
     parser.add_argument(
-        "--pause-ms", type=float, default=50.0, help="the candidate's pause between batches"
+        "--pause-ms", type=float, default=50.0, help="prune_samples' pause between batches"
+    )
+    parser.add_argument(
+        "--threaded",
+        action="store_true",
+        help="prune in a thread of the writer's process, as the service does (default: a process)",
     )
     parser.add_argument("--write-every", type=float, default=50.0, metavar="MS")
     parser.add_argument("--baseline-seconds", type=float, default=30.0)

@@ -443,10 +443,10 @@ def test_prune_samples_deletes_only_samples_older_than_the_cutoff_in_batches(
     commits: list[object] = []
     event.listen(engine, "commit", commits.append)
 
-    deleted = prune_samples(engine, cutoff, runs_per_batch=2)
+    deleted = prune_samples(engine, cutoff, rows_per_batch=4, pause_s=0)
 
     assert deleted == 5 * 3 + 2
-    assert len(commits) >= 3  # six runs with old samples, two per batch
+    assert len(commits) >= 5  # 17 old samples, four per batch
     with sessions() as session:
         kept = session.scalars(select(SampleRow.started_at)).all()
         runs = {row.id: row for row in session.scalars(select(RunRow))}
@@ -463,3 +463,41 @@ def test_prune_samples_with_nothing_old_deletes_nothing(
 
     assert prune_samples(engine, NOW - timedelta(days=30)) == 0
     assert count(sessions, SampleRow) == 3
+
+
+def test_prune_samples_gets_past_more_samples_at_one_instant_than_a_batch_holds(
+    sessions: sessionmaker[Session], engine: Engine
+) -> None:
+    cutoff = NOW - timedelta(days=30)
+    instant = cutoff - timedelta(days=2)
+    crowded = run(*[sample(i, started=instant) for i in range(10)], started=instant)
+    later_old = simple_run(3, started=cutoff - timedelta(days=1))
+    for record in (crowded, later_old, simple_run(2)):
+        store(sessions, record)
+
+    deleted = prune_samples(engine, cutoff, rows_per_batch=3, pause_s=0)
+
+    assert deleted == 13
+    assert count(sessions, SampleRow) == 2
+    assert count(sessions, RunRow) == 3
+
+
+def test_prune_samples_deletes_oldest_first_batch_by_batch(
+    sessions: sessionmaker[Session], engine: Engine
+) -> None:
+    cutoff = NOW - timedelta(days=30)
+    for d in range(1, 5):
+        store(sessions, simple_run(2, started=cutoff - timedelta(days=d)))
+    oldest_left: list[datetime] = []
+
+    def between_batches(_pause_s: float) -> None:
+        with sessions() as session:
+            oldest = session.scalar(select(func.min(SampleRow.started_at)))
+        assert oldest is not None
+        oldest_left.append(oldest)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("app.store.queries.time.sleep", between_batches)
+        assert prune_samples(engine, cutoff, rows_per_batch=2, pause_s=0) == 8
+
+    assert oldest_left == [cutoff - timedelta(days=d) for d in (3, 2, 1)]

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger(__name__)
 
 # A database that stops answering without closing its connections (paused, partitioned)
 # must not hang a store for minutes: give up connecting after 5 s, and let the kernel
@@ -34,12 +41,37 @@ def normalize_url(url: str) -> str:
 def make_engine(url: str, **options: Any) -> Engine:
     url = normalize_url(url)
     given = options.pop("connect_args", {})
+    options.setdefault("json_deserializer", json_loads)
     if url.startswith("sqlite"):
+        options.setdefault("json_serializer", json_dumps_text)
         engine = create_engine(url, connect_args={"timeout": 30} | given, **options)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     connect_args = POSTGRES_TIMEOUTS | given
+    # psycopg takes the bytes as they are: no decode, no re-encode.
+    options.setdefault("json_serializer", json_dumps)
     return create_engine(url, pool_pre_ping=True, connect_args=connect_args, **options)
+
+
+# Storing a run encodes four JSON documents per sample: orjson does it several times faster
+# than the json module. Integer keys become strings, as json.dumps makes them.
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def json_dumps(value: Any) -> bytes:
+    return orjson.dumps(value, option=_ORJSON_OPTIONS)
+
+
+def json_dumps_text(value: Any) -> str:
+    return orjson.dumps(value, option=_ORJSON_OPTIONS).decode()
+
+
+def json_loads(text: str | bytes) -> Any:
+    """orjson, except for documents only the json module reads (NaN, written by it before)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
@@ -60,4 +92,55 @@ def make_sessions(engine: Engine) -> sessionmaker[Session]:
 def transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
     """One session, one transaction: committed on success, rolled back on any error."""
     with sessions.begin() as session:
+        yield session
+
+
+# SQLite lets one writer in at a time, and a writer that finds the lock taken sleeps and
+# polls (1, 2, 5, 10, 15, 20, 25, 25 ... ms), so a lock held for a few ms by another thread
+# can cost it 80-100 ms. Writers in this process queue on a lock of ours instead, which is
+# handed over the moment it is released. One per database file, shared by its engines.
+WRITE_LOCK_WAIT_S = 30.0  # SQLite's own busy timeout (see make_engine)
+_write_locks: dict[str, threading.Lock] = {}
+_write_locks_guard = threading.Lock()
+
+
+def _write_lock_of(engine: Engine) -> threading.Lock | None:
+    if engine.dialect.name != "sqlite":
+        return None  # PostgreSQL locks rows, not the database
+    database = engine.url.database or ""
+    in_memory = database in ("", ":memory:") or database.startswith("file:")
+    key = f"engine-{id(engine)}" if in_memory else str(Path(database).resolve())
+    with _write_locks_guard:
+        return _write_locks.setdefault(key, threading.Lock())
+
+
+@contextmanager
+def write_lock(engine: Engine) -> Iterator[None]:
+    """Hold around a write transaction: on SQLite, one writer of this process at a time.
+
+    Not re-entrant: a thread holding it must not open another write transaction. Should the
+    lock not come within SQLite's own busy timeout, the write goes ahead without it and
+    SQLite decides (it waits, or says the database is locked), as it would without us.
+    """
+    lock = _write_lock_of(engine)
+    if lock is None:
+        yield
+        return
+    acquired = lock.acquire(timeout=WRITE_LOCK_WAIT_S)
+    if not acquired:
+        log.warning(
+            "waited %.0f s for the SQLite write lock; writing without it", WRITE_LOCK_WAIT_S
+        )
+    try:
+        yield
+    finally:
+        if acquired:
+            lock.release()
+
+
+@contextmanager
+def write_transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
+    """``transaction`` for writers: under ``write_lock`` of the sessions' engine."""
+    engine: Engine = sessions.kw["bind"]
+    with write_lock(engine), sessions.begin() as session:
         yield session
