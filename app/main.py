@@ -61,10 +61,14 @@ def build_service(
     )
 
 
-def create_app(settings: Settings, targets: TargetsFile | None = None) -> FastAPI:
-    """The service as an ASGI app; it starts scheduling when the app starts (lifespan)."""
+def create_app(
+    settings: Settings, targets: TargetsFile | None = None, *, probing: bool = True
+) -> FastAPI:
+    """The service as an ASGI app; it starts scheduling when the app starts (lifespan).
+    ``probing=False`` serves the database without probing (``phasewatch demo``)."""
     observed = RunMetrics()
     service = build_service(settings, targets, observed)
+    service.probing = probing
     observed.watch(service.pipeline.sessions, service.pipeline.spool.pending)
 
     @asynccontextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
+from app.probe import clock
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from app.store.db import write_transaction
@@ -81,7 +81,7 @@ class Pipeline:
             await self._keep(self._record(run, samples, ABORTED), ABORT_STORE_TIMEOUT_S)
             raise
         finally:
-            self.idle_since[target.name] = time.monotonic()
+            self.idle_since[target.name] = clock.monotonic()
         record = self._record(run, samples, COMPLETE)
         if await self._keep(record, STORE_TIMEOUT_S):
             await self._after_store(record)

@@ -87,12 +87,14 @@ class Service:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reload_requested: asyncio.Event = field(default_factory=asyncio.Event)
     sender: Sender | None = None
+    # False: serve what the database holds, probe nothing (the demo probes on its own clock).
+    probing: bool = True
 
     async def start(self) -> None:
         await asyncio.to_thread(self._sync_targets, self.targets)
         await asyncio.to_thread(self.pipeline.recover_orphans)
         await self._restore_alerts()
-        self.watch.apply(list(self.targets.targets))
+        self.watch.apply(self._scheduled(self.targets))
         leading = await asyncio.to_thread(self.leadership.check)
         self.watch.start(paused=not leading)
         log.info(
@@ -171,13 +173,16 @@ class Service:
                 log.error("reload refused, keeping the running targets: %s", problem)
             return
         await asyncio.to_thread(self._sync_targets, targets)
-        changes = self.watch.apply(list(targets.targets))
+        changes = self.watch.apply(self._scheduled(targets))
         if self.sender is not None:
             self.sender.notifiers = build_notifiers(targets.notifiers)
         if self.settings.resolved(targets) != self.resolved:
             log.warning("vantage, database or retention changed: takes effect on restart")
         self.targets = self.rules.targets = targets
         log.info("targets reloaded: %s", changes)
+
+    def _scheduled(self, targets: TargetsFile) -> list[Target]:
+        return list(targets.targets) if self.probing else []
 
     def _sync_targets(self, targets: TargetsFile) -> None:
         try:

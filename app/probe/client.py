@@ -10,15 +10,15 @@ import asyncio
 import functools
 import logging
 import ssl
-import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import anyio
 import certifi
 import httpx
 
+from app.probe import clock
 from app.probe import phases as phase_model
 from app.probe.readers import (
     BodyReader,
@@ -95,8 +95,8 @@ async def probe_once(
     cold_start: bool = False,
 ) -> Sample:
     """Probe ``spec`` once. Never raises for anything the endpoint does: it is a sample."""
-    started_at = datetime.now(UTC)
-    exchange = _Exchange(TraceRecorder(time.perf_counter_ns()))
+    started_at = clock.utcnow()
+    exchange = _Exchange(TraceRecorder(clock.now_ns()))
     cutoff_ns = int(spec.cutoff_s * 1e9)
     status, error = Status.OK, None
     cutoff = asyncio.timeout(spec.cutoff_s)

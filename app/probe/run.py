@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 
 import httpx
 
+from app.probe import clock
 from app.probe.client import make_client, probe_once, warm_up
 from app.probe.rtt import fastest
 from app.probe.sample import Sample
@@ -34,7 +34,7 @@ async def probe_run(
     try:
         await warm_up()
         rtt_ms = await _ttfb_rtt(client, spec) if spec.rtt_method is RttMethod.TTFB else None
-        cold = idle_since is None or time.monotonic() - idle_since >= spec.cold_after_idle_s
+        cold = idle_since is None or clock.monotonic() - idle_since >= spec.cold_after_idle_s
         results: list[Sample] = []
         for index in range(samples):
             if index and spacing_s > 0:
@@ -58,7 +58,7 @@ async def _ttfb_rtt(client: httpx.AsyncClient, spec: ProbeSpec) -> float | None:
 
 
 async def _ttfb_once(client: httpx.AsyncClient, url: str, cutoff_s: float) -> float | None:
-    recorder = TraceRecorder(time.perf_counter_ns())
+    recorder = TraceRecorder(clock.now_ns())
     try:
         async with asyncio.timeout(cutoff_s):
             request = client.build_request("GET", url, extensions={"trace": recorder})

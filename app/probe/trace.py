@@ -7,9 +7,9 @@ module is the only place that knows them. DNS happens inside ``connect_tcp``.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from app.probe import clock
 from app.probe.sample import Marks
 
 # event name -> Marks field set the first time the event is seen
@@ -39,7 +39,7 @@ class TraceRecorder:
         self.fresh_socket: Any = None
 
     def now(self) -> int:
-        return time.perf_counter_ns() - self.start_ns
+        return clock.now_ns() - self.start_ns
 
     async def __call__(self, event: str, info: dict[str, Any]) -> None:
         field_name = _EVENT_MARKS.get(event)

@@ -1,0 +1,50 @@
+"""The probe's clocks, one seam: marks in monotonic nanoseconds, sample stamps in UTC.
+
+Production reads the machine's clocks. ``phasewatch demo`` runs the probe on a virtual
+clock (``app.demo.virtual``) and sets both for its thread with ``use``; context variables
+keep that from leaking into any other thread or task.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+_monotonic_ns: ContextVar[Callable[[], int]] = ContextVar(
+    "probe_monotonic_ns", default=time.perf_counter_ns
+)
+_wall: ContextVar[Callable[[], datetime]] = ContextVar("probe_wall", default=_utcnow)
+
+
+def now_ns() -> int:
+    """Monotonic nanoseconds: where marks are taken."""
+    return _monotonic_ns.get()()
+
+
+def monotonic() -> float:
+    """Monotonic seconds on the same clock as ``now_ns``."""
+    return now_ns() / 1e9
+
+
+def utcnow() -> datetime:
+    """The wall clock a sample is stamped with."""
+    return _wall.get()()
+
+
+@contextmanager
+def use(monotonic_ns: Callable[[], int], wall: Callable[[], datetime]) -> Iterator[None]:
+    """Both clocks replaced for the current context (and tasks created in it)."""
+    mono_token, wall_token = _monotonic_ns.set(monotonic_ns), _wall.set(wall)
+    try:
+        yield
+    finally:
+        _wall.reset(wall_token)
+        _monotonic_ns.reset(mono_token)
