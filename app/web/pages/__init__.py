@@ -9,3 +9,14 @@ from fastapi import APIRouter
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 
 router = APIRouter()
+
+
+def _include_pages() -> None:
+    # Imported here: the page modules import this package (for its helpers) first.
+    from app.web.pages import alerts, compare, overview, target
+
+    for module in (overview, target, alerts, compare):
+        router.include_router(module.router)
+
+
+_include_pages()

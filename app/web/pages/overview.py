@@ -1,0 +1,103 @@
+"""GET / — one row per target and vantage: what dominates now, how it trends, is it alerting."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from markupsafe import Markup
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.alerts.views import AlertView, open_alerts_by_series
+from app.report import PHASE_COLOURS
+from app.store.models import TargetRow
+from app.store.reads import Breakdown, current_breakdowns, sparklines
+from app.web.deps import SessionDep
+from app.web.pages import view
+from app.web.pages.render import page, utcnow
+
+router = APIRouter()
+
+WINDOW = timedelta(hours=1)
+SPARK_HOURS = 24
+Series = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class OverviewRow:
+    breakdown: Breakdown
+    segments: list[view.Segment]
+    shares: Markup
+    spark: Markup
+    alert: AlertView | None
+    stale: bool
+    interval_text: str
+
+
+def overview_rows(
+    breakdowns: Sequence[Breakdown],
+    sparks: Mapping[Series, Sequence[float | None]],
+    alerts: Mapping[tuple[str, str | None], AlertView],
+    intervals: Mapping[str, float],
+    now: datetime,
+) -> list[OverviewRow]:
+    """Rows by target then vantage; a series shows its own alert, else its target's
+    cross-vantage one."""
+    rows = []
+    for b in sorted(breakdowns, key=lambda b: (b.target, b.vantage)):
+        values = sparks.get((b.target, b.vantage or ""), [])
+        interval = intervals.get(b.target)
+        segments = view.share_segments((p.phase, p.share) for p in b.phases)
+        rows.append(
+            OverviewRow(
+                breakdown=b,
+                segments=segments,
+                shares=view.sharebar_html(segments, "phase shares"),
+                spark=view.spark_html(values, "p50"),
+                alert=alerts.get((b.target, b.vantage)) or alerts.get((b.target, None)),
+                stale=view.is_stale(b.last_run_at, now, interval),
+                interval_text=f"interval {interval:g} s" if interval else "interval unknown",
+            )
+        )
+    return rows
+
+
+def target_intervals(session: Session) -> dict[str, float]:
+    return {row[0]: row[1] for row in session.execute(_INTERVALS)}
+
+
+_INTERVALS = select(TargetRow.name, TargetRow.interval_s)
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+def overview(request: Request, session: SessionDep) -> HTMLResponse:
+    now = utcnow()
+    rows = overview_rows(
+        current_breakdowns(session, now, window=WINDOW),
+        sparklines(session, now, hours=SPARK_HOURS),
+        open_alerts_by_series(session),
+        target_intervals(session),
+        now,
+    )
+    return page(
+        request,
+        "overview.html.j2",
+        now=now,
+        section="overview",
+        rows=rows,
+        target_count=len({row.breakdown.target for row in rows}),
+        firing=sum(1 for row in rows if row.alert and row.alert.state == "firing"),
+        stale=sum(1 for row in rows if row.stale),
+        legend=_legend(rows),
+        window_text="hour",
+        spark_hours=SPARK_HOURS,
+    )
+
+
+def _legend(rows: Sequence[OverviewRow]) -> list[str]:
+    seen = {segment.phase for row in rows for segment in row.segments}
+    return [phase for phase in PHASE_COLOURS if phase in seen]

@@ -1,0 +1,107 @@
+"""GET /targets/{name} — how the bottleneck moved: charts (drawn in the browser from the history
+API), the current breakdown per vantage, the alert timeline and the recent runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.alerts.views import AlertView, list_alerts
+from app.store.models import RunRow, TargetRow
+from app.store.queries import run_summaries
+from app.store.reads import Breakdown, breakdown
+from app.web.deps import SessionDep
+from app.web.pages.render import error_page, not_found, page, utcnow
+
+router = APIRouter()
+
+RANGES = {
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+    "90d": timedelta(days=90),
+}
+DEFAULT_RANGE = "7d"
+CURRENT_WINDOW = timedelta(hours=1)
+RECENT_RUNS = 20
+RECENT_RUNS_WITHIN = timedelta(days=2)
+VANTAGES_WITHIN = timedelta(days=90)
+TIMELINE_ALERTS = 20
+
+
+def vantages_of(session: Session, target: str, since: datetime) -> list[str]:
+    found = session.scalars(
+        select(RunRow.vantage)
+        .join(TargetRow, RunRow.target_id == TargetRow.id)
+        .where(TargetRow.name == target, RunRow.started_at >= since)
+        .distinct()
+    )
+    return sorted(found)
+
+
+def recent_runs(session: Session, target: str, vantage: str | None, now: datetime) -> list[RunRow]:
+    runs = run_summaries(session, target, now - RECENT_RUNS_WITHIN, now, vantage)
+    return list(reversed(runs[-RECENT_RUNS:]))
+
+
+def alert_marks(alerts: Sequence[AlertView]) -> str:
+    """Where the charts draw a line: when each alert fired (or opened, if it never fired)."""
+    marks = [
+        {"at": (alert.fired_at or alert.opened_at).timestamp(), "label": alert.summary}
+        for alert in alerts
+    ]
+    # Inside a <script> element: "<" escaped so no summary can close it.
+    return json.dumps(marks).replace("<", "\\u003c")
+
+
+def current(
+    session: Session, target: str, vantages: Sequence[str], now: datetime
+) -> list[Breakdown]:
+    start = now - CURRENT_WINDOW
+    found = (breakdown(session, target, start, now, vantage=v) for v in vantages)
+    return [b for b in found if b is not None]
+
+
+@router.get("/targets/{name}", response_class=HTMLResponse, include_in_schema=False)
+def target_page(
+    request: Request,
+    session: SessionDep,
+    name: str,
+    range_: Annotated[str, Query(alias="range")] = DEFAULT_RANGE,
+    vantage: str | None = None,
+) -> HTMLResponse:
+    now = utcnow()
+    row = session.scalar(select(TargetRow).where(TargetRow.name == name))
+    if row is None:
+        return not_found(request, f"target named {name!r}")
+    if range_ not in RANGES:
+        choices = ", ".join(RANGES)
+        return error_page(request, 400, "Unknown range", f"range must be one of {choices}.")
+    vantages = vantages_of(session, name, now - VANTAGES_WITHIN)
+    if vantage and vantage not in vantages:
+        return not_found(request, f"vantage {vantage!r} for target {name!r}")
+    shown = [vantage] if vantage else vantages
+    alerts = list_alerts(session, target=name, limit=TIMELINE_ALERTS).items
+    return page(
+        request,
+        "target.html.j2",
+        now=now,
+        target=row,
+        ranges=list(RANGES),
+        range=range_,
+        range_seconds=int(RANGES[range_].total_seconds()),
+        vantage=vantage or "",
+        vantages=vantages,
+        breakdowns=current(session, name, shown, now),
+        alerts=alerts,
+        marks=alert_marks(alerts),
+        runs=recent_runs(session, name, vantage, now),
+        window_text="hour",
+    )

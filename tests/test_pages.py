@@ -1,0 +1,361 @@
+"""The dashboard's server-rendered pages over HTTP, on SQLite and PostgreSQL: a row per
+target and vantage with the numbers the raw samples give, the target, alert and compare
+pages, and 404 / 400 pages (never a 500) for unknown names and bad parameters.
+Plus the page arithmetic (units, ages, staleness, sparklines), table-driven."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from sqlalchemy import update
+
+from app.alerts.views import AlertView
+from app.config import Settings, TargetsFile
+from app.main import create_app
+from app.store.db import make_engine, make_sessions
+from app.store.models import AlertRow
+from app.store.reads import Breakdown, PhaseRow
+from app.store.records import RunRecord
+from app.web.pages import view
+from app.web.pages.overview import overview_rows
+from app.web.pages.target import alert_marks
+from tests.historyfactory import Filled, Fleet, Server, fill, targets_of
+
+
+def small_fleet(now: datetime) -> Fleet:
+    """Half a day, hourly: chat-edge misses deadlines, search-api stopped three hours ago."""
+    return Fleet(
+        now=now,
+        targets=("chat-prod", "chat-edge", "search-api"),
+        vantages=("eu", "us"),
+        days=0.5,
+        interval=timedelta(hours=1),
+        censored={"chat-edge": 2},
+        stopped={"search-api": timedelta(hours=3)},
+    )
+
+
+@dataclass
+class Site:
+    base: str
+    filled: Filled
+    url: str
+
+    def get(self, path: str) -> httpx.Response:
+        return httpx.get(self.base + path, timeout=30)
+
+
+@pytest.fixture
+def site(db_url: str, tmp_path: Path) -> Iterator[Site]:
+    fleet = small_fleet(datetime.now(UTC))
+    engine = make_engine(db_url)
+    filled = fill(make_sessions(engine), fleet)
+    engine.dispose()
+    settings = Settings(
+        database_url=db_url, spool_dir=tmp_path / "spool", vantage="eu", config=tmp_path / "no"
+    )
+    app = create_app(settings, TargetsFile(targets=targets_of(fleet)))
+    with Server(app) as server:
+        yield Site(server.base, filled, db_url)
+
+
+def row_html(page: str, target: str, vantage: str) -> str:
+    match = re.search(
+        rf'<tr data-target="{re.escape(target)}" data-vantage="{re.escape(vantage)}">(.*?)</tr>',
+        page,
+        re.S,
+    )
+    assert match, f"no row for {target} at {vantage}"
+    return match.group(1)
+
+
+def cell(row: str, column: str) -> str:
+    match = re.search(rf'data-col="{column}">(.*?)</td>', row, re.S)
+    assert match, column
+    return re.sub(r"<[^>]+>", "", match.group(1)).strip()
+
+
+def expected_numbers(record: RunRecord) -> dict[str, str]:
+    """What the overview must say of a window holding just this run, from its raw samples."""
+    timed = [s for s in record.samples if s.status in ("ok", "deadline_exceeded")]
+    totals = np.array([s.total_ms for s in timed])
+    medians = {name: np.median([s.phases[name] for s in timed]) for name in timed[0].phases}
+    misses = sum(s.status == "deadline_exceeded" for s in record.samples)
+    return {
+        "p50": view.format_ms(float(np.percentile(totals, 50))),
+        "p99": view.format_ms(float(np.percentile(totals, 99))) + "*",  # 20 samples: low conf.
+        "n": str(len(timed)),
+        "misses": view.format_rate(misses, len(record.samples)),
+        "dominant": max(medians, key=lambda name: medians[name]),
+    }
+
+
+# The overview ------------------------------------------------------------------------------
+
+
+def test_overview_has_a_row_per_target_and_vantage_with_the_numbers_of_the_samples(
+    site: Site,
+) -> None:
+    response = site.get("/")
+    assert response.status_code == 200
+    page = response.text
+    assert page.count("<tr data-target=") == 6
+    for target in ("chat-prod", "chat-edge"):
+        for vantage in ("eu", "us"):
+            row = row_html(page, target, vantage)
+            expected = expected_numbers(site.filled.newest(target, vantage))
+            for column in ("p50", "p99", "n", "misses"):
+                assert cell(row, column) == expected[column], (target, vantage, column)
+            assert f"</span>{expected['dominant']}</span>" in row
+            assert 'class="sharebar"' in row and '<path d="M' in row
+    assert cell(row_html(page, "chat-edge", "eu"), "misses") == "10 % (2/20)"
+
+
+def test_overview_shows_alert_state_staleness_and_age(site: Site) -> None:
+    page = site.get("/").text
+    alerting = row_html(page, "chat-prod", "eu")
+    assert "state-firing" in alerting and site.filled.alert_id in alerting
+    assert "state-ok" in row_html(page, "chat-prod", "us")
+    stopped = row_html(page, "search-api", "eu")
+    assert 'class="stale"' in stopped and "3 h ago" in cell(stopped, "age")
+    assert cell(stopped, "p50") == "—" and cell(stopped, "n") == "0"
+    fresh = row_html(page, "chat-edge", "us")
+    # The newest run started 40 min before the fleet's ``now`` (filling takes a while).
+    assert 'class="stale"' not in fresh and re.fullmatch(r"4[0-2] min ago", cell(fresh, "age"))
+    assert re.search(r"<strong[^>]*>1</strong> firing", page)
+    assert re.search(r"<strong[^>]*>2</strong> stale", page)
+
+
+def test_pages_load_nothing_from_another_host(site: Site) -> None:
+    for path in ("/", "/targets/chat-prod", f"/alerts/{site.filled.alert_id}", "/compare"):
+        page = site.get(path).text
+        links = re.findall(r'(?:src|href)="([^"]+)"', page)
+        assert links and all(link.startswith(("/", "?", "#")) for link in links), links
+        for asset in re.findall(r'(?:src|href)="(/static/[^"?]+)', page):
+            assert site.get(asset).status_code == 200, asset
+
+
+# Target, alert and compare pages -----------------------------------------------------------
+
+
+def test_target_page_has_breakdown_per_vantage_alert_timeline_and_recent_runs(
+    site: Site,
+) -> None:
+    page = site.get("/targets/chat-prod").text
+    assert page.count('<table class="grid breakdown"') == 2
+    for vantage in ("eu", "us"):
+        record = site.filled.newest("chat-prod", vantage)
+        queue = np.median([s.phases["queue"] for s in record.samples])
+        table = page.split(f'data-vantage="{vantage}"', 1)[1].split("</table>", 1)[0]
+        queue_row = table.split('data-phase="queue"', 1)[1].split("</tr>", 1)[0]
+        assert view.format_ms(float(queue)) in queue_row
+    assert site.filled.alert_summary in page
+    runs = page.split('id="recent-runs"', 1)[1].split("</table>", 1)[0]
+    assert runs.count("<tr>") == 1 + 20  # the header and the 20 newest runs
+    assert 'data-range-seconds="604800"' in page  # 7 days by default
+
+
+def test_target_page_keeps_to_one_vantage_when_asked(site: Site) -> None:
+    page = site.get("/targets/chat-prod?vantage=us&range=24h").text
+    assert page.count('<table class="grid breakdown"') == 1
+    assert 'data-vantage="us"' in page and 'data-range-seconds="86400"' in page
+
+
+def test_alert_page_shows_explanation_transitions_and_the_forms(site: Site) -> None:
+    page = site.get(f"/alerts/{site.filled.alert_id}").text
+    assert site.filled.alert_summary in page
+    transitions = page.split('id="transition-list"', 1)[1].split("</ol>", 1)[0]
+    assert transitions.count("<li>") == 2
+    assert f'data-api="/api/v1/alerts/{site.filled.alert_id}/acknowledge"' in page
+    assert 'data-api="/api/v1/silences"' in page
+
+
+def test_alert_list_filters_by_state_and_target(site: Site) -> None:
+    assert site.filled.alert_id in site.get("/alerts?state=firing").text
+    assert site.filled.alert_id not in site.get("/alerts?state=resolved").text
+    assert site.filled.alert_id not in site.get("/alerts?target=chat-edge").text
+
+
+def test_an_alert_summary_is_escaped_not_run(site: Site) -> None:
+    engine = make_engine(site.url)
+    with make_sessions(engine).begin() as session:
+        session.execute(update(AlertRow).values(summary='<script>alert("x")</script>'))
+    engine.dispose()
+    for path in (f"/alerts/{site.filled.alert_id}", "/targets/chat-prod", "/alerts"):
+        page = site.get(path).text
+        assert '<script>alert("x")' not in page
+    assert "&lt;script&gt;" in site.get(f"/alerts/{site.filled.alert_id}").text
+
+
+def test_compare_page_puts_targets_side_by_side(site: Site) -> None:
+    page = site.get("/compare?targets=chat-prod,chat-edge&window=1h&vantage=eu").text
+    assert page.count('<table class="grid breakdown"') == 2
+    assert 'data-targets="chat-prod,chat-edge"' in page
+    same = site.get("/compare?targets=chat-prod&targets=chat-edge&window=1h&vantage=eu").text
+    assert same.count('<table class="grid breakdown"') == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "says"),
+    [
+        ("/targets/no-such-target", 404, "no-such-target"),
+        ("/targets/chat-prod?vantage=mars", 404, "mars"),
+        ("/targets/chat-prod?range=1y", 400, "range must be one of"),
+        ("/alerts/not-a-uuid", 404, "not-a-uuid"),
+        (f"/alerts/{uuid.UUID(int=7)}", 404, "no alert"),
+        ("/alerts?state=asleep", 400, "state must be one of"),
+        ("/alerts?cursor=garbage", 400, "not a cursor"),
+        ("/compare?targets=chat-prod,ghost", 404, "ghost"),
+        ("/compare?targets=chat-prod&window=5y", 400, "window must be one of"),
+    ],
+)
+def test_unknown_names_and_bad_parameters_get_a_page_not_a_500(
+    site: Site, path: str, status: int, says: str
+) -> None:
+    response = site.get(path)
+    assert response.status_code == status
+    assert response.headers["content-type"].startswith("text/html")
+    assert says in response.text.replace("&#39;", "'") or says == "no alert"
+
+
+# Page arithmetic ---------------------------------------------------------------------------
+
+NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, "—"),
+        (0.0, "0.00 ms"),
+        (3.456, "3.46 ms"),
+        (12.34, "12.3 ms"),
+        (187.4, "187 ms"),
+        (2412.0, "2.41 s"),
+        (12_345.0, "12.3 s"),
+    ],
+)
+def test_milliseconds_are_shown_with_their_unit(value: float | None, shown: str) -> None:
+    assert view.format_ms(value) == shown
+
+
+@pytest.mark.parametrize(
+    ("part", "whole", "shown"),
+    [(0, 20, "0 % (0/20)"), (1, 40, "2.5 % (1/40)"), (2, 20, "10 % (2/20)"), (0, 0, "—")],
+)
+def test_rates_say_what_they_are_of(part: int, whole: int, shown: str) -> None:
+    assert view.format_rate(part, whole) == shown
+
+
+@pytest.mark.parametrize(
+    ("ago", "shown"),
+    [
+        (timedelta(seconds=5), "5 s ago"),
+        (timedelta(minutes=3, seconds=20), "3 min ago"),
+        (timedelta(hours=5), "5 h ago"),
+        (timedelta(days=3), "3 d ago"),
+        (timedelta(seconds=-30), "in the future"),
+    ],
+)
+def test_ages_read_like_a_person_would_say_them(ago: timedelta, shown: str) -> None:
+    assert view.age_text(NOW - ago, NOW) == shown
+    assert view.age_text(None, NOW) == "never"
+
+
+@pytest.mark.parametrize(
+    ("ago", "interval_s", "stale"),
+    [
+        (timedelta(minutes=29), 900.0, False),
+        (timedelta(minutes=31), 900.0, True),
+        (timedelta(days=9), 0.0, False),  # interval unknown (imported target): no claim
+        (None, 900.0, True),
+    ],
+)
+def test_a_series_is_stale_after_two_intervals_without_a_run(
+    ago: timedelta | None, interval_s: float, stale: bool
+) -> None:
+    last = None if ago is None else NOW - ago
+    assert view.is_stale(last, NOW, interval_s) is stale
+
+
+def test_low_confidence_below_a_hundred_samples_as_the_cli() -> None:
+    assert view.low_confidence(99) and not view.low_confidence(100)
+
+
+def test_sparkline_scales_into_the_box_and_breaks_at_gaps() -> None:
+    assert view.sparkline_path([10.0, None, 20.0, 30.0], width=30, height=12) == (
+        "M0.0,11.0M20.0,6.0L30.0,1.0"
+    )
+    assert view.sparkline_path([None, None]) == ""
+    assert view.sparkline_path([5.0]) == ""
+    assert view.sparkline_path([5.0, 5.0], width=10, height=10) == "M0.0,9.0L10.0,9.0"
+
+
+def test_share_segments_keep_phase_order_and_drop_empty_phases() -> None:
+    segments = view.share_segments([("connect", 0.0), ("queue", 0.6), ("generation", 0.4)])
+    assert [(s.phase, s.share) for s in segments] == [("queue", 0.6), ("generation", 0.4)]
+    assert segments[0].colour == "#D55E00"
+    assert view.share_segments([("mystery", 1.0)])[0].colour == view.OTHER_COLOUR
+
+
+def breakdown_of(target: str, vantage: str, last_run_at: datetime | None) -> Breakdown:
+    phases = [PhaseRow("queue", 60.0, 80.0, 90.0, 99.0, 20, 0.6, "server")]
+    total = {"p50": 100.0, "p90": 120.0, "p95": 130.0, "p99": 150.0}
+    return Breakdown(
+        target,
+        vantage,
+        NOW - timedelta(hours=1),
+        NOW,
+        1,
+        20,
+        0,
+        0,
+        total,
+        phases,
+        "queue",
+        last_run_at,
+    )
+
+
+def alert_of(target: str, vantage: str | None, summary: str = "x") -> AlertView:
+    return AlertView(
+        id=str(uuid.uuid4()), kind="tail_shift", target=target, vantage=vantage,
+        scope="service" if vantage is None else "vantage", from_phase=None, to_phase=None,
+        severity="critical", state="firing", open=True, streak=1, opened_at=NOW,
+        fired_at=NOW, resolved_at=None, acknowledged_at=None, acknowledged_by=None,
+        summary=summary, numbers={}, labels={}, updated_at=NOW,
+    )  # fmt: skip
+
+
+def test_overview_rows_sorted_with_own_alert_else_the_cross_vantage_one() -> None:
+    own, shared = alert_of("b", "us"), alert_of("b", None)
+    rows = overview_rows(
+        [breakdown_of("b", "us", NOW), breakdown_of("b", "eu", NOW), breakdown_of("a", "eu", None)],
+        {("b", "eu"): [1.0, 2.0]},
+        {("b", "us"): own, ("b", None): shared},
+        {"a": 900.0, "b": 900.0},
+        NOW,
+    )
+    assert [(r.breakdown.target, r.breakdown.vantage) for r in rows] == [
+        ("a", "eu"),
+        ("b", "eu"),
+        ("b", "us"),
+    ]
+    assert [r.alert for r in rows] == [None, shared, own]
+    assert [r.stale for r in rows] == [True, False, False]
+    assert ["<path" in r.spark for r in rows] == [False, True, False]
+
+
+def test_alert_marks_cannot_close_the_script_element() -> None:
+    marks = alert_marks([alert_of("a", "eu", summary="</script><b>")])
+    assert "</script>" not in marks and json.loads(marks)[0]["label"] == "</script><b>"
+    assert json.loads(marks)[0]["at"] == NOW.timestamp()
