@@ -148,7 +148,7 @@ def current_breakdowns(
     A pair with no run in the window has runs = n = 0 and the time of its latest run.
     """
     start = now - window
-    names = dict(session.execute(select(TargetRow.id, TargetRow.name)).all())
+    names = _target_names(session)
     windows: dict[tuple[int, str], _Window] = defaultdict(_Window)
     for row in session.execute(_heads(start, now)):
         head = _Head(*row)
@@ -156,12 +156,37 @@ def current_breakdowns(
     for sample_row in session.execute(_samples(start, now)):
         sample = _Sample(*sample_row)
         windows[(sample.target_id, sample.vantage)].samples.append(sample)
+    recent = {key: max(h.started_at for h in w.heads) for key, w in windows.items()}
+    last = last_runs(session, now, recent)
     found = []
-    for key in sorted(_pairs_seen(session) | set(windows), key=lambda k: (names[k[0]], k[1])):
-        last = _last_run_at(session, key[0], key[1], now)
+    for key in sorted(last, key=lambda k: (names[k[0]], k[1])):
         pair = (names[key[0]], key[1])
-        found.append(_breakdown(session, pair, (start, now), windows[key], last))
+        found.append(_breakdown(session, pair, (start, now), windows[key], last[key]))
     return found
+
+
+def last_runs(
+    session: Session, now: datetime, known: dict[tuple[int, str], datetime] | None = None
+) -> dict[tuple[int, str], datetime]:
+    """(target id, vantage) -> its latest run before ``now``, for every pair ever seen.
+
+    ``known`` are latest runs the caller already has; the others are one index seek each.
+    """
+    found = dict(known or {})
+    recent = select(RunRow.target_id, RunRow.vantage).where(
+        RunRow.started_at >= now - timedelta(days=1), RunRow.started_at < now
+    )
+    pairs = _pairs_seen(session) | {(t, v) for t, v in session.execute(recent.distinct())}
+    for target, vantage in pairs - found.keys():
+        at = _last_run_at(session, target, vantage, now)
+        if at is not None:
+            found[(target, vantage)] = at
+    return found
+
+
+def _target_names(session: Session) -> dict[int, str]:
+    rows = session.execute(select(TargetRow.id, TargetRow.name))
+    return {row.id: row.name for row in rows}
 
 
 def _breakdown(

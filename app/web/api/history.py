@@ -1,7 +1,54 @@
-"""/api/v1 — history."""
+"""/api/v1 — history: a bucketed time series of one target, columnar as charts draw it."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
 
-router = APIRouter()
+from fastapi import APIRouter, Query
+
+from app.store import reads
+from app.web.api.params import (
+    NOT_FOUND_TARGET,
+    VantageParam,
+    WindowDep,
+    bad_request,
+    check_vantage,
+    target_id_or_404,
+)
+from app.web.deps import SessionDep
+from app.web.schemas import HistoryOut
+
+router = APIRouter(tags=["history"])
+
+MAX_BUCKETS = 2000
+BUCKET_HELP = "seconds, a multiple of 60; default: the step that gives at most 500 buckets"
+
+
+@router.get("/targets/{name:path}/history", response_model=HistoryOut, responses=NOT_FOUND_TARGET)
+def get_history(
+    name: str,
+    session: SessionDep,
+    window: WindowDep,
+    vantage: VantageParam = None,
+    bucket: Annotated[int | None, Query(ge=60, le=366 * 86400, description=BUCKET_HELP)] = None,
+) -> HistoryOut:
+    """Per bucket: runs, samples, errors, deadline misses, end-to-end and per-phase
+    p50/p90/p95/p99, shares and the dominant phase; null where a bucket has no run.
+
+    Buckets are aligned to the UTC epoch (the first may start before ``from``). Each
+    bucket's quantiles are those of all its samples, within 1 %: merged from the rollups
+    (5 min … 1 day) or, for 1-minute buckets, from the runs' digests.
+    """
+    if bucket is not None and bucket % 60:
+        raise bad_request(f"bucket must be a multiple of 60 seconds, not {bucket}")
+    step = bucket or reads.pick_bucket(window.start, window.end)
+    count = reads.bucket_count(window.start, window.end, step)
+    if count > MAX_BUCKETS:
+        raise bad_request(
+            f"{count} buckets of {step} s: at most {MAX_BUCKETS}; widen the bucket or narrow"
+            " the window"
+        )
+    target = target_id_or_404(session, name)
+    check_vantage(session, target, name, vantage)
+    found = reads.history(session, name, window.start, window.end, vantage, step)
+    return HistoryOut.model_validate(found.to_json())

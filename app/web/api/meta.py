@@ -1,7 +1,22 @@
-"""/api/v1 — meta."""
+"""/api/v1 — meta: the version, the database kind and the schema revision it is at."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-router = APIRouter()
+from app import __version__
+from app.store.migrate import current_revision
+from app.web.deps import ServiceDep
+from app.web.schemas import VersionOut
+
+router = APIRouter(tags=["meta"])
+
+
+@router.get("/version", response_model=VersionOut)
+def version(service: ServiceDep) -> VersionOut:
+    """What is running: phasewatch's version, the database kind, its Alembic revision."""
+    return VersionOut(
+        version=__version__,
+        database=service.engine.dialect.name,
+        schema_revision=current_revision(service.engine),
+    )

@@ -1,7 +1,66 @@
-"""/api/v1 — targets."""
+"""/api/v1 — targets: the list, and one target with its current breakdown per vantage."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from datetime import datetime
+from typing import Any
 
-router = APIRouter()
+from fastapi import APIRouter
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.pipeline import utcnow
+from app.store import reads
+from app.store.models import TargetRow
+from app.web.api.params import NOT_FOUND_TARGET, RecentWindowDep, not_found
+from app.web.deps import SessionDep
+from app.web.schemas import BreakdownOut, TargetDetail, TargetOut, VantageOut, redacted_url
+
+router = APIRouter(tags=["targets"])
+
+
+@router.get("/targets", response_model=list[TargetOut])
+def list_targets(session: SessionDep) -> list[TargetOut]:
+    """Every target known (from the targets file or by its runs), by name, with its vantages."""
+    rows = session.scalars(select(TargetRow).order_by(TargetRow.name)).all()
+    seen = _vantages(session)
+    return [_target_out(row, seen.get(row.id, {})) for row in rows]
+
+
+@router.get("/targets/{name:target}", response_model=TargetDetail, responses=NOT_FOUND_TARGET)
+def get_target(name: str, session: SessionDep, window: RecentWindowDep) -> TargetDetail:
+    """One target, and the breakdown of the window (default: the last hour) per vantage."""
+    row = session.scalar(select(TargetRow).where(TargetRow.name == name))
+    if row is None:
+        raise not_found(f"no target {name!r}")
+    seen = _vantages(session).get(row.id, {})
+    found = [reads.breakdown(session, name, window.start, window.end, v) for v in sorted(seen)]
+    return TargetDetail(
+        **_target_out(row, seen).model_dump(),
+        window_from=window.start,
+        window_to=window.end,
+        breakdowns=[BreakdownOut.model_validate(b.to_json()) for b in found if b is not None],
+    )
+
+
+def _vantages(session: Session) -> dict[int, dict[str, datetime]]:
+    found: dict[int, dict[str, datetime]] = {}
+    for (target, vantage), at in reads.last_runs(session, utcnow()).items():
+        found.setdefault(target, {})[vantage] = at
+    return found
+
+
+def _target_out(row: TargetRow, vantages: dict[str, datetime]) -> TargetOut:
+    config: dict[str, Any] = row.config or {}
+    return TargetOut(
+        name=row.name,
+        kind=row.kind,
+        url=redacted_url(row.url) if row.url else "",
+        interval_s=row.interval_s,
+        samples=config.get("samples"),
+        deadline_ms=config.get("deadline_ms"),
+        active=row.active,
+        header_names=sorted(config.get("headers") or {}),
+        vantages=[VantageOut(name=v, last_run_at=at) for v, at in sorted(vantages.items())],
+        last_run_at=max(vantages.values(), default=None),
+    )

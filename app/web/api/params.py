@@ -1,0 +1,151 @@
+"""Query parameters the read endpoints share: time windows, targets, vantages, cursors.
+
+Times are ISO-8601 with an offset (``2026-03-02T12:00:00Z``, ``…+02:00``) or epoch seconds;
+a time without an offset is refused rather than guessed. ``to`` defaults to now and
+``from`` to 24 hours before ``to``. Every problem is a 4xx with a sentence in ``detail``.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Query, status
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from starlette.convertors import Convertor, register_url_convertor
+
+from app.pipeline import utcnow
+from app.store.csvlayout import parse_timestamp
+from app.store.models import RunRow, TargetRow
+
+DEFAULT_SPAN = timedelta(hours=24)
+MAX_SPAN = timedelta(days=3660)
+UNPROCESSABLE = status.HTTP_422_UNPROCESSABLE_CONTENT
+TIME_HELP = "ISO-8601 with an offset (e.g. 2026-03-02T12:00:00Z) or epoch seconds"
+
+
+def bad_request(detail: str) -> HTTPException:
+    return HTTPException(UNPROCESSABLE, detail)
+
+
+def not_found(detail: str) -> HTTPException:
+    return HTTPException(status.HTTP_404_NOT_FOUND, detail)
+
+
+def parse_time(text: str, name: str) -> datetime:
+    try:
+        if text.lstrip("-").replace(".", "", 1).isdigit():
+            return datetime.fromtimestamp(float(text), UTC)
+        return parse_timestamp(text)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise bad_request(f"{name}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime
+    end: datetime
+
+
+def make_window(
+    from_: str | None, to: str | None, default_span: timedelta = DEFAULT_SPAN
+) -> Window:
+    end = parse_time(to, "to") if to is not None else utcnow()
+    start = parse_time(from_, "from") if from_ is not None else end - default_span
+    if start >= end:
+        raise bad_request(f"from ({start.isoformat()}) must be before to ({end.isoformat()})")
+    if end - start > MAX_SPAN:
+        raise bad_request("the window may span at most 3660 days")
+    return Window(start, end)
+
+
+def window(
+    from_: Annotated[str | None, Query(alias="from", description=TIME_HELP)] = None,
+    to: Annotated[str | None, Query(description=f"{TIME_HELP}; default now")] = None,
+) -> Window:
+    """[from, to): by default the last 24 hours."""
+    return make_window(from_, to)
+
+
+def recent_window(
+    from_: Annotated[str | None, Query(alias="from", description=TIME_HELP)] = None,
+    to: Annotated[str | None, Query(description=f"{TIME_HELP}; default now")] = None,
+) -> Window:
+    """[from, to): by default the last hour (what "current" means on the overview)."""
+    return make_window(from_, to, timedelta(hours=1))
+
+
+WindowDep = Annotated[Window, Depends(window)]
+RecentWindowDep = Annotated[Window, Depends(recent_window)]
+VantageParam = Annotated[
+    str | None, Query(min_length=1, max_length=200, description="one vantage; default all")
+]
+LimitParam = Annotated[int, Query(ge=1, le=1000, description="items per page")]
+CursorParam = Annotated[str | None, Query(description="next_cursor of the previous page")]
+
+
+def target_id_or_404(session: Session, name: str) -> int:
+    found = session.scalar(select(TargetRow.id).where(TargetRow.name == name))
+    if found is None:
+        raise not_found(f"no target {name!r}")
+    return found
+
+
+def check_vantage(session: Session, target: int, name: str, vantage: str | None) -> None:
+    """404 for a vantage that never ran the target."""
+    if vantage is None:
+        return
+    query = select(RunRow.id).where(RunRow.target_id == target, RunRow.vantage == vantage)
+    if session.scalar(query.limit(1)) is None:
+        raise not_found(f"target {name!r} has no runs from vantage {vantage!r}")
+
+
+# Keyset cursors: opaque to clients, the last item's sort key underneath.
+
+
+def encode_cursor(at: datetime, *keys: object) -> str:
+    raw = "|".join([at.isoformat(), *(str(key) for key in keys)])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, parts: int) -> tuple[datetime, list[str]]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        at, *keys = raw.split("|")
+        if len(keys) != parts:
+            raise ValueError
+        return parse_timestamp(at), keys
+    except (ValueError, UnicodeDecodeError):
+        raise bad_request(f"not a cursor from this API: {cursor!r}") from None
+
+
+def cursor_uuid(text: str, cursor: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise bad_request(f"not a cursor from this API: {cursor!r}") from None
+
+
+NOT_FOUND_TARGET: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No target has this name (or the vantage never ran it)."}
+}
+
+
+class TargetName(Convertor[str]):
+    """A target name in a path: it may hold '/' (``openai/gpt-4o``), but a path ending in
+    one of the target's sub-resources is that sub-resource, not a target's name."""
+
+    regex = r"(?:(?!/(?:breakdown|history)$)[^?#])+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("target", TargetName())
