@@ -1,0 +1,157 @@
+"""`phasewatch demo`: the story of ``app.demo.story`` in compressed time, on a live dashboard."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from app.cli.common import fail
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import uvicorn
+
+    from app.alerts.identity import Transition
+    from app.config import TargetsFile
+    from app.demo.replay import Replay
+
+HOST = "127.0.0.1"
+DEFAULT_SPEED = 1200.0  # simulated seconds per real second: an hour every 3 s
+STORY = (
+    "translate-prod (275 ms away) turns reasoning off at hour 4, then meets busy hours at 6;",
+    "translate-edge (25 ms away, slower, cold starts) is tried from hour 4.5 under a 1.5 s"
+    " deadline.",
+)
+
+
+def demo(
+    speed: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Simulated seconds per real second, at most (1200: an hour every 3 s);"
+            " 0: as fast as the CPU allows.",
+        ),
+    ] = DEFAULT_SPEED,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Dashboard port on 127.0.0.1; 0 picks one.")
+    ] = 8080,
+) -> None:
+    """Replay nine simulated hours in compressed time: simulated endpoints, real probes,
+    storage, detection and alerts, and the dashboard. Ctrl-C stops."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    listener = _listen(port)
+    workdir = Path(tempfile.mkdtemp(prefix="phasewatch-demo-"))
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        _run(listener, workdir, speed)
+    except KeyboardInterrupt:
+        sys.stdout.write("stopped\n")
+        raise typer.Exit(130) from None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(listener: socket.socket, workdir: Path, speed: float) -> None:
+    from app.demo.replay import Replay
+    from app.store.migrate import upgrade
+
+    database_url = f"sqlite:///{workdir / 'demo.db'}"
+    upgrade(database_url)
+    started = time.monotonic()
+    replay = Replay(database_url, workdir, speed or None, _printer(started))
+    try:
+        targets = replay.start()
+        server = _server(listener, workdir, database_url, targets)
+        url = f"http://{HOST}:{listener.getsockname()[1]}/"
+        _say(f"phasewatch demo: dashboard at {url}  (Ctrl-C stops)")
+        for line in STORY:
+            _say(f"  {line}")
+        _watch(server, replay, started)
+        server.run(sockets=[listener])
+    finally:
+        replay.stop()
+    if replay.error is not None:
+        fail(f"the demo stopped: {replay.error}")
+
+
+def _server(
+    listener: socket.socket, workdir: Path, database_url: str, targets: TargetsFile
+) -> uvicorn.Server:
+    import uvicorn
+
+    from app.config import Settings
+    from app.main import create_app
+
+    settings = Settings(
+        config=workdir / "phasewatch.yaml",
+        database_url=database_url,
+        vantage="demo",
+        spool_dir=workdir / "web-spool",
+        host=HOST,
+        port=listener.getsockname()[1],
+    )
+    app = create_app(settings, targets, probing=False)
+    config = uvicorn.Config(app, log_config=None, log_level="warning")
+    return uvicorn.Server(config)
+
+
+def _watch(server: uvicorn.Server, replay: Replay, started: float) -> None:
+    """Start the story once the dashboard answers; say when it is over."""
+
+    def watch() -> None:
+        while not server.started and not server.should_exit:
+            time.sleep(0.02)
+        replay.go()
+        replay.finished.wait()
+        if replay.error is None and not server.should_exit:
+            elapsed = time.monotonic() - started
+            _say(f"[+{elapsed:5.1f}s] the story is over; the dashboard stays up until Ctrl-C")
+
+    threading.Thread(target=watch, name="demo-watch", daemon=True).start()
+
+
+def _printer(started: float) -> Callable[[Transition], None]:
+    def show(transition: Transition) -> None:
+        identity = transition.identity
+        where = identity.vantage or "all vantages"
+        elapsed = time.monotonic() - started
+        _say(
+            f"[+{elapsed:5.1f}s | sim {transition.at:%H:%M}Z] {transition.after.value.upper()}"
+            f" {identity.kind} {identity.target} ({where}): {transition.summary}"
+        )
+
+    return show
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _listen(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError as exc:
+        sock.close()
+        fail(f"cannot listen on {HOST}:{port}: {exc.strerror}; pick another with --port")
+    sock.listen(128)
+    return sock
+
+
+def _terminated(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # stop as Ctrl-C does: the temporary directory is removed

@@ -1,0 +1,131 @@
+"""The demo's story: what each simulated endpoint does, hour by hour. Pure data and lookups.
+
+``translate-prod`` sits in a far region (275 ms round trip). At first reasoning is on and
+generation dominates; at hour 5 reasoning is turned off, generation falls to about 10 % of
+end-to-end and network (then queue) take over: ``dominant_shift``. At hour 8 busy hours on
+the shared infrastructure begin: the queue median rises to 0.9 s and its p99 reaches six
+seconds: ``tail_shift``.
+
+``translate-edge`` is a candidate near the user (25 ms round trip), probed from hour 5.5,
+when network has just become the biggest phase at prod. It generates 1.5 × slower, sits on
+a small pool with a noisy queue, and scales to zero between runs, so each run opens on a
+two-second cold start: requests miss the client's 1,500 ms deadline: ``deadline_miss``.
+
+The detector settings the compressed story needs (a reference after six runs instead of a
+day's worth) are in ``TARGETS``, as a user would write them in a targets file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from app.demo.simcore import SimConfig
+
+HOUR_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One simulated endpoint: from which hour it is probed, and its configs by hour."""
+
+    name: str
+    probed_from_h: float
+    changes: tuple[tuple[float, SimConfig], ...]  # (from hour, config), in order
+
+    def config_at(self, hour: float) -> SimConfig:
+        """The config in force at ``hour`` (the first one before the first change)."""
+        current = self.changes[0][1]
+        for starts_h, config in self.changes:
+            if starts_h <= hour:
+                current = config
+        return current
+
+    def probed_at(self, hour: float) -> bool:
+        return hour >= self.probed_from_h
+
+
+PROD_REASONING = SimConfig(
+    one_way_ms=137.5,
+    queue_median_ms=150.0,
+    queue_sigma=0.3,
+    prefill_ms=40.0,
+    tokens=4,
+    tokens_per_s=50.0,
+    reasoning_tokens=19,
+    cold_after_idle_s=3600.0,
+    seed=275,
+)
+PROD_DIRECT = replace(PROD_REASONING, reasoning_tokens=0)
+# The median rises by half and stays under the round trip; the tail grows heavy.
+PROD_BUSY = replace(PROD_DIRECT, queue_median_ms=250.0, queue_sigma=1.6)
+EDGE = SimConfig(
+    one_way_ms=12.5,
+    queue_median_ms=400.0,
+    queue_sigma=0.9,
+    prefill_ms=60.0,
+    tokens=4,
+    tokens_per_s=50.0 / 1.5,
+    cold_start_ms=2000.0,
+    cold_after_idle_s=600.0,
+    seed=25,
+)
+
+SWITCH_H = 4.0
+EDGE_FROM_H = 4.5
+BUSY_H = 6.0
+END_H = 9.0
+
+ENDPOINTS = (
+    Endpoint(
+        "translate-prod", 0.0, ((0.0, PROD_REASONING), (SWITCH_H, PROD_DIRECT), (BUSY_H, PROD_BUSY))
+    ),
+    Endpoint("translate-edge", EDGE_FROM_H, ((0.0, EDGE),)),
+)
+VANTAGES = ("seoul-old", "seoul-new")
+INTERVAL_S = 1800.0
+SAMPLES = 38
+DEADLINE_MS = 1500.0
+
+# What the demo's targets file would say, less the URLs (the sim's ports are known only
+# once it listens). The compressed story cannot wait a day for a reference.
+_STORY_ALERTS = {"min_reference_runs": 4, "min_reference_days": 0.06}
+_BODY = {
+    "model": "translate-1",
+    "stream": True,
+    "messages": [{"role": "user", "content": "Translate to Korean: where is the station?"}],
+}
+TARGETS: dict[str, dict[str, Any]] = {
+    "translate-prod": {
+        "kind": "openai",
+        "body": _BODY,
+        "interval": INTERVAL_S,
+        "samples": SAMPLES,
+        "timeout": 30.0,
+        "alerts": _STORY_ALERTS,
+    },
+    "translate-edge": {
+        "kind": "openai",
+        "body": _BODY,
+        "interval": INTERVAL_S,
+        "samples": SAMPLES,
+        "deadline_ms": DEADLINE_MS,
+        "alerts": _STORY_ALERTS,
+    },
+}
+
+
+def endpoint(name: str) -> Endpoint:
+    return next(e for e in ENDPOINTS if e.name == name)
+
+
+def run_hours(offset_s: float, interval_s: float, start_h: float, end_h: float) -> list[float]:
+    """The hours at which a target probed every ``interval_s``, first at ``offset_s`` into
+    its interval, runs between ``start_h`` (included) and ``end_h`` (excluded)."""
+    hours = []
+    k = 0
+    while (at := (offset_s + k * interval_s) / HOUR_S) < end_h:
+        if at >= start_h:
+            hours.append(at)
+        k += 1
+    return hours
