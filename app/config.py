@@ -30,6 +30,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.alerts.notifiers import KINDS, NotifierConfig
 from app.analysis.detectors import DetectorParams
+from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP, PHASES
 from app.probe.spec import Kind, ProbeSpec, RttMethod
 
@@ -89,6 +90,15 @@ class Target(BaseModel):
     rtt_url: str | None = None
     alerts: DetectorParams = Field(default_factory=DetectorParams)
     notifiers: list[str] = Field(default_factory=list)
+
+    @field_validator("headers")
+    @classmethod
+    def _sendable_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if has_control_character(value):
+                # Never the value itself in the message: it is likely a secret.
+                raise ValueError(f"{name}: {CONTROL_CHARACTER_PROBLEM}")
+        return headers
 
     @field_validator("server_timing_map")
     @classmethod

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from app.analysis.summary import summarize
+from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from app.probe.spec import Kind, ProbeSpec
@@ -45,7 +46,12 @@ def parse_header(raw: str) -> tuple[str, str]:
     name, sep, value = raw.partition(":")
     if not sep or not name.strip():
         raise typer.BadParameter(f"{raw!r} is not 'Name: value'", param_hint="--header")
-    return name.strip(), expand_env(value.strip(), "--header")
+    value = expand_env(value.strip(), "--header")
+    if has_control_character(value):
+        raise typer.BadParameter(
+            f"{name.strip()}: {CONTROL_CHARACTER_PROBLEM}", param_hint="--header"
+        )
+    return name.strip(), value
 
 
 def parse_body(raw: str | None) -> Any:

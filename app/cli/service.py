@@ -39,9 +39,7 @@ def serve(
     targets = load_targets_or_exit(settings.config)
     _prepare_database(settings.resolved(targets).database_url, migrate)
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
-    for chatty in ("httpx", "apscheduler.executors", "apscheduler.scheduler"):
-        # One line per probe request or job would drown what matters.
-        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
+    quiet_chatty_loggers()
     app = create_app(settings, targets)
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level=log_level)
 
@@ -82,6 +80,13 @@ def db_current(database_url: DatabaseUrl = None, config: ConfigPath = None) -> N
     sys.stdout.write(f"database at revision {current or 'none'}; head is {head}\n")
     if current != head:
         raise typer.Exit(1)
+
+
+def quiet_chatty_loggers() -> None:
+    # One line per probe request or job would drown what matters; and httpcore's debug
+    # lines carry response headers, which may repeat a target's secret.
+    for chatty in ("httpx", "httpcore", "apscheduler.executors", "apscheduler.scheduler"):
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
 
 
 def _refuse_open_writes(settings: Settings) -> None:

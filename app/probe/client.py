@@ -28,6 +28,7 @@ from app.probe.readers import (
     JsonAnswerReader,
     StreamReader,
 )
+from app.probe.redact import scrub_secrets
 from app.probe.rtt import response_socket, tcp_rtt_ms
 from app.probe.sample import Marks, Sample, Status
 from app.probe.servertiming import timing_from_headers
@@ -116,6 +117,8 @@ async def probe_once(
     sample = _sample(spec, exchange, index, started_at, status, end_ns, rtt_ms)
     sample.cold_start = cold_start
     _describe_error(sample, exchange, error)
+    # Servers repeat a rejected key in their errors: a sample never keeps it.
+    sample.error = scrub_secrets(sample.error, spec.headers)
     return sample
 
 
