@@ -118,6 +118,11 @@
     };
   }
 
+  // Every time on these pages is UTC, the charts' axes too, wherever the reader is.
+  function utcDate(seconds) {
+    return uPlot.tzDate(new Date(seconds * 1000), "Etc/UTC");
+  }
+
   function width(element) {
     return Math.max(300, element.clientWidth || 600);
   }
@@ -147,6 +152,7 @@
     const options = {
       width: width(element),
       height: 280,
+      tzDate: utcDate,
       series: series,
       bands: result.bands,
       axes: axes(mode === "share" ? "share of medians" : "median, ms", mode === "share" ? fmtPct : fmtMs),
@@ -175,6 +181,7 @@
     const options = {
       width: width(element),
       height: 280,
+      tzDate: utcDate,
       series: series,
       bands: [{ series: [3, 1], fill: pw.cssVar("--band") }],
       axes: axes("end-to-end, ms", fmtMs),
@@ -330,6 +337,7 @@
       {
         width: width(this.element),
         height: 300,
+        tzDate: utcDate,
         series: series,
         axes: axes("end-to-end p50, ms", fmtMs),
         scales: { y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.05)]; } } },
