@@ -118,24 +118,36 @@ def row_quantiles(
     low: int, matrix: NDArray[np.int64], qs: Mapping[str, float]
 ) -> dict[str, NDArray[np.float64]]:
     """Quantiles of every row of a count matrix at once; NaN for an empty row."""
-    n = matrix.sum(axis=1)
-    cumulative = np.cumsum(matrix, axis=1)
+    used = matrix.any(axis=0)  # keys no row holds cannot be a quantile: leave them out
+    if not used.any():
+        return {name: np.full(len(matrix), np.nan) for name in qs}
+    ranked = _Ranked(np.flatnonzero(used) + low, np.cumsum(matrix[:, used], axis=1))
+    n = ranked.cumulative[:, -1]
+    last = np.maximum(n - 1, 0)
     found = {}
     for name, q in qs.items():
-        position = q * np.maximum(n - 1, 0)
+        position = q * last
         below = np.floor(position)
-        above = np.minimum(below + 1, np.maximum(n - 1, 0))
-        low_value = _value_at_rank(low, cumulative, below)
-        high_value = _value_at_rank(low, cumulative, above)
+        low_value = ranked.value_at(below)
+        high_value = ranked.value_at(np.minimum(below + 1, last))
         value = low_value + (high_value - low_value) * (position - below)
         found[name] = np.where(n > 0, value, np.nan)
     return found
 
 
-def _value_at_rank(
-    low: int, cumulative: NDArray[np.int64], ranks: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    # The first key whose cumulative count exceeds the 0-based rank holds that rank.
-    index = (cumulative <= ranks[:, None]).sum(axis=1)
-    index = np.minimum(index, cumulative.shape[1] - 1)
-    return values_of(index.astype(np.int64) + low)
+class _Ranked:
+    """Rows of cumulative counts laid end to end, each lifted above the one before, so that
+    one sorted search finds a rank in every row at once."""
+
+    def __init__(self, keys: NDArray[np.int64], cumulative: NDArray[np.int64]) -> None:
+        self.keys = keys.astype(np.int64)
+        self.cumulative = cumulative
+        rows, self.width = cumulative.shape
+        self.lift = np.arange(rows, dtype=np.int64) * (int(cumulative[:, -1].max()) + 1)
+        self.flat = (cumulative + self.lift[:, None]).ravel()
+        self.starts = np.arange(rows, dtype=np.int64) * self.width
+
+    def value_at(self, ranks: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Each row's value at its 0-based rank: the first key whose count exceeds it."""
+        index = np.searchsorted(self.flat, ranks + self.lift, side="right") - self.starts
+        return values_of(self.keys[np.minimum(index, self.width - 1)])

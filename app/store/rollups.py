@@ -163,9 +163,14 @@ class _Sample:
 
 
 def catch_up(
-    sessions: sessionmaker[Session], since: datetime, now: datetime, batch: int = CATCH_UP_BATCH
+    sessions: sessionmaker[Session],
+    since: datetime,
+    now: datetime,
+    batch: int = CATCH_UP_BATCH,
+    target: int | None = None,
 ) -> int:
-    """Add complete runs started since ``since`` that have no digest yet; returns how many.
+    """Add complete runs started since ``since`` (of one target id, or all) that have no
+    digest yet; returns how many.
 
     A transaction per ``batch`` runs, oldest first. A run whose samples were pruned, wholly
     or in part, is passed over: its digest would lie.
@@ -173,7 +178,7 @@ def catch_up(
     added, cursor = 0, None
     while True:
         with sessions.begin() as session:
-            heads = session.execute(_undigested(since, cursor).limit(batch)).all()
+            heads = session.execute(_undigested(since, cursor, target).limit(batch)).all()
             if not heads:
                 return added
             samples = _samples(session, [head.id for head in heads])
@@ -187,7 +192,7 @@ def catch_up(
 
 
 def _undigested(
-    since: datetime, cursor: tuple[datetime, uuid.UUID] | None
+    since: datetime, cursor: tuple[datetime, uuid.UUID] | None, target: int | None
 ) -> Select[uuid.UUID, int, str, datetime, int]:
     query = (
         select(RunRow.id, RunRow.target_id, RunRow.vantage, RunRow.started_at, RunRow.n_samples)
@@ -196,6 +201,8 @@ def _undigested(
         .where(RunRow.started_at >= since)
         .order_by(RunRow.started_at, RunRow.id)
     )
+    if target is not None:
+        query = query.where(RunRow.target_id == target)
     if cursor is not None:
         at, run_id = cursor
         later = or_(RunRow.started_at > at, and_(RunRow.started_at == at, RunRow.id > run_id))
