@@ -451,7 +451,8 @@ def _columns(groups: list[list[Digest]]) -> dict[str, Any]:
     per_phase = {
         name: _quantile_series([[_phase(d, name) for d in g] for g in groups]) for name in phases
     }
-    medians = np.array([per_phase[name]["p50"] for name in phases]).reshape(len(phases), -1)
+    # Shaped explicitly: with no phase at all (only failed runs), -1 cannot be inferred.
+    medians = np.array([per_phase[n]["p50"] for n in phases]).reshape(len(phases), len(groups))
     shares, dominant = _shares(medians, phases, len(groups))
     return {
         "phases": phases,
