@@ -108,13 +108,13 @@ def prepare(url: str, pg: str, layout: Layout) -> datetime:
 
 
 def measured() -> list[str]:
-    llm, http = target_name(0), target_name(1)
+    """The LLM target: six phases, the most work per bucket."""
     assert target_kind(0) != target_kind(1)
-    return [llm, http]
+    return [target_name(0)]
 
 
 def cases(end: datetime) -> list[tuple[str, dict[str, Any]]]:
-    llm, http = measured()
+    (llm,) = measured()
     iso = end.isoformat()
 
     def span(days: float, **extra: Any) -> dict[str, Any]:
@@ -124,7 +124,6 @@ def cases(end: datetime) -> list[tuple[str, dict[str, Any]]]:
         (f"{llm} 90 d, all vantages (6 h buckets)", {"name": llm, **span(90)}),
         (f"{llm} 90 d, vantage-0 (6 h)", {"name": llm, **span(90, vantage="vantage-0")}),
         (f"{llm} 90 d, 1 d buckets", {"name": llm, **span(90, bucket=86400)}),
-        (f"{http} 90 d, all vantages (6 h)", {"name": http, **span(90)}),
         (f"{llm} 30 d (6 h)", {"name": llm, **span(30)}),
         (f"{llm} 7 d (1 h)", {"name": llm, **span(7)}),
         (f"{llm} 24 h (5 min)", {"name": llm, **span(1)}),

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Insert, Select, and_, or_, select, update
+from sqlalchemy import Insert, Select, Table, and_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, sessionmaker
@@ -75,17 +75,18 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
     """Write the run digests not written yet and merge those into the rollups."""
     if not digests:
         return 0
-    statement = _insert_unless_present(session, RunDigestRow, ["run_id"]).returning(
-        RunDigestRow.run_id
-    )
+    statement = _insert_unless_present(session, _DIGESTS, ["run_id"]).returning(_DIGESTS.c.run_id)
     inserted = set(session.scalars(statement, [_digest_values(d) for d in digests]).all())
     fresh = [d for d in digests if d.run_id in inserted]
-    for key, parts in sorted(_by_rollup(fresh).items()):
-        _merge_into(session, key, merge_digests(parts), now)
+    merged = {key: merge_digests(parts) for key, parts in sorted(_by_rollup(fresh).items())}
+    for key in sorted(merged.keys() - _insert_new(session, merged, now)):
+        _merge_into(session, key, merged[key], now)
     return len(fresh)
 
 
 RollupKey = tuple[int, str, int, datetime]
+_DIGESTS: Table = RunDigestRow.__table__  # type: ignore[assignment]
+_ROLLUPS: Table = RollupRow.__table__  # type: ignore[assignment]
 
 
 def _by_rollup(digests: Iterable[RunDigest]) -> dict[RollupKey, list[Digest]]:
@@ -97,17 +98,26 @@ def _by_rollup(digests: Iterable[RunDigest]) -> dict[RollupKey, list[Digest]]:
     return groups
 
 
-def _merge_into(session: Session, key: RollupKey, digest: Digest, now: datetime) -> None:
-    where = _rollup_key(key)
-    values = _rollup_values(digest, now)
-    statement = _insert_unless_present(session, RollupRow, list(_KEY_COLUMNS))
-    inserted = session.scalar(
-        statement.values({**dict(zip(_KEY_COLUMNS, key, strict=True)), **values}).returning(
-            RollupRow.n
-        )
+def _insert_new(session: Session, merged: dict[RollupKey, Digest], now: datetime) -> set[RollupKey]:
+    """Insert the rollup rows that do not exist yet, in one statement; the keys inserted.
+
+    Rows go in key order, as ``_merge_into`` locks them, so two writers never deadlock.
+    """
+    if not merged:
+        return set()
+    rows = [
+        {**dict(zip(_KEY_COLUMNS, key, strict=True)), **_rollup_values(digest, now)}
+        for key, digest in merged.items()
+    ]
+    statement = _insert_unless_present(session, _ROLLUPS, list(_KEY_COLUMNS)).returning(
+        *(_ROLLUPS.c[name] for name in _KEY_COLUMNS)
     )
-    if inserted is not None:
-        return
+    return {(t, v, p, start) for t, v, p, start in session.execute(statement, rows)}
+
+
+def _merge_into(session: Session, key: RollupKey, digest: Digest, now: datetime) -> None:
+    """Merge ``digest`` into the existing rollup row ``key``, under its row lock."""
+    where = _rollup_key(key)
     stored = session.scalars(select(RollupRow.digest).where(where).with_for_update()).one()
     merged = merge_digests([Digest.from_json(stored), digest])
     session.execute(update(RollupRow).where(where).values(_rollup_values(merged, now)))
@@ -146,7 +156,7 @@ def _digest_values(found: RunDigest) -> dict[str, Any]:
     }
 
 
-def _insert_unless_present(session: Session, entity: type[Any], key: list[str]) -> Insert:
+def _insert_unless_present(session: Session, entity: Table, key: list[str]) -> Insert:
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     return insert(entity).on_conflict_do_nothing(index_elements=key)
 
