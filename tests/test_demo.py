@@ -1,0 +1,161 @@
+"""`phasewatch demo` end to end: the command as a user runs it, at full speed, then Ctrl-C.
+
+The demo runs in a process of its own (the shell's view: its output lines, its exit code
+after SIGINT, its temporary directory gone); the dashboard's API is read over HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import IO
+
+import httpx
+import pytest
+
+WAIT_FOR_ALERTS_S = 110.0  # bounded: the whole story takes well under this at --speed 0
+FIRING = re.compile(
+    r"\] FIRING (?P<kind>\w+) (?P<target>\S+) \((?P<where>[^)]+)\): (?P<summary>.+)$"
+)
+URL = re.compile(r"dashboard at (?P<url>http://127\.0\.0\.1:\d+/)")
+EXPECTED = {
+    ("dominant_shift", "translate-prod"),
+    ("tail_shift", "translate-prod"),
+    ("deadline_miss", "translate-edge"),
+}
+
+
+@dataclass
+class Demo:
+    process: subprocess.Popen[str]
+    lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    seen: list[str] = field(default_factory=list)
+
+    def next_line(self, deadline: float) -> str | None:
+        """The next line of output, or None when it ended or the deadline passed."""
+        try:
+            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return None
+        if line is not None:
+            self.seen.append(line)
+        return line
+
+    def output(self) -> str:
+        return "\n".join(self.seen)
+
+
+def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    for line in stream:
+        lines.put(line.rstrip("\n"))
+    lines.put(None)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    env = os.environ | {"TMPDIR": str(tmp_path)}
+    env = {k: v for k, v in env.items() if not k.startswith("PHASEWATCH_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "demo", "--speed", "0", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    running = Demo(process)
+    assert process.stdout is not None
+    pump = threading.Thread(target=_pump, args=(process.stdout, running.lines), daemon=True)
+    pump.start()
+    try:
+        yield running
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        pump.join(10)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_demo_fires_the_three_alerts_in_order_and_history_shows_the_share_fall(
+    demo: Demo, tmp_path: Path
+) -> None:
+    deadline = time.monotonic() + WAIT_FOR_ALERTS_S
+    first = demo.next_line(deadline)
+    assert first is not None and (found := URL.search(first)), demo.output()
+    url = found["url"]
+
+    fired: list[tuple[str, str, str]] = []
+    while {(kind, target) for kind, target, _ in fired} < EXPECTED:
+        line = demo.next_line(deadline)
+        assert line is not None, f"not all three alerts fired in time:\n{demo.output()}"
+        if match := FIRING.search(line):
+            fired.append((match["kind"], match["target"], match["summary"]))
+
+    kinds = [(kind, target) for kind, target, _ in fired]
+    assert set(kinds) == EXPECTED, demo.output()
+    assert kinds.index(("dominant_shift", "translate-prod")) < kinds.index(
+        ("tail_shift", "translate-prod")
+    )
+    dominant = next(s for k, _, s in fired if k == "dominant_shift")
+    assert "generation" in dominant and "→ network" in dominant
+
+    alerts = httpx.get(f"{url}api/v1/alerts", params={"state": "firing"}, timeout=10).json()
+    shown = {(a["kind"], a["target"]) for a in alerts["items"]}
+    assert EXPECTED <= shown
+    assert all(a["summary"] for a in alerts["items"])
+
+    # Each run's own breakdown, through the API. (The bucketed /history needs the rollups,
+    # which the store does not write yet.)
+    runs = httpx.get(
+        f"{url}api/v1/runs",
+        params={"target": "translate-prod", "vantage": "seoul-old", "limit": 100},
+        timeout=10,
+    )
+    assert runs.status_code == 200, runs.text
+    oldest_first = runs.json()["items"][::-1]
+    generation = [run["summary"]["phases"]["generation"]["share"] for run in oldest_first]
+    assert generation[0] > 0.4  # reasoning on: generation leads
+    fell = next(i for i, share in enumerate(generation) if share < 0.15)
+    assert all(share < 0.15 for share in generation[fell:])  # and it stays down
+    started = [datetime.fromisoformat(run["started_at"]) for run in oldest_first]
+    assert timedelta(hours=3.5) <= started[fell] - started[0] <= timedelta(hours=4.5)
+    assert len(generation) - fell >= 4
+
+    demo.process.send_signal(signal.SIGINT)
+    assert demo.process.wait(timeout=20) == 130
+    assert demo.process.stderr is not None
+    errors = demo.process.stderr.read()
+    assert "Traceback" not in errors, errors
+    assert not list(tmp_path.glob("phasewatch-demo-*"))  # the temporary directory is gone
+
+
+def test_demo_refuses_a_port_in_use_with_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "app", "demo", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=os.environ | {"TMPDIR": str(tmp_path)},
+        )
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(tmp_path.glob("phasewatch-demo-*"))
