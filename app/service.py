@@ -110,8 +110,6 @@ class Service:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload_requested.set)
         # Start-up's objects (modules, config, engine) live for the process: out of the
         # cyclic GC's sight, a large read's many new objects no longer make it walk them all.
-        # Collected first, so that no garbage is kept for ever.
-        gc.collect()
         gc.freeze()
 
     async def stop(self) -> None:

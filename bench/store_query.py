@@ -1,12 +1,15 @@
-"""Query: ``run_summaries`` of one target over 90 days, with millions of samples stored.
+"""Query: one target's runs over 90 days, with millions of samples stored.
+
+Measured: ``run_chart_rows`` (the long-window read, served from ``ix_runs_chart``), and
+``run_summaries`` (ORM rows with the per-phase ``summary``, meant for short windows).
 
 The database is populated first (not measured; see ``store_common.populate``) with a
 realistic history, by default 29 targets x 2 vantages x 90 days x a run every 15 minutes
 x 20 samples = 501,120 runs and 10,022,400 samples. Then, per backend:
 
-* cold: the first ``run_summaries`` in a fresh process (new engine, new connection);
+* cold: the first call in a fresh process (new engine, new connection);
 * warm: ``--repeat`` calls in this process, p50/p95/max, for an HTTP and an LLM target,
-  all vantages and one vantage;
+  all vantages and one vantage, after ``gc.freeze()`` as ``Service.start`` does;
 * where the time goes: the same statement through the bare driver, SQLAlchemy Core rows,
   ORM entities, each with and without the ``summary`` JSON column, EXPLAIN ANALYZE, and
   (``--profile``) cProfile of the ORM call.
@@ -27,8 +30,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,7 @@ from sqlalchemy.orm import Session, defer
 
 from app.store.db import make_sessions
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import run_summaries
+from app.store.queries import run_chart_rows, run_summaries
 from bench.common import REPO_ROOT, machine_info, pct, print_table
 from bench.store_common import (
     Layout,
@@ -91,26 +93,35 @@ def summaries(engine: Engine, target: str, span: tuple[datetime, datetime], **kw
         return len(run_summaries(session, target, *span, **kw))
 
 
+def chart_rows(engine: Engine, target: str, span: tuple[datetime, datetime], **kw: Any) -> int:
+    with make_sessions(engine)() as session:
+        return len(run_chart_rows(session, target, *span, **kw))
+
+
+READS: dict[str, Callable[..., int]] = {"run_chart_rows": chart_rows, "run_summaries": summaries}
+
+
 # --- cold: a fresh process ------------------------------------------------------------------
 
 
-def cold_child(url: str, target: str, start: str, end: str) -> None:
+def cold_child(url: str, target: str, start: str, end: str, read_name: str) -> None:
     """In a fresh process: connect, first query, second query; one JSON line."""
+    read = READS[read_name]
     before = time.perf_counter()
     engine = one_shot_engine(url)
     with engine.connect():
         pass
     connected = time.perf_counter() - before
     span = (datetime.fromisoformat(start), datetime.fromisoformat(end))
-    first, rows = timed(lambda: summaries(engine, target, span), 1)
-    second, _ = timed(lambda: summaries(engine, target, span), 1)
+    first, rows = timed(lambda: read(engine, target, span), 1)
+    second, _ = timed(lambda: read(engine, target, span), 1)
     engine.dispose()
     print(json.dumps({"connect": connected, "first": first[0], "second": second[0], "rows": rows}))
 
 
-def cold(url: str, target: str, span: tuple[datetime, datetime]) -> dict[str, float]:
+def cold(url: str, target: str, span: tuple[datetime, datetime], read: str) -> dict[str, float]:
     command = [sys.executable, "-m", "bench.store_query", "--cold-child", url, target]
-    command += [span[0].isoformat(), span[1].isoformat()]
+    command += [span[0].isoformat(), span[1].isoformat(), read]
     done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     if done.returncode:
         raise RuntimeError(f"cold query process failed:\n{done.stderr}")
@@ -166,36 +177,6 @@ def core_call(
     def call() -> int:
         query = (
             select(*columns)
-            .join(TargetRow, RunRow.target_id == TargetRow.id)
-            .where(TargetRow.name == target, RunRow.started_at >= span[0])
-            .where(RunRow.started_at < span[1])
-            .order_by(RunRow.started_at)
-        )
-        with engine.connect() as connection:
-            return len(connection.execute(query).all())
-
-    return call
-
-
-CHART_COLUMNS = (
-    RunRow.started_at,
-    RunRow.vantage,
-    RunRow.status,
-    RunRow.n_ok,
-    RunRow.n_errors,
-    RunRow.dominant_phase,
-    RunRow.total_p50,
-    RunRow.total_p95,
-    RunRow.total_p99,
-)
-
-
-def chart_call(engine: Engine, target: str, span: tuple[datetime, datetime]) -> Callable[[], int]:
-    """A candidate: only the columns a latency chart draws, as Core rows."""
-
-    def call() -> int:
-        query = (
-            select(*CHART_COLUMNS)
             .join(TargetRow, RunRow.target_id == TargetRow.id)
             .where(TargetRow.name == target, RunRow.started_at >= span[0])
             .where(RunRow.started_at < span[1])
@@ -274,21 +255,17 @@ def breakdown(
         ("SQLAlchemy Core rows", core_call(engine, target, span, summary=True)),
         ("SQLAlchemy Core rows, without summary", core_call(engine, target, span, False)),
         ("ORM entities, summary deferred", orm_deferred_call(engine, target, span)),
-        ("ORM entities: run_summaries (as is)", lambda: summaries(engine, target, span)),
-        ("candidate: Core, 9 chart columns", chart_call(engine, target, span)),
+        ("ORM entities: run_summaries", lambda: summaries(engine, target, span)),
+        ("run_chart_rows (ix_runs_chart)", lambda: chart_rows(engine, target, span)),
         ("candidate: SQL GROUP BY hour, vantage", hourly_call(engine, target, span)),
     ]
     rows = [timed_row(name, call, repeat) for name, call in ways]
-    with candidate_index(engine):
-        rows.append(timed_row("with index: run_summaries (as is)", ways[5][1], repeat))
-        rows.append(timed_row("with index: Core, 9 chart columns", ways[6][1], repeat))
-        rows.append(timed_row("with index: SQL GROUP BY hour, vantage", ways[7][1], repeat))
-        gc.freeze()  # what the app could do once started: old objects out of the GC's way
-        try:
-            chart = timed_row("with index + gc.freeze(): 9 chart columns", ways[6][1], repeat)
-            rows.append(chart)
-        finally:
-            gc.unfreeze()
+    gc.unfreeze()  # and the same without gc.freeze(), for comparison
+    try:
+        rows.append(timed_row("run_chart_rows, no gc.freeze()", ways[6][1], repeat))
+        rows.append(timed_row("run_summaries, no gc.freeze()", ways[5][1], repeat))
+    finally:
+        gc.freeze()
     return rows
 
 
@@ -298,28 +275,19 @@ def timed_row(name: str, call: Callable[[], int], repeat: int) -> list[str]:
     return [name, str(count), f"{pct(times, 50) * 1000:.1f}", f"{pct(times, 95) * 1000:.1f}"]
 
 
-CANDIDATE_INDEX = {
-    # Rows in time order for one target across vantages (no sort), and on PostgreSQL the
-    # chart's columns in the index itself (an index-only scan: no heap page per run).
-    "postgresql": "CREATE INDEX ix_candidate ON runs (target_id, started_at) INCLUDE "
-    "(vantage, status, n_ok, n_errors, dominant_phase, total_p50, total_p95, total_p99)",
-    "sqlite": "CREATE INDEX ix_candidate ON runs (target_id, started_at, vantage, status, "
-    "n_ok, n_errors, dominant_phase, total_p50, total_p95, total_p99)",
-}
+def chart_plan(engine: Engine, target: str, span: tuple[datetime, datetime]) -> str:
+    seen: list[tuple[str, Any]] = []
 
+    def capture(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        seen.append((statement, parameters))
 
-@contextmanager
-def candidate_index(engine: Engine) -> Iterator[None]:
-    """The proposed index, for the time of a measurement; dropped again afterwards."""
-    with engine.begin() as connection:
-        connection.exec_driver_sql(CANDIDATE_INDEX[engine.dialect.name])
-        if engine.dialect.name == "postgresql":  # SQLite's planner runs without statistics
-            connection.exec_driver_sql("ANALYZE runs")
+    event.listen(engine, "before_cursor_execute", capture)
     try:
-        yield
+        chart_rows(engine, target, span)
     finally:
-        with engine.begin() as connection:
-            connection.exec_driver_sql("DROP INDEX ix_candidate")
+        event.remove(engine, "before_cursor_execute", capture)
+    statement, parameters = seen[-1]
+    return f"{statement}\n{parameters}\n\n{plan(engine, statement, parameters)}"
 
 
 def profile(engine: Engine, target: str, span: tuple[datetime, datetime]) -> str:
@@ -347,25 +315,30 @@ def sizes(engine: Engine) -> str:
     return f"{runs:,} runs, {samples:,} samples stored; database {size / 2**30:.2f} GiB"
 
 
-def cold_row(url: str, target: str, span: tuple[datetime, datetime]) -> list[str]:
-    first = cold(url, target, span)
+def cold_row(url: str, target: str, span: tuple[datetime, datetime], read: str) -> list[str]:
+    first = cold(url, target, span, read)
     timings = [f"connect {first['connect'] * 1000:.1f}", f"{first['first'] * 1000:.1f}"]
     timings.append(f"second {first['second'] * 1000:.1f}")
-    where = [backend_label(url), f"{target} (cold, new process)", "all"]
+    where = [backend_label(url), read, f"{target} (cold, new process)", "all"]
     return [*where, f"{first['rows']:,}", *timings, "-"]
 
 
 def warm_row(
-    engine: Engine, target: str, span: tuple[datetime, datetime], vantage: str | None, n: int
+    engine: Engine,
+    read: str,
+    target: str,
+    span: tuple[datetime, datetime],
+    vantage: str | None,
+    n: int,
 ) -> list[str]:
     def call() -> int:
-        return summaries(engine, target, span, vantage=vantage)
+        return READS[read](engine, target, span, vantage=vantage)
 
     call()
     times, count = timed(call, n)
     p50, p95, top = pct(times, 50) * 1000, pct(times, 95) * 1000, max(times) * 1000
     met = "yes" if p95 <= GOAL_MS else "NO"
-    where = [backend_label(str(engine.url)), target, vantage or "all"]
+    where = [backend_label(str(engine.url)), read, target, vantage or "all"]
     return [*where, f"{count:,}", f"{p50:.1f}", f"{p95:.1f}", f"{top:.1f}", met]
 
 
@@ -382,24 +355,38 @@ def measure(url: str, args: argparse.Namespace, layout: Layout) -> list[list[str
         http, llm = target_name(1), target_name(0)
         assert target_kind(0) != target_kind(1)
         wait_quiet(args.wait_quiet)
-        rows = [cold_row(url, http, span)]
-        for name in (http, llm):
-            for vantage in (None, "vantage-0"):
-                wait_quiet(args.wait_quiet)
-                rows.append(warm_row(engine, name, span, vantage, args.repeat))
+        rows = [cold_row(url, http, span, read) for read in READS]
+        gc.collect()
+        gc.freeze()  # as Service.start does once the service has started
+        for read in READS:
+            for name in (http, llm):
+                for vantage in (None, "vantage-0"):
+                    wait_quiet(args.wait_quiet)
+                    rows.append(warm_row(engine, read, name, span, vantage, args.repeat))
         print_table(HEADERS, rows)
         print(f"\n### where the time goes ({backend_label(url)}, {http}, all vantages, warm)")
         wait_quiet(args.wait_quiet)
         print_table(["path", "rows", "p50 ms", "p95 ms"], breakdown(engine, http, span, 20))
         statement, parameters = captured_statement(engine, http, span)
         print(f"\n```\n{statement}\n{parameters}\n\n{plan(engine, statement, parameters)}\n```")
+        print(f"\n```\n{chart_plan(engine, http, span)}\n```")
         if args.profile:
             print(f"\n```\n{profile(engine, http, span)}\n```")
         engine.dispose()
         return rows
 
 
-HEADERS = ["backend", "target", "vantage", "rows", "p50 ms", "p95 ms", "max ms", "p95 <= 50 ms"]
+HEADERS = [
+    "backend",
+    "read",
+    "target",
+    "vantage",
+    "rows",
+    "p50 ms",
+    "p95 ms",
+    "max ms",
+    "p95 <= 50 ms",
+]
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -411,7 +398,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=30, help="warm queries per case")
     parser.add_argument("--profile", action="store_true", help="cProfile run_summaries")
     parser.add_argument("--populate-budget", type=float, default=3600.0, metavar="S")
-    parser.add_argument("--cold-child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--cold-child", nargs=5, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -422,7 +409,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     chosen = backends(args.backends)
     pg = f"; PostgreSQL {pg_version(args.pg)}" if "postgresql" in chosen else ""
-    print(f"# Query: run_summaries of one target over 90 days\n{machine_info()}{pg}\n")
+    print(f"# Query: one target's runs over 90 days\n{machine_info()}{pg}\n")
     layout = layout_from(args)
     rows = []
     for backend in chosen:

@@ -13,11 +13,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, func, select
-from sqlalchemy.exc import IntegrityError, StatementError
+from sqlalchemy import Engine, event, func, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError, StatementError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
 
-from app.store.db import json_dumps, json_dumps_text, json_loads, write_lock, write_transaction
+from app.pipeline import is_transient
+from app.store.db import (
+    json_dumps,
+    json_dumps_text,
+    json_loads,
+    make_engine,
+    make_sessions,
+    write_lock,
+    write_transaction,
+)
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.queries import (
     RUN_CHART_COLUMNS,
@@ -220,8 +230,6 @@ def test_writers_of_one_sqlite_database_take_turns_in_the_process(
 
 
 def test_engines_on_one_sqlite_file_share_its_write_lock(engine: Engine, db_url: str) -> None:
-    from app.store.db import make_engine
-
     other = make_engine(db_url)
     try:
         with write_lock(engine):
@@ -276,7 +284,7 @@ def test_the_pipelines_writes_queue_behind_a_prune_batch_not_sqlites_busy_handle
 
     def hold() -> None:
         with write_transaction(sessions) as session:
-            session.execute(RunRow.__table__.update().values(vantage="held"))
+            session.execute(update(RunRow).values(vantage="held"))
             holding.set()
             time.sleep(0.03)
 
@@ -351,3 +359,50 @@ def test_run_chart_rows_refuse_a_naive_window(sessions: sessionmaker[Session]) -
     naive = NOW.replace(tzinfo=None)
     with pytest.raises(StatementError, match="naive datetime"), sessions() as session:
         run_chart_rows(session, "api", naive, naive + timedelta(hours=1))
+
+
+# --- PostgreSQL connections that died while idle ----------------------------------------------
+
+
+def kill_pooled_connections(engine: Engine) -> None:
+    """Ends, from another connection, the server processes of the engine's pooled ones."""
+    with engine.connect() as connection:
+        mine = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    admin = make_engine(engine.url.render_as_string(hide_password=False), poolclass=NullPool)
+    with admin.connect() as connection:
+        connection.exec_driver_sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %(pid)s",
+            {"pid": mine},
+        )
+    admin.dispose()
+
+
+def test_an_idle_connection_the_server_dropped_is_replaced_before_use(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("app.store.db.PING_AFTER_IDLE_S", 0.0)
+    engine = make_engine(postgres_url, pool_size=1)
+    try:
+        kill_pooled_connections(engine)
+
+        with engine.connect() as connection:
+            assert connection.exec_driver_sql("SELECT 1").scalar() == 1
+    finally:
+        engine.dispose()
+
+
+def test_a_connection_in_steady_use_is_not_pinged_and_its_loss_is_transient(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("app.store.db.PING_AFTER_IDLE_S", 3600.0)
+    engine = make_engine(postgres_url, pool_size=1)
+    sessions = make_sessions(engine)
+    try:
+        kill_pooled_connections(engine)
+
+        with pytest.raises(OperationalError) as failed:
+            store(sessions, run_of(2))
+        assert is_transient(failed.value)
+        assert store(sessions, run_of(2))  # the pool has replaced the dead connection
+    finally:
+        engine.dispose()

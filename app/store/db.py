@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,32 @@ def make_engine(url: str, **options: Any) -> Engine:
     connect_args = POSTGRES_TIMEOUTS | given
     # psycopg takes the bytes as they are: no decode, no re-encode.
     options.setdefault("json_serializer", json_dumps)
-    return create_engine(url, pool_pre_ping=True, connect_args=connect_args, **options)
+    engine = create_engine(url, connect_args=connect_args, **options)
+    event.listen(engine, "checkin", _stamp_checkin)
+    event.listen(engine, "checkout", _ping_if_idle)
+    return engine
+
+
+# A pooled connection may have died while idle (the server restarted): one that idled
+# longer than this is pinged before use, and replaced if the ping fails. Pinging every
+# checkout (pool_pre_ping) would cost each stored run a round trip; a connection in
+# steady use that dies fails its statement instead, which a store takes as transient.
+PING_AFTER_IDLE_S = 2.0
+
+
+def _stamp_checkin(_dbapi_connection: Any, record: Any) -> None:
+    record.info["checked_in_at"] = time.monotonic()
+
+
+def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+    idle_since = record.info.get("checked_in_at")
+    if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+        return
+    try:
+        dbapi_connection.execute("SELECT 1")
+        dbapi_connection.rollback()
+    except Exception as exc:  # the driver's error, whatever broke: the pool tries another
+        raise DisconnectionError(f"idle connection lost: {exc}") from exc
 
 
 # Storing a run encodes four JSON documents per sample: orjson does it several times faster
