@@ -34,6 +34,9 @@ def test_prod_config_follows_the_story_by_hour(hour: float, expected: SimConfig)
         (EDGE, 0.0, False),
         (EDGE, story.EDGE_FROM_H - 0.01, False),
         (EDGE, story.EDGE_FROM_H, True),
+        (EDGE, story.EDGE_UNTIL_H - 0.01, True),
+        (EDGE, story.EDGE_UNTIL_H, False),
+        (PROD, story.END_H - 0.01, True),
     ],
 )
 def test_each_endpoint_is_probed_from_its_hour(

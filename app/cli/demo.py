@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 HOST = "127.0.0.1"
 DEFAULT_SPEED = 1200.0  # simulated seconds per real second: an hour every 3 s
 STORY = (
-    "translate-prod (275 ms away) turns reasoning off at hour 4, then meets busy hours at 6;",
-    "translate-edge (25 ms away, slower, cold starts) is tried from hour 4.5 under a 1.5 s"
-    " deadline.",
+    "translate-prod (275 ms away) turns reasoning off at hour 4; busy hours begin at 5.5.",
+    "translate-edge (25 ms away, slower, cold starts) is tried from hour 4.5 to 7 under a"
+    " 1.5 s deadline.",
 )
 
 
@@ -49,7 +49,7 @@ def demo(
         int, typer.Option(min=0, max=65535, help="Dashboard port on 127.0.0.1; 0 picks one.")
     ] = 8080,
 ) -> None:
-    """Replay nine simulated hours in compressed time: simulated endpoints, real probes,
+    """Replay 8.5 simulated hours in compressed time: simulated endpoints, real probes,
     storage, detection and alerts, and the dashboard. Ctrl-C stops."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     listener = _listen(port)

@@ -185,7 +185,8 @@ class Replay:
     async def _stream(self, target: Target, sim: SimServer, pipeline: Pipeline) -> None:
         endpoint = story.endpoint(target.name)
         offset = first_run_offset(target.name, target.interval)
-        for hour in story.run_hours(offset, target.interval, endpoint.probed_from_h, story.END_H):
+        start_h, end_h = endpoint.probed_from_h, endpoint.probed_until_h
+        for hour in story.run_hours(offset, target.interval, start_h, end_h):
             await sleep_until(self._story_start + hour * story.HOUR_S)
             sim.reconfigure(**_settings(endpoint.config_at(hour)))
             await pipeline.run(target, scheduled_at=self.now())

@@ -1,18 +1,19 @@
 """The demo's story: what each simulated endpoint does, hour by hour. Pure data and lookups.
 
-``translate-prod`` sits in a far region (275 ms round trip). At first reasoning is on and
-generation dominates; at hour 5 reasoning is turned off, generation falls to about 10 % of
-end-to-end and network (then queue) take over: ``dominant_shift``. At hour 8 busy hours on
-the shared infrastructure begin: the queue median rises to 0.9 s and its p99 reaches six
-seconds: ``tail_shift``.
+``translate-prod`` sits in a far region (275 ms round trip). For four hours reasoning is on
+and generation dominates (about half of end-to-end); then reasoning is turned off,
+generation falls to about 10 % and network (then queue) take over: ``dominant_shift``.
+From hour 5.5 busy hours on the shared infrastructure raise the queue median by two thirds
+(it stays under the round trip) and its p99 to about ten seconds: ``tail_shift``.
 
-``translate-edge`` is a candidate near the user (25 ms round trip), probed from hour 5.5,
-when network has just become the biggest phase at prod. It generates 1.5 × slower, sits on
-a small pool with a noisy queue, and scales to zero between runs, so each run opens on a
-two-second cold start: requests miss the client's 1,500 ms deadline: ``deadline_miss``.
+``translate-edge`` is a candidate near the user (25 ms round trip), tried from hour 4.5 to
+hour 7, when network has just become prod's biggest phase. It generates 1.5 × slower, sits
+on a small pool with a noisy queue, and scales to zero between runs, so each run opens on
+a two-second cold start: requests miss the client's 1,500 ms deadline: ``deadline_miss``.
 
-The detector settings the compressed story needs (a reference after six runs instead of a
-day's worth) are in ``TARGETS``, as a user would write them in a targets file.
+The detector settings the compressed story needs (a reference after four runs instead of
+a day's worth) are in ``TARGETS``, as a user would write them in a targets file; everything
+else is the production default.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class Endpoint:
 
     name: str
     probed_from_h: float
+    probed_until_h: float
     changes: tuple[tuple[float, SimConfig], ...]  # (from hour, config), in order
 
     def config_at(self, hour: float) -> SimConfig:
@@ -42,7 +44,7 @@ class Endpoint:
         return current
 
     def probed_at(self, hour: float) -> bool:
-        return hour >= self.probed_from_h
+        return self.probed_from_h <= hour < self.probed_until_h
 
 
 PROD_REASONING = SimConfig(
@@ -73,14 +75,18 @@ EDGE = SimConfig(
 
 SWITCH_H = 4.0
 EDGE_FROM_H = 4.5
-BUSY_H = 6.0
-END_H = 9.0
+EDGE_UNTIL_H = 7.0
+BUSY_H = 5.5
+END_H = 8.5
 
 ENDPOINTS = (
     Endpoint(
-        "translate-prod", 0.0, ((0.0, PROD_REASONING), (SWITCH_H, PROD_DIRECT), (BUSY_H, PROD_BUSY))
+        "translate-prod",
+        0.0,
+        END_H,
+        ((0.0, PROD_REASONING), (SWITCH_H, PROD_DIRECT), (BUSY_H, PROD_BUSY)),
     ),
-    Endpoint("translate-edge", EDGE_FROM_H, ((0.0, EDGE),)),
+    Endpoint("translate-edge", EDGE_FROM_H, EDGE_UNTIL_H, ((0.0, EDGE),)),
 )
 VANTAGES = ("seoul-old", "seoul-new")
 INTERVAL_S = 1800.0
