@@ -52,7 +52,8 @@ def test_timers_fire_in_order_at_their_virtual_time_without_waiting(
 
     real_start = time.monotonic()
     fired = run_virtual(main)
-    assert time.monotonic() - real_start < max(delays) or max(delays) < 1
+    if max(delays) >= 3600:  # an hour of virtual time, nowhere near an hour of real time
+        assert time.monotonic() - real_start < 60
     assert [index for index, _ in fired] == expected_order
     for index, at in fired:
         assert at == pytest.approx(delays[index], abs=1e-9)

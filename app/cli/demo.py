@@ -116,7 +116,9 @@ def _watch(server: uvicorn.Server, replay: Replay, started: float) -> None:
             time.sleep(0.02)
         replay.go()
         replay.finished.wait()
-        if replay.error is None and not server.should_exit:
+        if replay.error is not None:
+            server.should_exit = True  # the command fails with the replay's error
+        elif not server.should_exit:
             elapsed = time.monotonic() - started
             _say(f"[+{elapsed:5.1f}s] the story is over; the dashboard stays up until Ctrl-C")
 

@@ -76,6 +76,7 @@ class Replay:
         self.finished = threading.Event()
         self.error: BaseException | None = None
         self._origin = datetime.now(UTC)
+        self._story_start = self.clock.now()
         self._ready = threading.Event()
         self._go = threading.Event()
         self._loop: VirtualEventLoop | None = None
@@ -117,7 +118,6 @@ class Replay:
     # The replay's thread ---------------------------------------------------------------
 
     def _run(self) -> None:
-        self._story_start = self.clock.now()
         loop = self._loop = VirtualEventLoop(self.clock)
         try:
             with asyncio.Runner(loop_factory=lambda: loop) as runner:
