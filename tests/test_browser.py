@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 from sqlalchemy import select
 
@@ -265,3 +266,39 @@ def test_alert_list_links_to_the_alert(page: Any, site: Site) -> None:
     page.click(f'tr[data-alert="{site.filled.alert_id}"] a >> nth=0')
     page.wait_for_url(f"**/alerts/{site.filled.alert_id}")
     assert page.locator("#explanation").inner_text() == site.filled.alert_summary
+
+
+def test_silencing_from_the_page_creates_a_silence_for_the_alerts_labels(
+    page: Any, site: Site, expected_errors: list[str]
+) -> None:
+    expected_errors.extend(["401 ", "status of 401"])
+    page.goto(site.server.base + f"/alerts/{site.filled.alert_id}")
+    page.select_option("#silence-form select[name=duration]", "1d")
+    page.fill("#silence-form input[name=created_by]", "grace")
+    page.fill("#silence-form input[name=comment]", "deploying a fix")
+    page.click("#silence-form button[type=submit]")
+    dialog = page.locator("#token-dialog")
+    dialog.wait_for(state="visible")
+    dialog.locator("input[name=token]").fill(TOKEN)
+    dialog.locator("input[name=token]").press("Enter")
+    page.wait_for_selector("[data-result].ok")
+    silences = httpx.get(site.server.base + "/api/v1/silences", timeout=10).json()
+    assert len(silences) == 1
+    silence = silences[0]
+    matchers = {m["name"]: m["value"] for m in silence["matchers"]}
+    assert matchers == {"alertname": "dominant_shift", "target": "chat-prod", "vantage": "eu"}
+    assert (silence["createdBy"], silence["comment"]) == ("grace", "deploying a fix")
+    lasts = datetime.fromisoformat(silence["endsAt"]) - datetime.fromisoformat(silence["startsAt"])
+    assert lasts == timedelta(days=1)
+
+
+def test_charts_redraw_when_the_system_colour_scheme_changes(page: Any, site: Site) -> None:
+    page.goto(site.server.base + "/targets/chat-prod?range=7d")
+    page.wait_for_function("document.querySelector('canvas.heatmap').dataset.cells > 0")
+    digest = "c => Array.from(c.getContext('2d').getImageData(0, 0, c.width, 40).data).join()"
+    axis_colour = "getComputedStyle(document.documentElement).getPropertyValue('--chart-axis')"
+    light = page.locator("canvas.heatmap").evaluate(digest)
+    page.emulate_media(color_scheme="dark")
+    page.wait_for_function(f"{axis_colour}.trim() === '#a2a8ae'")
+    page.wait_for_timeout(200)
+    assert page.locator("canvas.heatmap").evaluate(digest) != light

@@ -40,6 +40,7 @@
     const dialog = document.getElementById("token-dialog");
     const input = dialog.querySelector("input[name=token]");
     input.value = "";
+    dialog.returnValue = "";
     return new Promise(function (resolve) {
       dialog.addEventListener(
         "close",
@@ -198,8 +199,17 @@
   };
 
   applyTheme(currentTheme());
+  // The system's scheme can change under "auto" (dusk, a user's setting): charts redraw.
+  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", function () {
+    document.dispatchEvent(new CustomEvent("phasewatch:theme"));
+  });
   document.getElementById("theme-toggle").addEventListener("click", toggleTheme);
   document.addEventListener("submit", submitApiForm);
+  // Cancel is a plain button: Enter in the token field must submit the token, not cancel.
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest("[data-close-dialog]");
+    if (button) button.closest("dialog").close("cancel");
+  });
   document.addEventListener("input", function (event) {
     if (event.target.id === "row-filter") applyFilter();
   });
