@@ -149,6 +149,7 @@ class Replay:
             self._ready.set()
             await asyncio.to_thread(self._go.wait)
             self._story_start = self.clock.now()
+            self.clock.pace_from_here()
             await self._replay(sessions, targets, sims)
 
     async def _replay(

@@ -56,6 +56,10 @@ class VirtualClock:
     def advance(self, seconds: float) -> None:
         self._now += max(0.0, seconds)
 
+    def pace_from_here(self) -> None:
+        """Measure ``speed`` from now on (not from whatever came before, such as a start-up)."""
+        self.start, self._real_start = self._now, time.monotonic()
+
     def real_wait_before(self, target: float) -> float:
         """Real seconds to wait before the clock may reach ``target`` at this speed."""
         if self.speed is None:
