@@ -9,17 +9,20 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from sqlalchemy import select
 
+from app.demo.simserver import SimServer
 from app.metrics import LATENCY_BUCKETS_S
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
 from tests.apiapp import Api, api, minutes_ago, targets
 from tests.runfactory import LLM, make_run, record_of
+from tests.test_serve import FAST, Served, eventually, targets_file
 
 TIMED = ("ok", "deadline_exceeded")  # failed samples have no latency
 HTTP = {"connect": 2.0, "network": 20.0, "server": 300.0, "transfer": 4.0}
@@ -278,3 +281,29 @@ def _version() -> str:
     from app import __version__
 
     return __version__
+
+
+def test_serve_exposes_its_scheduled_runs(tmp_path: Path) -> None:
+    """The real process: the scheduler's runs reach /metrics through the pipeline's hook."""
+    with SimServer(FAST) as sim:
+        config = targets_file(tmp_path, sim, "api", interval="1s", samples="3")
+        server = Served(tmp_path, config)
+        try:
+            # Longer than wait_ready allows: importing scipy on a busy machine takes a while.
+            eventually(lambda: server.health() is not None or server.process.poll() is not None,
+                       90, "serve answering")  # fmt: skip
+            assert server.process.poll() is None, server.output()
+            eventually(lambda: len(server.runs("api")) >= 2, 15, "two runs stored")
+            response = httpx.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5)
+            stored = len(server.runs("api"))
+        finally:
+            server.stop()
+            server.log.close()
+    found = parsed(response.text)
+    where = {"target": "api", "vantage": "test-vantage"}
+    runs = value(found, "phasewatch_runs_stored_total", **where)
+    assert runs is not None and 2 <= runs <= stored
+    assert value(found, "phasewatch_samples_total", **where, status="ok") == 3 * runs
+    assert value(found, "phasewatch_schedule_lateness_seconds_count", **where) == runs
+    assert value(found, "phasewatch_request_seconds_count", **where) == 3 * runs
+    assert value(found, "phasewatch_dominant_phase", **where, phase="server") is not None
