@@ -12,7 +12,8 @@ and daily for all 30 days, 5- and 15-minute ones for the newest day. Runs repeat
 24 hour-of-day shapes per target profile, so generation is fast; the queries see the same
 row counts and index shapes as real history. A few alerts are firing.
 
-Then uvicorn serves the app on loopback (one process, scheduler off) and the benchmark GETs
+Then uvicorn serves the app on loopback (one process, started as ``serve`` starts it, but
+with probing off) and the benchmark GETs
 ``/`` ``--requests`` times after ``--warmup`` requests, one at a time, timing each request
 from send to last byte. It also times each data-layer call the page makes, so a slow page
 names its slow call.
@@ -48,7 +49,8 @@ from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
 from app.store.queries import sync_targets
 from app.store.reads import current_breakdowns, sparklines
 from app.store.rollups import period_start
-from app.web.pages.overview import target_intervals
+from app.web.pages.overview import overview_rows, target_intervals
+from app.web.pages.render import templates
 from bench.common import RunClock, machine_info
 from tests.historyfactory import Server, add_fired_alert, medians_at
 from tests.runfactory import make_run, record_of
@@ -125,11 +127,16 @@ class Scale:
     sample_days: float
 
 
+def targets_of(scale: Scale) -> list[Target]:
+    interval = scale.interval.total_seconds()
+    names = [f"endpoint-{i:03d}" for i in range(scale.targets)]
+    return [Target(name=n, url=f"http://127.0.0.1:9/{n}", interval=interval) for n in names]
+
+
 def fill(sessions: sessionmaker[Session], scale: Scale, now: datetime) -> dict[str, int]:
     """Write the fleet in bulk; returns row counts."""
-    names = [f"endpoint-{i:03d}" for i in range(scale.targets)]
-    interval = scale.interval.total_seconds()
-    targets = [Target(name=n, url=f"http://127.0.0.1:9/{n}", interval=interval) for n in names]
+    targets = targets_of(scale)
+    names = [target.name for target in targets]
     with sessions.begin() as session:
         ids = sync_targets(session, targets, now)
     found = shapes()
@@ -263,6 +270,29 @@ def time_calls(sessions: sessionmaker[Session], repeat: int) -> dict[str, float]
     return found
 
 
+def time_render(sessions: sessionmaker[Session], repeat: int) -> float:
+    """Median ms of the page's own work: rows built from the data, and the template."""
+    now = datetime.now(UTC)
+    with sessions() as session:
+        data = (
+            current_breakdowns(session, now),
+            sparklines(session, now),
+            open_alerts_by_series(session),
+            target_intervals(session),
+        )
+    template = templates.get_template("overview.html.j2")
+    timings = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        rows = overview_rows(*data, now)
+        template.render(
+            rows=rows, now=now, section="overview", target_count=len(rows), firing=0, stale=0,
+            legend=[], window_text="hour", spark_hours=24,
+        )  # fmt: skip
+        timings.append((time.perf_counter() - started) * 1000)
+    return statistics.median(timings)
+
+
 def run_backend(url: str, args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     upgrade(url)
     engine = make_engine(url)
@@ -273,11 +303,13 @@ def run_backend(url: str, args: argparse.Namespace, directory: Path) -> dict[str
     counts = fill(sessions, scale, now)
     fill_s = time.perf_counter() - started
     calls = time_calls(sessions, repeat=5)
+    calls["rows and template (the page itself)"] = time_render(sessions, repeat=5)
     engine.dispose()
     settings = Settings(database_url=url, spool_dir=directory / "spool", vantage="eu",
                         config=directory / "absent.yaml")  # fmt: skip
-    app = create_app(settings, TargetsFile())
-    with Server(app) as server:
+    # As `serve` runs, start-up included (gc.freeze), but with nothing probed.
+    app = create_app(settings, TargetsFile(targets=targets_of(scale)), probing=False)
+    with Server(app, lifespan="on") as server:
         clock = RunClock()
         timings, size = time_pages(server.base, args.warmup, args.requests)
         busy = clock.report()

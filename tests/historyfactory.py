@@ -229,15 +229,15 @@ def _free_port() -> int:
 
 
 class Server:
-    """An app under uvicorn on a free loopback port, in a thread. Lifespan off: nothing is
-    scheduled or probed, so pages show exactly the generated history."""
+    """An app under uvicorn on a free loopback port, in a thread. Lifespan off by default:
+    nothing is scheduled or probed, so pages show exactly the generated history."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, lifespan: str = "off") -> None:
         self.app = app
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, lifespan="off", log_level="warning"
+            app, host="127.0.0.1", port=self.port, lifespan=lifespan, log_level="warning"
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
