@@ -20,6 +20,7 @@ import httpx
 
 from app.probe import clock
 from app.probe import phases as phase_model
+from app.probe.netbackend import AsyncioBackend
 from app.probe.readers import (
     BodyReader,
     CountingReader,
@@ -47,13 +48,13 @@ def make_client(spec: ProbeSpec, *, connections: int = 1) -> httpx.AsyncClient:
     # httpx's own timeouts sit just past our cut-off, so the cut-off is what fires.
     timeout = httpx.Timeout(spec.timeout_s + 1.0)
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    transport = httpx.AsyncHTTPTransport(
+        verify=_verify(spec.verify), http2=spec.http2, limits=limits, trust_env=False
+    )
+    # httpx does not take a network backend; its pool (httpcore's, pinned) does.
+    transport._pool._network_backend = AsyncioBackend()
     return httpx.AsyncClient(
-        http2=spec.http2,
-        verify=_verify(spec.verify),
-        timeout=timeout,
-        limits=limits,
-        follow_redirects=False,
-        trust_env=False,
+        transport=transport, timeout=timeout, follow_redirects=False, trust_env=False
     )
 
 
@@ -119,6 +120,7 @@ async def probe_once(
     _describe_error(sample, exchange, error)
     # Servers repeat a rejected key in their errors: a sample never keeps it.
     sample.error = scrub_secrets(sample.error, spec.headers)
+    _unbind(exchange.response)
     return sample
 
 
@@ -141,6 +143,15 @@ async def _exchange(client: httpx.AsyncClient, spec: ProbeSpec, exchange: _Excha
         exchange.rtt_ms = tcp_rtt_ms(response_socket(response))
     finally:
         await response.aclose()
+
+
+def _unbind(response: httpx.Response | None) -> None:
+    """Break the closed response's reference cycle (httpx binds its stream to it), so that
+    refcounting frees the response, and through it the client's pool once the client is
+    closed, at once instead of at the next full garbage collection (a ~0.1 s pause in a
+    process running many probes)."""
+    if response is not None and response.is_closed:
+        response.stream = httpx.ByteStream(b"")
 
 
 def _build_request(

@@ -1,0 +1,355 @@
+"""httpcore's network backend, written straight on asyncio for the probe.
+
+httpcore's default (anyio) spends ~0.8 ms of Python in ``connect_tcp`` on this kind of
+machine (a task group racing every address, cancel scopes, several loop turns) where the
+kernel's connect takes 0.03 ms; all of it lands in the sample's ``connect`` phase. This
+backend connects a plain non-blocking socket (racing addresses only when a name resolves to
+more than one), then reads and writes through one asyncio ``Protocol`` that keeps reading
+on, buffered up to a bound, so a read of data already in takes no loop turn.
+
+The contract is httpcore's ``AsyncNetworkBackend``/``AsyncNetworkStream``: timeouts are
+per call (``ConnectTimeout``/``ReadTimeout``/``WriteTimeout``), failures are httpcore's
+``ConnectError``/``ReadError``/``WriteError``, cancellation passes through untouched.
+``get_extra_info("socket")`` is the real ``socket.socket`` (``rtt`` reads ``TCP_INFO``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from asyncio.staggered import staggered_race
+from collections import deque
+from collections.abc import Awaitable, Iterable
+from functools import partial
+from ipaddress import ip_address
+from typing import Any, TypeVar
+
+from httpcore import (
+    AsyncNetworkBackend,
+    AsyncNetworkStream,
+    ConnectError,
+    ConnectTimeout,
+    ReadError,
+    ReadTimeout,
+    WriteError,
+    WriteTimeout,
+)
+from httpcore._backends.base import SOCKET_OPTION
+from httpcore._utils import is_socket_readable
+
+# Reading pauses above this many buffered bytes, so a server that floods memory cannot.
+HIGH_WATER = 256 * 1024
+LOW_WATER = 64 * 1024
+# RFC 8305's recommended head start of one address over the next.
+HAPPY_EYEBALLS_DELAY_S = 0.25
+T = TypeVar("T")
+
+
+class _Buffered(asyncio.Protocol):
+    """Bytes as they come in, plus why they stopped coming (EOF or an error)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+        self.eof = False
+        self.error: BaseException | None = None
+        self.reading_paused = False
+        self.writing_paused = False
+        self._read_waiter: asyncio.Future[None] | None = None
+        self._write_waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.size += len(data)
+        if self.size > HIGH_WATER and not self.reading_paused and self.transport is not None:
+            self.reading_paused = True
+            self.transport.pause_reading()
+        self._wake_reader()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake_reader()
+        return False  # the transport closes: a server that is done sending is done reading
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        if exc is not None and self.error is None:
+            self.error = exc
+        self._wake_reader()
+        self._wake_writer()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._wake_writer()
+
+    # One waiter each way: HTTP/2 may wait to write while it waits to read.
+    def readable(self) -> asyncio.Future[None]:
+        self._read_waiter = asyncio.get_running_loop().create_future()
+        return self._read_waiter
+
+    def writable(self) -> asyncio.Future[None]:
+        self._write_waiter = asyncio.get_running_loop().create_future()
+        return self._write_waiter
+
+    def take(self, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` of what is buffered (``b""`` at EOF)."""
+        if not self.chunks:
+            if self.error is not None:
+                raise ReadError(str(self.error) or repr(self.error))
+            return b""
+        data = self.chunks.popleft()
+        if len(data) > max_bytes:
+            self.chunks.appendleft(data[max_bytes:])
+            data = data[:max_bytes]
+        self.size -= len(data)
+        if self.reading_paused and self.size <= LOW_WATER and self.transport is not None:
+            self.reading_paused = False
+            self.transport.resume_reading()
+        return data
+
+    def _wake_reader(self) -> None:
+        waiter, self._read_waiter = self._read_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _wake_writer(self) -> None:
+        waiter, self._write_waiter = self._write_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class AsyncioStream(AsyncNetworkStream):
+    """One connection: plain TCP, or TLS over it after ``start_tls``."""
+
+    def __init__(
+        self, sock: socket.socket, transport: asyncio.Transport, protocol: _Buffered
+    ) -> None:
+        self._sock = sock
+        self._transport = transport
+        self._protocol = protocol
+        self._tls = False
+        # Kept now: once the socket is closed nobody can ask it any more.
+        self._server_addr = _address(sock.getpeername)
+        self._client_addr = _address(sock.getsockname)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        protocol = self._protocol
+        if not protocol.chunks and not protocol.eof:
+            await _within(protocol.readable(), timeout, ReadTimeout)
+        return protocol.take(max_bytes)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        protocol = self._protocol
+        if protocol.error is not None or self._transport.is_closing():
+            raise WriteError(str(protocol.error or "connection closed"))
+        self._transport.write(buffer)
+        while protocol.writing_paused and not self._transport.is_closing():
+            await _within(protocol.writable(), timeout, WriteTimeout)
+        if protocol.error is not None:
+            raise WriteError(str(protocol.error))
+
+    async def aclose(self) -> None:
+        # As httpcore's anyio backend does (standard_compatible=False): no TLS close_notify
+        # exchange, which would wait on a peer that may be gone.
+        if self._tls:
+            self._transport.abort()
+        else:
+            self._transport.close()
+        # The socket is closed on the loop's next turn: let it be, as anyio's aclose does,
+        # so that closed means closed for whoever runs next (even blocking code).
+        await asyncio.sleep(0)
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        handshake = loop.start_tls(
+            self._transport, self._protocol, ssl_context, server_hostname=server_hostname
+        )
+        try:
+            transport = await _within(handshake, timeout, ConnectTimeout)
+        except (OSError, ssl.SSLError) as exc:
+            self._transport.abort()
+            raise ConnectError(str(exc) or repr(exc)) from exc
+        except BaseException:
+            self._transport.abort()
+            raise
+        if transport is None:  # the connection closed during the handshake
+            raise ConnectError("connection closed during the TLS handshake")
+        assert isinstance(transport, asyncio.Transport)
+        self._protocol.transport = transport  # flow control now pauses the TLS layer
+        stream = AsyncioStream(self._sock, transport, self._protocol)
+        stream._tls = True
+        return stream
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "socket":
+            return self._sock
+        if info == "server_addr":
+            return self._server_addr
+        if info == "client_addr":
+            return self._client_addr
+        if info == "ssl_object":
+            return self._transport.get_extra_info("ssl_object") if self._tls else None
+        if info == "is_readable":
+            return self._readable()
+        return None
+
+    def _readable(self) -> bool:
+        """Whether an idle connection has something to say: data, EOF or an error all mean
+        the server has dropped it (or broken the protocol), so the pool must not reuse it."""
+        protocol = self._protocol
+        if protocol.chunks or protocol.eof or protocol.error is not None:
+            return True
+        return is_socket_readable(self._sock)
+
+
+class AsyncioBackend(AsyncNetworkBackend):
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[SOCKET_OPTION] | None = None,
+    ) -> AsyncNetworkStream:
+        options = list(socket_options or ())
+        try:
+            connecting = _connect(host, port, local_address, options)
+            sock = await _within(connecting, timeout, ConnectTimeout)
+        except OSError as exc:
+            raise ConnectError(str(exc) or repr(exc)) from exc
+        return await _stream(sock)
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[SOCKET_OPTION] | None = None,
+    ) -> AsyncNetworkStream:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            _prepare(sock, None, list(socket_options or ()))
+            loop = asyncio.get_running_loop()
+            await _within(loop.sock_connect(sock, path), timeout, ConnectTimeout)
+        except OSError as exc:
+            sock.close()
+            raise ConnectError(str(exc) or repr(exc)) from exc
+        except BaseException:
+            sock.close()
+            raise
+        return await _stream(sock)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+async def _within(awaitable: Awaitable[T], timeout: float | None, error: type[Exception]) -> T:
+    """``awaitable`` unless ``timeout`` seconds pass first; then ``error``."""
+    if timeout is None:
+        return await awaitable
+    try:
+        async with asyncio.timeout(timeout):
+            return await awaitable
+    except TimeoutError as exc:
+        raise error(f"timed out after {timeout:g} s") from exc
+
+
+async def _connect(
+    host: str, port: int, local_address: str | None, options: list[SOCKET_OPTION]
+) -> socket.socket:
+    addresses = await _resolve(host, port)
+    if len(addresses) == 1:
+        return await _connect_one(addresses[0], local_address, options)
+    return await _race(addresses, local_address, options)
+
+
+async def _resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+    """(family, sockaddr) to try, in order; an IP literal needs no resolver (nor thread)."""
+    try:
+        literal = ip_address(host.strip("[]"))
+    except ValueError:
+        literal = None
+    if literal is not None:
+        family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
+        return [(family, (str(literal), port))]
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    if not infos:
+        raise OSError(f"no address found for {host}")
+    return _interleave([(info[0], info[4]) for info in infos])
+
+
+def _interleave(addresses: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Alternate address families, first family first (RFC 8305, section 4)."""
+    first = [a for a in addresses if a[0] == addresses[0][0]]
+    other = [a for a in addresses if a[0] != addresses[0][0]]
+    mixed = [a for pair in zip(first, other, strict=False) for a in pair]
+    rest = first[len(other) :] if len(first) > len(other) else other[len(first) :]
+    return mixed + rest
+
+
+async def _connect_one(
+    address: tuple[Any, ...], local_address: str | None, options: list[SOCKET_OPTION]
+) -> socket.socket:
+    family, sockaddr = address
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        _prepare(sock, local_address, options)
+        await asyncio.get_running_loop().sock_connect(sock, sockaddr)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def _race(
+    addresses: list[tuple[Any, ...]], local_address: str | None, options: list[SOCKET_OPTION]
+) -> socket.socket:
+    """Happy eyeballs: each address gets a head start over the next; the first in wins."""
+    attempts = [partial(_connect_one, address, local_address, options) for address in addresses]
+    winner, _, errors = await staggered_race(attempts, HAPPY_EYEBALLS_DELAY_S)
+    if winner is None:
+        raise OSError("; ".join(str(error) for error in errors if error is not None))
+    assert isinstance(winner, socket.socket)
+    return winner
+
+
+def _prepare(sock: socket.socket, local_address: str | None, options: list[SOCKET_OPTION]) -> None:
+    sock.setblocking(False)  # asyncio's transport sets TCP_NODELAY itself
+    for option in options:
+        sock.setsockopt(*option)
+    if local_address is not None:
+        sock.bind((local_address, 0))
+
+
+async def _stream(sock: socket.socket) -> AsyncioStream:
+    loop = asyncio.get_running_loop()
+    protocol = _Buffered()
+    try:
+        transport, _ = await loop.create_connection(lambda: protocol, sock=sock)
+    except BaseException:
+        sock.close()
+        raise
+    return AsyncioStream(sock, transport, protocol)
+
+
+def _address(ask: Any) -> Any:
+    try:
+        return ask()
+    except OSError:
+        return None
