@@ -102,7 +102,8 @@ class StreamReader:
             if marks.first_reasoning_token is None:
                 marks.first_reasoning_token = now_ns
             marks.last_reasoning_token = now_ns
-        self.findings.add(facts)
+        if facts.tokens is not None or facts.server_timing is not None:
+            self.findings.add(facts)  # the last chunk or two: usage and timings
         if facts.error is not None:
             raise StreamReportedError(facts.error)
 

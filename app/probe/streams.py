@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -24,8 +24,8 @@ class StreamFormatError(Exception):
     """The stream broke its format: bad JSON in a data line, a line or event over the limit."""
 
 
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
+class SSEEvent(NamedTuple):
+    # A tuple, not a dataclass: one is built per token, inside the measured request.
     event: str
     data: str
 
@@ -33,83 +33,123 @@ class SSEEvent:
 class SSEDecoder:
     """Incremental text/event-stream decoder (WHATWG rules): feed raw byte chunks as they arrive.
 
-    Lines are split as bytes and decoded whole, so a chunk may end anywhere, even inside
-    a UTF-8 character or between CR and LF. ``max_line_bytes`` bounds a line still waiting
-    for its end; ``max_event_bytes`` bounds the data lines of one event.
+    Bytes wait until their event's blank line has arrived, then the whole run of complete
+    events is split at once (``bytes.split``, in C); an event that is one ``data: ...``
+    line, as nearly all are, takes no per-line Python work. A chunk may end anywhere, even
+    inside a UTF-8 character or between CR and LF. ``max_line_bytes`` bounds any one line;
+    ``max_event_bytes`` bounds the data lines of an event and the bytes of one still
+    waiting for its blank line.
     """
 
     def __init__(self, max_line_bytes: int = 1 << 20, *, max_event_bytes: int = 1 << 22) -> None:
         self._max_line_bytes = max_line_bytes
         self._max_event_bytes = max_event_bytes
-        self._pending = bytearray()
+        self._pending = bytearray()  # lines of the event still waiting for its blank line
+        self._line_bytes = 0  # of which the last line, still waiting for its end
         self._skip_lf = False
-        self._first_line = True
-        self._event = ""
-        self._data: list[str] = []
-        self._data_bytes = 0
+        self._first = True
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        events: list[SSEEvent] = []
+        if self._skip_lf and chunk:
+            self._skip_lf = False
+            if chunk.startswith(b"\n"):
+                chunk = chunk[1:]  # the LF of a CRLF split across chunks
         if not chunk:
-            return events  # would forget a CR that ended the previous chunk
-        if self._skip_lf and chunk.startswith(b"\n"):
-            chunk = chunk[1:]  # the LF of a CRLF split across chunks
-        self._skip_lf = chunk.endswith(b"\r")
-        # bytes.splitlines breaks at LF, CRLF and CR only: the three SSE line ends.
-        for piece in chunk.splitlines(keepends=True):
-            if piece.endswith((b"\n", b"\r")):
-                self._complete_line(piece.rstrip(b"\r\n"), events)
-            else:
-                self._hold(piece)
+            return []
+        if chunk.find(b"\r") >= 0:  # CRLF and CR end lines too: make every line end an LF
+            self._skip_lf = chunk.endswith(b"\r")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        pending = self._pending
+        # A blank line may start at the last byte already pending.
+        start = len(pending) - 1 if pending else 0
+        data: bytes | bytearray = chunk
+        if pending:
+            pending += chunk
+            data = pending
+        end = data.rfind(b"\n\n", start)
+        if end < 0:
+            if data is chunk:
+                pending += chunk
+            self._hold(chunk)
+            return []
+        events = self._events(data[:end])
+        rest = data[end + 2 :]
+        pending.clear()
+        if rest:
+            pending += rest
+            self._line_bytes = 0
+            self._hold(rest)
         return events
 
     def close(self) -> list[SSEEvent]:
         """End of stream: dispatch a last event that no blank line followed."""
+        rest, self._pending = bytes(self._pending), bytearray()
+        return self._events(rest) if rest else []
+
+    def _hold(self, added: bytes | bytearray) -> None:
+        newline = added.rfind(b"\n")
+        if newline < 0:
+            self._line_bytes += len(added)
+        else:
+            self._line_bytes = len(added) - newline - 1
+        if self._line_bytes > self._max_line_bytes:
+            raise StreamFormatError(f"line longer than {self._max_line_bytes} bytes")
+        if len(self._pending) > self._max_event_bytes:
+            raise StreamFormatError(f"event longer than {self._max_event_bytes} bytes")
+
+    def _events(self, complete: bytes | bytearray) -> list[SSEEvent]:
+        """Events from whole events' bytes, blank lines between them already taken out."""
+        if self._first:
+            self._first = False
+            complete = complete.removeprefix(b"\xef\xbb\xbf")
         events: list[SSEEvent] = []
-        if self._pending:
-            self._complete_line(b"", events)
-        self._dispatch(events)
+        for block in complete.split(b"\n\n"):
+            if block.startswith(b"data: ") and block.find(b"\n") < 0:
+                if len(block) > self._max_line_bytes or len(block) > self._max_event_bytes:
+                    self._check_line(len(block))
+                    self._check_data(len(block))
+                events.append(SSEEvent("message", block[6:].decode("utf-8", "replace")))
+            elif block:
+                self._block(block, events)
         return events
 
-    def _hold(self, piece: bytes) -> None:
-        self._pending += piece
-        if len(self._pending) > self._max_line_bytes:
+    def _block(self, block: bytes | bytearray, events: list[SSEEvent]) -> None:
+        """One event's lines, the general way (it may begin with blank lines)."""
+        name: bytes | bytearray = b""
+        data: list[bytes | bytearray] = []
+        size = 0
+        for line in block.split(b"\n"):
+            self._check_line(len(line))
+            if not line:
+                _dispatch(name, data, events)
+                name, data, size = b"", [], 0
+                continue
+            field, _, value = line.partition(b":")
+            value = value[1:] if value.startswith(b" ") else value
+            if field == b"data":
+                size += len(line)
+                self._check_data(size)
+                data.append(value)
+            elif field == b"event":
+                name = value
+            # Comments (empty name), id, retry and unknown fields change nothing we read.
+        _dispatch(name, data, events)
+
+    def _check_line(self, size: int) -> None:
+        if size > self._max_line_bytes:
             raise StreamFormatError(f"line longer than {self._max_line_bytes} bytes")
 
-    def _complete_line(self, line: bytes, events: list[SSEEvent]) -> None:
-        if self._pending:
-            self._pending += line
-            line = bytes(self._pending)
-            self._pending.clear()
-        if len(line) > self._max_line_bytes:
-            raise StreamFormatError(f"line longer than {self._max_line_bytes} bytes")
-        text = line.decode("utf-8", "replace")
-        if self._first_line:
-            self._first_line = False
-            text = text.removeprefix("\ufeff")
-        self._field(text, len(line), events)
+    def _check_data(self, size: int) -> None:
+        if size > self._max_event_bytes:
+            raise StreamFormatError(f"event longer than {self._max_event_bytes} bytes")
 
-    def _field(self, text: str, size: int, events: list[SSEEvent]) -> None:
-        if not text:
-            self._dispatch(events)
-            return
-        name, _, value = text.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            self._data_bytes += size
-            if self._data_bytes > self._max_event_bytes:
-                raise StreamFormatError(f"event longer than {self._max_event_bytes} bytes")
-            self._data.append(value)
-        elif name == "event":
-            self._event = value
-        # Comments (empty name), id, retry and unknown fields change nothing we read.
 
-    def _dispatch(self, events: list[SSEEvent]) -> None:
-        if self._data:
-            events.append(SSEEvent(self._event or "message", "\n".join(self._data)))
-        self._event = ""
-        self._data = []
-        self._data_bytes = 0
+def _dispatch(
+    name: bytes | bytearray, data: list[bytes | bytearray], events: list[SSEEvent]
+) -> None:
+    if data:
+        event = name.decode("utf-8", "replace") or "message"
+        events.append(SSEEvent(event, b"\n".join(data).decode("utf-8", "replace")))
 
 
 @dataclass(slots=True)
@@ -124,7 +164,8 @@ class StreamFacts:
 
 def read_openai_event(event: SSEEvent) -> StreamFacts:
     """One chat.completions (or legacy completions) chunk."""
-    if event.data.strip() == "[DONE]":
+    data = event.data
+    if not data.startswith("{") and data.strip() == "[DONE]":
         return StreamFacts(done=True)
     if event.event == "error":
         return StreamFacts(error=_error_from_data(event.data))
@@ -204,7 +245,13 @@ def _ordinary_chunk(payload: Mapping[str, Any], part_key: str) -> StreamFacts | 
     content = part.get("content")
     if content is not None and type(content) is not str:
         return None  # a list of content parts: the general walk knows it
+    if len(part) == 1 and content:
+        return _ANSWER  # {"content": "..."}: nearly every chunk of an answer
     return StreamFacts(answer=bool(content), reasoning=_has_reasoning(part))
+
+
+# Shared, so never changed: the facts of an ordinary answer chunk.
+_ANSWER = StreamFacts(answer=True)
 
 
 def _has_answer(part: Mapping[str, Any]) -> bool:
