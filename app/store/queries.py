@@ -287,26 +287,51 @@ def run_chart_rows(
     return session.execute(query).all()
 
 
+# The longest a prune batch should hold SQLite's write lock (a run being stored waits that
+# long): batches shrink when the machine is slow and grow back when it is not.
+PRUNE_BATCH_BUDGET_S = 0.025
+PRUNE_BATCH_FEWEST_ROWS = 20
+
+
 def prune_samples(
-    engine: Engine, before: datetime, rows_per_batch: int = 500, pause_s: float = 0.05
+    engine: Engine,
+    before: datetime,
+    rows_per_batch: int = 500,
+    pause_s: float = 0.05,
+    budget_s: float = PRUNE_BATCH_BUDGET_S,
 ) -> int:
     """Delete raw samples older than ``before``, oldest first, in short transactions.
 
-    Summaries stay. Each batch finds its upper edge, the ``rows_per_batch``-th oldest time
-    at or after the last batch's edge, through ``ix_samples_started_at`` and deletes the
-    range below it: the work per batch stays the same however large the backlog (walking
-    run ids instead read ever more of the table as the old rows went). The pause between
-    batches, and on SQLite the process's write lock, let a run being stored in first.
+    Summaries stay. Each batch finds its upper edge, the n-th oldest time at or after the
+    last batch's edge, through ``ix_samples_started_at`` and deletes the range below it:
+    the work per batch stays the same however large the backlog (walking run ids instead
+    read ever more of the table as the old rows went). Batches hold at most
+    ``rows_per_batch`` rows and are halved while one takes longer than ``budget_s``; the
+    pause between them, and on SQLite the process's write lock, let runs being stored in.
     """
-    deleted, floor = 0, None
+    deleted, floor, rows = 0, None, rows_per_batch
     while True:
-        with write_lock(engine), Session(engine) as session, session.begin():
-            count, edge = _prune_batch(session, before, floor, rows_per_batch)
+        with write_lock(engine):
+            began = time.monotonic()
+            with Session(engine) as session, session.begin():
+                count, edge = _prune_batch(session, before, floor, rows)
+            took_s = time.monotonic() - began
         deleted += count
         if edge is None:
             return deleted
         floor = edge
+        rows = next_batch_rows(rows, took_s, budget_s, rows_per_batch)
         time.sleep(pause_s)
+
+
+def next_batch_rows(rows: int, took_s: float, budget_s: float, most: int) -> int:
+    """The next prune batch's size: halved after one over budget, doubled after one well
+    within it, between ``PRUNE_BATCH_FEWEST_ROWS`` and ``most``."""
+    if took_s > budget_s:
+        rows //= 2
+    elif took_s < budget_s / 2:
+        rows *= 2
+    return max(min(rows, most), min(PRUNE_BATCH_FEWEST_ROWS, most))
 
 
 def _prune_batch(
