@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from playwright import sync_api
 from sqlalchemy import select
 
 from app.config import Settings, TargetsFile
@@ -23,14 +24,16 @@ from app.main import create_app
 from app.store.db import make_engine, make_sessions
 from app.store.migrate import upgrade
 from app.store.models import AlertRow
-from tests.historyfactory import Filled, Fleet, Server, fill, targets_of
+from tests.historyfactory import Filled, Fleet, Server, add_fired_alert, fill, targets_of
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 TOKEN = "browser-test-token"
 VIEWPORT = {"width": 1400, "height": 1000}
 
-sync_api = pytest.importorskip("playwright.sync_api")
+# The first test also pays for the module's history (eight days, hourly, six series): about a
+# minute on two shared cores, more when they are busy.
+pytestmark = pytest.mark.timeout(420)
 
 
 def _require_chromium() -> None:
@@ -302,3 +305,21 @@ def test_charts_redraw_when_the_system_colour_scheme_changes(page: Any, site: Si
     page.wait_for_function(f"{axis_colour}.trim() === '#a2a8ae'")
     page.wait_for_timeout(200)
     assert page.locator("canvas.heatmap").evaluate(digest) != light
+
+
+def test_auto_refresh_updates_the_rows_in_place_without_reloading(page: Any, site: Site) -> None:
+    page.goto(site.server.base + "/")
+    row = page.locator('tr[data-target="chat-edge"][data-vantage="us"] [data-col="alert"]')
+    assert row.inner_text() == "ok"
+    page.evaluate("window.notReloaded = true")
+    engine = make_engine(site.url)
+    with make_sessions(engine).begin() as session:
+        add_fired_alert(session, "chat-edge", "us", datetime.now(UTC))
+    engine.dispose()
+    page.evaluate("window.phasewatch.refresh()")
+    page.wait_for_function(
+        'document.querySelector(\'tr[data-target="chat-edge"][data-vantage="us"]\')'
+        ".innerText.includes('firing')"
+    )
+    assert page.evaluate("window.notReloaded") is True
+    assert page.locator("#refresh-status").inner_text().startswith("updated ")
