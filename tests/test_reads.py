@@ -203,8 +203,11 @@ def test_a_run_is_counted_once_however_often_it_is_added(
         assert not any(add_run(session, record, NOW) for record in records)
     assert catch_up(sessions, T0 - timedelta(days=1), NOW) == 0
     with sessions() as session:
-        daily = session.scalars(select(RollupRow).where(RollupRow.period_s == 86400)).one()
-    assert (daily.runs, daily.n) == (5, 50)
+        daily = session.scalars(
+            select(RollupRow).where(RollupRow.period_s == 86400).order_by(RollupRow.vantage)
+        ).all()
+    # One row for the vantage, one for every vantage pooled ("*").
+    assert [(row.vantage, row.runs, row.n) for row in daily] == [("*", 5, 50), ("eu", 5, 50)]
 
 
 def test_catch_up_adds_runs_stored_without_the_hook(sessions: sessionmaker[Session]) -> None:
@@ -251,6 +254,7 @@ def test_sparklines_give_hourly_medians_per_pair(sessions: sessionmaker[Session]
     store(sessions, records)
     with sessions() as session:
         lines = sparklines(session, now, hours=6)
+    assert list(lines) == [("chat", "eu")]
     line = lines[("chat", "eu")]
     assert len(line) == 6 and line[:3] == [None, None, None]
     for hour, value in zip(range(3, 6), line[3:], strict=True):

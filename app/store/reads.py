@@ -6,8 +6,9 @@ Statistics are right, not approximately right by accident:
   through app.analysis.summary.summarize, the same code that summarised each run. When some
   were pruned, the window's run digests are merged instead (``source = "digests"``;
   quantiles within 1 %, see app.analysis.sketch).
-* ``history`` merges, per bucket, the rollups of the largest period that divides the bucket
-  (5 min … 1 day) or, for buckets finer than 5 minutes, the runs' digests. A bucket's
+* ``history`` reads, per bucket, the quantiles stored with the rollup of that period (when
+  the bucket is one: 5 min … 1 day), or merges the rollups of the largest period that
+  divides the bucket, or, for buckets finer than 5 minutes, the runs' digests. A bucket's
   quantile is the quantile of all its samples (within 1 %), never a mean of run quantiles.
 
 Only complete runs count (as in detection); aborted runs are partial by definition.
@@ -26,7 +27,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import Session
 
 from app.analysis.digest import QUANTILES, Digest, merge_digests
@@ -34,7 +35,7 @@ from app.analysis.runs import phase_order
 from app.analysis.sketch import Sketch, row_quantiles, stack
 from app.analysis.summary import TIMED, Summary, summarize
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
-from app.store.rollups import PERIODS, period_start
+from app.store.rollups import PERIODS, POOLED, period_start
 
 COMPLETE = "complete"
 STEPS = (60, 300, 900, 3600, 21600, 86400)  # 1 min, 5 min, 15 min, 1 h, 6 h, 1 day
@@ -405,19 +406,28 @@ def history(
     first = period_start(start, bucket)
     count = bucket_count(start, end, bucket)
     period = source_period(bucket)
-    target_key = session.scalar(select(TargetRow.id).where(TargetRow.name == target))
-    stored: list[tuple[datetime, dict[str, Any]]] = []
-    if target_key is not None:
-        span_end = first + timedelta(seconds=bucket * count)
-        query = _stored_digests(target_key, vantage, period, first, span_end)
-        stored = list(session.execute(query))
-    groups: list[list[Digest]] = [[] for _ in range(count)]
-    for at, data in stored:
-        groups[int((at - first).total_seconds() // bucket)].append(Digest.from_json(data))
     times = [int(first.timestamp()) + i * bucket for i in range(count)]
-    columns = _columns(groups)
     source = "runs" if period is None else "rollups"
+    target_key = session.scalar(select(TargetRow.id).where(TargetRow.name == target))
+    if target_key is None:
+        columns = _columns([[] for _ in range(count)])
+        return History(target, vantage, start, end, bucket, source, time=times, **columns)
+    span = (first, first + timedelta(seconds=bucket * count))
+    if period == bucket:
+        query = _stored_summaries(target_key, vantage or POOLED, period, span)
+        summaries = [(_index(at, first, bucket), data) for at, data in session.execute(query)]
+        if all(data is not None for _, data in summaries):
+            columns = _summary_columns(count, summaries)
+            return History(target, vantage, start, end, bucket, source, time=times, **columns)
+    groups: list[list[Digest]] = [[] for _ in range(count)]
+    for at, data in session.execute(_stored_digests(target_key, vantage, period, span)):
+        groups[_index(at, first, bucket)].append(Digest.from_json(data))
+    columns = _columns(groups)
     return History(target, vantage, start, end, bucket, source, time=times, **columns)
+
+
+def _index(at: datetime, first: datetime, bucket: int) -> int:
+    return int((at - first).total_seconds() // bucket)
 
 
 def source_period(bucket_seconds: int) -> int | None:
@@ -427,22 +437,70 @@ def source_period(bucket_seconds: int) -> int | None:
 
 
 def _stored_digests(
-    target: int, vantage: str | None, period: int | None, first: datetime, end: datetime
+    target: int, vantage: str | None, period: int | None, span: tuple[datetime, datetime]
 ) -> Select[datetime, dict[str, Any]]:
     if period is None:
         runs = select(RunDigestRow.started_at, RunDigestRow.digest).where(
             RunDigestRow.target_id == target,
-            RunDigestRow.started_at >= first,
-            RunDigestRow.started_at < end,
+            RunDigestRow.started_at >= span[0],
+            RunDigestRow.started_at < span[1],
         )
         return runs if vantage is None else runs.where(RunDigestRow.vantage == vantage)
-    rollups = select(RollupRow.period_start, RollupRow.digest).where(
-        RollupRow.target_id == target,
-        RollupRow.period_s == period,
-        RollupRow.period_start >= first,
-        RollupRow.period_start < end,
+    return select(RollupRow.period_start, RollupRow.digest).where(
+        *_rollups_of(target, vantage or POOLED, period, span)
     )
-    return rollups if vantage is None else rollups.where(RollupRow.vantage == vantage)
+
+
+def _stored_summaries(
+    target: int, vantage: str, period: int, span: tuple[datetime, datetime]
+) -> Select[datetime, Any]:
+    """Only each rollup's quantiles, taken out of its JSON by the database."""
+    summary = RollupRow.digest["summary"]
+    return select(RollupRow.period_start, summary).where(
+        *_rollups_of(target, vantage, period, span)
+    )
+
+
+def _rollups_of(
+    target: int, vantage: str, period: int, span: tuple[datetime, datetime]
+) -> list[ColumnElement[bool]]:
+    return [
+        RollupRow.target_id == target,
+        RollupRow.vantage == vantage,
+        RollupRow.period_s == period,
+        RollupRow.period_start >= span[0],
+        RollupRow.period_start < span[1],
+    ]
+
+
+def _summary_columns(count: int, summaries: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    """The history from each bucket's stored quantiles (a bucket is one rollup period)."""
+    phases = list(phase_order(name for _, data in summaries for name in data["phases"]))
+    counts = {name: [0] * count for name in ("runs", "n", "deadline_exceeded", "errors")}
+    total = np.full((len(QUANTILES), count), np.nan)
+    per_phase = np.full((len(phases), len(QUANTILES), count), np.nan)
+    for i, data in summaries:
+        for name, column in counts.items():
+            column[i] = data[name]
+        total[:, i] = [np.nan if v is None else v for v in data["total"]]
+        if data["n"]:
+            # As summarize: a timed sample without a phase counts 0 ms in it.
+            per_phase[:, :, i] = [data["phases"].get(name, [0.0] * 4) for name in phases]
+    shares, dominant = _shares(per_phase[:, 0, :], phases, count)
+    return {
+        "phases": phases,
+        "runs": counts["runs"],
+        "samples": counts["n"],
+        "deadline_misses": counts["deadline_exceeded"],
+        "errors": counts["errors"],
+        "total": {q: _listed(total[j]) for j, q in enumerate(QUANTILES)},
+        "phase_quantiles": {
+            name: {q: _listed(per_phase[k, j]) for j, q in enumerate(QUANTILES)}
+            for k, name in enumerate(phases)
+        },
+        "shares": {name: _listed(shares[k]) for k, name in enumerate(phases)},
+        "dominant": dominant,
+    }
 
 
 def _columns(groups: list[list[Digest]]) -> dict[str, Any]:
@@ -515,6 +573,7 @@ def sparklines(
         select(TargetRow.name, RollupRow.vantage, RollupRow.period_start, RollupRow.total_p50)
         .join(TargetRow, TargetRow.id == RollupRow.target_id)
         .where(RollupRow.period_s == 3600, RollupRow.period_start >= first)
+        .where(RollupRow.vantage != POOLED)
     )
     lines: dict[tuple[str, str], list[float | None]] = {}
     for name, vantage, at, p50 in rows:

@@ -2,11 +2,14 @@
 
 A complete run's digest (app.analysis.digest) is written beside it and merged into its
 rollups, one row per (target, vantage, period) for each period in ``PERIODS``, aligned to
-the UTC epoch. The digest row is the marker that the run is counted: inserting it is
-ON CONFLICT DO NOTHING, and only the writer whose insert took merges the rollups, so adding
-a run twice (the store hook, then ``catch_up``) counts it once. Rollup rows are merged under
-a row lock (``FOR UPDATE`` on PostgreSQL; SQLite has one writer), in period order, so two
-writers never deadlock.
+the UTC epoch, and one more per period for the target's vantages pooled (``POOLED``). Each
+rollup keeps its period's quantiles beside its sketches.
+
+The digest row is the marker that the run is counted: inserting it is ON CONFLICT DO
+NOTHING, and only the writer whose insert took merges the rollups, so adding a run twice
+(the store hook, then ``catch_up``) counts it once. New rollup rows go in with one
+statement; existing ones are merged under a row lock (``FOR UPDATE`` on PostgreSQL; SQLite
+has one writer), always in key order, so two writers never deadlock.
 
 Two ways in:
 * ``add_run(session, record, now, target_id)`` in the transaction that stores the run
@@ -29,12 +32,17 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.analysis.digest import Digest, digest_of, merge_digests
+from app.analysis.digest import QUANTILES, Digest, digest_of, merge_digests
+from app.analysis.summary import Summary
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
 from app.store.records import RunRecord
 
 COMPLETE = "complete"
 PERIODS = (300, 900, 3600, 21600, 86400)  # 5 min, 15 min, 1 h, 6 h, 1 day
+# The vantage of the rollups that pool every vantage of a target: a history of all vantages
+# then reads one row per bucket, like a history of one. Never a vantage's own name ("*"
+# is not one any probe reports).
+POOLED = "*"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CATCH_UP_BATCH = 200
 
@@ -94,7 +102,8 @@ def _by_rollup(digests: Iterable[RunDigest]) -> dict[RollupKey, list[Digest]]:
     for found in digests:
         for seconds in PERIODS:
             start = period_start(found.started_at, seconds)
-            groups[(found.target_id, found.vantage, seconds, start)].append(found.digest)
+            for vantage in (found.vantage, POOLED):
+                groups[(found.target_id, vantage, seconds, start)].append(found.digest)
     return groups
 
 
@@ -137,12 +146,28 @@ def _rollup_key(key: RollupKey) -> Any:
 
 
 def _rollup_values(digest: Digest, now: datetime) -> dict[str, Any]:
+    summary = digest.summary()
     return {
         "runs": digest.runs,
         "n": digest.n,
-        "total_p50": digest.total.quantiles({"p50": 0.5}).get("p50"),
-        "digest": digest.to_json(),
+        "total_p50": summary.total.get("p50"),
+        # The period's quantiles, kept beside its sketches: a history whose buckets are
+        # this period reads these few numbers instead of merging sketches.
+        "digest": {**digest.to_json(), "summary": _compact(digest, summary)},
         "updated_at": now,
+    }
+
+
+def _compact(digest: Digest, summary: Summary) -> dict[str, Any]:
+    return {
+        "runs": digest.runs,
+        "n": digest.n,
+        "errors": digest.errors,
+        "deadline_exceeded": digest.deadline_exceeded,
+        "total": [summary.total.get(name) for name in QUANTILES],
+        "phases": {
+            name: [stats.quantiles[q] for q in QUANTILES] for name, stats in summary.phases.items()
+        },
     }
 
 
