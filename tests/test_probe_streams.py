@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from app.probe.sample import ServerTiming, Tokens
 from app.probe.streams import (
+    OpenAIEventReader,
     SSEDecoder,
     SSEEvent,
     StreamFacts,
@@ -657,3 +659,117 @@ def test_malformed_body_raises_stream_format_error(
 ) -> None:
     with pytest.raises(StreamFormatError):
         reader(body)
+
+
+# --- the decoder against a line-by-line reference, on random streams --------------------
+
+
+def reference_decode(stream: bytes) -> list[SSEEvent]:
+    """The WHATWG algorithm as written: one line at a time."""
+    text = stream.decode("utf-8", "replace").removeprefix("\ufeff")
+    lines = re.split(r"\r\n|\r|\n", text)
+    name, data, events = "", [], []
+    for line in lines:
+        if not line:
+            if data:
+                events.append(SSEEvent(name or "message", "\n".join(data)))
+            name, data = "", []
+            continue
+        field_name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field_name == "data":
+            data.append(value)
+        elif field_name == "event":
+            name = value
+    if data:
+        events.append(SSEEvent(name or "message", "\n".join(data)))
+    return events
+
+
+STREAM_PIECES = [b"data: ", b"data:", b"event: e", b": ping", b"id: 1", b"x", b"{}", b" ", b":"]
+STREAM_PIECES += [b"\n", b"\n", b"\n", b"\r", b"\r\n", b"\xc3\xa9", b"\xef\xbb\xbf", b"\xff"]
+
+
+def test_decoder_agrees_with_a_line_by_line_reference_on_random_streams() -> None:
+    rng = random.Random(7)
+    for _ in range(400):
+        stream = b"".join(rng.choice(STREAM_PIECES) for _ in range(rng.randint(0, 40)))
+        if b"\xef\xbb\xbf" in stream[3:] or b"\xff" in stream or b"\xc3\xa9" in stream:
+            # Bytes that are not a whole character decode per line, as a server's lines do.
+            stream = stream.replace(b"\xef\xbb\xbf", b"").replace(b"\xff", b"?")
+        expected = reference_decode(stream)
+        cuts = sorted(rng.sample(range(len(stream) + 1), min(len(stream) + 1, 5)))
+        assert decode_in_pieces(stream, cuts) == expected, stream
+
+
+def test_comment_lines_without_a_blank_line_are_bounded_too() -> None:
+    decoder = SSEDecoder(max_line_bytes=64, max_event_bytes=1000)
+    with pytest.raises(StreamFormatError, match="event longer than 1000 bytes"):
+        for _ in range(200):
+            decoder.feed(b": keep-alive\n")
+
+
+# --- the per-stream OpenAI reader: its shortcut never changes a fact ---------------------
+
+
+def envelope(text: str) -> str:
+    return (
+        '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+        f'"choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}]}}'
+    )
+
+
+def facts_or_error(reader: Reader, event: SSEEvent) -> StreamFacts | str:
+    try:
+        return reader(event)
+    except StreamFormatError:
+        return "StreamFormatError"
+
+
+@pytest.mark.parametrize("name", ["openai", "groq", "deepseek", "llamacpp", "openai_error"])
+def test_event_reader_gives_the_facts_of_read_openai_event_on_transcripts(name: str) -> None:
+    events = decode_whole(TRANSCRIPTS[name])
+    reader = OpenAIEventReader()
+    assert [reader(e) for e in events] == [read_openai_event(e) for e in events]
+
+
+SHORTCUT_CASES = [
+    # (what it shows, data after an ordinary chunk, expected summary)
+    ("same envelope, other text", envelope("world"), "A"),
+    ("same envelope, empty text", envelope(""), "-"),
+    ("escaped quote is parsed", envelope('say \\"hi\\"'), "A"),
+    (
+        "text that closes the string early",
+        envelope('x","usage":{"prompt_tokens":3}}'),
+        "StreamFormatError",
+    ),
+    ("envelope cut short", envelope("x")[:-3], "StreamFormatError"),
+    ("raw control character", envelope("a\tb"), "StreamFormatError"),
+    ("other envelope", envelope("x").replace('"m"', '"n"'), "A"),
+    ("error object", '{"error":{"message":"boom"}}', "E"),
+    ("done", "[DONE]", "D"),
+]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [case[1:] for case in SHORTCUT_CASES],
+    ids=[case[0] for case in SHORTCUT_CASES],
+)
+def test_event_reader_shortcut_matches_a_full_parse(data: str, expected: str) -> None:
+    reader = OpenAIEventReader()
+    assert reader(SSEEvent("message", envelope("Hello"))) == StreamFacts(answer=True)
+    got = facts_or_error(reader, SSEEvent("message", data))
+    assert got == facts_or_error(read_openai_event, SSEEvent("message", data))
+    assert (got if isinstance(got, str) else summarise(got)) == expected
+
+
+def test_event_reader_shortcut_on_random_texts_matches_a_full_parse() -> None:
+    rng = random.Random(11)
+    alphabet = ["a", " ", "é", "✓", '"', "\\", "\\n", "\\u00e9", "\t", "}", ",", "{"]
+    reader = OpenAIEventReader()
+    reader(SSEEvent("message", envelope("first")))
+    for _ in range(500):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+        event = SSEEvent(rng.choice(["message", "error"]), envelope(text))
+        assert facts_or_error(reader, event) == facts_or_error(read_openai_event, event), text

@@ -34,7 +34,7 @@ from app.probe.rtt import response_socket, tcp_rtt_ms
 from app.probe.sample import Marks, Sample, Status
 from app.probe.servertiming import timing_from_headers
 from app.probe.spec import Kind, ProbeSpec
-from app.probe.streams import read_anthropic_event, read_openai_event
+from app.probe.streams import OpenAIEventReader, read_anthropic_event
 from app.probe.trace import TraceRecorder
 
 log = logging.getLogger(__name__)
@@ -182,7 +182,8 @@ def _reader_for(spec: ProbeSpec, response: httpx.Response, exchange: _Exchange) 
         return CountingReader(spec.max_body_bytes)
     if content_type.startswith("text/event-stream"):
         exchange.streaming = True
-        interpret = read_anthropic_event if spec.kind is Kind.ANTHROPIC else read_openai_event
+        anthropic = spec.kind is Kind.ANTHROPIC
+        interpret = read_anthropic_event if anthropic else OpenAIEventReader()
         return StreamReader(interpret, marks, findings, spec.max_body_bytes)
     return JsonAnswerReader(findings, spec.max_body_bytes, openai=spec.kind is Kind.OPENAI)
 

@@ -83,29 +83,32 @@ class StreamReader:
         self.decoder = SSEDecoder()
 
     def feed(self, chunk: bytes, now_ns: int) -> None:
-        self.budget.spend(len(chunk))
-        for event in self.decoder.feed(chunk):
-            self._read(event, now_ns)
+        budget = self.budget
+        budget.seen += len(chunk)  # _Budget.spend, without its call: this runs per chunk
+        if budget.seen > budget.limit:
+            budget.spend(0)
+        self._read(self.decoder.feed(chunk), now_ns)
 
     def close(self, now_ns: int) -> None:
-        for event in self.decoder.close():
-            self._read(event, now_ns)
+        self._read(self.decoder.close(), now_ns)
 
-    def _read(self, event: SSEEvent, now_ns: int) -> None:
-        facts = self.interpret(event)
+    def _read(self, events: list[SSEEvent], now_ns: int) -> None:
+        # Runs for every chunk inside the measured request: one call for all its events.
         marks = self.marks
-        if facts.answer:
-            if marks.first_answer_token is None:
-                marks.first_answer_token = now_ns
-            marks.last_answer_token = now_ns
-        if facts.reasoning:
-            if marks.first_reasoning_token is None:
-                marks.first_reasoning_token = now_ns
-            marks.last_reasoning_token = now_ns
-        if facts.tokens is not None or facts.server_timing is not None:
-            self.findings.add(facts)  # the last chunk or two: usage and timings
-        if facts.error is not None:
-            raise StreamReportedError(facts.error)
+        for event in events:
+            facts = self.interpret(event)
+            if facts.answer:
+                if marks.first_answer_token is None:
+                    marks.first_answer_token = now_ns
+                marks.last_answer_token = now_ns
+            if facts.reasoning:
+                if marks.first_reasoning_token is None:
+                    marks.first_reasoning_token = now_ns
+                marks.last_reasoning_token = now_ns
+            if facts.tokens is not None or facts.server_timing is not None:
+                self.findings.add(facts)  # the last chunk or two: usage and timings
+            if facts.error is not None:
+                raise StreamReportedError(facts.error)
 
 
 class JsonAnswerReader:

@@ -10,6 +10,7 @@ and memory is bounded however the server misbehaves.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -30,6 +31,10 @@ class SSEEvent(NamedTuple):
     data: str
 
 
+# The decoder's hot path builds events without the Python frame of NamedTuple.__new__.
+_new_event = tuple.__new__
+
+
 class SSEDecoder:
     """Incremental text/event-stream decoder (WHATWG rules): feed raw byte chunks as they arrive.
 
@@ -48,8 +53,19 @@ class SSEDecoder:
         self._line_bytes = 0  # of which the last line, still waiting for its end
         self._skip_lf = False
         self._first = True
+        self._fast_limit = min(max_line_bytes, max_event_bytes) + 2
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if (
+            # The usual chunk, one whole "data: ...\n\n" event and nothing else: no frame more.
+            chunk.find(b"\n") == len(chunk) - 2
+            and chunk.endswith(b"\n\n")
+            and chunk.startswith(b"data: ")
+            and not (self._pending or self._skip_lf or self._first)
+            and chunk.find(b"\r") < 0
+            and len(chunk) <= self._fast_limit
+        ):
+            return [_new_event(SSEEvent, ("message", chunk[6:-2].decode("utf-8", "replace")))]
         if self._skip_lf and chunk:
             self._skip_lf = False
             if chunk.startswith(b"\n"):
@@ -108,7 +124,8 @@ class SSEDecoder:
                 if len(block) > self._max_line_bytes or len(block) > self._max_event_bytes:
                     self._check_line(len(block))
                     self._check_data(len(block))
-                events.append(SSEEvent("message", block[6:].decode("utf-8", "replace")))
+                data = block[6:].decode("utf-8", "replace")
+                events.append(_new_event(SSEEvent, ("message", data)))
             elif block:
                 self._block(block, events)
         return events
@@ -168,13 +185,56 @@ def read_openai_event(event: SSEEvent) -> StreamFacts:
     if not data.startswith("{") and data.strip() == "[DONE]":
         return StreamFacts(done=True)
     if event.event == "error":
-        return StreamFacts(error=_error_from_data(event.data))
-    return _openai_facts(_load_object(event.data), "delta")
+        return StreamFacts(error=_error_from_data(data))
+    payload = _load_object(data)
+    return _ordinary_chunk(payload, "delta") or _openai_facts(payload, "delta")
+
+
+class OpenAIEventReader:
+    """``read_openai_event`` for one stream, with a shortcut for its ordinary chunks.
+
+    Servers send nearly every chunk of an answer as the same JSON with only the text
+    changed (same id, created, model, key order and spacing). Once one chunk was parsed in
+    full and found to be an ordinary answer chunk, an event whose data is that chunk's bytes
+    before and after its text, around other non-empty text that needs no JSON escaping, is
+    the same valid object with other text: an answer chunk, exactly, with no parse. Anything
+    else is parsed in full, so the facts are always those ``read_openai_event`` gives.
+    """
+
+    def __init__(self) -> None:
+        self._before: str | None = None
+        self._after = ""
+
+    def __call__(self, event: SSEEvent) -> StreamFacts:
+        data, before = event.data, self._before
+        if before is not None and data.startswith(before) and data.endswith(self._after):
+            text = data[len(before) : len(data) - len(self._after)]
+            if text and event.event != "error" and _PLAIN_TEXT.fullmatch(text):
+                return _ANSWER
+        facts = read_openai_event(event)
+        if before is None and facts is _ANSWER:
+            self._learn(data)
+        return facts
+
+    def _learn(self, data: str) -> None:
+        start = data.find(_CONTENT_KEY)
+        if start < 0 or data.find(_CONTENT_KEY, start + 1) >= 0:
+            return  # no "content" key written this way, or more than one
+        start += len(_CONTENT_KEY)
+        end = data.find('"', start)
+        if end > start and _PLAIN_TEXT.fullmatch(data, start, end):
+            self._before, self._after = data[:start], data[end:]
+
+
+# Text that stands in a JSON string as it is: no quote, backslash or control character.
+_PLAIN_TEXT = re.compile(r'[^"\\\x00-\x1f]+')
+_CONTENT_KEY = '"content":"'
 
 
 def read_openai_body(body: bytes) -> StreamFacts:
     """A whole non-streaming chat.completion (or legacy completion) body."""
-    return _openai_facts(_load_object(body), "message")
+    payload = _load_object(body)
+    return _ordinary_chunk(payload, "message") or _openai_facts(payload, "message")
 
 
 def read_anthropic_event(event: SSEEvent) -> StreamFacts:
@@ -213,9 +273,6 @@ def _excerpt(data: str | bytes) -> str:
 
 
 def _openai_facts(payload: Mapping[str, Any], part_key: str) -> StreamFacts:
-    ordinary = _ordinary_chunk(payload, part_key)
-    if ordinary is not None:
-        return ordinary
     facts = StreamFacts(error=_openai_error(payload))
     for choice in _objects(payload.get("choices")):
         part = choice.get(part_key)
