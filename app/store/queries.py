@@ -284,7 +284,9 @@ def run_chart_rows(
     )
     if vantage is not None:
         query = query.where(RunRow.vantage == vantage)
-    return session.execute(query).all()
+    # On the session's connection, not session.execute: Core rows as they come, without the
+    # ORM's result loading (a third of the time for 17,000 rows).
+    return session.connection().execute(query).all()
 
 
 # The longest a prune batch should hold SQLite's write lock (a run being stored waits that
