@@ -507,30 +507,32 @@ def test_prune_samples_deletes_oldest_first_batch_by_batch(
 @pytest.mark.parametrize(
     ("rows", "took_s", "expected"),
     [
-        (500, 0.030, 250),  # over the 25 ms budget: halved
-        (500, 0.020, 500),  # within it, not well within: kept
-        (250, 0.005, 500),  # well within: doubled
+        (500, 0.060, 250),  # over the 50 ms budget: halved
+        (500, 0.040, 500),  # within it, not well within: kept
+        (250, 0.010, 500),  # well within: doubled
         (500, 0.001, 500),  # never above the most asked for
-        (30, 0.200, 20),  # never below the fewest
-        (20, 0.200, 20),
-        (20, 0.001, 40),
+        (150, 0.200, 100),  # never below the fewest
+        (100, 0.200, 100),
+        (100, 0.001, 200),
     ],
 )
 def test_a_prune_batch_shrinks_while_over_its_budget_and_grows_back(
     rows: int, took_s: float, expected: int
 ) -> None:
-    assert next_batch_rows(rows, took_s, budget_s=0.025, most=500) == expected
+    assert next_batch_rows(rows, took_s, budget_s=0.05, most=500) == expected
 
 
 @pytest.mark.parametrize(
-    ("budget_s", "batches"), [(0.0, [50, 25, 20, 5]), (60.0, [50, 50])], ids=["over", "within"]
+    ("budget_s", "batches"),
+    [(0.0, [200, 100, 100]), (60.0, [200, 200])],
+    ids=["over", "within"],
 )
 def test_a_prune_over_its_budget_goes_on_in_smaller_batches(
     sessions: sessionmaker[Session], engine: Engine, budget_s: float, batches: list[int]
 ) -> None:
     cutoff = NOW - timedelta(days=30)
     for d in range(1, 11):
-        store(sessions, simple_run(10, started=cutoff - timedelta(days=d)))
+        store(sessions, simple_run(40, started=cutoff - timedelta(days=d)))
     deleted: list[int] = []
 
     def note(_conn: Any, cursor: Any, statement: str, *_: Any) -> None:
@@ -539,7 +541,7 @@ def test_a_prune_over_its_budget_goes_on_in_smaller_batches(
 
     event.listen(engine, "after_cursor_execute", note)
 
-    assert prune_samples(engine, cutoff, rows_per_batch=50, pause_s=0, budget_s=budget_s) == 100
+    assert prune_samples(engine, cutoff, rows_per_batch=200, pause_s=0, budget_s=budget_s) == 400
 
     assert deleted == batches
     assert count(sessions, SampleRow) == 0

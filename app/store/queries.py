@@ -290,9 +290,10 @@ def run_chart_rows(
 
 
 # The longest a prune batch should hold SQLite's write lock (a run being stored waits that
-# long): batches shrink when the machine is slow and grow back when it is not.
-PRUNE_BATCH_BUDGET_S = 0.025
-PRUNE_BATCH_FEWEST_ROWS = 20
+# long): batches shrink when the machine is slow and grow back when it is not. Not below
+# 100 rows: smaller batches would make a backlog take hours behind the pauses between them.
+PRUNE_BATCH_BUDGET_S = 0.05
+PRUNE_BATCH_FEWEST_ROWS = 100
 
 
 def prune_samples(
