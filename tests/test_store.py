@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
-from app.store.db import transaction
+from app.store.db import transaction, write_lock_of
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.queries import (
     UNKNOWN_KIND,
@@ -545,3 +545,25 @@ def test_a_prune_over_its_budget_goes_on_in_smaller_batches(
 
     assert deleted == batches
     assert count(sessions, SampleRow) == 0
+
+
+def test_sqlite_checkpoints_the_wal_between_prune_batches_outside_the_write_lock(
+    sessions: sessionmaker[Session], engine: Engine
+) -> None:
+    cutoff = NOW - timedelta(days=30)
+    for d in range(1, 4):
+        store(sessions, simple_run(100, started=cutoff - timedelta(days=d)))
+    checkpoints: list[bool] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        lock = write_lock_of(engine)
+        if "wal_checkpoint" in statement and lock is not None:
+            checkpoints.append(lock.locked())
+
+    event.listen(engine, "before_cursor_execute", note)
+
+    prune_samples(engine, cutoff, rows_per_batch=100, pause_s=0)
+
+    # SQLite: one after each of the three batches, never while the lock is held.
+    expected = [False] * 3 if engine.dialect.name == "sqlite" else []
+    assert checkpoints == expected

@@ -131,7 +131,7 @@ _write_locks: dict[str, threading.Lock] = {}
 _write_locks_guard = threading.Lock()
 
 
-def _write_lock_of(engine: Engine) -> threading.Lock | None:
+def write_lock_of(engine: Engine) -> threading.Lock | None:
     if engine.dialect.name != "sqlite":
         return None  # PostgreSQL locks rows, not the database
     database = engine.url.database or ""
@@ -149,7 +149,7 @@ def write_lock(engine: Engine) -> Iterator[None]:
     lock not come within SQLite's own busy timeout, the write goes ahead without it and
     SQLite decides (it waits, or says the database is locked), as it would without us.
     """
-    lock = _write_lock_of(engine)
+    lock = write_lock_of(engine)
     if lock is None:
         yield
         return
