@@ -2,9 +2,11 @@
 
 curl is a new process, so a new connection, every time; the probe is given a new client
 (``make_client`` + ``probe_once``) per sample to compare like with like. The probe on its
-pooled connection is measured too. The sim's latency is constant (``queue_sigma=0``) and
-the three kinds of request take turns in every round, their order alternating, so drift
-hits all alike. Differences are paired within a round.
+pooled connection is measured too, and a fresh probe on httpcore's own (anyio) network
+backend, to show what the probe's asyncio backend changes under the same load. The sim's
+latency is constant (``queue_sigma=0``) and the four kinds of request take turns in every
+round, their order alternating, so drift hits all alike. Differences are paired within a
+round.
 
     .venv/bin/python -m bench.probe_vs_curl [--rounds 100]
 """
@@ -22,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import httpx
+from httpcore._backends.auto import AutoBackend
 
 from app.probe.client import make_client, probe_once
 from app.probe.sample import Sample, Status
@@ -41,12 +44,14 @@ from bench.common import (
 
 CONSTANT = replace(ACCEPTANCE, queue_sigma=0.0)
 _WARMUP_ROUNDS = 5
-_BUDGET_S = 150.0
+_BUDGET_S = 240.0
 _CURL_TIMEOUT_S = 10.0
 
 # Three points on each request's time line, in ms from its start:
 # the connection is ready, the response headers are in, the response is complete.
 POINTS = ("connected", "headers", "total")
+ANYIO = "probe, fresh, anyio backend"
+CLIENTS = ("curl", "probe, fresh", "probe, pooled", ANYIO)
 Timeline = dict[str, float]
 Measure = Callable[[], Awaitable[Timeline]]
 _CURL_FORMAT = "%{time_connect} %{time_starttransfer} %{time_total}"
@@ -69,9 +74,11 @@ def curl_measure(url: str, body_file: Path) -> Measure:
     return measure
 
 
-def fresh_probe(spec: ProbeSpec) -> Measure:
+def fresh_probe(spec: ProbeSpec, *, anyio: bool = False) -> Measure:
     async def measure() -> Timeline:
         client = make_client(spec)  # outside the timed window, as curl's start-up is
+        if anyio:  # httpcore's default backend, as the probe had it before its own
+            client._transport._pool._network_backend = AutoBackend()  # type: ignore[attr-defined]
         try:
             return _timeline(await probe_once(client, spec))
         finally:
@@ -121,12 +128,13 @@ def _report(results: dict[str, list[Timeline]]) -> None:
     print("\n## where the difference sits: medians of the paired differences (ms)")
     print_table(["client", *(f"Δ {p}" for p in POINTS)], _where_rows(results, n))
     steps = ("to connect_start", "connect_tcp", "to request_start")
-    fresh = results["probe, fresh"][:n]
-    fresh_steps = ", ".join(f"{step} {median(t[step] for t in fresh):.3f}" for step in steps)
+    for name in ("probe, fresh", ANYIO):
+        fresh = results[name][:n]
+        fresh_steps = ", ".join(f"{step} {median(t[step] for t in fresh):.3f}" for step in steps)
+        print(f"\n{name}, up to its connection (ms, p50): {fresh_steps}")
     curl_connect = median(t["connected"] for t in results["curl"][:n])
-    print(f"\nprobe, fresh, up to its connection (ms, p50): {fresh_steps}")
     print(f"curl time_connect p50: {curl_connect:.3f} ms\n")
-    for name in ("probe, fresh", "probe, pooled"):
+    for name in CLIENTS[1:]:
         pairs = zip(results[name][:n], results["curl"][:n], strict=True)
         difference = median(x["total"] - c["total"] for x, c in pairs)
         verdict = "met" if abs(difference) <= 1.0 else "NOT met"
@@ -157,7 +165,7 @@ def _diff_cells(diffs: list[float]) -> list[str]:
 def _where_rows(results: dict[str, list[Timeline]], n: int) -> list[list[str]]:
     curl = results["curl"][:n]
     rows = []
-    for name in ("probe, fresh", "probe, pooled"):
+    for name in CLIENTS[1:]:
         pairs = list(zip(results[name][:n], curl, strict=True))
         rows.append([name, *(f"{median(x[p] - c[p] for x, c in pairs):+.3f}" for p in POINTS)])
     return rows
@@ -169,7 +177,7 @@ async def main(rounds: int) -> None:
     if curl is None:
         raise SystemExit("curl is not installed")
     clock = RunClock()
-    results: dict[str, list[Timeline]] = {"curl": [], "probe, fresh": [], "probe, pooled": []}
+    results: dict[str, list[Timeline]] = {name: [] for name in CLIENTS}
     with tempfile.TemporaryDirectory() as directory, SimProcess(CONSTANT) as sim:
         body_file = Path(directory) / "body.json"
         # The bytes httpx sends for json=: compact separators.
@@ -180,6 +188,7 @@ async def main(rounds: int) -> None:
                 "curl": curl_measure(spec.url, body_file),
                 "probe, fresh": fresh_probe(spec),
                 "probe, pooled": pooled_probe(spec, pooled),
+                ANYIO: fresh_probe(spec, anyio=True),
             }
             await bounded(_BUDGET_S, lambda: _rounds(measures, rounds, results), "rounds")
     _report(results)

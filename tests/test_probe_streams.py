@@ -767,6 +767,7 @@ def test_event_reader_shortcut_matches_a_full_parse(data: str, expected: str) ->
 def test_event_reader_shortcut_on_random_texts_matches_a_full_parse() -> None:
     rng = random.Random(11)
     alphabet = ["a", " ", "é", "✓", '"', "\\", "\\n", "\\u00e9", "\t", "}", ",", "{"]
+    alphabet += ["\u2028", "\xa0"]  # valid in JSON strings, yet not printable
     reader = OpenAIEventReader()
     reader(SSEEvent("message", envelope("first")))
     for _ in range(500):

@@ -82,20 +82,15 @@ class StreamReader:
         self.budget = _Budget(limit)
         self.decoder = SSEDecoder()
 
-    def feed(self, chunk: bytes, now_ns: int) -> None:
+    def feed(self, chunk: bytes, now_ns: int, *, last: bool = False) -> None:
+        # Runs for every chunk inside the measured request, so written out in one frame:
+        # _Budget.spend inlined, every event of the chunk read here.
         budget = self.budget
-        budget.seen += len(chunk)  # _Budget.spend, without its call: this runs per chunk
+        budget.seen += len(chunk)
         if budget.seen > budget.limit:
             budget.spend(0)
-        self._read(self.decoder.feed(chunk), now_ns)
-
-    def close(self, now_ns: int) -> None:
-        self._read(self.decoder.close(), now_ns)
-
-    def _read(self, events: list[SSEEvent], now_ns: int) -> None:
-        # Runs for every chunk inside the measured request: one call for all its events.
         marks = self.marks
-        for event in events:
+        for event in self.decoder.close() if last else self.decoder.feed(chunk):
             facts = self.interpret(event)
             if facts.answer:
                 if marks.first_answer_token is None:
@@ -109,6 +104,9 @@ class StreamReader:
                 self.findings.add(facts)  # the last chunk or two: usage and timings
             if facts.error is not None:
                 raise StreamReportedError(facts.error)
+
+    def close(self, now_ns: int) -> None:
+        self.feed(b"", now_ns, last=True)
 
 
 class JsonAnswerReader:
