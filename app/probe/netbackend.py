@@ -16,6 +16,8 @@ per call (``ConnectTimeout``/``ReadTimeout``/``WriteTimeout``), failures are htt
 from __future__ import annotations
 
 import asyncio
+import os
+import select
 import socket
 import ssl
 from asyncio.staggered import staggered_race
@@ -310,11 +312,30 @@ async def _connect_one(
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         _prepare(sock, local_address, options)
-        await asyncio.get_running_loop().sock_connect(sock, sockaddr)
+        if not _connected_at_once(sock, sockaddr):
+            await asyncio.get_running_loop().sock_connect(sock, sockaddr)
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+def _connected_at_once(sock: socket.socket, sockaddr: Any) -> bool:
+    """Start connecting; True if the handshake is already done (as it is on loopback or a
+    LAN): then no loop turn, and no wake-up from the selector, is spent waiting for it."""
+    try:
+        sock.connect(sockaddr)
+        return True
+    except BlockingIOError:
+        pass
+    ready = select.poll()
+    ready.register(sock, select.POLLOUT)
+    if not ready.poll(0):
+        return False  # asyncio's sock_connect waits for the rest (connect gives EALREADY)
+    error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if error:
+        raise OSError(error, os.strerror(error))
+    return True
 
 
 async def _race(
