@@ -21,6 +21,7 @@ from app.store.migrate import head_revision
 from app.store.queries import store_run, sync_targets
 from app.store.records import RunRecord
 from app.store.rollups import add_run
+from app.web.schemas import HistoryOut
 from tests.apiapp import Api, api
 from tests.runfactory import LLM, make_run, record_of
 
@@ -157,6 +158,7 @@ def test_breakdown_is_the_exact_table_of_the_window(filled: Filled) -> None:
 
 def test_history_buckets_hold_the_quantiles_of_their_samples(filled: Filled) -> None:
     found = filled.get("/api/v1/targets/chat-prod/history", **window(bucket=3600))
+    HistoryOut.model_validate(found)  # the documented shape, though served without it
     assert (found["bucket_seconds"], found["source"]) == (3600, "rollups")
     records = filled.runs("chat-prod")
     assert sum(found["runs"]) == len(records)
