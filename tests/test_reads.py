@@ -246,6 +246,19 @@ def test_current_breakdowns_cover_every_pair_seen(sessions: sessionmaker[Session
     assert active.total["p50"] == pytest.approx(exact([t for t, _ in timed(recent)])["p50"])
     assert (idle.runs, idle.n, idle.phases, idle.dominant) == (0, 0, [], None)
     assert idle.last_run_at == quiet[-1].started_at
+    with sessions() as session:
+        merged = current_breakdowns(session, NOW, exact=False)
+    assert [(b.target, b.vantage, b.runs, b.n) for b in merged] == [
+        (b.target, b.vantage, b.runs, b.n) for b in found
+    ]
+    assert merged[1].last_run_at == idle.last_run_at and merged[1].phases == []
+    fast, slow = merged[0], active
+    assert (fast.source, fast.dominant) == ("digests", slow.dominant)
+    for name, value in slow.total.items():
+        assert abs(fast.total[name] - value) <= BOUND * value
+    for row, exact_row in zip(fast.phases, slow.phases, strict=True):
+        assert (row.phase, row.provenance) == (exact_row.phase, exact_row.provenance)
+        assert abs(row.p99 - exact_row.p99) <= BOUND * exact_row.p99
 
 
 def test_sparklines_give_hourly_medians_per_pair(sessions: sessionmaker[Session]) -> None:

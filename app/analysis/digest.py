@@ -124,7 +124,7 @@ def merge_digests(digests: Iterable[Digest]) -> Digest:
         deadline_exceeded=sum(p.deadline_exceeded for p in parts),
         total=merge(p.total for p in parts),
         phases={name: merge(_phase_of(p, name) for p in parts) for name in names},
-        provenance=_merged_provenance(parts),
+        provenance=merged_provenance(parts),
     )
 
 
@@ -133,7 +133,7 @@ def _phase_of(part: Digest, name: str) -> Sketch:
     return sketch if sketch is not None else Sketch.zeros(part.n)
 
 
-def _merged_provenance(parts: Iterable[Digest]) -> dict[str, dict[str, int]]:
+def merged_provenance(parts: Iterable[Digest]) -> dict[str, dict[str, int]]:
     found: dict[str, Counter[str]] = {}
     for part in parts:
         for name, counts in part.provenance.items():
