@@ -2,7 +2,7 @@
 server (uvicorn on loopback) filled with eight days of generated history.
 
 Every test also proves that the page made no request beyond the test server and raised no
-JavaScript error. Screenshots (light and dark) go to test-artifacts/ at the repository root.
+JavaScript error. Screenshots (light and dark) go to tests/artifacts/ (not committed).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from app.store.models import AlertRow
 from tests.historyfactory import Filled, Fleet, Server, add_fired_alert, fill, targets_of
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 TOKEN = "browser-test-token"
 VIEWPORT = {"width": 1400, "height": 1000}
 
