@@ -73,6 +73,14 @@ async def test_stream_writes_and_reads_back_and_names_both_ends() -> None:
         await stream.aclose()
 
 
+async def test_tcp_streams_send_without_waiting_for_acks() -> None:
+    async with server(echo) as port:
+        stream = await connect(port)
+        sock = stream.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        await stream.aclose()
+
+
 async def test_read_returns_no_more_than_asked_and_keeps_the_rest() -> None:
     async def send_ten(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"0123456789")

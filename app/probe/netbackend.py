@@ -311,6 +311,10 @@ async def _connect_one(
     family, sockaddr = address
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
+        # asyncio sets TCP_NODELAY only on sockets made with proto=IPPROTO_TCP. Without it a
+        # request body written after its headers waits for the server's ACK (Nagle), which
+        # lands in the measured network phase.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         _prepare(sock, local_address, options)
         if not _connected_at_once(sock, sockaddr):
             await asyncio.get_running_loop().sock_connect(sock, sockaddr)
@@ -351,7 +355,7 @@ async def _race(
 
 
 def _prepare(sock: socket.socket, local_address: str | None, options: list[SOCKET_OPTION]) -> None:
-    sock.setblocking(False)  # asyncio's transport sets TCP_NODELAY itself
+    sock.setblocking(False)
     for option in options:
         sock.setsockopt(*option)
     if local_address is not None:
