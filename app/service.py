@@ -14,7 +14,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -36,12 +36,17 @@ from app.pipeline import Pipeline, is_transient, utcnow
 from app.scheduler import Watch
 from app.store.leader import Leadership
 from app.store.queries import prune_samples, sync_targets
+from app.store.rollups import catch_up
 
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 5.0
 RELOAD_POLL_S = 2.0
 PRUNE_EVERY_S = 3600.0
+# History and the overview read run digests and rollups, added off the store's path so that
+# storing a run stays one statement; they trail the runs by at most this much.
+ROLLUP_EVERY_S = 10.0
+ROLLUP_LOOKBACK = timedelta(days=2)
 SEND_EVERY_S = 2.0
 SYNC_ATTEMPTS = 3
 STOP_GRACE_S = 3.0  # runs in flight get this long at shutdown; the rest of 5 s is storing
@@ -100,7 +105,13 @@ class Service:
         log.info(
             "%s; %d target(s)", "leading" if leading else "standing by", len(self.watch.targets)
         )
-        loops = [self._leader_loop, self._flush_loop, self._reload_loop, self._prune_loop]
+        loops = [
+            self._leader_loop,
+            self._flush_loop,
+            self._reload_loop,
+            self._rollup_loop,
+            self._prune_loop,
+        ]
         if self.sender is not None:
             loops.append(self._send_loop)
         for loop in loops:
@@ -202,10 +213,34 @@ class Service:
                 if attempt == SYNC_ATTEMPTS - 1:
                     raise
 
-    # Retention --------------------------------------------------------------------
+    # Rollups and retention ----------------------------------------------------------
+
+    async def _rollup_loop(self) -> None:
+        # The first pass reaches back over all raw samples: runs stored while no process
+        # kept rollups (an upgrade, an import) are added while their samples are there.
+        await self._catch_up(utcnow() - self._retention())
+        while True:
+            await asyncio.sleep(ROLLUP_EVERY_S)
+            await self._catch_up(utcnow() - ROLLUP_LOOKBACK)
+
+    async def _catch_up(self, since: datetime) -> None:
+        try:
+            added = await asyncio.to_thread(catch_up, self.pipeline.sessions, since, utcnow())
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("rollups not kept up, database unreachable: %s", exc)
+            return
+        if added:
+            log.debug("%d run(s) added to the rollups", added)
+
+    def _retention(self) -> timedelta:
+        return timedelta(days=self.resolved.raw_retention_days)
 
     async def _prune_loop(self) -> None:
-        cutoff = utcnow() - timedelta(days=self.resolved.raw_retention_days)
+        cutoff = utcnow() - self._retention()
+        # A run's samples are about to go: its digest must exist first, or history loses it.
+        await self._catch_up(cutoff - timedelta(days=1))
         try:
             deleted = await asyncio.to_thread(prune_samples, self.engine, cutoff)
         except Exception as exc:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -20,6 +21,7 @@ import pytest
 from sqlalchemy import update
 
 from app.alerts.views import AlertView
+from app.analysis.sketch import RELATIVE_ACCURACY
 from app.config import Settings, TargetsFile
 from app.main import create_app
 from app.store.db import make_engine, make_sessions
@@ -98,15 +100,28 @@ def cell(row: str, column: str) -> str:
     return re.sub(r"<[^>]+>", "", match.group(1)).strip()
 
 
-def expected_numbers(record: RunRecord) -> dict[str, str]:
+def shown_ms(text: str) -> float:
+    """The value of a cell that ``view.format_ms`` wrote ('574 ms', '2.41 s')."""
+    number, unit = text.split()
+    return float(number) * (1000 if unit == "s" else 1)
+
+
+def assert_quantile_shown(text: str, exact: float) -> None:
+    # The overview merges run digests: within the sketch's relative accuracy of numpy's
+    # value, plus half a unit of the last digit shown.
+    shown = shown_ms(text.removesuffix("*"))
+    assert abs(shown - exact) <= RELATIVE_ACCURACY * exact + 0.5, (text, exact)
+
+
+def expected_numbers(record: RunRecord) -> dict[str, Any]:
     """What the overview must say of a window holding just this run, from its raw samples."""
     timed = [s for s in record.samples if s.status in ("ok", "deadline_exceeded")]
     totals = np.array([s.total_ms for s in timed])
     medians = {name: np.median([s.phases[name] for s in timed]) for name in timed[0].phases}
     misses = sum(s.status == "deadline_exceeded" for s in record.samples)
     return {
-        "p50": view.format_ms(float(np.percentile(totals, 50))),
-        "p99": view.format_ms(float(np.percentile(totals, 99))) + "*",  # 20 samples: low conf.
+        "p50": float(np.percentile(totals, 50)),
+        "p99": float(np.percentile(totals, 99)),
         "n": str(len(timed)),
         "misses": view.format_rate(misses, len(record.samples)),
         "dominant": max(medians, key=lambda name: medians[name]),
@@ -127,7 +142,10 @@ def test_overview_has_a_row_per_target_and_vantage_with_the_numbers_of_the_sampl
         for vantage in ("eu", "us"):
             row = row_html(page, target, vantage)
             expected = expected_numbers(site.filled.newest(target, vantage))
-            for column in ("p50", "p99", "n", "misses"):
+            assert_quantile_shown(cell(row, "p50"), expected["p50"])
+            assert_quantile_shown(cell(row, "p99"), expected["p99"])
+            assert cell(row, "p99").endswith("*")  # 20 samples: low confidence
+            for column in ("n", "misses"):
                 assert cell(row, column) == expected[column], (target, vantage, column)
             assert f"</span>{expected['dominant']}</span>" in row
             assert 'class="sharebar"' in row and '<path d="M' in row
