@@ -63,16 +63,14 @@ def target_id(session: Session, name: str, now: datetime) -> int:
         return found
     bare = {"name": name, "kind": UNKNOWN_KIND, "url": "", "interval_s": 0.0, "config": {}}
     values = {**bare, "active": False, "updated_at": now}
-    session.execute(_insert_unless_present(session, TargetRow, values, key="name"))
+    session.execute(insert_unless_present(session, TargetRow, ["name"]).values(values))
     return session.scalars(select(TargetRow.id).where(TargetRow.name == name)).one()
 
 
-def _insert_unless_present(
-    session: Session, entity: type[Any], values: dict[str, Any], key: str
-) -> Insert:
-    """INSERT ... ON CONFLICT (key) DO NOTHING, which both our databases speak."""
+def insert_unless_present(session: Session, entity: Any, keys: list[str]) -> Insert:
+    """INSERT ... ON CONFLICT (keys) DO NOTHING, which both our databases speak."""
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    return insert(entity).values(values).on_conflict_do_nothing(index_elements=[key])
+    return insert(entity).on_conflict_do_nothing(index_elements=keys)
 
 
 _RUNS: Table = RunRow.__table__  # type: ignore[assignment]
@@ -167,6 +165,10 @@ def _sample_document(sample: SampleRecord) -> dict[str, Any]:
         raise ValueError("naive datetime: phasewatch stores aware UTC times only")
     if not math.isfinite(sample.total_ms):
         raise ValueError(f"sample {sample.idx}: total_ms {sample.total_ms} is not a number")
+    return _sample_fields(sample)
+
+
+def _sample_fields(sample: SampleRecord) -> dict[str, Any]:
     return {
         "idx": sample.idx,
         "started_at": sample.started_at,
@@ -207,20 +209,7 @@ def _run_values(record: RunRecord, target: int) -> dict[str, Any]:
 
 
 def _sample_values(run_id: uuid.UUID, sample: SampleRecord) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "idx": sample.idx,
-        "started_at": sample.started_at,
-        "status": sample.status,
-        "error_class": sample.error_class,
-        "error": sample.error,
-        "http_status": sample.http_status,
-        "total_ms": sample.total_ms,
-        "phases": sample.phases,
-        "provenance": sample.provenance,
-        "marks": sample.marks,
-        "details": sample.details,
-    }
+    return {"run_id": run_id, **_sample_fields(sample)}
 
 
 def run_summaries(

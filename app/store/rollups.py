@@ -27,14 +27,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Insert, Select, Table, and_, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Select, Table, and_, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.digest import QUANTILES, Digest, digest_of, merge_digests
 from app.analysis.summary import Summary
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
+from app.store.queries import insert_unless_present
 from app.store.records import RunRecord
 
 COMPLETE = "complete"
@@ -83,7 +82,7 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
     """Write the run digests not written yet and merge those into the rollups."""
     if not digests:
         return 0
-    statement = _insert_unless_present(session, _DIGESTS, ["run_id"]).returning(_DIGESTS.c.run_id)
+    statement = insert_unless_present(session, _DIGESTS, ["run_id"]).returning(_DIGESTS.c.run_id)
     inserted = set(session.scalars(statement, [_digest_values(d) for d in digests]).all())
     fresh = [d for d in digests if d.run_id in inserted]
     merged = {key: merge_digests(parts) for key, parts in sorted(_by_rollup(fresh).items())}
@@ -118,7 +117,7 @@ def _insert_new(session: Session, merged: dict[RollupKey, Digest], now: datetime
         {**dict(zip(_KEY_COLUMNS, key, strict=True)), **_rollup_values(digest, now)}
         for key, digest in merged.items()
     ]
-    statement = _insert_unless_present(session, _ROLLUPS, list(_KEY_COLUMNS)).returning(
+    statement = insert_unless_present(session, _ROLLUPS, list(_KEY_COLUMNS)).returning(
         *(_ROLLUPS.c[name] for name in _KEY_COLUMNS)
     )
     return {(t, v, p, start) for t, v, p, start in session.execute(statement, rows)}
@@ -179,11 +178,6 @@ def _digest_values(found: RunDigest) -> dict[str, Any]:
         "started_at": found.started_at,
         "digest": found.digest.to_json(),
     }
-
-
-def _insert_unless_present(session: Session, entity: Table, key: list[str]) -> Insert:
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    return insert(entity).on_conflict_do_nothing(index_elements=key)
 
 
 # Catching up ------------------------------------------------------------------------------
