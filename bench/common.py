@@ -1,4 +1,4 @@
-"""Shared by the benchmarks: the simulated endpoint in its own process, specs, statistics.
+"""Shared by the benchmarks: specs, TLS files, statistics, reports.
 
 Every benchmark talks to loopback only; every load loop in them is bounded in count and
 in time.
@@ -7,20 +7,14 @@ in time.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import os
 import platform
-import select
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -48,9 +42,6 @@ ACCEPTANCE = SimConfig(
     seed=7,
 )
 TRUTH_PHASES = ("network", "queue", "prefill", "generation", "transfer")
-_START_TIMEOUT_S = 15.0
-_REPLY_TIMEOUT_S = 10.0
-_STOP_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -69,80 +60,6 @@ def make_tls_files(directory: Path) -> TlsFiles:
     cert.private_key_pem.write_to_path(files.keyfile)
     ca.cert_pem.write_to_path(files.ca_file)
     return files
-
-
-class SimProcess:
-    """``bench.simproc`` as a child process; a context manager that waits until it listens."""
-
-    def __init__(
-        self,
-        config: SimConfig,
-        *,
-        tls: TlsFiles | None = None,
-        http2: bool = True,
-        max_seconds: float = 600.0,
-    ) -> None:
-        self.command = [sys.executable, "-m", "bench.simproc"]
-        self.command += ["--config", json.dumps(dataclasses.asdict(config))]
-        self.command += ["--max-seconds", str(max_seconds)]
-        if tls is not None:
-            self.command += ["--certfile", tls.certfile, "--keyfile", tls.keyfile]
-        if not http2:
-            self.command.append("--no-http2")
-        self._process: subprocess.Popen[bytes] | None = None
-        self.url = ""
-
-    def __enter__(self) -> SimProcess:
-        self._process = subprocess.Popen(
-            self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO_ROOT
-        )
-        self.url = self._read_reply(_START_TIMEOUT_S)
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        process = self._running()
-        try:
-            self._send("quit")
-            assert process.stdin is not None
-            process.stdin.close()
-            process.wait(_STOP_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired):
-            process.terminate()  # our own child, by its handle
-            process.wait(_STOP_TIMEOUT_S)
-
-    def truths(self) -> dict[str, Truth]:
-        """Every truth the sim logged so far, by request id."""
-        self._send("truths")
-        rows = self._read_reply(_REPLY_TIMEOUT_S)
-        return {row["request_id"]: Truth(**row) for row in rows}
-
-    def loop_lag(self) -> dict[str, float]:
-        """How late the sim's event loop woke from 5 ms sleeps (ms), since it started."""
-        self._send("lag")
-        reply: dict[str, float] = self._read_reply(_REPLY_TIMEOUT_S)
-        return reply
-
-    def _running(self) -> subprocess.Popen[bytes]:
-        if self._process is None:
-            raise RuntimeError("the sim process has not been started")
-        return self._process
-
-    def _send(self, command: str) -> None:
-        stdin = self._running().stdin
-        assert stdin is not None
-        stdin.write(command.encode() + b"\n")
-        stdin.flush()
-
-    def _read_reply(self, timeout_s: float) -> Any:
-        stdout = self._running().stdout
-        assert stdout is not None
-        ready, _, _ = select.select([stdout], [], [], timeout_s)
-        line = stdout.readline() if ready else b""
-        if not line:
-            raise RuntimeError("the sim process did not answer (see its stderr above)")
-        return json.loads(line)
 
 
 def chat_spec(url: str, **overrides: Any) -> ProbeSpec:
@@ -174,11 +91,12 @@ def within_goal(measured: float, truth: float) -> bool:
     return abs(measured - truth) <= max(2.0, 0.03 * abs(truth))
 
 
-def paired(samples: Sequence[Sample], truths: dict[str, Truth]) -> list[tuple[Sample, Truth]]:
+def paired(samples: Sequence[Sample], truths: Sequence[Truth]) -> list[tuple[Sample, Truth]]:
     """Samples that finished ok, each with the truth the sim logged for it."""
+    by_request = {truth.request_id: truth for truth in truths}
     pairs = []
     for sample in samples:
-        truth = truths.get(sample.request_id or "")
+        truth = by_request.get(sample.request_id or "")
         if sample.status is Status.OK and truth is not None:
             pairs.append((sample, truth))
     return pairs

@@ -16,13 +16,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from app.demo.simproc import SimProcess
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from bench.common import (
     ACCEPTANCE,
     PHASE_ERROR_HEADERS,
     RunClock,
-    SimProcess,
     bounded,
     chat_spec,
     make_tls_files,
@@ -73,7 +73,7 @@ def _raw_reference(sim: SimProcess, samples: int) -> None:
             collected.append(client.probe())
     finally:
         client.close()
-    truths = sim.truths()
+    truths = {truth.request_id: truth for truth in sim.truths()}
     pairs = [(s.phases, truths[s.request_id]) for s in collected]
     print(f"## reference: bare socket, HTTP/1.1, same sim: {len(pairs)} samples")
     print_table(PHASE_ERROR_HEADERS, phase_error_rows(pairs))
@@ -89,7 +89,7 @@ async def main(h1: int, h2: int, raw: int) -> None:
             _raw_reference(sim, raw)
     with tempfile.TemporaryDirectory() as directory:
         tls = make_tls_files(Path(directory))
-        with SimProcess(ACCEPTANCE, tls=tls) as sim:
+        with SimProcess(ACCEPTANCE, certfile=tls.certfile, keyfile=tls.keyfile) as sim:
             samples = await _collect(sim, h2, http2=True, verify=tls.ca_file)
             _report("probe, HTTP/2 over TLS", samples, sim)
     print(f"finished in {clock.report()}")

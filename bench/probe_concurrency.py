@@ -17,6 +17,7 @@ import gc
 import time
 
 from app.demo.sim import Truth
+from app.demo.simproc import SimProcess
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from bench.common import (
@@ -24,7 +25,6 @@ from bench.common import (
     PHASE_ERROR_HEADERS,
     LoopLag,
     RunClock,
-    SimProcess,
     bounded,
     chat_spec,
     median,

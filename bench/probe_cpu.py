@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from app.demo.sim import SimConfig
+from app.demo.simproc import SimProcess
 from app.probe.client import make_client, probe_once
 from app.probe.readers import Findings, StreamReader
 from app.probe.sample import Marks, Status
@@ -33,7 +34,6 @@ from app.probe.streams import SSEDecoder, read_openai_event
 from bench.common import (
     STREAM_BODY,
     RunClock,
-    SimProcess,
     bounded,
     chat_spec,
     median,

@@ -1,7 +1,7 @@
 """Scheduling: 200 targets every 10 s for 5 minutes through the real ``Watch`` and ``Pipeline``.
 
 Each target is an ``http`` target of 5 samples against ``GET /health`` of the simulated
-endpoint, served by ``bench.simproc`` in a process of its own (so its CPU does not
+endpoint, served by ``app.demo.simproc`` in a process of its own (so its CPU does not
 disturb this process's event loop). Runs are stored as in ``serve``: ``Pipeline.run``
 probes on the loop and stores from a worker thread, into SQLite (WAL) by default.
 
@@ -31,13 +31,14 @@ from sqlalchemy import Engine, select
 
 from app.config import Target
 from app.demo.sim import SimConfig
+from app.demo.simproc import SimProcess
 from app.pipeline import Pipeline
 from app.scheduler import Watch, first_run_offset
 from app.store.db import make_sessions
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.queries import sync_targets
 from app.store.spool import Spool
-from bench.common import LoopLag, SimProcess, machine_info, pct, print_table
+from bench.common import LoopLag, machine_info, pct, print_table
 from bench.store_common import (
     add_database_options,
     add_quiet_option,

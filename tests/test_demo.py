@@ -99,9 +99,11 @@ def generation_buckets(url: str, deadline: float) -> list[tuple[datetime, float]
         )
         assert response.status_code == 200, response.text
         history = response.json()
+        # Before the first rollup there are no buckets and so no phases at all.
+        shares = history["shares"].get("generation", [None] * len(history["time"]))
         buckets = [
             (datetime.fromtimestamp(at, UTC), share)
-            for at, share in zip(history["time"], history["shares"]["generation"], strict=True)
+            for at, share in zip(history["time"], shares, strict=True)
             if share is not None
         ]
         after_fall = [share for _, share in buckets if share < 0.15]

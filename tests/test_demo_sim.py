@@ -152,7 +152,7 @@ def test_client_sees_first_answer_token_after_round_trip_queue_and_prefill(serve
             truth = _last_truth(sim)
             excess.append(first_token_ms - truth.network_ms - truth.queue_ms - truth.prefill_ms)
 
-    assert truth.network_ms == 30.0
+    assert_late_by_at_most(truth.network_ms, 30.0)
     assert_late_by_at_most(truth.queue_ms, 30.0)
     assert all(e >= 0 for e in excess), excess
     assert sorted(excess)[1] < SLACK_MS, excess

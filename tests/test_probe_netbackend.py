@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import select
 import socket
 import ssl
 import weakref
@@ -78,6 +79,37 @@ async def test_tcp_streams_send_without_waiting_for_acks() -> None:
         stream = await connect(port)
         sock = stream.get_extra_info("socket")
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        await stream.aclose()
+
+
+@pytest.mark.parametrize("then", ["read", "next loop turn"])
+async def test_writes_before_a_read_or_a_loop_turn_leave_together(then: str) -> None:
+    # A request's headers and body, written apart by httpcore, reach the server as one
+    # segment (as curl sends them), not as two that each wake the server.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        stream = await connect(listener.getsockname()[1])
+        peer, _ = listener.accept()
+        with peer:
+            await stream.write(b"POST / HTTP/1.1\r\n\r\n", timeout=5)
+            await stream.write(b"body", timeout=5)
+            assert select.select([peer], [], [], 0)[0] == []  # nothing has left yet
+            if then == "read":
+                with pytest.raises(httpcore.ReadTimeout):
+                    await stream.read(100, timeout=0.01)
+            else:
+                await asyncio.sleep(0)
+            assert select.select([peer], [], [], 5)[0] == [peer]
+            assert peer.recv(65536) == b"POST / HTTP/1.1\r\n\r\nbody"
+        await stream.aclose()
+
+
+async def test_a_large_write_leaves_at_once() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        stream = await connect(listener.getsockname()[1])
+        peer, _ = listener.accept()
+        with peer:
+            await stream.write(b"x" * netbackend.HOLD_LIMIT, timeout=5)
+            assert select.select([peer], [], [], 5)[0] == [peer]
         await stream.aclose()
 
 

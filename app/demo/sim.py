@@ -6,7 +6,9 @@ One request, on the server's own clock::
         ─token k at k / tokens_per_s─▶ last token ─▶ end (last write emitted)
 
 Every write reaches the wire ``one_way_ms`` after it was emitted (``simwire.Wire``), so a
-client sees the first token ``2 * one_way + queue + prefill`` after its request landed.
+client sees the first token ``2 * one_way + queue + prefill`` after its request landed. The
+truth logs what really happened on the server's clock: a loop that wakes late makes a trip,
+a queue or a token late, and the truth says so instead of the nominal value.
 
 Endpoints (``simendpoints``): ``POST /v1/chat/completions`` (OpenAI, streaming or not),
 ``POST /v1/messages`` (Anthropic, streaming), ``GET /health`` and
@@ -91,7 +93,7 @@ class SimApp:
             return
         # Like a real server, stop generating when the client goes away (a probe past its
         # deadline does): writing on would only fill the log with broken-pipe warnings.
-        exchange = asyncio.create_task(self._exchange(scope, raw, send))
+        exchange = asyncio.create_task(self._exchange(scope, raw, now(), send))
         disconnect = asyncio.create_task(_disconnected(receive))
         try:
             await asyncio.wait({exchange, disconnect}, return_when=asyncio.FIRST_COMPLETED)
@@ -102,16 +104,17 @@ class SimApp:
         if not exchange.cancelled():
             exchange.result()  # raises what went wrong
 
-    async def _exchange(self, scope: Scope, raw: bytes, send: Send) -> None:
+    async def _exchange(self, scope: Scope, raw: bytes, received: float, send: Send) -> None:
         config = self.config
         wire = Wire(send, config.one_way_ms / 1000)
         try:
-            await sleep_until(now() + config.one_way_ms / 1000)
+            await sleep_until(received + config.one_way_ms / 1000)
             query = parse_qs(scope["query_string"].decode("latin-1"))
-            ex = Exchange(config, scope["path"], wire, Timeline(now()), query)
+            ex = Exchange(config, scope["path"], wire, Timeline(received, now()), query)
+            # Recorded once every part that the truth times has left, and before the last
+            # byte can reach a client: a client that has its response finds its truth.
+            wire.before_last = lambda: self._record(ex.truth())
             await self._dispatch(ex, scope["method"], raw)
-            # Recorded before any await, so before the last byte can reach a client.
-            self._record(ex.truth())
         except BaseException:
             wire.abort()
             raise

@@ -57,7 +57,7 @@ DEFAULT_CONFIG = SimConfig()
 class Truth:
     request_id: str
     path: str
-    network_ms: float  # 2 * one_way_ms
+    network_ms: float  # the two one-way trips as they really went: 2 * one_way_ms, or late
     queue_ms: float  # includes a cold start; the server's work time for /http
     prefill_ms: float
     generation_ms: float  # first output token emitted -> last output token emitted
@@ -69,6 +69,7 @@ class Truth:
 class Timeline:
     """Server-clock marks of one request. A mark never reached takes the previous one."""
 
+    received: float  # the app has the request; it "arrives" one way later
     arrived: float
     queued: float | None = None
     first_token: float | None = None
@@ -99,13 +100,16 @@ class Exchange:
     request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     queue_s: float = 0.0  # drawn by the app, cold start included
     cold_start: bool = False
+    token_part: int | None = None  # which emitted message carried the first output token
 
     def start(self, status: int, headers: Headers) -> None:
         headers = [(b"x-request-id", self.request_id.encode()), *headers]
         self.wire.emit({"type": "http.response.start", "status": status, "headers": headers})
 
-    def write(self, data: bytes, *, last: bool = False) -> None:
+    def write(self, data: bytes, *, last: bool = False, token: bool = False) -> None:
         message = {"type": "http.response.body", "body": data, "more_body": not last}
+        if token and self.token_part is None:
+            self.token_part = self.wire.emitted
         emitted = self.wire.emit(message)
         if last:
             self.timeline.end = emitted
@@ -121,6 +125,15 @@ class Exchange:
 
     def truth(self) -> Truth:
         queue, prefill, generation, transfer = self.timeline.durations_ms()
-        network = 2 * self.config.one_way_ms
+        network = (self.timeline.arrived - self.timeline.received + self._reply_trip()) * 1000
         args = (network, queue, prefill, generation, transfer, self.cold_start)
         return Truth(self.request_id, self.path, *args)
+
+    def _reply_trip(self) -> float:
+        """How long the reply's first part took on the wire: the part that carries the first
+        token, or, without tokens, the first part (a client's time to first byte)."""
+        part = self.token_part or 0
+        departures = self.wire.departures
+        if part >= len(departures):
+            return 0.0
+        return departures[part].sent - departures[part].emitted

@@ -38,7 +38,7 @@ async def chat(ex: Exchange) -> None:
     start = await _before_first_token(ex, ping=True)
     ex.write(fmt.role())
     async for reasoning in _token_steps(ex, start):
-        ex.write(fmt.token(reasoning))
+        ex.write(fmt.token(reasoning), token=True)
     ex.write(fmt.finish())
     ex.write(fmt.usage(ex.counts(), _groq(ex)))
     ex.write(b"data: [DONE]\n\n", last=True)
@@ -67,7 +67,7 @@ async def messages(ex: Exchange) -> None:
             for event in (fmt.signature(0), fmt.block_stop(0), fmt.block_start(1, False)):
                 ex.write(event)
             index = 1
-        ex.write(fmt.delta(index, reasoning))
+        ex.write(fmt.delta(index, reasoning), token=True)
     ex.write(fmt.block_stop(index))
     ex.write(fmt.message_delta(ex.counts().completion))
     ex.write(fmt.message_stop(), last=True)

@@ -79,7 +79,7 @@ class SimServer:
     def __enter__(self) -> SimServer:
         ready = threading.Event()
         self._thread = threading.Thread(
-            target=_run_precise, args=(self._serve_in_thread(ready),), name="sim-server"
+            target=run_precise, args=(self._serve_in_thread(ready),), name="sim-server"
         )
         self._thread.daemon = True  # a stuck server must not keep the interpreter alive
         self._thread.start()
@@ -144,7 +144,8 @@ class SimServer:
         return config
 
 
-def _run_precise(main: Coroutine[Any, Any, None]) -> None:
+def run_precise(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on a new loop whose sleeps end on time to the microsecond."""
     # epoll rounds every timeout up to a whole millisecond, which would make each simulated
     # delay up to 1 ms late; select() takes microseconds. Its price, file descriptors below
     # 1024 only, is no limit for tests and benchmarks.
