@@ -1,6 +1,6 @@
 """Query: one target's runs over 90 days, with millions of samples stored.
 
-Measured: ``run_chart_rows`` (the long-window read, served from ``ix_runs_chart``), and
+Measured: ``run_chart`` (the long-window read, served from ``ix_runs_chart``), and
 ``run_summaries`` (ORM rows with the per-phase ``summary``, meant for short windows).
 
 The database is populated first (not measured; see ``store_common.populate``) with a
@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session, defer
 
 from app.store.db import make_sessions
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import run_chart_rows, run_summaries
+from app.store.queries import run_chart, run_chart_query, run_summaries
 from bench.common import REPO_ROOT, machine_info, pct, print_table
 from bench.store_common import (
     Layout,
@@ -93,12 +93,12 @@ def summaries(engine: Engine, target: str, span: tuple[datetime, datetime], **kw
         return len(run_summaries(session, target, *span, **kw))
 
 
-def chart_rows(engine: Engine, target: str, span: tuple[datetime, datetime], **kw: Any) -> int:
+def chart(engine: Engine, target: str, span: tuple[datetime, datetime], **kw: Any) -> int:
     with make_sessions(engine)() as session:
-        return len(run_chart_rows(session, target, *span, **kw))
+        return len(run_chart(session, target, *span, **kw))
 
 
-READS: dict[str, Callable[..., int]] = {"run_chart_rows": chart_rows, "run_summaries": summaries}
+READS: dict[str, Callable[..., int]] = {"run_chart": chart, "run_summaries": summaries}
 
 
 # --- cold: a fresh process ------------------------------------------------------------------
@@ -256,13 +256,13 @@ def breakdown(
         ("SQLAlchemy Core rows, without summary", core_call(engine, target, span, False)),
         ("ORM entities, summary deferred", orm_deferred_call(engine, target, span)),
         ("ORM entities: run_summaries", lambda: summaries(engine, target, span)),
-        ("run_chart_rows (ix_runs_chart)", lambda: chart_rows(engine, target, span)),
+        ("run_chart (ix_runs_chart)", lambda: chart(engine, target, span)),
         ("candidate: SQL GROUP BY hour, vantage", hourly_call(engine, target, span)),
     ]
     rows = [timed_row(name, call, repeat) for name, call in ways]
     gc.unfreeze()  # and the same without gc.freeze(), for comparison
     try:
-        rows.append(timed_row("run_chart_rows, no gc.freeze()", ways[6][1], repeat))
+        rows.append(timed_row("run_chart, no gc.freeze()", ways[6][1], repeat))
         rows.append(timed_row("run_summaries, no gc.freeze()", ways[5][1], repeat))
     finally:
         gc.freeze()
@@ -276,18 +276,19 @@ def timed_row(name: str, call: Callable[[], int], repeat: int) -> list[str]:
 
 
 def chart_plan(engine: Engine, target: str, span: tuple[datetime, datetime]) -> str:
-    seen: list[tuple[str, Any]] = []
+    query = run_chart_query(engine.dialect.name, target, *span)
+    compiled = query.compile(dialect=engine.dialect)
+    parameters: Any = compiled.params
+    if engine.dialect.name == "sqlite":  # qmark style, and times as SQLite keeps them
+        values = [compiled.params[name] for name in compiled.positiontup or []]
+        parameters = tuple(_sqlite_value(value) for value in values)
+    return f"{compiled.string}\n{parameters}\n\n{plan(engine, compiled.string, parameters)}"
 
-    def capture(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        seen.append((statement, parameters))
 
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
-        chart_rows(engine, target, span)
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
-    statement, parameters = seen[-1]
-    return f"{statement}\n{parameters}\n\n{plan(engine, statement, parameters)}"
+def _sqlite_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return value
 
 
 def profile(engine: Engine, target: str, span: tuple[datetime, datetime]) -> str:

@@ -32,7 +32,7 @@ from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.queries import (
     RUN_CHART_COLUMNS,
     prune_samples,
-    run_chart_rows,
+    run_chart,
     run_summaries,
     store_run,
 )
@@ -325,40 +325,37 @@ def test_json_keys_become_strings_and_nan_written_before_still_reads() -> None:
 # --- the chart read --------------------------------------------------------------------------
 
 
-def test_run_chart_rows_give_the_chart_columns_of_a_targets_runs_oldest_first(
+def test_run_chart_gives_the_chart_columns_of_a_targets_runs_oldest_first(
     sessions: sessionmaker[Session],
 ) -> None:
     hours = [3, 0, 2, 1]
     runs = [run_of(2, started=NOW + timedelta(hours=h)) for h in hours]
-    runs.append(run_of(2, started=NOW + timedelta(hours=1.5), vantage="us"))
+    runs.append(run_of(2, started=NOW + timedelta(hours=1.5, milliseconds=7), vantage="us"))
     runs.append(run_of(2, started=NOW + timedelta(hours=1), target="other"))
     for record in runs:
         store(sessions, record)
     end = NOW + timedelta(hours=3)
 
     with sessions() as session:
-        rows = run_chart_rows(session, "api", NOW + timedelta(hours=1), end)
+        chart = run_chart(session, "api", NOW + timedelta(hours=1), end)
         full = run_summaries(session, "api", NOW + timedelta(hours=1), end)
-        one_vantage = run_chart_rows(session, "api", NOW, end, vantage="us")
-        unknown = run_chart_rows(session, "nobody", NOW, end)
+        one_vantage = run_chart(session, "api", NOW, end, vantage="us")
+        unknown = run_chart(session, "nobody", NOW, end)
 
-    names = [c.key for c in RUN_CHART_COLUMNS]
-    assert list(rows[0]._fields) == names
-    assert [tuple(r) for r in rows] == [tuple(getattr(f, n) for n in names) for f in full]
-    assert [(r.started_at, r.vantage) for r in rows] == [
-        (NOW + timedelta(hours=1), "eu"),
-        (NOW + timedelta(hours=1.5), "us"),
-        (NOW + timedelta(hours=2), "eu"),
-    ]
-    assert all(r.started_at.tzinfo is UTC for r in rows)
-    assert [r.vantage for r in one_vantage] == ["us"]
-    assert unknown == []
+    assert len(chart) == len(full) == 3
+    assert chart.time == pytest.approx([f.started_at.timestamp() for f in full], abs=1e-6)
+    assert chart.time[1] - chart.time[0] == pytest.approx(1800.007, abs=1e-6)
+    for column in [c.key for c in RUN_CHART_COLUMNS[1:]]:
+        assert getattr(chart, column) == [getattr(f, column) for f in full], column
+    assert chart.vantage == ["eu", "us", "eu"]
+    assert one_vantage.vantage == ["us"]
+    assert len(unknown) == 0 and unknown.total_p99 == []
 
 
-def test_run_chart_rows_refuse_a_naive_window(sessions: sessionmaker[Session]) -> None:
+def test_run_chart_refuses_a_naive_window(sessions: sessionmaker[Session]) -> None:
     naive = NOW.replace(tzinfo=None)
-    with pytest.raises(StatementError, match="naive datetime"), sessions() as session:
-        run_chart_rows(session, "api", naive, naive + timedelta(hours=1))
+    with pytest.raises(ValueError, match="naive datetime"), sessions() as session:
+        run_chart(session, "api", naive, naive + timedelta(hours=1))
 
 
 # --- PostgreSQL connections that died while idle ----------------------------------------------
