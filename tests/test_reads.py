@@ -261,6 +261,36 @@ def test_current_breakdowns_cover_every_pair_seen(sessions: sessionmaker[Session
         assert abs(row.p99 - exact_row.p99) <= BOUND * exact_row.p99
 
 
+def test_overview_shows_a_new_run_age_at_once_and_its_numbers_once_digested(
+    sessions: sessionmaker[Session],
+) -> None:
+    digested = runs(3, start=NOW - timedelta(minutes=50), every=timedelta(minutes=15))
+    old = runs(2, start=NOW - timedelta(days=3), target="batch", vantage="us", seed=3)
+    store(sessions, digested + old)
+    newest = runs(1, start=NOW - timedelta(minutes=4), seed=9)
+    with sessions.begin() as session:  # stored as the pipeline stores: no digest yet
+        store_run(session, newest[0], NOW)
+    with sessions() as session:
+        before = current_breakdowns(session, NOW, exact=False)
+    assert [(b.target, b.vantage, b.runs) for b in before] == [
+        ("batch", "us", 0),
+        ("chat", "eu", 3),
+    ]
+    assert before[0].last_run_at == old[-1].started_at  # older than a day: its own seek
+    assert before[1].last_run_at == newest[0].started_at
+    assert catch_up(sessions, NOW - timedelta(days=2), NOW) == 1  # the rollup loop's step
+    with sessions() as session:
+        after = current_breakdowns(session, NOW, exact=False)
+        samples = current_breakdowns(session, NOW)
+    assert [(b.runs, b.n, b.last_run_at) for b in after] == [
+        (b.runs, b.n, b.last_run_at) for b in samples
+    ]
+    assert after[1].runs == 4
+    expected = exact([t for t, _ in timed(digested + newest)])
+    for name, value in expected.items():
+        assert abs(after[1].total[name] - value) <= BOUND * value
+
+
 def test_sparklines_give_hourly_medians_per_pair(sessions: sessionmaker[Session]) -> None:
     now = T0 + timedelta(hours=5, minutes=30)
     records = runs(12, start=T0 + timedelta(hours=3), every=timedelta(minutes=15))

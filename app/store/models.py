@@ -276,7 +276,7 @@ class RunDigestRow(Base):
     )
     target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"))
     vantage: Mapped[str] = mapped_column(String(200))
-    started_at: Mapped[datetime]
+    started_at: Mapped[datetime] = mapped_column(index=True)  # windows of every target
     digest: Mapped[dict[str, Any]]
 
 

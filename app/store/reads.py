@@ -178,14 +178,19 @@ def last_runs(
 ) -> dict[tuple[int, str], datetime]:
     """(target id, vantage) -> its latest run before ``now``, for every pair ever seen.
 
-    ``known`` are latest runs the caller already has; the others are one index seek each.
+    Any run counts, complete or not, digested or not: a run shows its age at once. The last
+    day's runs are one grouped query; an older pair is one index seek. ``known`` are times
+    the caller already has (the later of the two wins).
     """
     found = dict(known or {})
-    recent = select(RunRow.target_id, RunRow.vantage).where(
-        RunRow.started_at >= now - timedelta(days=1), RunRow.started_at < now
+    recent = (
+        select(RunRow.target_id, RunRow.vantage, func.max(RunRow.started_at))
+        .where(RunRow.started_at >= now - timedelta(days=1), RunRow.started_at < now)
+        .group_by(RunRow.target_id, RunRow.vantage)
     )
-    pairs = _pairs_seen(session) | {(t, v) for t, v in session.execute(recent.distinct())}
-    for target, vantage in pairs - found.keys():
+    for target, vantage, latest in session.execute(recent):
+        found[(target, vantage)] = max(latest, found.get((target, vantage), latest))
+    for target, vantage in _pairs_seen(session) - found.keys():
         at = _last_run_at(session, target, vantage, now)
         if at is not None:
             found[(target, vantage)] = at
@@ -200,14 +205,13 @@ def _target_names(session: Session) -> dict[int, str]:
 def _current_from_digests(session: Session, start: datetime, now: datetime) -> list[Breakdown]:
     names = _target_names(session)
     groups: dict[tuple[int, str], list[Digest]] = defaultdict(list)
-    recent: dict[tuple[int, str], datetime] = {}
-    query = select(
-        RunDigestRow.target_id, RunDigestRow.vantage, RunDigestRow.started_at, RunDigestRow.digest
-    ).where(RunDigestRow.started_at >= start, RunDigestRow.started_at < now)
-    for target, vantage, at, data in session.execute(query):
+    # Through ix_run_digests_started_at: digests are kept as long as their runs.
+    query = select(RunDigestRow.target_id, RunDigestRow.vantage, RunDigestRow.digest).where(
+        RunDigestRow.started_at >= start, RunDigestRow.started_at < now
+    )
+    for target, vantage, data in session.execute(query):
         groups[(target, vantage)].append(Digest.from_json(data))
-        recent[(target, vantage)] = max(at, recent.get((target, vantage), at))
-    last = last_runs(session, now, recent)
+    last = last_runs(session, now)
     pairs = sorted(last, key=lambda k: (names[k[0]], k[1]))
     columns = _columns([groups.get(pair, []) for pair in pairs])
     return [
