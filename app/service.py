@@ -36,16 +36,13 @@ from app.pipeline import Pipeline, is_transient, utcnow
 from app.scheduler import Watch
 from app.store.leader import Leadership
 from app.store.queries import prune_samples, sync_targets
-from app.store.rollups import catch_up
+from app.store.rollups import CATCH_UP_EVERY_S, catch_up
 
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 5.0
 RELOAD_POLL_S = 2.0
 PRUNE_EVERY_S = 3600.0
-# History and the overview read run digests and rollups, added off the store's path so that
-# storing a run stays one statement; they trail the runs by at most this much.
-ROLLUP_EVERY_S = 10.0
 ROLLUP_LOOKBACK = timedelta(days=2)
 SEND_EVERY_S = 2.0
 SYNC_ATTEMPTS = 3
@@ -220,7 +217,7 @@ class Service:
         # kept rollups (an upgrade, an import) are added while their samples are there.
         await self._catch_up(utcnow() - self._retention())
         while True:
-            await asyncio.sleep(ROLLUP_EVERY_S)
+            await asyncio.sleep(CATCH_UP_EVERY_S)
             await self._catch_up(utcnow() - ROLLUP_LOOKBACK)
 
     async def _catch_up(self, since: datetime) -> None:

@@ -138,6 +138,7 @@ def test_overview_has_a_row_per_target_and_vantage_with_the_numbers_of_the_sampl
     assert response.status_code == 200
     page = response.text
     assert page.count("<tr data-target=") == 6
+    assert "its numbers once the service has added it to the rollups (every 10 s)" in page
     for target in ("chat-prod", "chat-edge"):
         for vantage in ("eu", "us"):
             row = row_html(page, target, vantage)

@@ -44,6 +44,10 @@ PERIODS = (300, 900, 3600, 21600, 86400)  # 5 min, 15 min, 1 h, 6 h, 1 day
 POOLED = "*"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CATCH_UP_BATCH = 200
+# History and the overview read run digests and rollups, added off the store's path (by the
+# service's rollup loop, this often) so that storing a run stays one statement; they trail
+# the runs by at most this much.
+CATCH_UP_EVERY_S = 10.0
 
 
 def period_start(at: datetime, seconds: int) -> datetime:

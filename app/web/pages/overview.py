@@ -16,6 +16,7 @@ from app.alerts.views import AlertView, open_alerts_by_series
 from app.report import PHASE_COLOURS
 from app.store.models import TargetRow
 from app.store.reads import Breakdown, current_breakdowns, sparklines
+from app.store.rollups import CATCH_UP_EVERY_S
 from app.web.deps import SessionDep
 from app.web.pages import view
 from app.web.pages.render import page, utcnow
@@ -78,7 +79,8 @@ def overview(request: Request, session: SessionDep) -> HTMLResponse:
     now = utcnow()
     rows = overview_rows(
         # Merged run digests, not raw samples: 200 targets' raw samples take seconds to
-        # decode (bench/README.md, Dashboard); the quantiles stay within 1 %.
+        # decode (bench/README.md, Dashboard); the quantiles stay within 1 %, and a run
+        # counts once the rollup loop has digested it (the page says so).
         current_breakdowns(session, now, window=WINDOW, exact=False),
         sparklines(session, now, hours=SPARK_HOURS),
         open_alerts_by_series(session),
@@ -97,6 +99,7 @@ def overview(request: Request, session: SessionDep) -> HTMLResponse:
         legend=_legend(rows),
         window_text="hour",
         spark_hours=SPARK_HOURS,
+        digest_every_s=CATCH_UP_EVERY_S,
     )
 
 
