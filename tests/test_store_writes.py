@@ -4,6 +4,7 @@ committed, JSON by orjson; and the lean read of a long window's runs for charts.
 
 from __future__ import annotations
 
+import gc
 import math
 import threading
 import time
@@ -350,6 +351,21 @@ def test_run_chart_gives_the_chart_columns_of_a_targets_runs_oldest_first(
     assert chart.vantage == ["eu", "us", "eu"]
     assert one_vantage.vantage == ["us"]
     assert len(unknown) == 0 and unknown.total_p99 == []
+
+
+@pytest.mark.parametrize("collector_on", [True, False])
+def test_run_chart_leaves_the_garbage_collector_as_it_found_it(
+    sessions: sessionmaker[Session], collector_on: bool
+) -> None:
+    store(sessions, run_of(2, started=NOW))
+    was_on = gc.isenabled()
+    try:
+        gc.enable() if collector_on else gc.disable()
+        with sessions() as session:
+            assert len(run_chart(session, "api", NOW, NOW + timedelta(hours=1))) == 1
+        assert gc.isenabled() is collector_on
+    finally:
+        gc.enable() if was_on else gc.disable()
 
 
 def test_run_chart_refuses_a_naive_window(sessions: sessionmaker[Session]) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -292,7 +294,8 @@ def run_chart(
     """
     connection = session.connection()
     query = run_chart_query(connection.dialect.name, target, start, end, vantage)
-    columns = [list(column) for column in zip(*_tuples(connection, query), strict=True)]
+    with _collector_paused():
+        columns = [list(column) for column in zip(*_tuples(connection, query), strict=True)]
     if not columns:
         return RunChart(*([] for _ in RUN_CHART_COLUMNS))
     if connection.dialect.name == "sqlite":
@@ -314,6 +317,19 @@ def run_chart_query(
         .order_by(RunRow.started_at)
     )
     return query if vantage is None else query.where(RunRow.vantage == vantage)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a read builds ~200,000 objects that hold no
+    cycles: left on, its young-generation passes over them take a sixth of the read."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:  # whoever found it on turns it back on
+            gc.enable()
 
 
 def _epoch_seconds(dialect: str) -> ColumnElement[float]:
