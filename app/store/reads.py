@@ -151,7 +151,9 @@ def current_breakdowns(
 
     A pair with no run in the window has runs = n = 0 and the time of its latest run.
     ``exact=False`` merges the window's run digests instead of reading raw samples (quantiles
-    within 1 %, ``source = "digests"``): one small row per run, for pages of many targets.
+    within 1 %, ``source = "digests"``): one small row per run, for pages of many targets. A
+    run counts there once its digest is written (the service's rollup loop, every
+    ``app.store.rollups.CATCH_UP_EVERY_S``); its ``last_run_at`` counts at once.
     """
     if not exact:
         return _current_from_digests(session, now - window, now)
