@@ -322,6 +322,9 @@ def time_server(
     # As `serve` runs, start-up included (gc.freeze), but with nothing probed.
     app = create_app(settings, TargetsFile(targets=targets_of(scale)), probing=False)
     with Server(app, lifespan="on") as server:
+        # --settle: let start-up's catch-up pass of the rollup loop (all retained runs)
+        # finish, to time the page as a server that has been up for a while serves it.
+        time.sleep(args.settle)
         clock = RunClock()
         timings, size = time_pages(server.base, args.warmup, args.requests)
         busy = clock.report()
@@ -347,16 +350,22 @@ def row_counts(sessions: sessionmaker[Session]) -> dict[str, int]:
 
 
 @contextmanager
-def _pg_database(server: str) -> Iterator[str]:
-    name = f"pw_bench_{uuid.uuid4().hex[:8]}"
+def _pg_database(server: str, keep: str | None = None) -> Iterator[str]:
+    """A fresh database, dropped afterwards; or ``keep``, made if missing and kept."""
+    name = keep or f"pw_bench_{uuid.uuid4().hex[:8]}"
     admin = make_engine(server, poolclass=pool.NullPool, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        found = connection.exec_driver_sql(
+            "SELECT 1 FROM pg_database WHERE datname = %(name)s", {"name": name}
+        ).first()
+        if found is None:
+            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
     try:
         yield make_url(server).set(database=name).render_as_string(hide_password=False)
     finally:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if keep is None:
+            with admin.connect() as connection:
+                connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
 
 
@@ -377,6 +386,8 @@ def report(backend: str, result: dict[str, Any], args: argparse.Namespace) -> No
             f"{'met' if pct(timings, 95) <= 300 else 'NOT met'})"
         )
         print(f"requests took {result['busy']}")
+        slowest = sorted(range(len(timings)), key=lambda i: -timings[i])[:5]
+        print("slowest (request: ms): " + ", ".join(f"{i}: {timings[i]:.0f}" for i in slowest))
     print("data-layer calls, median of 5: " + ", ".join(
         f"{name} {ms:.0f} ms" for name, ms in result["calls"].items()
     ))  # fmt: skip
@@ -398,7 +409,11 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         help="SQLite file to fill and keep; one already filled is reused as it is (the calls "
         "are timed at the time it was filled at; the page at the clock's time)",
     )
+    parser.add_argument("--pg-db", help="PostgreSQL database to fill and keep, as --db")
     parser.add_argument("--no-page", action="store_true", help="time the calls only, no server")
+    parser.add_argument(
+        "--settle", type=float, default=0.0, help="seconds between server start and warm-up"
+    )
     return parser.parse_args(argv)
 
 
@@ -412,7 +427,7 @@ def main(argv: list[str] | None = None) -> None:
                 path = args.db or directory / "bench.db"
                 result = run_backend(f"sqlite:///{path}", args, directory)
             else:
-                with _pg_database(args.pg) as url:
+                with _pg_database(args.pg, args.pg_db) as url:
                     result = run_backend(url, args, directory)
             report(backend, result, args)
 
