@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.probe.sample import ServerTiming, Tokens
+from app.probe.readers import Findings, StreamReader
+from app.probe.sample import Marks, ServerTiming, Tokens
 from app.probe.streams import (
     OpenAIEventReader,
     SSEDecoder,
@@ -774,3 +775,106 @@ def test_event_reader_shortcut_on_random_texts_matches_a_full_parse() -> None:
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
         event = SSEEvent(rng.choice(["message", "error"]), envelope(text))
         assert facts_or_error(reader, event) == facts_or_error(read_openai_event, event), text
+
+
+# --- the chunk shortcut: one whole ordinary answer event, no decoder ----------------------
+
+
+def chunk_of(data: str, end: bytes = b"\n\n") -> bytes:
+    return b"data: " + data.encode() + end
+
+
+def learned_reader() -> OpenAIEventReader:
+    reader = OpenAIEventReader()
+    assert reader(SSEEvent("message", envelope("Hello"))) == StreamFacts(answer=True)
+    return reader
+
+
+CHUNK_CASES = [
+    # (what it shows, chunk, whether the shortcut takes it)
+    ("an ordinary chunk", chunk_of(envelope("world")), True),
+    ("non-ASCII text", chunk_of(envelope("세계 ✓")), True),
+    ("empty text", chunk_of(envelope("")), False),
+    ("escaped quote", chunk_of(envelope('say \\"hi\\"')), False),
+    ("two events in one chunk", chunk_of(envelope("a")) + chunk_of(envelope("b")), False),
+    ("CRLF line ends", chunk_of(envelope("a"), b"\r\n\r\n"), False),
+    ("no blank line yet", chunk_of(envelope("a"), b"\n"), False),
+    ("an event name first", b"event: error\n" + chunk_of(envelope("a")), False),
+    ("invalid UTF-8", chunk_of(envelope("a")).replace(b"a", b"\xff", 1), False),
+    ("other envelope", chunk_of(envelope("a").replace('"m"', '"n"')), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("chunk", "taken"), [case[1:] for case in CHUNK_CASES], ids=[case[0] for case in CHUNK_CASES]
+)
+def test_answer_chunk_takes_only_one_whole_ordinary_answer_event(chunk: bytes, taken: bool) -> None:
+    assert learned_reader().answer_chunk(chunk) is taken
+    if taken:  # and then it is what the decoder and a full parse make of it
+        (event,) = decode_whole(chunk)
+        assert read_openai_event(event) == StreamFacts(answer=True)
+
+
+def test_answer_chunk_needs_a_learned_envelope_on_one_line() -> None:
+    assert not OpenAIEventReader().answer_chunk(chunk_of(envelope("a")))
+    reader = OpenAIEventReader()
+    reader(SSEEvent("message", envelope("Hello").replace(",", ",\n", 1)))  # two data lines
+    assert not reader.answer_chunk(chunk_of(envelope("a")))
+
+
+def test_answer_chunk_on_random_texts_agrees_with_the_decoder_and_a_full_parse() -> None:
+    rng = random.Random(12)
+    alphabet = ["a", " ", "é", "✓", '"', "\\", "\\n", "\t", "\n", "\r", "}", "\u2028", "\xa0"]
+    reader = learned_reader()
+    taken = 0
+    for _ in range(500):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+        chunk = chunk_of(envelope(text))
+        plain = bool(text) and '"' not in text and "\\" not in text and text.isprintable()
+        assert reader.answer_chunk(chunk) is plain, text
+        if plain:
+            taken += 1
+            events = decode_whole(chunk)
+            assert [read_openai_event(e) for e in events] == [StreamFacts(answer=True)], text
+    assert taken > 20  # the shortcut is taken, not just never wrong
+
+
+def read_stream(stream: bytes, cuts: list[int], *, shortcut: bool) -> tuple[Marks, Findings]:
+    marks, findings = Marks(), Findings()
+    interpret = OpenAIEventReader()
+    answer_chunk = interpret.answer_chunk if shortcut else None
+    reader = StreamReader(interpret, marks, findings, 1 << 24, answer_chunk=answer_chunk)
+    pieces = zip([0, *cuts], [*cuts, len(stream)], strict=True)
+    for now_ns, (start, end) in enumerate(pieces, start=1):
+        reader.feed(stream[start:end], now_ns)
+    reader.close(len(cuts) + 2)
+    return marks, findings
+
+
+# A long answer as servers stream it, with texts the shortcut must leave to the full parse.
+LONG_ANSWER = b"".join(
+    [
+        chunk_of(envelope("")),
+        *(chunk_of(envelope(text)) for text in ["Hello", " wor", "ld", "é ✓", 'a \\"b\\"']),
+        *(chunk_of(envelope(f"tok{i} ")) for i in range(30)),
+        chunk_of(envelope("line\\nbreak")),
+        chunk_of(
+            '{"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":37}}'
+        ),
+        b"data: [DONE]\n\n",
+    ]
+)
+STREAMS = TRANSCRIPTS | {"long answer": LONG_ANSWER}
+
+
+@pytest.mark.parametrize("name", ["openai", "groq", "deepseek", "llamacpp", "long answer"])
+def test_stream_reader_marks_the_same_with_the_shortcut_as_without(name: str) -> None:
+    stream = STREAMS[name]
+    events = [m.end() for m in re.finditer(rb"\n\n", stream)]
+    rng = random.Random(name)
+    chunkings = [events[:-1], sorted(rng.sample(range(1, len(stream)), 12))]
+    chunkings.append(sorted(set(events[:-1]) | set(rng.sample(range(1, len(stream)), 5))))
+    for cuts in chunkings:
+        assert read_stream(stream, cuts, shortcut=True) == read_stream(
+            stream, cuts, shortcut=False
+        ), cuts

@@ -183,9 +183,11 @@ def _reader_for(spec: ProbeSpec, response: httpx.Response, exchange: _Exchange) 
         return CountingReader(spec.max_body_bytes)
     if content_type.startswith("text/event-stream"):
         exchange.streaming = True
-        anthropic = spec.kind is Kind.ANTHROPIC
-        interpret = read_anthropic_event if anthropic else OpenAIEventReader()
-        return StreamReader(interpret, marks, findings, spec.max_body_bytes)
+        if spec.kind is Kind.ANTHROPIC:
+            return StreamReader(read_anthropic_event, marks, findings, spec.max_body_bytes)
+        openai = OpenAIEventReader()
+        limit = spec.max_body_bytes
+        return StreamReader(openai, marks, findings, limit, answer_chunk=openai.answer_chunk)
     return JsonAnswerReader(findings, spec.max_body_bytes, openai=spec.kind is Kind.OPENAI)
 
 

@@ -75,12 +75,16 @@ class StreamReader:
         marks: Marks,
         findings: Findings,
         limit: int,
+        answer_chunk: Callable[[bytes], bool] | None = None,
     ) -> None:
+        """``answer_chunk`` (``OpenAIEventReader.answer_chunk``) may say that a chunk is one
+        whole ordinary answer event, which then skips the decoder and ``interpret``."""
         self.interpret = interpret
         self.marks = marks
         self.findings = findings
         self.budget = _Budget(limit)
         self.decoder = SSEDecoder()
+        self.answer_chunk = answer_chunk
 
     def feed(self, chunk: bytes, now_ns: int, *, last: bool = False) -> None:
         # Runs for every chunk inside the measured request, so written out in one frame:
@@ -90,6 +94,12 @@ class StreamReader:
         if budget.seen > budget.limit:
             budget.spend(0)
         marks = self.marks
+        answer_chunk = self.answer_chunk
+        if answer_chunk is not None and self.decoder.between_events(chunk) and answer_chunk(chunk):
+            if marks.first_answer_token is None:
+                marks.first_answer_token = now_ns
+            marks.last_answer_token = now_ns
+            return
         for event in self.decoder.close() if last else self.decoder.feed(chunk):
             facts = self.interpret(event)
             if facts.answer:

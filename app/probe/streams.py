@@ -96,6 +96,13 @@ class SSEDecoder:
             self._hold(rest)
         return events
 
+    def between_events(self, chunk: bytes) -> bool:
+        """Whether ``chunk``, arriving now, starts at an event's start and is within the line
+        limit: if it is then one whole event, nothing is lost by not feeding it."""
+        return not (self._pending or self._skip_lf or self._first) and len(chunk) <= (
+            self._fast_limit
+        )
+
     def close(self) -> list[SSEEvent]:
         """End of stream: dispatch a last event that no blank line followed."""
         rest, self._pending = bytes(self._pending), bytearray()
@@ -203,6 +210,8 @@ class OpenAIEventReader:
     def __init__(self) -> None:
         self._before: str | None = None
         self._after = ""
+        self._chunk_before: bytes | None = None
+        self._chunk_after = b""
 
     def __call__(self, event: SSEEvent) -> StreamFacts:
         data, before = event.data, self._before
@@ -217,6 +226,23 @@ class OpenAIEventReader:
             self._learn(data)
         return facts
 
+    def answer_chunk(self, chunk: bytes) -> bool:
+        """Whether ``chunk`` is exactly one event, ``data: `` + data + blank line, whose data
+        the shortcut above takes for an answer chunk. The stream reader asks first, for a
+        chunk that starts between events: such a chunk needs no decoder and no event.
+        The text must decode as UTF-8 and be plain, so it holds no line end either."""
+        before, after = self._chunk_before, self._chunk_after
+        if before is None or not (chunk.startswith(before) and chunk.endswith(after)):
+            return False
+        end = len(chunk) - len(after)
+        if end <= len(before):
+            return False
+        try:
+            text = chunk[len(before) : end].decode()
+        except UnicodeDecodeError:
+            return False
+        return '"' not in text and "\\" not in text and text.isprintable()
+
     def _learn(self, data: str) -> None:
         start = data.find(_CONTENT_KEY)
         if start < 0 or data.find(_CONTENT_KEY, start + 1) >= 0:
@@ -225,6 +251,9 @@ class OpenAIEventReader:
         end = data.find('"', start)
         if end > start and _plain(data[start:end]):
             self._before, self._after = data[:start], data[end:]
+            if data.isprintable():  # one line: it travels as one "data:" line
+                self._chunk_before = b"data: " + self._before.encode()
+                self._chunk_after = self._after.encode() + b"\n\n"
 
 
 def _plain(text: str) -> bool:
