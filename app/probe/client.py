@@ -104,7 +104,7 @@ async def probe_once(
     cutoff = asyncio.timeout(spec.cutoff_s)
     try:
         async with cutoff:
-            await _exchange(client, spec, exchange)
+            await _exchange(client, spec, exchange, cutoff)
     except Exception as exc:  # a hostile endpoint must yield a sample, whatever it does
         log.debug("probe of %s failed", spec.url, exc_info=True)
         status, error = Status.ERROR, exc
@@ -124,9 +124,15 @@ async def probe_once(
     return sample
 
 
-async def _exchange(client: httpx.AsyncClient, spec: ProbeSpec, exchange: _Exchange) -> None:
+async def _exchange(
+    client: httpx.AsyncClient, spec: ProbeSpec, exchange: _Exchange, cutoff: asyncio.Timeout
+) -> None:
     recorder = exchange.recorder
     request = _build_request(client, spec, recorder)
+    # Time zero is the hand-over to httpx, as curl's clock starts with its transfer:
+    # building the request (~0.2 ms) is the probe's work, not the endpoint's time.
+    recorder.start_ns = clock.now_ns()
+    cutoff.reschedule(asyncio.get_running_loop().time() + spec.cutoff_s)
     response = await client.send(request, stream=True)
     exchange.response = response
     try:
