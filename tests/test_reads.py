@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.sketch import RELATIVE_ACCURACY
@@ -19,6 +19,7 @@ from app.store.reads import (
     bucket_count,
     current_breakdowns,
     history,
+    last_runs,
     pick_bucket,
     source_period,
     sparklines,
@@ -289,6 +290,30 @@ def test_overview_shows_a_new_run_age_at_once_and_its_numbers_once_digested(
     expected = exact([t for t, _ in timed(digested + newest)])
     for name, value in expected.items():
         assert abs(after[1].total[name] - value) <= BOUND * value
+
+
+def test_last_runs_seek_only_real_vantages_older_than_a_day(
+    sessions: sessionmaker[Session],
+) -> None:
+    # Each pair seen only before the last day costs one seek; the pooled rollup rows ("*")
+    # are no pair and must cost none.
+    old = runs(2, start=NOW - timedelta(days=3), target="batch", vantage="us", seed=3)
+    older = runs(1, start=NOW - timedelta(days=4), target="batch", vantage="eu", seed=4)
+    store(sessions, old + older)
+    statements: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        statements.append(statement)
+
+    with sessions() as session:
+        engine = session.get_bind()
+        event.listen(engine, "before_cursor_execute", record)
+        try:
+            found = last_runs(session, NOW)
+        finally:
+            event.remove(engine, "before_cursor_execute", record)
+    assert sorted(found.values()) == [older[-1].started_at, old[-1].started_at]
+    assert len(statements) == 2 + 2  # the last day grouped, the pairs seen, a seek each
 
 
 def test_sparklines_give_hourly_medians_per_pair(sessions: sessionmaker[Session]) -> None:

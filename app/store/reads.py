@@ -378,9 +378,14 @@ def _last_run_at(
 
 
 def _pairs_seen(session: Session) -> set[tuple[int, str]]:
-    """Every (target, vantage) with a run counted in the daily rollups."""
+    """Every (target, vantage) with a run counted in the daily rollups.
+
+    Not the pooled rows: "*" is no vantage, and each one cost ``last_runs`` a seek for
+    runs that cannot exist."""
     query = (
-        select(RollupRow.target_id, RollupRow.vantage).where(RollupRow.period_s == DAY).distinct()
+        select(RollupRow.target_id, RollupRow.vantage)
+        .where(RollupRow.period_s == DAY, RollupRow.vantage != POOLED)
+        .distinct()
     )
     return set(session.execute(query))
 
