@@ -238,10 +238,9 @@ class OpenAIEventReader:
         if end <= len(before):
             return False
         try:
-            text = chunk[len(before) : end].decode()
+            return _plain(chunk[len(before) : end].decode())
         except UnicodeDecodeError:
             return False
-        return '"' not in text and "\\" not in text and text.isprintable()
 
     def _learn(self, data: str) -> None:
         start = data.find(_CONTENT_KEY)
