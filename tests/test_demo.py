@@ -6,6 +6,7 @@ after SIGINT, its temporary directory gone); the dashboard's API is read over HT
 
 from __future__ import annotations
 
+import html
 import os
 import queue
 import re
@@ -23,9 +24,12 @@ from typing import IO
 import httpx
 import pytest
 
+from app.demo import story
+
 WAIT_FOR_ALERTS_S = 110.0  # bounded: the whole story takes well under this at --speed 0
 FIRING = re.compile(
-    r"\] FIRING (?P<kind>\w+) (?P<target>\S+) \((?P<where>[^)]+)\): (?P<summary>.+)$"
+    r"hour (?P<hour>\d+\.\d), \d\d:\d\dZ\] FIRING (?P<kind>\w+) (?P<target>\S+)"
+    r" \((?P<where>[^)]+)\): (?P<summary>.+)$"
 )
 URL = re.compile(r"dashboard at (?P<url>http://127\.0\.0\.1:\d+/)")
 EXPECTED = {
@@ -33,6 +37,14 @@ EXPECTED = {
     ("tail_shift", "translate-prod"),
     ("deadline_miss", "translate-edge"),
 }
+# Each alert follows its cause in the story, within five runs (30 simulated minutes apart):
+# the detectors compare the last four runs (``recent_runs``), and one more may confirm.
+CAUSED_AT_H = {
+    "dominant_shift": story.SWITCH_H,
+    "deadline_miss": story.EDGE_FROM_H,
+    "tail_shift": story.BUSY_H,
+}
+DETECTION_WITHIN_H = 5 * story.INTERVAL_S / story.HOUR_S
 
 
 @dataclass
@@ -120,25 +132,37 @@ def test_demo_fires_the_three_alerts_in_order_and_history_shows_the_share_fall(
     assert first is not None and (found := URL.search(first)), demo.output()
     url = found["url"]
 
-    fired: list[tuple[str, str, str]] = []
-    while {(kind, target) for kind, target, _ in fired} < EXPECTED:
+    fired: list[re.Match[str]] = []
+    while {(m["kind"], m["target"]) for m in fired} < EXPECTED:
         line = demo.next_line(deadline)
         assert line is not None, f"not all three alerts fired in time:\n{demo.output()}"
         if match := FIRING.search(line):
-            fired.append((match["kind"], match["target"], match["summary"]))
+            fired.append(match)
 
-    kinds = [(kind, target) for kind, target, _ in fired]
-    assert set(kinds) == EXPECTED, demo.output()
-    assert kinds.index(("dominant_shift", "translate-prod")) < kinds.index(
-        ("tail_shift", "translate-prod")
+    assert {(m["kind"], m["target"]) for m in fired} == EXPECTED, demo.output()
+    identities = [(m["kind"], m["target"], m["where"]) for m in fired]
+    assert len(identities) == len(set(identities)), demo.output()  # one line per alert
+    first_hour = {
+        kind: min(float(m["hour"]) for m in fired if m["kind"] == kind) for kind in CAUSED_AT_H
+    }
+    for kind, cause_h in CAUSED_AT_H.items():
+        assert cause_h <= first_hour[kind] <= cause_h + DETECTION_WITHIN_H, demo.output()
+    # The story's order: the switch and the edge trial both come before the busy hours.
+    kinds_in_order = [m["kind"] for m in fired]
+    assert kinds_in_order[-1] == "tail_shift", demo.output()
+    assert max(kinds_in_order.index("dominant_shift"), kinds_in_order.index("deadline_miss")) < (
+        kinds_in_order.index("tail_shift")
     )
-    dominant = next(s for k, _, s in fired if k == "dominant_shift")
+    dominant = next(m["summary"] for m in fired if m["kind"] == "dominant_shift")
     assert "generation" in dominant and "→ network" in dominant
 
     alerts = httpx.get(f"{url}api/v1/alerts", params={"state": "firing"}, timeout=10).json()
     shown = {(a["kind"], a["target"]) for a in alerts["items"]}
     assert EXPECTED <= shown
     assert all(a["summary"] for a in alerts["items"])
+    page = html.unescape(httpx.get(f"{url}alerts", timeout=10).text)  # the dashboard's view
+    for alert in alerts["items"]:
+        assert alert["summary"] in page, alert
 
     # The bucketed history, through the API: one bucket per run interval (30 simulated min).
     buckets = generation_buckets(url, deadline)

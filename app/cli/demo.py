@@ -125,13 +125,14 @@ def _watch(server: uvicorn.Server, replay: Replay, started: float) -> None:
     threading.Thread(target=watch, name="demo-watch", daemon=True).start()
 
 
-def _printer(started: float) -> Callable[[Transition], None]:
-    def show(transition: Transition) -> None:
+def _printer(started: float) -> Callable[[Transition, float], None]:
+    def show(transition: Transition, story_hour: float) -> None:
         identity = transition.identity
         where = identity.vantage or "all vantages"
         elapsed = time.monotonic() - started
         _say(
-            f"[+{elapsed:5.1f}s | sim {transition.at:%H:%M}Z] {transition.after.value.upper()}"
+            f"[+{elapsed:5.1f}s | hour {story_hour:.1f}, {transition.at:%H:%M}Z]"
+            f" {transition.after.value.upper()}"
             f" {identity.kind} {identity.target} ({where}): {transition.summary}"
         )
 

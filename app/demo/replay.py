@@ -55,7 +55,8 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
-OnTransition = Callable[[Transition], None]
+# The transition, and the story hour it happened at (``story.py`` speaks in hours).
+OnTransition = Callable[[Transition, float], None]
 Sessions = sessionmaker[Session]
 
 
@@ -115,6 +116,10 @@ class Replay:
         """Simulated UTC time; readable from any thread."""
         return self._origin + timedelta(seconds=self.clock.now() - self._story_start)
 
+    def story_hour(self, at: datetime) -> float:
+        """The hour of the story (0 … ``story.END_H``) that simulated time ``at`` falls in."""
+        return (at - self._origin) / timedelta(hours=1)
+
     # The replay's thread ---------------------------------------------------------------
 
     def _run(self) -> None:
@@ -165,7 +170,7 @@ class Replay:
             for transition in alerts.evaluate_after(record):
                 if _announced(transition):
                     self.transitions.append(transition)
-                    self.on_transition(transition)
+                    self.on_transition(transition, self.story_hour(transition.at))
 
         with clock.use(self.clock.now_ns, self.now):
             streams = [
