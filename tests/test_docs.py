@@ -6,12 +6,18 @@ from pathlib import Path
 
 import pytest
 
+from app.alerts.notifiers.alertmanager import AlertmanagerConfig
+from app.alerts.notifiers.base import BasicAuth
+from app.alerts.notifiers.slack import SlackConfig
+from app.alerts.notifiers.webhook import WebhookConfig
 from app.analysis.detectors import DetectorParams
 from app.cli import cli
 from app.config import Settings, Target, TargetsFile
 from app.main import create_app
+from tests import clidoc
 
-README = (Path(__file__).parent.parent / "README.md").read_text()
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
 
 
 @pytest.mark.parametrize("field", list(Settings.model_fields))
@@ -36,8 +42,39 @@ def test_every_command_is_documented(command: str) -> None:
     assert f"phasewatch {command}" in README
 
 
-DETECTION = (Path(__file__).parent.parent / "docs" / "detection.md").read_text()
-API = (Path(__file__).parent.parent / "docs" / "api.md").read_text()
+def test_the_command_reference_is_the_commands_own() -> None:
+    """docs/cli.md lists every argument and option of every command with its help."""
+    written = (ROOT / "docs" / "cli.md").read_text()
+    assert written == clidoc.render(), (
+        "docs/cli.md is out of date: .venv/bin/python -m tests.clidoc > docs/cli.md"
+    )
+
+
+@pytest.mark.parametrize(("command", "option"), clidoc.options())
+def test_the_command_reference_names_every_option(command: str, option: str) -> None:
+    """The rendering itself leaves nothing out (the test above only compares)."""
+    section = clidoc.render().split(f"## `phasewatch {command}`\n", 1)[1].split("\n## ", 1)[0]
+    assert f"`{option}`" in section
+
+
+NOTIFIER_FIELDS = sorted(
+    {
+        *WebhookConfig.model_fields,
+        *AlertmanagerConfig.model_fields,
+        *SlackConfig.model_fields,
+        *BasicAuth.model_fields,
+    }
+)
+
+
+@pytest.mark.parametrize("field", NOTIFIER_FIELDS)
+def test_every_notifier_field_is_documented(field: str) -> None:
+    notifiers = README.split("### Notifiers", 1)[1].split("\n## ", 1)[0]
+    assert f"`{field}`" in notifiers
+
+
+DETECTION = (ROOT / "docs" / "detection.md").read_text()
+API = (ROOT / "docs" / "api.md").read_text()
 
 
 @pytest.mark.parametrize("field", list(DetectorParams.model_fields))

@@ -30,7 +30,10 @@ def backtest(
     config: Annotated[
         Path | None, typer.Option("--config", help="Targets file whose `alerts:` settings apply.")
     ] = None,
-    output: Annotated[Format, typer.Option("--format", help="table or jsonl.")] = Format.TABLE,
+    output: Annotated[
+        Format,
+        typer.Option("--format", help="A table for people, or a JSON object a line for scripts."),
+    ] = Format.TABLE,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap's random numbers.")] = 0,
 ) -> None:
     """Print every alert transition the detectors would have made on these samples."""

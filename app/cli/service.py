@@ -28,7 +28,8 @@ def serve(
     ] = True,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
-    """Probe every target on its interval, store every run, serve /healthz."""
+    """Probe every target on its interval, store every run, alert; serve the dashboard, the
+    API, /metrics and /healthz."""
     import uvicorn
 
     from app.config import Settings
