@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from app.alerts.notifiers.slack import SlackConfig
 from app.alerts.notifiers.webhook import WebhookConfig
 from app.analysis.detectors import DetectorParams
 from app.cli import cli
-from app.config import Settings, Target, TargetsFile
+from app.config import Settings, Target, TargetsFile, load_targets
 from app.main import create_app
 from tests import clidoc
 
@@ -94,3 +95,17 @@ def api_operations() -> list[str]:
 @pytest.mark.parametrize("operation", api_operations())
 def test_every_api_endpoint_is_documented(operation: str) -> None:
     assert f"`{operation}" in API
+
+
+def readme_targets_files() -> list[str]:
+    blocks = re.findall(r"```yaml\n(.*?)```", README, flags=re.DOTALL)
+    return [block for block in blocks if "targets:" in block]
+
+
+@pytest.mark.parametrize("text", readme_targets_files())
+def test_every_targets_file_in_the_readme_is_valid(text: str, tmp_path: Path) -> None:
+    path = tmp_path / "phasewatch.yaml"
+    path.write_text(text)
+    names = re.findall(r"\$\{(\w+)\}", text)
+    loaded = load_targets(path, environ=dict.fromkeys(names, "https://secret.example"))
+    assert loaded.targets
