@@ -1,0 +1,112 @@
+"""Disk: how many bytes a stored run takes, table by table, once its rollups are kept.
+
+Runs of ``--samples-per-run`` samples (``Synth``, as the ingest benchmark builds them) for
+20 targets, each target's runs 15 minutes apart as a default schedule spaces them, stored
+with ``store_run`` and added to the rollups with ``catch_up`` as the service does. Then the
+size of each table with its indexes and TOAST, per run, and what one (target, vantage)
+probed every 15 minutes adds in a year. The database is dropped at the end.
+
+    .venv/bin/python -m bench.store_size --backends postgresql,sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Engine, text
+
+from app.store.db import make_sessions
+from app.store.queries import store_run
+from app.store.records import RunRecord
+from app.store.rollups import catch_up
+from bench.common import machine_info, print_table
+from bench.store_common import (
+    add_database_options,
+    backends,
+    bench_database,
+    bench_engine,
+    database_url,
+)
+from bench.store_ingest import TARGETS, make_runs
+
+TABLES = ("runs", "samples", "run_digests", "rollups")
+KEPT = ("runs", "run_digests", "rollups")  # never pruned; samples go after the retention
+INTERVAL = timedelta(minutes=15)
+RUNS_A_YEAR = 365 * 24 * 4  # one (target, vantage) every 15 minutes
+
+
+def spaced(runs: list[RunRecord], start: datetime) -> list[RunRecord]:
+    """Each target's runs ``INTERVAL`` apart from ``start`` (the synth packs them closer)."""
+    return [_moved(run, start + INTERVAL * (i // TARGETS)) for i, run in enumerate(runs)]
+
+
+def _moved(run: RunRecord, at: datetime) -> RunRecord:
+    shift = at - run.started_at
+    samples = tuple(replace(s, started_at=s.started_at + shift) for s in run.samples)
+    finished = None if run.finished_at is None else run.finished_at + shift
+    return replace(run, started_at=at, scheduled_at=at, finished_at=finished, samples=samples)
+
+
+def table_bytes(engine: Engine, table: str) -> int:
+    with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            query = text("SELECT pg_total_relation_size(CAST(:name AS regclass))")
+        else:  # the table and its indexes, from SQLite's dbstat
+            query = text(
+                "SELECT sum(pgsize) FROM dbstat WHERE name = :name"
+                " OR name IN (SELECT name FROM sqlite_master WHERE tbl_name = :name)"
+            )
+        return int(connection.execute(query, {"name": table}).scalar() or 0)
+
+
+def measure(url: str, args: argparse.Namespace) -> list[list[str]]:
+    engine = bench_engine(url)
+    sessions = make_sessions(engine)
+    start = datetime.now(UTC) - timedelta(days=args.days + 1)
+    count = int(args.days * 96) * TARGETS
+    runs = spaced(make_runs(args.samples_per_run, count, seed=11), start)
+    for run in runs:
+        with sessions.begin() as session:
+            store_run(session, run, datetime.now(UTC))
+    while catch_up(sessions, start - timedelta(days=1), datetime.now(UTC)):
+        pass
+    if engine.dialect.name == "postgresql":
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.exec_driver_sql("VACUUM ANALYZE")
+    sizes = {table: table_bytes(engine, table) for table in TABLES}
+    engine.dispose()
+    kept = sum(sizes[t] for t in KEPT) / len(runs)
+    rows = [
+        [engine.dialect.name, t, f"{sizes[t] / 1e6:.1f}", f"{sizes[t] / len(runs):,.0f}"]
+        for t in TABLES
+    ]
+    rows.append(
+        [engine.dialect.name, "kept forever, a year", "", f"{kept * RUNS_A_YEAR / 1e6:,.0f} MB"]
+    )
+    return rows
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_database_options(parser, "pw_bench_size")
+    parser.add_argument("--days", type=float, default=2.0, help="days of runs per target")
+    parser.add_argument("--samples-per-run", type=int, default=20)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
+    print("# Disk per stored run")
+    print(machine_info())
+    rows = []
+    for backend in backends(args.backends):
+        url = database_url(backend, args.db_name, args.pg, args.sqlite_dir)
+        with bench_database(url, args.pg, keep=args.keep):
+            rows += measure(url, args)
+    print_table(["backend", "table", "MB", "bytes per run"], rows)
+
+
+if __name__ == "__main__":
+    main()
