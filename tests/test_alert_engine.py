@@ -393,6 +393,31 @@ def test_a_matching_silence_holds_the_deliveries_back_as_silenced(watch: Watch) 
     ]  # fmt: skip
 
 
+LABELS = {"alertname": "tail_shift", "target": "chat-prod", "vantage": "eu"}
+
+
+@pytest.mark.parametrize(
+    ("matcher", "matches"),
+    [
+        (Matcher("target", "chat-prod"), True),
+        (Matcher("target", "chat"), False),
+        (Matcher("target", "chat-.*", regex=True), True),
+        (Matcher("target", "chat", regex=True), False),  # the whole value
+        (Matcher("target", "chat-prod", equal=False), False),
+        (Matcher("target", "chat-edge", equal=False), True),
+        (Matcher("target", "chat-.*", regex=True, equal=False), False),
+        (Matcher("vantage", "us|ap", regex=True, equal=False), True),
+        (Matcher("scope", ""), True),  # a missing label is the empty string
+        (Matcher("scope", "", equal=False), False),
+        (Matcher("scope", ".+", regex=True, equal=False), True),
+    ],
+    ids=str,
+)
+def test_matcher(matcher: Matcher, matches: bool) -> None:
+    assert matcher.matches(LABELS) is matches
+    assert Matcher.parse(matcher.to_json()) == matcher
+
+
 def test_a_silence_that_does_not_match_every_matcher_holds_nothing(watch: Watch) -> None:
     engine = watch.engine
     end = T0 + timedelta(days=1)
@@ -415,6 +440,12 @@ def test_silences_are_validated(watch: Watch) -> None:
         "end after it starts": ([{"name": "target", "value": "chat"}], end, T0),
         "needs a label name": ([{"name": "", "value": "chat"}], T0, end),
         "must be a string": ([{"name": "target", "value": 3}], T0, end),
+        "'equal' must be true or false": ([{"name": "target", "value": "a", "equal": 0}], T0, end),
+        "must not match an empty label": (
+            [{"name": "target", "value": "chat", "equal": False}, {"name": "vantage", "value": ""}],
+            T0,
+            end,
+        ),
     }
     for message, (matchers, starts, ends) in problems.items():
         with pytest.raises(ValueError, match=message):
@@ -430,7 +461,8 @@ def test_silences_are_listed_and_expired(watch: Watch) -> None:
     later = engine.create_silence(target, now + timedelta(hours=2), now + timedelta(hours=3), "bo")
     assert [row.id for row in engine.list_silences()] == [current.id, later.id]
     assert [row.id for row in engine.list_silences(active_only=True)] == [current.id]
-    assert current.matchers == {"matchers": [{"name": "target", "value": "chat", "regex": False}]}
+    stored = {"name": "target", "value": "chat", "regex": False, "equal": True}
+    assert current.matchers == {"matchers": [stored]}
     expired = engine.expire_silence(current.id, now)
     assert expired.ends_at == now
     assert engine.list_silences(active_only=True) == []

@@ -304,6 +304,25 @@ def test_a_silence_holds_the_notifications_of_the_alerts_it_matches(served: Api)
     assert sorted(held) == [("alpha", "silenced"), ("beta", "pending")]
 
 
+def test_a_negative_matcher_leaves_out_the_alerts_it_names(served: Api) -> None:
+    made = silence(
+        served,
+        matchers=[
+            {"name": "target", "value": "alpha|beta", "isRegex": True},
+            {"name": "target", "value": "beta", "isEqual": False},
+        ],
+        duration="2h",
+    )
+    assert made["matchers"][1] == {
+        "name": "target", "value": "beta", "isRegex": False, "isEqual": False
+    }  # fmt: skip
+    served.failing("alpha", "eu", 4, minutes_ago(10))
+    served.failing("beta", "eu", 4, minutes_ago(10))
+    with served.service.pipeline.sessions() as session:
+        held = session.execute(select(AlertRow.target, DeliveryRow.status).join(AlertRow)).all()
+    assert sorted(held) == [("alpha", "silenced"), ("beta", "pending")]
+
+
 def test_silences_are_listed_created_read_and_expired(served: Api) -> None:
     later = datetime.now(UTC) + timedelta(hours=1)
     ending = silence(served, endsAt=(datetime.now(UTC) + timedelta(minutes=30)).isoformat())
@@ -341,7 +360,8 @@ BAD_SILENCES: list[tuple[dict[str, Any], str]] = [
     ({"matchers": [{"name": "target", "value": "(", "isRegex": True}]}, "not a valid regex"),
     ({"matchers": [{"name": "1x", "value": "a"}]}, "name"),
     ({"matchers": [{"name": "target"}]}, "value"),
-    ({"matchers": [{"name": "target", "value": "a", "isEqual": False}]}, "negative"),
+    ({"matchers": [{"name": "target", "value": "a", "isEqual": False}]}, "empty label"),
+    ({"matchers": [{"name": "vantage", "value": ".*", "isRegex": True}]}, "empty label"),
     ({"matchers": "target=alpha"}, "matchers"),
     ({"endsAt": (NOW + timedelta(hours=1)).isoformat()}, "exactly one"),
     ({"duration": None}, "exactly one"),

@@ -3,7 +3,10 @@
 audit trail shows what was held back.
 
 A matcher compares one label, exactly or by a regular expression that must match the
-whole value (as Alertmanager's do); a label the alert does not have is the empty string.
+whole value, and may be negated (``!=``, ``!~``), as Alertmanager's do; a label the alert
+does not have is the empty string. As in Alertmanager, a silence needs at least one matcher
+that the empty string does not satisfy: ``vantage!="eu"`` alone would hold every alert of
+every target but those at ``eu``, the alerts without a vantage included.
 """
 
 from __future__ import annotations
@@ -25,11 +28,16 @@ class SilenceNotFound(LookupError):
     """No silence has this id."""
 
 
+# (regex, equal) → how Alertmanager writes the matcher.
+_OPERATORS = {(False, True): "=", (False, False): "!=", (True, True): "=~", (True, False): "!~"}
+
+
 @dataclass(frozen=True, slots=True)
 class Matcher:
     name: str
     value: str
     regex: bool = False
+    equal: bool = True  # False: the label must not match
 
     @classmethod
     def parse(cls, raw: Matcher | Mapping[str, Any]) -> Matcher:
@@ -37,27 +45,35 @@ class Matcher:
         if isinstance(raw, Matcher):
             raw = raw.to_json()
         name, value, regex = raw.get("name"), raw.get("value"), raw.get("regex", False)
+        equal = raw.get("equal", True)
         if not isinstance(name, str) or not name:
             raise ValueError(f"a matcher needs a label name, got {name!r}")
         if not isinstance(value, str):
             raise ValueError(f"matcher {name}: the value must be a string, got {value!r}")
         if not isinstance(regex, bool):
             raise ValueError(f"matcher {name}: 'regex' must be true or false, got {regex!r}")
+        if not isinstance(equal, bool):
+            raise ValueError(f"matcher {name}: 'equal' must be true or false, got {equal!r}")
         if regex:
             try:
                 re.compile(value)
             except re.error as exc:
                 raise ValueError(f"matcher {name}: {value!r} is not a valid regex: {exc}") from exc
-        return cls(name, value, regex)
+        return cls(name, value, regex, equal)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         found = labels.get(self.name, "")
         if self.regex:
-            return re.fullmatch(self.value, found) is not None
-        return found == self.value
+            same = re.fullmatch(self.value, found) is not None
+        else:
+            same = found == self.value
+        return same == self.equal
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "value": self.value, "regex": self.regex}
+        return {"name": self.name, "value": self.value, "regex": self.regex, "equal": self.equal}
+
+    def __str__(self) -> str:
+        return f"{self.name}{_OPERATORS[self.regex, self.equal]}{self.value!r}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +103,12 @@ def validate(
     parsed = tuple(Matcher.parse(raw) for raw in matchers)
     if not parsed:
         raise ValueError("a silence needs at least one matcher")
+    if all(matcher.matches({}) for matcher in parsed):
+        said = ", ".join(str(matcher) for matcher in parsed)
+        raise ValueError(
+            f"{said}: at least one matcher must not match an empty label, or the silence"
+            " would hold every alert without that label"
+        )
     if ends_at <= starts_at:
         raise ValueError(f"a silence must end after it starts ({ends_at} <= {starts_at})")
     return parsed

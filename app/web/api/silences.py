@@ -32,7 +32,7 @@ class MatcherBody(BaseModel):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     value: str = Field(max_length=1000)
     is_regex: bool = Field(False, description="the value is a regex that must match whole")
-    is_equal: bool = Field(True, description="only true: negative matchers are not supported")
+    is_equal: bool = Field(True, description="false: the label must not match (!=, !~)")
 
 
 class NewSilence(BaseModel):
@@ -153,10 +153,9 @@ def silence_window(body: NewSilence, now: datetime) -> tuple[datetime, datetime]
 
 
 def matcher_of(body: MatcherBody) -> Matcher:
-    if not body.is_equal:
-        raise _invalid(f"matcher {body.name}: negative matchers (isEqual false) are not supported")
     try:
-        return Matcher.parse({"name": body.name, "value": body.value, "regex": body.is_regex})
+        raw = {"name": body.name, "value": body.value, "regex": body.is_regex}
+        return Matcher.parse(raw | {"equal": body.is_equal})
     except ValueError as exc:
         raise _invalid(str(exc)) from None
 
@@ -165,7 +164,8 @@ def silence_view(row: SilenceRow, now: datetime) -> SilenceView:
     return SilenceView(
         id=str(row.id),
         matchers=[
-            MatcherBody(name=m.name, value=m.value, is_regex=m.regex) for m in matchers_of(row)
+            MatcherBody(name=m.name, value=m.value, is_regex=m.regex, is_equal=m.equal)
+            for m in matchers_of(row)
         ],
         starts_at=row.starts_at,
         ends_at=row.ends_at,
