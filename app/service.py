@@ -36,7 +36,7 @@ from app.pipeline import Pipeline, is_transient, utcnow
 from app.scheduler import Watch
 from app.store.leader import Leadership
 from app.store.queries import prune_samples, sync_targets
-from app.store.rollups import CATCH_UP_EVERY_S, catch_up
+from app.store.rollups import CATCH_UP_EVERY_S, catch_up, prune_fine_rollups
 
 log = logging.getLogger(__name__)
 
@@ -235,18 +235,26 @@ class Service:
         return timedelta(days=self.resolved.raw_retention_days)
 
     async def _prune_loop(self) -> None:
-        cutoff = utcnow() - self._retention()
+        await self.prune(utcnow())
+        await asyncio.sleep(PRUNE_EVERY_S)
+
+    async def prune(self, now: datetime) -> None:
+        """Raw samples past the retention, and the fine rollups past theirs."""
+        cutoff = now - self._retention()
         # A run's samples are about to go: its digest must exist first, or history loses it.
         await self._catch_up(cutoff - timedelta(days=1))
+        if deleted := await self._pruned(prune_samples, cutoff):
+            log.info("pruned %d raw samples older than %s", deleted, cutoff.date())
+        if deleted := await self._pruned(prune_fine_rollups, now):
+            log.info("pruned %d 5- and 15-minute rollups past their keeping", deleted)
+
+    async def _pruned(self, prune: Callable[[Engine, datetime], int], at: datetime) -> int:
         try:
-            deleted = await asyncio.to_thread(prune_samples, self.engine, cutoff)
+            return await asyncio.to_thread(prune, self.engine, at)
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            deleted = 0
-        if deleted:
-            log.info("pruned %d raw samples older than %s", deleted, cutoff.date())
-        await asyncio.sleep(PRUNE_EVERY_S)
+            return 0
 
     # Notifications ----------------------------------------------------------------
 

@@ -4,7 +4,10 @@ Runs of ``--samples-per-run`` samples (``Synth``, as the ingest benchmark builds
 20 targets, each target's runs 15 minutes apart as a default schedule spaces them, stored
 with ``store_run`` and added to the rollups with ``catch_up`` as the service does. Then the
 size of each table with its indexes and TOAST, per run, and what one (target, vantage)
-probed every 15 minutes adds in a year. The database is dropped at the end.
+probed every 15 minutes adds in a year: first with every rollup, then once the 5- and
+15-minute rollups are past their keeping and pruned (``prune_fine_rollups``, as the service
+does it; the tables compacted afterwards, ``VACUUM FULL`` / ``VACUUM``, so that the sizes are
+those of the rows that stay). The database is dropped at the end.
 
     .venv/bin/python -m bench.store_size --backends postgresql,sqlite
 """
@@ -20,7 +23,7 @@ from sqlalchemy import Engine, text
 from app.store.db import make_sessions
 from app.store.queries import store_run
 from app.store.records import RunRecord
-from app.store.rollups import catch_up
+from app.store.rollups import FINE_ROLLUPS_KEPT, catch_up, prune_fine_rollups
 from bench.common import machine_info, print_table
 from bench.store_common import (
     add_database_options,
@@ -72,19 +75,23 @@ def measure(url: str, args: argparse.Namespace) -> list[list[str]]:
             store_run(session, run, datetime.now(UTC))
     while catch_up(sessions, start - timedelta(days=1), datetime.now(UTC)):
         pass
-    if engine.dialect.name == "postgresql":
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-            connection.exec_driver_sql("VACUUM ANALYZE")
-    sizes = {table: table_bytes(engine, table) for table in TABLES}
+    rows = sized(engine, len(runs), "every rollup")
+    later = datetime.now(UTC) + FINE_ROLLUPS_KEPT + timedelta(days=args.days + 2)
+    prune_fine_rollups(engine, later)
+    rows += sized(engine, len(runs), "fine ones pruned")
     engine.dispose()
-    kept = sum(sizes[t] for t in KEPT) / len(runs)
-    rows = [
-        [engine.dialect.name, t, f"{sizes[t] / 1e6:.1f}", f"{sizes[t] / len(runs):,.0f}"]
-        for t in TABLES
-    ]
-    rows.append(
-        [engine.dialect.name, "kept forever, a year", "", f"{kept * RUNS_A_YEAR / 1e6:,.0f} MB"]
-    )
+    return rows
+
+
+def sized(engine: Engine, runs: int, when: str) -> list[list[str]]:
+    compact = "VACUUM FULL ANALYZE" if engine.dialect.name == "postgresql" else "VACUUM"
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        connection.exec_driver_sql(compact)
+    sizes = {table: table_bytes(engine, table) for table in TABLES}
+    backend = engine.dialect.name
+    rows = [[backend, when, t, f"{sizes[t] / 1e6:.1f}", f"{sizes[t] / runs:,.0f}"] for t in TABLES]
+    kept = sum(sizes[t] for t in KEPT) / runs
+    rows.append([backend, when, "kept forever, a year", "", f"{kept * RUNS_A_YEAR / 1e6:,.0f} MB"])
     return rows
 
 
@@ -105,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         url = database_url(backend, args.db_name, args.pg, args.sqlite_dir)
         with bench_database(url, args.pg, keep=args.keep):
             rows += measure(url, args)
-    print_table(["backend", "table", "MB", "bytes per run"], rows)
+    print_table(["backend", "rollups", "table", "MB", "bytes per run"], rows)
 
 
 if __name__ == "__main__":

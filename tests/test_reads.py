@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +14,9 @@ from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.sketch import RELATIVE_ACCURACY
-from app.store.models import RollupRow, RunDigestRow, SampleRow
+from app.config import Settings, TargetsFile
+from app.main import build_service
+from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
 from app.store.queries import prune_samples, store_run
 from app.store.reads import (
     breakdown,
@@ -25,11 +29,18 @@ from app.store.reads import (
     sparklines,
 )
 from app.store.records import RunRecord
-from app.store.rollups import add_run, catch_up
+from app.store.rollups import (
+    FINE_PERIODS,
+    FINE_ROLLUPS_KEPT,
+    add_run,
+    catch_up,
+    prune_fine_rollups,
+)
 from tests.runfactory import LLM, T0, make_run, record_of
 
 BOUND = RELATIVE_ACCURACY * (1 + 1e-9)
 QS = {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
+TABLES = (SampleRow, RunRow, RunDigestRow)
 NOW = T0 + timedelta(days=2)
 
 
@@ -135,7 +146,7 @@ def test_history_bucket_quantiles_are_of_all_samples_not_means_of_runs(
     )  # fmt: skip
     store(sessions, fast + slow)
     with sessions() as session:
-        found = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600)
+        found = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600, now=NOW)
     assert found.source == "rollups" and found.bucket_seconds == 3600
     assert found.time == [int((T0 + timedelta(hours=h)).timestamp()) for h in range(4)]
     for hour in range(4):
@@ -165,7 +176,7 @@ def test_history_from_run_digests_and_each_rollup_period_agree(
     store(sessions, records)
     start, end = T0, T0 + timedelta(hours=4)
     with sessions() as session:
-        found = history(session, "chat", start, end, bucket_seconds=bucket)
+        found = history(session, "chat", start, end, bucket_seconds=bucket, now=NOW)
     assert found.source == ("runs" if bucket == 60 else "rollups")
     assert len(found.time) == bucket_count(start, end, bucket)
     first = found.time[0]
@@ -187,12 +198,68 @@ def test_history_survives_pruning_of_raw_samples(
     records = runs(20, n=10)
     store(sessions, records)
     with sessions() as session:
-        before = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600)
+        before = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600, now=NOW)
     prune_samples(engine, NOW)
     with sessions() as session:
         assert session.scalar(select(func.count()).select_from(SampleRow)) == 0
-        after = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600)
+        after = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600, now=NOW)
     assert after == before and sum(after.runs) == 20
+
+
+def fine_rollups(sessions: sessionmaker[Session]) -> dict[int, int]:
+    with sessions() as session:
+        query = select(RollupRow.period_s, func.count()).group_by(RollupRow.period_s)
+        return dict(session.execute(query).all())
+
+
+@pytest.mark.parametrize("bucket", [300, 900, 1800])
+def test_old_fine_buckets_merge_the_run_digests_and_the_fine_rollups_go(
+    sessions: sessionmaker[Session], engine: Engine, bucket: int
+) -> None:
+    store(sessions, runs(30, every=timedelta(minutes=7), n=10))
+    start, end = T0, T0 + timedelta(hours=4)
+    later = NOW + FINE_ROLLUPS_KEPT  # T0's 5- and 15-minute rollups are past their keeping
+    with sessions() as session:
+        recent = history(session, "chat", start, end, bucket_seconds=bucket, now=NOW)
+        old = history(session, "chat", start, end, bucket_seconds=bucket, now=later)
+    assert (recent.source, old.source) == ("rollups", "runs")
+    assert old.runs == recent.runs and old.samples == recent.samples
+    for name, values in recent.total.items():
+        pairs = list(zip(old.total[name], values, strict=True))
+        assert all((a is None) == (b is None) for a, b in pairs), name
+        assert [a for a, b in pairs if b is not None] == pytest.approx(
+            [b for b in values if b is not None], rel=1e-9
+        ), name
+
+    kept = fine_rollups(sessions)
+    assert prune_fine_rollups(engine, NOW) == 0  # nothing is old enough yet
+    assert prune_fine_rollups(engine, later + timedelta(days=1)) == kept[300] + kept[900]
+    assert fine_rollups(sessions) == {p: n for p, n in kept.items() if p not in FINE_PERIODS}
+    with sessions() as session:
+        pruned = history(session, "chat", start, end, bucket_seconds=bucket, now=later)
+        assert session.scalar(select(func.count()).select_from(RunDigestRow)) == 30
+    assert pruned == old
+
+
+def test_the_service_prunes_raw_samples_and_fine_rollups_and_keeps_the_rest(
+    sessions: sessionmaker[Session], db_url: str, tmp_path: Path
+) -> None:
+    store(sessions, runs(30, every=timedelta(minutes=7), n=10))
+    kept = fine_rollups(sessions)
+    settings = Settings(database_url=db_url, spool_dir=tmp_path / "spool", vantage="v")
+    service = build_service(settings, TargetsFile(raw_retention_days=30))
+    try:
+        asyncio.run(service.prune(T0 + timedelta(days=29)))  # neither is old enough yet
+        assert fine_rollups(sessions) == kept
+        with sessions() as session:
+            assert session.scalar(select(func.count()).select_from(SampleRow)) == 300
+        asyncio.run(service.prune(NOW + FINE_ROLLUPS_KEPT + timedelta(days=1)))
+    finally:
+        service.engine.dispose()
+    assert fine_rollups(sessions) == {p: n for p, n in kept.items() if p not in FINE_PERIODS}
+    with sessions() as session:
+        counts = [session.scalar(select(func.count()).select_from(t)) for t in TABLES]
+    assert counts == [0, 30, 30]  # samples gone; runs and their digests stay
 
 
 def test_a_run_is_counted_once_however_often_it_is_added(
@@ -221,7 +288,7 @@ def test_catch_up_adds_runs_stored_without_the_hook(sessions: sessionmaker[Sessi
     assert catch_up(sessions, T0 - timedelta(days=1), NOW, batch=3) == 0
     with sessions() as session:
         assert session.scalar(select(func.count()).select_from(RunDigestRow)) == 7
-        found = history(session, "chat", T0, T0 + timedelta(hours=2), bucket_seconds=3600)
+        found = history(session, "chat", T0, T0 + timedelta(hours=2), bucket_seconds=3600, now=NOW)
     assert sum(found.runs) == 7
 
 

@@ -37,7 +37,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import StatementError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.config import Target
 from app.store.db import write_lock
@@ -443,12 +443,26 @@ def prune_samples(
     ``rows_per_batch`` rows and are halved while one takes longer than ``budget_s``; the
     pause between them, and on SQLite the process's write lock, let runs being stored in.
     """
+    older = SampleRow.started_at < before
+    return prune_rows(engine, SampleRow.started_at, older, rows_per_batch, pause_s, budget_s)
+
+
+def prune_rows(
+    engine: Engine,
+    column: InstrumentedAttribute[datetime],
+    older: ColumnElement[bool],
+    rows_per_batch: int = 500,
+    pause_s: float = 0.05,
+    budget_s: float = PRUNE_BATCH_BUDGET_S,
+) -> int:
+    """Delete the rows of ``column``'s table that ``older`` picks, oldest ``column`` first,
+    in batches as ``prune_samples`` describes; ``column`` must be indexed."""
     deleted, floor, rows = 0, None, rows_per_batch
     while True:
         with write_lock(engine):
             began = time.monotonic()
             with Session(engine) as session, session.begin():
-                count, edge = _prune_batch(session, before, floor, rows)
+                count, edge = _prune_batch(session, column, older, floor, rows)
             took_s = time.monotonic() - began
         deleted += count
         _checkpoint_outside_the_write_lock(engine)
@@ -483,21 +497,24 @@ def next_batch_rows(rows: int, took_s: float, budget_s: float, most: int) -> int
 
 
 def _prune_batch(
-    session: Session, before: datetime, floor: datetime | None, rows: int
+    session: Session,
+    column: InstrumentedAttribute[datetime],
+    older: ColumnElement[bool],
+    floor: datetime | None,
+    rows: int,
 ) -> tuple[int, datetime | None]:
     """One batch: how many went, and the edge the next batch starts from (None: done)."""
-    older = SampleRow.started_at < before
     if floor is not None:
-        older = older & (SampleRow.started_at >= floor)
-    oldest = select(SampleRow.started_at).where(older).order_by(SampleRow.started_at)
-    edge = session.scalar(oldest.offset(rows).limit(1))
-    below = older if edge is None else older & (SampleRow.started_at < edge)
-    count = _deleted(session, below)
-    if count == 0 and edge is not None:  # more than a batch of samples share one instant
-        count = _deleted(session, SampleRow.started_at == edge)
+        older = older & (column >= floor)
+    edge = session.scalar(select(column).where(older).order_by(column).offset(rows).limit(1))
+    table = column.class_
+    below = older if edge is None else older & (column < edge)
+    count = _deleted(session, table, below)
+    if count == 0 and edge is not None:  # more than a batch of rows share one instant
+        count = _deleted(session, table, older & (column == edge))
     return count, edge
 
 
-def _deleted(session: Session, where: ColumnElement[bool]) -> int:
-    result: CursorResult[Any] = session.execute(delete(SampleRow).where(where))  # type: ignore[assignment]
+def _deleted(session: Session, table: Any, where: ColumnElement[bool]) -> int:
+    result: CursorResult[Any] = session.execute(delete(table).where(where))  # type: ignore[assignment]
     return result.rowcount

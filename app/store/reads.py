@@ -35,7 +35,7 @@ from app.analysis.runs import phase_order
 from app.analysis.sketch import Sketch, row_quantiles, stack
 from app.analysis.summary import TIMED, Summary, summarize
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
-from app.store.rollups import PERIODS, POOLED, period_start
+from app.store.rollups import FINE_PERIODS, PERIODS, POOLED, fine_rollups_from, period_start
 
 COMPLETE = "complete"
 STEPS = (60, 300, 900, 3600, 21600, 86400)  # 1 min, 5 min, 15 min, 1 h, 6 h, 1 day
@@ -478,12 +478,20 @@ def history(
     end: datetime,
     vantage: str | None = None,
     bucket_seconds: int | None = None,
+    *,
+    now: datetime,
 ) -> History:
-    """Buckets covering [start, end), aligned to the epoch (the first may begin before start)."""
+    """Buckets covering [start, end), aligned to the epoch (the first may begin before start).
+
+    Buckets that need the 5- or 15-minute rollups, in a window older than those are kept
+    at ``now``, are merged from the run digests instead.
+    """
     bucket = bucket_seconds or pick_bucket(start, end)
     first = period_start(start, bucket)
     count = bucket_count(start, end, bucket)
     period = source_period(bucket)
+    if period in FINE_PERIODS and first < fine_rollups_from(now):
+        period = None
     times = [int(first.timestamp()) + i * bucket for i in range(count)]
     source = "runs" if period is None else "rollups"
     target_key = session.scalar(select(TargetRow.id).where(TargetRow.name == target))

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, Table, and_, or_, select, update
+from sqlalchemy import Engine, Select, Table, and_, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.digest import QUANTILES, Digest, digest_of, merge_digests
 from app.analysis.summary import Summary
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
-from app.store.queries import insert_unless_present
+from app.store.queries import insert_unless_present, prune_rows
 from app.store.records import RunRecord
 
 COMPLETE = "complete"
@@ -48,6 +48,27 @@ CATCH_UP_BATCH = 200
 # service's rollup loop, this often) so that storing a run stays one statement; they trail
 # the runs by at most this much.
 CATCH_UP_EVERY_S = 10.0
+# The 5- and 15-minute rollups hold about a row per run (for the vantage, and again pooled)
+# and were most of the disk a run keeps (bench/README.md, "Disk per run"). They are kept this
+# long; older windows cut into buckets that need them are merged from the run digests, which
+# are kept forever (``app.store.reads.history``): the same numbers, more rows to read.
+FINE_PERIODS = (300, 900)
+FINE_ROLLUPS_KEPT = timedelta(days=35)
+# Pruned a day later than reads stop using them: a read near the edge never finds them gone.
+_FINE_PRUNE_MARGIN = timedelta(days=1)
+
+
+def fine_rollups_from(now: datetime) -> datetime:
+    """The oldest period start whose 5- and 15-minute rollups reads may rely on at ``now``."""
+    return now - FINE_ROLLUPS_KEPT
+
+
+def prune_fine_rollups(engine: Engine, now: datetime) -> int:
+    """Delete the 5- and 15-minute rollups reads no longer use, in short batches."""
+    before = fine_rollups_from(now) - _FINE_PRUNE_MARGIN
+    # A period at a time: each is one ordered range of ix_rollups_period_s_period_start.
+    older = [(RollupRow.period_s == p) & (RollupRow.period_start < before) for p in FINE_PERIODS]
+    return sum(prune_rows(engine, RollupRow.period_start, where) for where in older)
 
 
 def period_start(at: datetime, seconds: int) -> datetime:

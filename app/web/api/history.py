@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from app.pipeline import utcnow
 from app.store import reads
 from app.web.api.params import (
     NOT_FOUND_TARGET,
@@ -37,7 +38,8 @@ def get_history(
 
     Buckets are aligned to the UTC epoch (the first may start before ``from``). Each
     bucket's quantiles are those of all its samples, within 1 %: merged from the rollups
-    (5 min … 1 day) or, for 1-minute buckets, from the runs' digests.
+    (5 min … 1 day) or, for 1-minute buckets and for 5- and 15-minute steps in windows older
+    than 35 days, from the runs' digests.
     """
     if bucket is not None and bucket % 60:
         raise bad_request(f"bucket must be a multiple of 60 seconds, not {bucket}")
@@ -50,5 +52,5 @@ def get_history(
         )
     target = target_id_or_404(session, name)
     check_vantage(session, target, name, vantage)
-    found = reads.history(session, name, window.start, window.end, vantage, step)
+    found = reads.history(session, name, window.start, window.end, vantage, step, now=utcnow())
     return HistoryOut.model_validate(found.to_json())
