@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import trustme
 
+from app.demo import simproc
 from app.demo.sim import SimConfig, Truth
 from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec
@@ -181,28 +182,8 @@ def print_header(title: str, what: str) -> None:
     print(f"# {title}\n{what}\n{machine_info()}\n")
 
 
-class LoopLag:
+class LoopLag(simproc.LoopLag):
     """How late this process's event loop wakes from short sleeps, while a benchmark runs."""
-
-    def __init__(self, interval_s: float = 0.005) -> None:
-        self.interval_s = interval_s
-        self.lags_ms: list[float] = []
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> LoopLag:
-        self._task = asyncio.create_task(self._run())
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            due = loop.time() + self.interval_s
-            await asyncio.sleep(self.interval_s)
-            self.lags_ms.append((loop.time() - due) * 1000)
 
     def summary(self) -> str:
         lags = self.lags_ms or [0.0]

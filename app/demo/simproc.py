@@ -27,7 +27,7 @@ import select
 import subprocess
 import sys
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from app.demo.sim import SimConfig, Truth
 from app.demo.simserver import SimServer, run_precise
@@ -133,20 +133,31 @@ class SimProcess:
 # --- the child ---------------------------------------------------------------------------
 
 
-class LagMonitor:
-    """How late the loop wakes from short sleeps: contention made visible."""
+class LoopLag:
+    """How late this process's event loop wakes from short sleeps, while the block runs:
+    contention made visible. The benchmarks measure their own loop with it too."""
 
-    def __init__(self) -> None:
+    def __init__(self, interval_s: float = _LAG_INTERVAL_S) -> None:
+        self.interval_s = interval_s
         self.lags_ms: list[float] = []
+        self._task: asyncio.Task[None] | None = None
 
-    async def run(self) -> None:
+    async def __aenter__(self) -> Self:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+    async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            due = loop.time() + _LAG_INTERVAL_S
-            await asyncio.sleep(_LAG_INTERVAL_S)
+            due = loop.time() + self.interval_s
+            await asyncio.sleep(self.interval_s)
             self.lags_ms.append((loop.time() - due) * 1000)
 
-    def summary(self) -> dict[str, float]:
+    def percentiles(self) -> dict[str, float]:
         values = sorted(self.lags_ms) or [0.0]
         n = len(values)
         return {
@@ -172,11 +183,11 @@ def _reply(payload: Any) -> None:
     sys.stdout.flush()
 
 
-def _answer(sim: SimServer, lag: LagMonitor, command: str, argument: str) -> Any:
+def _answer(sim: SimServer, lag: LoopLag, command: str, argument: str) -> Any:
     if command == "truths":
         return [dataclasses.asdict(t) for t in sim.truths()]
     if command == "lag":
-        return lag.summary()
+        return lag.percentiles()
     if command == "reconfigure":
         try:
             sim.reconfigure(**json.loads(argument))
@@ -186,7 +197,7 @@ def _answer(sim: SimServer, lag: LagMonitor, command: str, argument: str) -> Any
     return {"error": f"unknown command: {command}"}
 
 
-async def _commands(sim: SimServer, lag: LagMonitor) -> None:
+async def _commands(sim: SimServer, lag: LoopLag) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -202,16 +213,12 @@ async def _serve(args: argparse.Namespace) -> None:
     server = SimServer(
         config, certfile=args.certfile, keyfile=args.keyfile, http2=not args.no_http2
     )
-    async with server as sim:
-        lag = LagMonitor()
-        monitor = asyncio.create_task(lag.run())
+    async with server as sim, LoopLag() as lag:
         _reply(sim.url)
         try:
             await asyncio.wait_for(_commands(sim, lag), args.max_seconds)
         except TimeoutError:
             sys.stderr.write("simproc: --max-seconds reached, stopping\n")
-        finally:
-            monitor.cancel()
 
 
 def main(argv: list[str] | None = None) -> None:
