@@ -1,8 +1,9 @@
 """An index on run digests by start time, for windows across every target.
 
 The overview merges the last hour's run digests of every (target, vantage). Run digests are
-kept as long as their runs (30 days: ~10^5..10^6 rows); without this index that read scans
-them all. The (target_id, vantage, started_at) index serves one pair's window, not all pairs'.
+kept as long as their runs, which is forever (~35,000 a year for each target and vantage
+probed every 15 minutes); without this index that read scans them all. The (target_id,
+vantage, started_at) index serves one pair's window, not all pairs'.
 
 Revision ID: 0005
 Revises: 0004
