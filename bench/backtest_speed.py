@@ -1,21 +1,36 @@
-"""How long `phasewatch backtest` takes on the issue's size: 16 targets × 2 vantages ×
-10 days of 15-minute runs of 20 samples (614,400 samples). Goal: ≤ 60 s on 2 cores.
+"""How fast and how lean `phasewatch backtest` is on the issue's size: 16 targets × 2
+vantages × 10 days of 15-minute runs of 20 samples (614,400 samples).
+
+Goals (issue 11 item 7): CPU ≤ 15× a bare ``csv.reader`` pass over the same file, peak
+RSS ≤ 400 MB, RSS that does not grow with the file, and a month (``--days 30``, 1.8 M
+samples) in ≤ 60 s wall on 2 cores.
 
 The corpus has structure to find (a generation collapse halfway, busy hours every day) so
 the detectors do their full work, bootstrap and all, not only the cheap early exits.
+Each process is measured alone (``os.wait4``: its own CPU time and peak RSS). RSS growth
+is the peak RSS at ``--days`` minus that at ``--growth-days``, per extra sample.
 
-    .venv/bin/python -m bench.backtest_speed [--targets 16] [--days 10]
+``--same-as REV`` also replays a smaller corpus with the code of git revision REV (an
+export of it in a temporary directory) and with this tree, and fails unless both print
+the same transitions (alert ids aside, as they are random).
+
+    .venv/bin/python -m bench.backtest_speed [--targets 16] [--days 10] [--growth-days 5]
+    .venv/bin/python -m bench.backtest_speed --days 30 --growth-days 0
+    .venv/bin/python -m bench.backtest_speed --days 0 --same-as 486f18d
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +38,8 @@ import numpy as np
 
 PHASES = ("connect", "network", "queue", "prefill", "generation", "transfer")
 START = datetime(2026, 1, 1, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parent.parent
+FLOOR = "import csv, sys\nfor _ in csv.reader(open(sys.argv[1], newline='')): pass\n"
 
 
 def write_corpus(path: Path, targets: int, days: int, samples: int, seed: int) -> int:
@@ -66,29 +83,103 @@ def _run(writer, rng, at, target, vantage, samples, busy, collapsed) -> int:  # 
     return samples
 
 
+@dataclass(frozen=True)
+class Measured:
+    cpu_s: float
+    wall_s: float
+    peak_rss_mib: float
+    stdout: str
+
+
+def measure(command: list[str], cwd: Path = ROOT) -> Measured:
+    """Run ``command`` alone and read its own CPU time and peak RSS from ``wait4``."""
+    env = os.environ | {"PYTHONPATH": str(cwd)}
+    with tempfile.TemporaryFile("w+") as out:
+        began = time.perf_counter()
+        child = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - began
+        assert child.stderr is not None
+        errors = child.stderr.read().decode()
+        child.stderr.close()
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{command[:4]} failed:\n{errors}")
+        out.seek(0)
+        text = out.read()
+    # ru_maxrss is in KiB on Linux.
+    return Measured(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024, text)
+
+
+def backtest(corpus: Path, cwd: Path = ROOT) -> Measured:
+    return measure([sys.executable, "-m", "app", "backtest", str(corpus), "--format", "jsonl"], cwd)
+
+
+def floor(corpus: Path) -> Measured:
+    return measure([sys.executable, "-c", FLOOR, str(corpus)])
+
+
+def speed(args: argparse.Namespace, directory: Path) -> None:
+    corpus = directory / "corpus.csv"
+    rows = write_corpus(corpus, args.targets, args.days, args.samples, args.seed)
+    bare, run = floor(corpus), backtest(corpus)
+    firing = sum('"state": "firing"' in line for line in run.stdout.splitlines())
+    print(f"samples              {rows:>12,}")
+    print(f"bare csv.reader CPU  {bare.cpu_s:>12.2f} s")
+    print(f"backtest CPU         {run.cpu_s:>12.2f} s")
+    print(f"CPU ratio            {run.cpu_s / bare.cpu_s:>12.1f} ×   (goal ≤ 15×)")
+    print(f"backtest wall time   {run.wall_s:>12.1f} s   (month goal ≤ 60 s)")
+    print(f"peak RSS             {run.peak_rss_mib:>12.0f} MiB (goal ≤ 400 MB)")
+    print(f"firing transitions   {firing:>12}")
+    if args.growth_days:
+        small = directory / "small.csv"
+        fewer = write_corpus(small, args.targets, args.growth_days, args.samples, args.seed)
+        smaller = backtest(small)
+        growth = (run.peak_rss_mib - smaller.peak_rss_mib) * 1024 / (rows - fewer)
+        print(f"peak RSS at {fewer:,} samples {smaller.peak_rss_mib:.0f} MiB")
+        print(f"RSS growth           {growth:>12.3f} KiB per sample")
+
+
+def same(args: argparse.Namespace, directory: Path) -> None:
+    """The transitions of REV's code and of this tree on one corpus, alert ids aside."""
+    old = directory / "before"
+    old.mkdir()
+    archive = subprocess.run(["git", "archive", args.same_as], cwd=ROOT, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    corpus = directory / "same.csv"
+    rows = write_corpus(corpus, args.same_targets, args.same_days, args.samples, args.seed)
+    before, after = _transitions(backtest(corpus, old)), _transitions(backtest(corpus))
+    print(f"same-as {args.same_as}: {rows:,} samples, {len(before)} transitions before")
+    if before != after:
+        for index, (a, b) in enumerate(zip(before, after, strict=False)):
+            if a != b:
+                raise SystemExit(f"transition {index} differs:\n  before {a}\n  after  {b}")
+        raise SystemExit(f"{len(before)} transitions before, {len(after)} after")
+    print("same transitions: yes")
+
+
+def _transitions(run: Measured) -> list[dict[str, object]]:
+    found = [json.loads(line) for line in run.stdout.splitlines()]
+    for transition in found:
+        transition.pop("alert_id")
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--targets", type=int, default=16)
-    parser.add_argument("--days", type=int, default=10)
+    parser.add_argument("--days", type=int, default=10, help="0: skip the speed run")
+    parser.add_argument("--growth-days", type=int, default=5, help="0: skip the growth run")
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--same-as", metavar="REV", help="compare transitions with REV's code")
+    parser.add_argument("--same-targets", type=int, default=4)
+    parser.add_argument("--same-days", type=int, default=4)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
-        corpus = Path(directory) / "corpus.csv"
-        rows = write_corpus(corpus, args.targets, args.days, args.samples, args.seed)
-        began = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "app", "backtest", str(corpus), "--format", "jsonl"],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        elapsed = time.perf_counter() - began
-    firing = sum('"state": "firing"' in line for line in done.stdout.splitlines())
-    print(f"samples            {rows:>10,}")
-    print(f"backtest wall time {elapsed:>10.1f} s   (goal ≤ 60 s)")
-    print(f"throughput         {rows / elapsed:>10,.0f} samples/s")
-    print(f"firing transitions {firing:>10}")
+        if args.days:
+            speed(args, Path(directory))
+        if args.same_as:
+            same(args, Path(directory))
 
 
 if __name__ == "__main__":
