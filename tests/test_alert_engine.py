@@ -67,7 +67,7 @@ class Watch:
 
     def restart(self) -> AlertEngine:
         """A new process: a new history, evaluator and engine on the same database."""
-        history = DatabaseHistory(self.sessions, self.clock)
+        history = DatabaseHistory(self.sessions)
         evaluator = Evaluator(history, lambda _target: self.params)
         self.engine = AlertEngine(self.sessions, evaluator, self.notify, self.clock)
         return self.engine

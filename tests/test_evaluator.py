@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from app.alerts.backtest import MemoryHistory
 from app.alerts.evaluate import Evaluator
+from app.alerts.history import MemoryHistory
 from app.alerts.identity import Transition
 from app.alerts.state import State
 from app.analysis.detectors import DetectorParams

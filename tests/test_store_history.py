@@ -19,14 +19,6 @@ from app.store.queries import store_run
 from tests.runfactory import EVERY, T0, failed_run, make_run, record_of
 
 
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 def store(sessions: sessionmaker[Session], *runs: RunData, status: str = "complete") -> None:
     with sessions.begin() as session:
         for run in runs:
@@ -65,7 +57,7 @@ def test_a_stored_run_comes_back_as_it_was_measured(sessions: sessionmaker[Sessi
     rng = np.random.default_rng(1)
     original = replace_id(make_run(rng, T0, censored=3, failed=2))
     store(sessions, original)
-    (rebuilt,) = DatabaseHistory(sessions, Clock(T0)).last("chat", "eu", 4)
+    (rebuilt,) = DatabaseHistory(sessions).last("chat", "eu", 4)
     assert rebuilt.run_id == original.run_id
     assert (rebuilt.at, rebuilt.phase_names) == (original.at, original.phase_names)
     np.testing.assert_allclose(rebuilt.phases, original.phases)
@@ -81,7 +73,7 @@ def test_last_and_window_give_complete_runs_oldest_first(
     store(sessions, *runs[:3], *runs[4:])
     store(sessions, runs[3], status="aborted")
     store(sessions, *series(3, 2, vantage="us"))
-    history = DatabaseHistory(sessions, Clock(T0 + timedelta(days=1)))
+    history = DatabaseHistory(sessions)
     complete = [runs[i].run_id for i in (0, 1, 2, 4, 5)]
     assert [run.run_id for run in history.last("chat", "eu", 3)] == complete[-3:]
     assert [run.run_id for run in history.last("chat", "eu", 50)] == complete
@@ -101,7 +93,7 @@ def test_a_run_whose_samples_were_pruned_is_left_out(sessions: sessionmaker[Sess
         session.execute(
             delete(SampleRow).where(SampleRow.run_id == record_of(runs[2]).id, SampleRow.idx < 5)
         )
-    history = DatabaseHistory(sessions, Clock(T0))
+    history = DatabaseHistory(sessions)
     assert [run.run_id for run in history.last("chat", "eu", 4)] == [
         runs[0].run_id,
         runs[3].run_id,
@@ -112,7 +104,7 @@ def test_a_run_whose_samples_were_pruned_is_left_out(sessions: sessionmaker[Sess
 def test_a_run_without_any_timed_sample_is_kept(sessions: sessionmaker[Session]) -> None:
     failed = replace_id(failed_run(T0, failed=4))
     store(sessions, failed)
-    (rebuilt,) = DatabaseHistory(sessions, Clock(T0)).last("chat", "eu", 3)
+    (rebuilt,) = DatabaseHistory(sessions).last("chat", "eu", 3)
     assert (rebuilt.timed, rebuilt.failed, rebuilt.ok) == (0, 4, 0)
 
 
@@ -121,7 +113,7 @@ def test_runs_are_built_once_and_new_ones_found_even_when_they_arrive_late(
 ) -> None:
     runs = series(5, 6)
     store(sessions, *runs[:3], *runs[4:])
-    history = DatabaseHistory(sessions, Clock(T0 + timedelta(days=1)))
+    history = DatabaseHistory(sessions)
     history.last("chat", "eu", 4)
     assert len(sample_queries) == 1
     for count in (4, 2, 1, 4):
@@ -144,16 +136,15 @@ def test_vantages_are_those_with_a_run_in_the_last_seven_days(
     store(sessions, *series(6, 2, vantage="eu"))
     store(sessions, *series(7, 2, vantage="old", start=T0 - timedelta(days=8)))
     store(sessions, *series(8, 1, vantage="us"), status="aborted")
-    clock = Clock(T0 + timedelta(hours=1))
-    history = DatabaseHistory(sessions, clock)
-    assert history.vantages("chat") == ["eu"]
-    assert history.vantages("unknown") == []
+    now = T0 + timedelta(hours=1)
+    history = DatabaseHistory(sessions)
+    assert history.vantages("chat", now) == ["eu"]
+    assert history.vantages("unknown", now) == []
     # A new vantage is present as soon as its runs are read, cache or not.
     store(sessions, *series(9, 1, vantage="ap", start=T0 + timedelta(minutes=30)))
     history.last("chat", "ap", 4)
-    assert history.vantages("chat") == ["ap", "eu"]
-    clock.now = T0 + timedelta(days=8)
-    assert history.vantages("chat") == []
+    assert history.vantages("chat", now) == ["ap", "eu"]
+    assert history.vantages("chat", T0 + timedelta(days=8)) == []
 
 
 def test_the_window_skips_runs_it_cannot_rebuild_without_asking_again(
@@ -163,7 +154,7 @@ def test_the_window_skips_runs_it_cannot_rebuild_without_asking_again(
     store(sessions, *runs)
     with sessions.begin() as session:
         session.execute(delete(SampleRow))
-    history = DatabaseHistory(sessions, Clock(T0))
+    history = DatabaseHistory(sessions)
     assert history.window("chat", "eu", T0, T0 + timedelta(days=1)) == []
     assert history.last("chat", "eu", 3) == []
     assert len(sample_queries) == 1

@@ -6,16 +6,14 @@ history is in memory and the clock is each run's own time.
 
 from __future__ import annotations
 
-import bisect
 import csv
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TextIO
 
 import numpy as np
 
 from app.alerts.evaluate import Evaluator
+from app.alerts.history import MemoryHistory
 from app.alerts.identity import Transition
 from app.analysis.detectors import DetectorParams
 from app.analysis.runs import RunData, phase_order
@@ -27,34 +25,6 @@ TIMED = (Status.OK.value, Status.DEADLINE_EXCEEDED.value)
 
 class BacktestError(Exception):
     pass
-
-
-@dataclass
-class MemoryHistory:
-    """Runs by (target, vantage), in time order, as the evaluator asks for them."""
-
-    runs: dict[tuple[str, str], list[RunData]] = field(default_factory=dict)
-    times: dict[tuple[str, str], list[datetime]] = field(default_factory=dict)
-    by_target: dict[str, list[str]] = field(default_factory=dict)
-
-    def add(self, run: RunData) -> None:
-        key = (run.target, run.vantage)
-        if key not in self.runs:
-            self.runs[key], self.times[key] = [], []
-            self.by_target.setdefault(run.target, []).append(run.vantage)
-        self.runs[key].append(run)
-        self.times[key].append(run.at)
-
-    def window(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunData]:
-        times = self.times.get((target, vantage), [])
-        first, last = bisect.bisect_left(times, start), bisect.bisect_left(times, end)
-        return self.runs[(target, vantage)][first:last] if times else []
-
-    def last(self, target: str, vantage: str, count: int) -> list[RunData]:
-        return self.runs.get((target, vantage), [])[-count:]
-
-    def vantages(self, target: str) -> list[str]:
-        return self.by_target.get(target, [])
 
 
 def read_runs(rows: TextIO) -> list[RunData]:

@@ -12,10 +12,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from app.alerts.history import History
 from app.alerts.identity import Alert, Identity, Transition
 from app.alerts.state import Position, Rules, Signal, State, step
 from app.alerts.summary import summarize_alert
@@ -26,18 +27,6 @@ from app.analysis.tail import TailReference, tail_reference
 
 REBUILD_EVERY = timedelta(days=1)
 STALE_AFTER_RUNS = 3  # a vantage whose last run is older than this many intervals is away
-
-
-class History(Protocol):
-    """Stored runs (complete ones), oldest first."""
-
-    def window(
-        self, target: str, vantage: str, start: datetime, end: datetime
-    ) -> list[RunData]: ...
-
-    def last(self, target: str, vantage: str, count: int) -> list[RunData]: ...
-
-    def vantages(self, target: str) -> list[str]: ...
 
 
 @dataclass
@@ -95,7 +84,7 @@ class Evaluator:
         """A person accepts the new normal: resolved, and the reference re-bases."""
         for identity, alert in list(self.alerts.items()):
             if alert.id == alert_id:
-                for vantage in self._covered(identity):
+                for vantage in self._covered(identity, now):
                     state = self._state(identity.target, vantage)
                     state.rebase_at, state.reference = alert.opened_at, None
                     state.excluded = [span for span in state.excluded if span[1] is not None]
@@ -274,7 +263,7 @@ class Evaluator:
 
     def _present_vantages(self, target: str, now: datetime, params: d.DetectorParams) -> list[str]:
         present = []
-        for vantage in self.history.vantages(target):
+        for vantage in self.history.vantages(target, now):
             last = self.history.last(target, vantage, 2)
             if not last:
                 continue
@@ -337,7 +326,7 @@ class Evaluator:
             alert.fired_at = now
             if alert.identity.severity == "critical":
                 # A warning is a hint, not a known change: its runs stay in the reference.
-                for vantage in self._covered(alert.identity):
+                for vantage in self._covered(alert.identity, now):
                     self._state(alert.identity.target, vantage).excluded.append((now, None))
         if state in (State.INACTIVE, State.RESOLVED):
             self.alerts.pop(alert.identity, None)
@@ -348,7 +337,7 @@ class Evaluator:
 
     def _close(self, alert: Alert, now: datetime) -> None:
         alert.resolved_at = now
-        for vantage in self._covered(alert.identity):
+        for vantage in self._covered(alert.identity, now):
             state = self._state(alert.identity.target, vantage)
             state.excluded = [(start, end or now) for start, end in state.excluded]
             if alert.identity.kind == "tail_shift":
@@ -359,10 +348,10 @@ class Evaluator:
     def _state(self, target: str, vantage: str) -> VantageState:
         return self.vantages.setdefault((target, vantage), VantageState())
 
-    def _covered(self, identity: Identity) -> list[str]:
+    def _covered(self, identity: Identity, now: datetime) -> list[str]:
         if identity.vantage is not None:
             return [identity.vantage]
-        return self.history.vantages(identity.target)
+        return self.history.vantages(identity.target, now)
 
     def _open_dominant(self, target: str, vantage: str) -> Alert | None:
         for identity, alert in self.alerts.items():

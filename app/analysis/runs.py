@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,6 +43,14 @@ class RunData:
     @property
     def ok(self) -> int:
         return self.timed - self.censored
+
+
+class RunCount(NamedTuple):
+    """What a run's summary keeps after its samples are pruned: enough for a miss rate."""
+
+    at: datetime
+    timed: int  # ok and deadline-exceeded samples
+    censored: int  # deadline exceeded
 
 
 def phase_order(names: Iterable[str]) -> tuple[str, ...]:

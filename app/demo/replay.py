@@ -161,7 +161,7 @@ class Replay:
         self, sessions: Sessions, targets: TargetsFile, sims: dict[str, SimServer]
     ) -> None:
         rules = AlertRules(targets)
-        history = DatabaseHistory(sessions, clock=self.now)
+        history = DatabaseHistory(sessions)
         alerts = AlertEngine(
             sessions, Evaluator(history, rules.params_for), lambda _name: [], clock=self.now
         )

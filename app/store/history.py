@@ -1,7 +1,8 @@
 """Stored runs as the detectors see them: the evaluator's ``History`` over the database.
 
-Complete runs only, oldest first, each rebuilt from its raw samples. A run whose samples
-were pruned, wholly or in part, cannot be rebuilt and is left out.
+The contract is app.alerts.history's. Runs are rebuilt from their raw samples; a run whose
+samples were pruned, wholly or in part, cannot be rebuilt and is left out of ``window``
+and ``last``. ``counts`` reads the run rows alone, so pruned runs stay in it.
 
 Rebuilding is the costly part, so built runs are kept: the last few of each (target,
 vantage), which every evaluation asks for several times, and the last reference window
@@ -14,27 +15,24 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.analysis.runs import RunData, run_from_samples
+from app.analysis.runs import RunCount, RunData, run_from_samples
 from app.store.models import RunRow, SampleRow, TargetRow
 
 COMPLETE = "complete"
-PRESENT_FOR = timedelta(days=7)  # a vantage with a run this recent is one of the target's
+# The contract's 7 days (app.alerts.history, not imported: alerts already import store).
+PRESENT_FOR = timedelta(days=7)
 VANTAGES_TTL = timedelta(minutes=1)
 IDS_PER_QUERY = 500
 MAX_UNBUILDABLE = 100_000
 
 Key = tuple[str, str]
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,16 +52,14 @@ class _Head:
 class DatabaseHistory:
     """The ``History`` the evaluator reads in ``serve``; safe to share between threads."""
 
-    def __init__(
-        self, sessions: sessionmaker[Session], clock: Callable[[], datetime] = _utcnow
-    ) -> None:
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
-        self.clock = clock
         self._lock = threading.Lock()
         self._recent: dict[Key, list[RunData]] = {}
         self._capacity: dict[Key, int] = {}
         self._windows: dict[Key, tuple[tuple[datetime, datetime], list[RunData]]] = {}
-        self._vantages: dict[str, tuple[datetime, list[str]]] = {}
+        # Per target: when asked, and each vantage's newest run in the 7 days before.
+        self._newest: dict[str, tuple[datetime, dict[str, datetime]]] = {}
         self._unbuildable: set[uuid.UUID] = set()
 
     def window(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunData]:
@@ -81,6 +77,7 @@ class DatabaseHistory:
                 ).all()
                 runs = self._built(session, key, [_Head(run_id, at, n) for run_id, at, n in heads])
             self._windows[key] = ((start, end), runs)
+            self._seen(target, vantage, runs)
             return list(runs)
 
     def last(self, target: str, vantage: str, count: int) -> list[RunData]:
@@ -100,27 +97,52 @@ class DatabaseHistory:
             self._seen(target, vantage, runs)
             return runs
 
-    def vantages(self, target: str) -> list[str]:
-        """Vantages with a complete run in the last 7 days, by name."""
-        now = self.clock()
+    def vantages(self, target: str, now: datetime) -> list[str]:
+        """Vantages with a complete run started in [now − 7 days, now], by name.
+
+        Each vantage's newest run is asked of the database at most once a minute; a
+        vantage whose runs ``last`` or ``window`` read in between is known at once, so
+        only a vantage not read yet can be found up to a minute late.
+        """
         with self._lock:
-            cached = self._vantages.get(target)
-            if cached is not None and now - cached[0] < VANTAGES_TTL:
-                return list(cached[1])
-            with self.sessions() as session:
-                found = session.scalars(
-                    select(RunRow.vantage)
-                    .join(TargetRow, RunRow.target_id == TargetRow.id)
-                    .where(
-                        TargetRow.name == target,
-                        RunRow.status == COMPLETE,
-                        RunRow.started_at >= now - PRESENT_FOR,
-                    )
-                    .distinct()
-                ).all()
-            names = sorted(found)
-            self._vantages[target] = (now, names)
-            return list(names)
+            cached = self._newest.get(target)
+            fresh = cached is not None and cached[0] <= now < cached[0] + VANTAGES_TTL
+            if cached is None or not fresh or max(cached[1].values(), default=now) > now:
+                cached = self._newest[target] = (now, self._newest_runs(target, now))
+            newest = cached[1]
+        return sorted(v for v, at in newest.items() if now - PRESENT_FOR <= at <= now)
+
+    def counts(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunCount]:
+        """From the run rows alone: every column read is in ``ix_runs_chart``, so this is
+        an index-only range scan; no sample is read."""
+        with self.sessions() as session:
+            rows = session.execute(
+                select(RunRow.started_at, RunRow.n_ok, RunRow.n_deadline_exceeded)
+                .join(TargetRow, RunRow.target_id == TargetRow.id)
+                .where(
+                    TargetRow.name == target,
+                    RunRow.vantage == vantage,
+                    RunRow.status == COMPLETE,
+                    RunRow.started_at >= start,
+                    RunRow.started_at < end,
+                )
+            ).all()
+        return sorted(RunCount(at, ok + missed, missed) for at, ok, missed in rows)
+
+    def _newest_runs(self, target: str, now: datetime) -> dict[str, datetime]:
+        with self.sessions() as session:
+            found = session.execute(
+                select(RunRow.vantage, func.max(RunRow.started_at))
+                .join(TargetRow, RunRow.target_id == TargetRow.id)
+                .where(
+                    TargetRow.name == target,
+                    RunRow.status == COMPLETE,
+                    RunRow.started_at >= now - PRESENT_FOR,
+                    RunRow.started_at <= now,
+                )
+                .group_by(RunRow.vantage)
+            ).all()
+        return dict(found)
 
     # Building runs ------------------------------------------------------------------------
 
@@ -163,11 +185,11 @@ class DatabaseHistory:
 
     def _seen(self, target: str, vantage: str, runs: list[RunData]) -> None:
         """A vantage that just reported is present without waiting for the cache to age."""
-        cached = self._vantages.get(target)
-        if cached is None or not runs or vantage in cached[1]:
+        cached = self._newest.get(target)
+        if cached is None or not runs:
             return
-        if runs[-1].at >= self.clock() - PRESENT_FOR:
-            self._vantages[target] = (cached[0], sorted([*cached[1], vantage]))
+        newest = cached[1]
+        newest[vantage] = max(newest.get(vantage, runs[-1].at), runs[-1].at)
 
 
 def _heads(target: str, vantage: str) -> Select[uuid.UUID, datetime, int]:

@@ -1,0 +1,172 @@
+"""The runs the evaluator reads: the ``History`` contract, and ``MemoryHistory``.
+
+Two implementations hold it: ``MemoryHistory`` here (backtests, tests) and
+``app.store.history.DatabaseHistory`` (``serve``, the demo). tests/test_history_contract.py
+feeds both the same runs and asks both the same questions.
+
+The contract, for every method:
+
+- Complete runs only: an aborted run is never seen.
+- A run's time is its start; intervals are half-open, [start, end), except ``vantages``,
+  whose [now − 7 days, now] includes ``now``.
+- Oldest first. Runs that started at the same instant come in the order of their run ids
+  (``counts``, which has no ids, in the order of its tuples).
+- A run whose raw samples were pruned, wholly or in part, cannot be rebuilt: ``window``
+  and ``last`` leave it out. Its counts outlive its samples: ``counts`` includes it.
+  Pruning is seen when a run is first read: one already returned may come back while an
+  implementation keeps it built (DatabaseHistory's caches of the last few runs and of the
+  last reference window; raw samples are kept far longer than either reaches back).
+- The lists returned are the caller's to keep; the runs in them are shared, not copies.
+- Threads: ``DatabaseHistory`` may be shared by threads; ``MemoryHistory`` is for one.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from app.analysis.runs import RunCount, RunData
+
+PRESENT_FOR = timedelta(days=7)  # a vantage with a run this recent is one of the target's
+
+
+class History(Protocol):
+    """Stored runs of (target, vantage) as the evaluator asks for them."""
+
+    def window(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunData]:
+        """The runs that started in [start, end) whose samples are all still there."""
+        ...
+
+    def last(self, target: str, vantage: str, count: int) -> list[RunData]:
+        """The newest ``count`` runs that can be rebuilt (fewer if there are fewer), oldest
+        first: a pruned run is skipped, not counted."""
+        ...
+
+    def vantages(self, target: str, now: datetime) -> list[str]:
+        """The vantages with a complete run started in [now − 7 days, now], by name. A
+        pruned run counts: a vantage is present by its runs, not by their samples."""
+        ...
+
+    def counts(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunCount]:
+        """One entry per complete run that started in [start, end), oldest first, pruned
+        runs included: what a long window (an SLO's month) needs, without any sample."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """What a ``MemoryHistory`` keeps of one target's runs, relative to the newest run.
+
+    ``runs_for`` covers every window the evaluator can ask for (its reference, the recent
+    window and slack); ``last`` runs of each vantage are kept whatever their age, since
+    ``last`` reaches back that far for a vantage that paused. Older runs are pruned: their
+    RunData dropped, their counts kept for ``counts_for``.
+    """
+
+    runs_for: timedelta
+    last: int
+    counts_for: timedelta = timedelta(days=31)
+
+
+class _Series:
+    """One (target, vantage): its runs and its counts, each sorted."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[datetime, str]] = []
+        self.runs: list[RunData] = []
+        self.counts: list[RunCount] = []
+
+    def add(self, run: RunData) -> None:
+        key = (run.at, run.run_id)
+        count = RunCount(run.at, run.timed, run.censored)
+        if not self.keys or key >= self.keys[-1]:
+            self.keys.append(key)
+            self.runs.append(run)
+        else:  # a late run: rare, so a plain insertion
+            index = bisect.bisect_right(self.keys, key)
+            self.keys.insert(index, key)
+            self.runs.insert(index, run)
+        if not self.counts or count >= self.counts[-1]:
+            self.counts.append(count)
+        else:
+            bisect.insort(self.counts, count)
+
+    def prune_runs(self, before: datetime, keep_last: int = 0) -> None:
+        cut = min(bisect.bisect_left(self.keys, (before,)), max(len(self.keys) - keep_last, 0))
+        if cut:
+            del self.keys[:cut], self.runs[:cut]
+
+    def prune_counts(self, before: datetime) -> None:
+        cut = bisect.bisect_left(self.counts, RunCount(before, -1, -1))
+        if cut:
+            del self.counts[:cut]
+
+
+class MemoryHistory:
+    """Runs held in memory; ``add`` them (complete ones only), in time order or not.
+
+    Without a ``retention`` every run is kept. With one, each ``add`` prunes the target's
+    runs that the evaluator can no longer ask for, so memory stays bounded however long
+    the replay: that is what lets a backtest stream a month of samples.
+    """
+
+    def __init__(self, retention: Callable[[str], Retention] | None = None) -> None:
+        self.retention = retention
+        self._series: dict[tuple[str, str], _Series] = {}
+        self._by_target: dict[str, list[str]] = {}
+        self._rules: dict[str, Retention] = {}
+
+    def add(self, run: RunData) -> None:
+        series = self._series.get((run.target, run.vantage))
+        if series is None:
+            series = self._series[(run.target, run.vantage)] = _Series()
+            self._by_target.setdefault(run.target, []).append(run.vantage)
+        series.add(run)
+        if self.retention is not None:
+            rules = self._rules.get(run.target)
+            if rules is None:
+                rules = self._rules[run.target] = self.retention(run.target)
+            series.prune_runs(run.at - rules.runs_for, rules.last)
+            series.prune_counts(run.at - rules.counts_for)
+
+    def prune(self, before: datetime) -> None:
+        """Drop the samples of every run that started before ``before``, as the database's
+        pruning does: those runs leave ``window`` and ``last``; their counts stay."""
+        for series in self._series.values():
+            series.prune_runs(before)
+
+    def window(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunData]:
+        series = self._series.get((target, vantage))
+        if series is None:
+            return []
+        first = bisect.bisect_left(series.keys, (start,))
+        return series.runs[first : bisect.bisect_left(series.keys, (end,), lo=first)]
+
+    def last(self, target: str, vantage: str, count: int) -> list[RunData]:
+        series = self._series.get((target, vantage))
+        return series.runs[-count:] if series is not None and count > 0 else []
+
+    def vantages(self, target: str, now: datetime) -> list[str]:
+        present = [
+            vantage
+            for vantage in self._by_target.get(target, [])
+            if self._started_between(self._series[(target, vantage)], now - PRESENT_FOR, now)
+        ]
+        return sorted(present)
+
+    def counts(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunCount]:
+        series = self._series.get((target, vantage))
+        if series is None:
+            return []
+        first = bisect.bisect_left(series.counts, RunCount(start, -1, -1))
+        last = bisect.bisect_left(series.counts, RunCount(end, -1, -1), lo=first)
+        return series.counts[first:last]
+
+    @staticmethod
+    def _started_between(series: _Series, start: datetime, end: datetime) -> bool:
+        """A count at or after ``start`` that is not after ``end`` (both ends included)."""
+        first = bisect.bisect_left(series.counts, RunCount(start, -1, -1))
+        return first < len(series.counts) and series.counts[first].at <= end
