@@ -17,7 +17,6 @@ from typing import Annotated, Any
 import yaml
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -30,6 +29,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.alerts.notifiers import KINDS, NotifierConfig
 from app.analysis.detectors import DetectorParams
+from app.durations import Seconds
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP, PHASES
 from app.probe.spec import Kind, ProbeSpec, RttMethod
@@ -37,24 +37,7 @@ from app.probe.spec import Kind, ProbeSpec, RttMethod
 DEFAULT_CONFIG_PATH = Path("phasewatch.yaml")
 DEFAULT_DATABASE_URL = "sqlite:///./phasewatch.db"
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def parse_duration(value: Any) -> float:
-    """``"15m"``, ``"1.5s"``, ``"500ms"``, ``"2h"``, ``"1d"`` or a number of seconds."""
-    if isinstance(value, bool):
-        raise ValueError("a duration is a number of seconds or a string like '15m'")
-    if isinstance(value, int | float):
-        return float(value)
-    match = _DURATION.match(str(value))
-    if match is None:
-        raise ValueError(f"{value!r} is not a duration like '500ms', '30s', '15m', '2h' or '1d'")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-
-
-Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
 
 
 class ConfigError(Exception):

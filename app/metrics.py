@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import (
@@ -31,9 +32,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import __version__
 from app.alerts.rows import OPEN_STATES
+from app.analysis.detectors.deadline import SloStatus
 from app.analysis.summary import TIMED, summarize
-from app.store.models import AlertRow
+from app.store.models import AlertRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
+from app.store.slo import target_slo
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,7 @@ LATENCY_BUCKETS_S = (
 LATENESS_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 SERIES = ("target", "vantage")
 AlertCount = tuple[str, str, str, int]  # state, kind, target, how many
+SloRow = tuple[str, str, SloStatus]  # target, vantage, its SLO now
 
 
 class RunMetrics:
@@ -151,32 +155,48 @@ class RunMetrics:
                 self.phase_share.labels(*series, phase).set(stats.share)
 
     def watch(self, sessions: sessionmaker[Session], spooled: Callable[[], int]) -> None:
-        """Also expose alert states (from the database) and the spool, read at each scrape."""
-        self.registry.register(ServiceCollector(lambda: alert_counts(sessions), spooled))
+        """Also expose alert states and the deadline SLOs (from the database) and the
+        spool, read at each scrape."""
+        collector = ServiceCollector(
+            lambda: alert_counts(sessions), spooled, lambda: slo_statuses(sessions)
+        )
+        self.registry.register(collector)
 
 
 class ServiceCollector(Collector):
     """Gauges read when scraped; a part that cannot be read is left out, never an error."""
 
-    def __init__(self, alerts: Callable[[], list[AlertCount]], spooled: Callable[[], int]):
+    def __init__(
+        self,
+        alerts: Callable[[], list[AlertCount]],
+        spooled: Callable[[], int],
+        slos: Callable[[], list[SloRow]] = list,
+    ):
         self.alerts = alerts
         self.spooled = spooled
+        self.slos = slos
 
     def describe(self) -> Iterator[Metric]:
         # Without this the registry would call collect() (and the database) on register.
         yield from self._families()
 
     def collect(self) -> Iterator[Metric]:
-        alerts, spool, build = self._families()
+        alerts, spool, build, budget, burn = self._families()
         for state, kind, target, count in self._read(self.alerts, []):
             alerts.add_metric([state, kind, target], count)
         spooled = self._read(self.spooled, None)
         if spooled is not None:
             spool.add_metric([], spooled)
         build.add_metric([__version__], 1)
-        yield from (alerts, spool, build)
+        for target, vantage, status in self._read(self.slos, []):
+            if status.budget_left is not None:
+                budget.add_metric([target, vantage], status.budget_left)
+            for window, rate in status.burn_rates.items():
+                if rate is not None:
+                    burn.add_metric([target, vantage, window], rate)
+        yield from (alerts, spool, build, budget, burn)
 
-    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+    def _families(self) -> tuple[GaugeMetricFamily, ...]:
         return (
             GaugeMetricFamily(
                 "phasewatch_alerts",
@@ -187,6 +207,17 @@ class ServiceCollector(Collector):
                 "phasewatch_spooled_runs", "Runs waiting in the spool for the database."
             ),
             GaugeMetricFamily("phasewatch_build_info", "This phasewatch.", labels=["version"]),
+            GaugeMetricFamily(
+                "phasewatch_slo_error_budget_remaining_ratio",
+                "Share of the deadline SLO's error budget left in its window (below 0: overspent).",
+                labels=list(SERIES),
+            ),
+            GaugeMetricFamily(
+                "phasewatch_slo_burn_rate",
+                "Deadline misses over the SLO's allowed rate, per window (1: the budget lasts"
+                " exactly its window).",
+                labels=[*SERIES, "window"],
+            ),
         )
 
     def _read(self, read: Callable[[], Any], fallback: Any) -> Any:
@@ -205,6 +236,20 @@ def alert_counts(sessions: sessionmaker[Session]) -> list[AlertCount]:
     )
     with sessions() as session:
         return [(state, kind, target, int(n)) for state, kind, target, n in session.execute(query)]
+
+
+def slo_statuses(sessions: sessionmaker[Session]) -> list[SloRow]:
+    """Every active target with a deadline, per vantage seen in its budget window."""
+    now = datetime.now(UTC)
+    with sessions() as session:
+        names = session.scalars(select(TargetRow.name).where(TargetRow.active)).all()
+        found = [(name, target_slo(session, name, now) or {}) for name in names]
+    return [
+        (name, vantage, status)
+        for name, by_vantage in found
+        for vantage, status in sorted(by_vantage.items(), key=lambda item: str(item[0]))
+        if vantage is not None
+    ]
 
 
 def then(

@@ -317,8 +317,8 @@ def test_detector_state_is_stored_and_read_back(watch: Watch) -> None:
     restarted = watch.restart()
     restarted.restore()
     again = restarted.evaluator.vantages[("chat", "eu")]
-    assert (again.last_run, again.tail_scores, again.rebase_at) == (
-        last.last_run, last.tail_scores, last.rebase_at
+    assert (again.last_run, again.tail, again.rebase_at) == (
+        last.last_run, last.tail, last.rebase_at
     )  # fmt: skip
     assert again.excluded == last.excluded and len(again.excluded) == 1
     start, end = again.excluded[0]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from itertools import product
 
 import pytest
 
-from app.alerts.state import TRANSITIONS, Position, Rules, Signal, State, step
+from app.alerts.state import TRANSITIONS, Position, Rules, State, step
+from app.analysis.detectors import Signal
 
 S, G = State, Signal
+NOW = datetime(2026, 3, 2, 12, tzinfo=UTC)
 # Long enough streaks that no single step promotes: each pair's own effect shows.
 RULES = Rules(confirm=3, recover=3)
 # A streak in progress where the state keeps one, so ADD, START and KEEP differ.
@@ -48,7 +51,7 @@ def test_the_tables_cover_every_state_and_signal_pair() -> None:
 
 @pytest.mark.parametrize(("state", "signal"), sorted(EXPECTED))
 def test_each_state_and_signal_pair_moves_as_the_table_says(state: State, signal: Signal) -> None:
-    after = step(Position(state, STREAK[state]), signal, RULES)
+    after = step(Position(state, STREAK[state]), signal, RULES, NOW)
     assert (after.state, after.streak) == EXPECTED[(state, signal)]
 
 
@@ -58,7 +61,7 @@ def test_an_alert_fires_on_exactly_the_confirm_th_consecutive_hit(confirm: int) 
     position = Position()
     states = []
     for _ in range(confirm):
-        position = step(position, Signal.HIT, rules)
+        position = step(position, Signal.HIT, rules, NOW)
         states.append(position.state)
     assert states == [State.PENDING] * (confirm - 1) + [State.FIRING]
     assert position.streak == 0
@@ -69,11 +72,11 @@ def test_a_pending_alert_that_misses_one_confirmation_is_dropped(confirm: int) -
     rules = Rules(confirm=confirm, recover=2)
     position = Position()
     for _ in range(confirm - 1):
-        position = step(position, Signal.HIT, rules)
-    assert step(position, Signal.HOLD, rules) == Position(State.INACTIVE, 0)
+        position = step(position, Signal.HIT, rules, NOW)
+    assert step(position, Signal.HOLD, rules, NOW) == Position(State.INACTIVE, 0)
     # Starting over needs the whole streak again.
-    position = step(step(position, Signal.HOLD, rules), Signal.HIT, rules)
-    assert position == (Position(State.PENDING, 1) if confirm > 1 else Position(State.FIRING))
+    position = step(step(position, Signal.HOLD, rules, NOW), Signal.HIT, rules, NOW)
+    assert position == (Position(State.PENDING, 1, NOW) if confirm > 1 else Position(State.FIRING))
 
 
 @pytest.mark.parametrize("recover", [1, 2, 4, 7])
@@ -82,7 +85,7 @@ def test_a_firing_alert_resolves_on_exactly_the_recover_th_clear(recover: int) -
     position = Position(State.FIRING)
     states = []
     for _ in range(recover):
-        position = step(position, Signal.CLEAR, rules)
+        position = step(position, Signal.CLEAR, rules, NOW)
         states.append(position.state)
     assert states == [State.RECOVERING] * (recover - 1) + [State.RESOLVED]
 
@@ -92,11 +95,11 @@ def test_a_hit_while_recovering_fires_again_and_recovery_starts_over(recover: in
     rules = Rules(confirm=2, recover=recover)
     position = Position(State.FIRING)
     for _ in range(recover - 1):
-        position = step(position, Signal.CLEAR, rules)
-    position = step(position, Signal.HIT, rules)
+        position = step(position, Signal.CLEAR, rules, NOW)
+    position = step(position, Signal.HIT, rules, NOW)
     assert position == Position(State.FIRING, 0)
     for _ in range(recover - 1):
-        position = step(position, Signal.CLEAR, rules)
+        position = step(position, Signal.CLEAR, rules, NOW)
     assert position.state is State.RECOVERING  # the earlier clears no longer count
 
 
@@ -105,3 +108,28 @@ def test_open_and_active_positions() -> None:
     active = {state for state in State if Position(state).active}
     assert opened == {State.PENDING, State.FIRING, State.RECOVERING}
     assert active == {State.FIRING, State.RECOVERING}
+
+
+def test_a_recovering_alert_keeps_firing_until_clear_for_keep_firing_for() -> None:
+    rules = Rules(confirm=2, recover=2, keep_firing_for=timedelta(hours=1))
+    position = step(Position(State.FIRING), Signal.CLEAR, rules, NOW)
+    assert position == Position(State.RECOVERING, 1, NOW)
+    # The second clear comes after 15 minutes: enough clears, not long enough.
+    position = step(position, Signal.CLEAR, rules, NOW + timedelta(minutes=15))
+    assert (position.state, position.streak) == (State.RECOVERING, 2)
+    position = step(position, Signal.HOLD, rules, NOW + timedelta(minutes=30))
+    assert position.state is State.RECOVERING  # a hold neither resolves nor restarts
+    position = step(position, Signal.CLEAR, rules, NOW + timedelta(minutes=59))
+    assert position.state is State.RECOVERING
+    assert step(position, Signal.CLEAR, rules, NOW + timedelta(hours=1)).state is State.RESOLVED
+
+
+def test_a_hit_while_recovering_restarts_the_keep_firing_clock() -> None:
+    rules = Rules(confirm=2, recover=1, keep_firing_for=timedelta(hours=1))
+    position = step(Position(State.FIRING), Signal.CLEAR, rules, NOW)
+    position = step(position, Signal.HIT, rules, NOW + timedelta(minutes=50))
+    assert position == Position(State.FIRING, 0, None)
+    position = step(position, Signal.CLEAR, rules, NOW + timedelta(minutes=55))
+    later = NOW + timedelta(minutes=65)  # an hour after the first clear, ten minutes after this one
+    assert step(position, Signal.CLEAR, rules, later).state is State.RECOVERING
+    assert step(position, Signal.CLEAR, rules, later + timedelta(hours=1)).state is State.RESOLVED

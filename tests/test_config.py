@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, Settings, load_targets, parse_duration
+from app.config import ConfigError, Settings, load_targets
+from app.durations import parse_duration
 from app.probe.spec import Kind, RttMethod
 
 EXAMPLE = Path(__file__).parent.parent / "docs" / "phasewatch.example.yaml"
@@ -43,7 +45,8 @@ def test_the_shipped_example_is_valid_and_means_what_its_comments_say() -> None:
     assert homepage.server_timing_map["edge"] == "processing"
     assert set(parsed.notifiers) == {"am", "ops-hook", "chat"}
     assert prod.notifiers == ["am", "chat"] and homepage.notifiers == []
-    assert prod.alerts.dominant_lead_pp == 5 and prod.alerts.deadline_slo == 0.01
+    assert prod.alerts.dominant_lead_pp == 5 and prod.alerts.slo.objective == 0.99
+    assert prod.alerts.slo.budget_window == timedelta(days=30)
 
 
 @pytest.mark.parametrize(
@@ -90,6 +93,22 @@ def test_the_shipped_example_is_valid_and_means_what_its_comments_say() -> None:
             "    headers: {Authorization: 'Bearer ${NOPE}'}\n",
             "phasewatch.yaml:4: targets[a].headers.Authorization: "
             "environment variable NOPE is not set",
+        ),
+        (
+            "targets:\n  - name: a\n    url: http://x/\n    alerts:\n"
+            "      enabled: [dominant_shift, tail_shfit]\n",
+            "phasewatch.yaml:5: targets[a].alerts.enabled: unknown detector "
+            "'tail_shfit'; known: dominant_shift, tail_shift, deadline_miss, composition_shift, "
+            "probe_failing",
+        ),
+        (
+            "targets:\n  - name: a\n    url: http://x/\n    alerts:\n      deadline_slo: 0.05\n",
+            "phasewatch.yaml:4: targets[a].alerts: deadline_slo was replaced by slo.objective",
+        ),
+        (
+            "targets:\n  - name: a\n    url: http://x/\n    alerts:\n      slo:\n"
+            "        ticket: [{long: 6h, short: 3d, burn: 1}]\n",
+            "phasewatch.yaml:6: targets[a].alerts.slo.ticket.0: short must not be",
         ),
         ("vantage: ''\n", "phasewatch.yaml:1: vantage: String should have at least 1 character"),
         ("targets: [\n", "phasewatch.yaml: not valid YAML: line 2"),

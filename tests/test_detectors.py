@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from app.alerts.state import Signal
 from app.analysis import detectors as d
+from app.analysis.detectors import Signal
+from app.analysis.dominance import phase_mix
 from app.analysis.runs import RunData
-from app.analysis.tail import TailReference, magnitude_gate, tail_reference
+from app.analysis.slo import MissLedger
+from app.analysis.tail import TailReference, TailState, magnitude_gate, tail_reference
 from tests.runfactory import EVERY, LLM, T0, failed_run, make_run
 
 PARAMS = d.DetectorParams()
@@ -50,10 +53,10 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 
 def test_challenger_needs_a_lead_of_delta_in_the_point_estimate() -> None:
-    assert d.challenger(d.phase_mix(window(1, SLOW_DECODE)), "queue", PARAMS) == "generation"
-    assert d.challenger(d.phase_mix(window(1)), "queue", PARAMS) is None
+    assert d.challenger(phase_mix(window(1, SLOW_DECODE)), "queue", PARAMS) == "generation"
+    assert d.challenger(phase_mix(window(1)), "queue", PARAMS) is None
     near = LLM | {"generation": 125.0}  # leads the queue by about 1 pp
-    assert d.challenger(d.phase_mix(window(1, near)), "queue", PARAMS) is None
+    assert d.challenger(phase_mix(window(1, near)), "queue", PARAMS) is None
 
 
 def test_dominant_finding_hits_on_a_clear_lead_whose_interval_is_above_zero() -> None:
@@ -217,53 +220,104 @@ def test_tail_finding_needs_both_the_cusum_and_the_gate(busy_reference: TailRefe
     assert low.signal is Signal.CLEAR and "delta_ms" not in low.numbers
 
 
-# deadline_miss ----------------------------------------------------------------------------
+# deadline_miss: the SLO's burn rates ------------------------------------------------------
+
+SLO_NOW = T0 + timedelta(days=4)
 
 
-def with_misses(misses: int) -> list[RunData]:
-    """Four runs of 20 timed samples (80), ``misses`` of them cut at the deadline."""
-    generator = rng(14)
-    per_run = [misses // 4 + (1 if i < misses % 4 else 0) for i in range(4)]
-    return [make_run(generator, DAY2 + i * EVERY, censored=k) for i, k in enumerate(per_run)]
+def slo_inputs(runs: list[tuple[int, int]], params: d.DetectorParams = PARAMS) -> d.Inputs:
+    """A ledger of 15-minute runs ending at SLO_NOW, each (timed, censored), oldest first."""
+    ledger = MissLedger()
+    start = SLO_NOW - len(runs) * EVERY
+    for i, (timed, censored) in enumerate(runs):
+        ledger.add(start + i * EVERY, timed, censored)
+    return d.Inputs(
+        window=[], recent=[], reference=None, params=params, rng=rng(), now=SLO_NOW,
+        tail=TailState(), onset=lambda _n: [], misses=ledger, dominant_open=False,
+    )  # fmt: skip
 
 
-def smallest_significant(n: int, slo: float, alpha: float) -> int:
-    return next(
-        k for k in range(n + 1) if binomtest(k, n, slo, alternative="greater").pvalue < alpha
-    )
+def judged(
+    runs: list[tuple[int, int]], active: frozenset[tuple[str, str]] = frozenset()
+) -> dict[str, d.Finding]:
+    inputs = replace(slo_inputs(runs), active=active)
+    findings = d.DETECTORS["deadline_miss"].judge(inputs)  # type: ignore[misc]
+    return {finding.severity: finding for finding in findings}  # type: ignore[misc]
 
 
-def test_deadline_finding_hits_exactly_where_the_exact_binomial_test_does() -> None:
-    first = smallest_significant(80, PARAMS.deadline_slo, PARAMS.deadline_alpha)
-    assert first == 6  # 6 of 80 against a 1 % SLO: p ≈ 0.00016; 5 of 80: p ≈ 0.0013
-    hit = d.deadline_finding(with_misses(first), PARAMS)
-    assert hit.signal is Signal.HIT
-    expected = binomtest(first, 80, PARAMS.deadline_slo, alternative="greater").pvalue
-    assert hit.numbers["p_value"] == pytest.approx(expected, rel=1e-12)
-    assert (hit.numbers["misses"], hit.numbers["samples"]) == (first, 80)
-    assert hit.numbers["rate_low_pct"] < 7.5 < hit.numbers["rate_high_pct"]
-    # One fewer: above the SLO, but not provably: hold.
-    assert d.deadline_finding(with_misses(first - 1), PARAMS).signal is Signal.HOLD
+def steady(days: float, misses_every: int, per_miss: int = 1) -> list[tuple[int, int]]:
+    """20-sample runs; every ``misses_every``-th run has ``per_miss`` misses."""
+    return [(20, per_miss if i % misses_every == 0 else 0) for i in range(int(days * 96))]
 
 
-def test_deadline_misses_of_one_run_alone_are_not_a_rate() -> None:
-    generator = rng(22)
-    runs = [make_run(generator, DAY2 + i * EVERY) for i in range(3)]
-    cold = make_run(generator, DAY2 + 3 * EVERY, censored=6)  # a cold start, say
-    finding = d.deadline_finding([*runs, cold], PARAMS)
-    assert finding.numbers["p_value"] < PARAMS.deadline_alpha  # the pooled test would hit
-    assert finding.numbers["runs_over_slo"] == 1
-    assert finding.signal is Signal.HOLD
+def test_a_steady_violation_is_a_ticket_not_a_page() -> None:
+    found = judged(steady(3, 1))  # 1 in 20 missed: 5 % against a 1 % budget, 5× burn
+    assert found["warning"].signal is Signal.HIT
+    assert found["critical"].signal is Signal.CLEAR  # 5× is under 6× over 6 h
+    numbers = found["warning"].numbers
+    assert numbers["window"] == "3d" and numbers["burn_rates"]["3d"] == pytest.approx(5.0)
+    # As Sloth and Pyrra count it: the window's misses over what its requests allow.
+    assert numbers["budget_left_pct"] == pytest.approx(100 * (1 - 5.0))
 
 
-def test_deadline_finding_clears_at_or_under_the_slo() -> None:
-    assert d.deadline_finding(with_misses(0), PARAMS).signal is Signal.CLEAR
-    loose = PARAMS.model_copy(update={"deadline_slo": 0.05})
-    assert d.deadline_finding(with_misses(4), loose).signal is Signal.CLEAR  # 4/80 = SLO
+def test_a_fast_burn_pages_and_the_ticket_waits_for_it() -> None:
+    runs = [*steady(1, 10**9), (20, 6), (20, 5), (20, 7), (20, 6)]  # the last hour: 30 %
+    found = judged(runs)
+    assert found["critical"].signal is Signal.HIT
+    assert found["critical"].numbers["window"] == "1h"
+    assert found["warning"].signal is Signal.HOLD  # burning too, but the page is the news
 
 
-def test_deadline_finding_holds_without_timed_samples() -> None:
-    assert d.deadline_finding([failed_run()], PARAMS).signal is Signal.HOLD
+TICKETED = frozenset({("deadline_miss", "warning")})
+
+
+def test_a_firing_ticket_is_not_paged_again_for_the_same_burn() -> None:
+    runs = steady(3, 1, per_miss=3)  # 15 % all along: 15× over 6 h, under 14.4× beyond chance
+    assert judged(runs)["critical"].signal is Signal.HIT  # the 6-hour pair alone would page
+    assert judged(runs, TICKETED)["critical"].signal is not Signal.HIT
+
+
+def test_a_firing_ticket_is_paged_when_the_burn_turns_fast() -> None:
+    runs = [*steady(3, 1), (20, 12), (20, 11), (20, 13), (20, 12)]  # the last hour: 60 %
+    found = judged(runs, TICKETED)
+    assert found["critical"].signal is Signal.HIT and found["critical"].numbers["window"] == "1h"
+
+
+def test_a_firing_page_keeps_the_ticket_quiet() -> None:
+    found = judged(steady(3, 1), frozenset({("deadline_miss", "critical")}))
+    assert found["warning"].signal is Signal.HOLD
+
+
+def test_one_run_that_missed_wholesale_is_not_a_rate() -> None:
+    found = judged([*steady(1, 10**9), (20, 0), (20, 0), (20, 0), (20, 20)])
+    assert found["critical"].numbers["burn_rates"]["1h"] == pytest.approx(25.0)
+    assert found["critical"].numbers["runs_missing"] == 1
+    assert found["critical"].signal is Signal.HOLD  # burning: no page, and no all-clear
+
+
+def test_a_few_early_misses_are_not_beyond_chance() -> None:
+    # A new target's first two runs: 2 of 40 missed (5×), p ≈ 0.06 at the objective's rate.
+    found = judged([(20, 1), (20, 1)])
+    assert found["warning"].numbers["burn_rates"]["3d"] == pytest.approx(5.0)
+    assert found["warning"].signal is Signal.HOLD
+    exact = binomtest(2, 40, 0.01, alternative="greater").pvalue
+    assert exact > PARAMS.slo.alpha
+
+
+def test_the_alert_holds_while_the_long_window_burns_and_clears_when_it_stops() -> None:
+    # Misses stopped 12 hours ago: the 6 h window is clean, the 3-day one still burns.
+    burning = [*steady(2.5, 1), *steady(0.5, 10**9)]
+    assert judged(burning)["warning"].signal is Signal.HOLD
+    healed = [*steady(0.5, 1), *steady(3, 10**9)]  # the violation left the 3-day window
+    assert judged(healed)["warning"].signal is Signal.CLEAR
+
+
+def test_no_miss_at_all_clears_both() -> None:
+    found = judged(steady(1, 10**9))
+    assert {severity: f.signal for severity, f in found.items()} == {
+        "critical": Signal.CLEAR,
+        "warning": Signal.CLEAR,
+    }
 
 
 # composition_shift ------------------------------------------------------------------------
@@ -279,7 +333,7 @@ def test_composition_finding_hits_on_a_moved_mix_with_the_same_leader(
 ) -> None:
     assert composition_reference.leader == "queue"
     moved = window(16, MOVED)
-    assert {d.phase_mix([run]).dominant for run in moved} == {"queue"}
+    assert {phase_mix([run]).dominant for run in moved} == {"queue"}
     finding = d.composition_finding(moved, composition_reference, PARAMS, rng())
     assert finding.signal is Signal.HIT
     assert finding.numbers["distance"] >= PARAMS.composition_min_distance

@@ -45,7 +45,7 @@ class Replay:
         return new
 
     def changes(self, kind: str = "dominant_shift") -> list[Transition]:
-        return [t for t in self.transitions if t.identity.kind == kind and not t.refresh]
+        return [t for t in self.transitions if t.identity.kind == kind and t.moved]
 
 
 def timeline(

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -35,12 +35,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.alerts import rows, silences
 from app.alerts.evaluate import Evaluator
 from app.alerts.identity import Alert, Transition
+from app.alerts.state import State
 from app.store.models import AlertRow, DetectorStateRow, SilenceRow
 from app.store.records import RunRecord
 
 log = logging.getLogger(__name__)
 
 COMPLETE = "complete"
+# Resolved alerts this recent are read back as held back from firing again; longer
+# hold times than this are cut short by a restart.
+COOLING_LOOKBACK = timedelta(days=2)
 
 
 class AlertError(Exception):
@@ -185,9 +189,20 @@ class AlertEngine:
                 .order_by(AlertRow.opened_at)
             ).all()
             states = session.scalars(select(DetectorStateRow)).all()
+            resolved = session.scalars(
+                select(AlertRow)
+                .where(
+                    AlertRow.state == State.RESOLVED.value,
+                    AlertRow.resolved_at >= self.clock() - COOLING_LOOKBACK,
+                )
+                .order_by(AlertRow.resolved_at)
+            ).all()
             alerts = [rows.alert_of(row) for row in open_rows]
             vantages = {(row.target, row.vantage): rows.vantage_of(row) for row in states}
         self.evaluator.alerts.update({alert.identity: alert for alert in alerts})
+        self.evaluator.cooling.update(
+            {rows.alert_of(row).identity: rows.cooling_of(row) for row in resolved}
+        )
         self.evaluator.vantages.update(vantages)
         # The last combined round is not stored: take it to have seen every vantage's last
         # run, so a round after a restart needs a new run at each (never an early confirm).
@@ -219,8 +234,10 @@ class AlertEngine:
         alerts = {alert.id: alert for alert in evaluator.alerts.values()}
         saved = (
             copy.deepcopy(evaluator.alerts),
+            copy.deepcopy(evaluator.cooling),
             {
-                key: replace(state, excluded=list(state.excluded))
+                # The miss ledger is shared: the run it may have taken is stored either way.
+                key: replace(state, excluded=list(state.excluded), tail=replace(state.tail))
                 for key, state in evaluator.vantages.items()
             },
             copy.deepcopy(evaluator._rounds),
@@ -228,5 +245,5 @@ class AlertEngine:
         try:
             yield alerts
         except BaseException:
-            evaluator.alerts, evaluator.vantages, evaluator._rounds = saved
+            evaluator.alerts, evaluator.cooling, evaluator.vantages, evaluator._rounds = saved
             raise

@@ -7,8 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from app.alerts.state import Position, State
-
-WARNING_KINDS = frozenset({"composition_shift"})
+from app.analysis.detectors.registry import severity_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +16,8 @@ class Identity:
 
     ``vantage`` is None for a change seen across vantages (scope ``service``); scope
     ``path`` is a change seen from one vantage only; ``vantage`` a single-vantage target.
+    ``severity`` is the detector's own unless it raises alerts of two (deadline_miss: a
+    critical page and a warning ticket are two alerts).
     """
 
     kind: str
@@ -25,10 +26,11 @@ class Identity:
     scope: str
     from_phase: str | None = None
     to_phase: str | None = None
+    severity: str = ""
 
-    @property
-    def severity(self) -> str:
-        return "warning" if self.kind in WARNING_KINDS else "critical"
+    def __post_init__(self) -> None:
+        if not self.severity:
+            object.__setattr__(self, "severity", severity_of(self.kind))
 
     def labels(self) -> dict[str, str]:
         """Stable labels (no numbers): what Alertmanager groups and deduplicates by."""
@@ -68,6 +70,11 @@ class Transition:
     summary: str
     numbers: dict[str, Any]
     acknowledged: bool = False
+
+    @property
+    def moved(self) -> bool:
+        """A change of state (not a refresh, nor a streak that grew inside one state)."""
+        return self.before is not self.after
 
     @property
     def refresh(self) -> bool:

@@ -10,9 +10,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.alerts.evaluate import VantageState
+from app.alerts.evaluate import Cooling, VantageState
 from app.alerts.identity import Alert, Identity, Transition
 from app.alerts.state import Position, State
+from app.analysis.tail import TailState
 from app.store.models import (
     AlertRow,
     AlertTransitionRow,
@@ -123,20 +124,29 @@ def save_vantage(
     if row is None:
         row = DetectorStateRow(target=target, vantage=vantage)
         session.add(row)
-    row.tail_score = float(state.tail_scores[0])
-    row.tail_runs = state.tail_runs
+    row.tail_score = float(state.tail.scores[0])
+    row.tail_runs = state.tail.runs
     row.last_run_id = state.last_run
     row.rebase_at = state.rebase_at
     row.excluded = {"spans": [[_iso(start), _iso(end)] for start, end in state.excluded]}
     row.updated_at = now
 
 
+def cooling_of(row: AlertRow) -> Cooling:
+    """A resolved alert held back from firing again: quiet since it resolved (what its
+    condition did since is not stored, so a restart can only lengthen the hold)."""
+    return Cooling(quiet_since=row.resolved_at or row.updated_at)
+
+
 def alert_of(row: AlertRow) -> Alert:
-    identity = Identity(row.kind, row.target, row.vantage, row.scope, row.from_phase, row.to_phase)
+    identity = Identity(
+        row.kind, row.target, row.vantage, row.scope, row.from_phase, row.to_phase, row.severity
+    )
     return Alert(
         id=str(row.id),
         identity=identity,
-        position=Position(State(row.state), row.streak),
+        # A recovering alert's streak began at its last change at the latest.
+        position=Position(State(row.state), row.streak, row.updated_at),
         opened_at=row.opened_at,
         fired_at=row.fired_at,
         resolved_at=row.resolved_at,
@@ -148,8 +158,7 @@ def alert_of(row: AlertRow) -> Alert:
 def vantage_of(row: DetectorStateRow) -> VantageState:
     spans = row.excluded.get("spans", [])
     return VantageState(
-        tail_scores=(row.tail_score,),
-        tail_runs=row.tail_runs,
+        tail=TailState((row.tail_score,), row.tail_runs),
         last_run=row.last_run_id,
         rebase_at=row.rebase_at,
         excluded=[(_parse(start), _parse(end) if end else None) for start, end in spans],

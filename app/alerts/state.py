@@ -8,13 +8,18 @@
 use a stricter one than "no hit": hysteresis). ``hold``: neither. ``ack``: a person
 accepted the new normal. Pending alerts are never notified; a pending alert that is not
 confirmed on consecutive evaluations is dropped. ``recovering`` holds a firing alert
-against flapping until it has been clear ``recover`` times in a row.
+against flapping until it has been clear ``recover`` times in a row *and* for
+``keep_firing_for`` (as Prometheus' rule setting of that name): one quiet window is not a
+recovery. Re-firing after a resolution is held back by the evaluator (``Cooling``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
+
+from app.analysis.detectors.base import Signal
 
 
 class State(StrEnum):
@@ -23,13 +28,6 @@ class State(StrEnum):
     FIRING = "firing"
     RECOVERING = "recovering"
     RESOLVED = "resolved"
-
-
-class Signal(StrEnum):
-    HIT = "hit"
-    HOLD = "hold"
-    CLEAR = "clear"
-    ACK = "ack"
 
 
 class Count(StrEnum):
@@ -68,13 +66,15 @@ PROMOTIONS = {S.PENDING: S.FIRING, S.RECOVERING: S.RESOLVED}
 @dataclass(frozen=True, slots=True)
 class Rules:
     confirm: int = 2  # consecutive hits before an alert fires
-    recover: int = 2  # consecutive clears before a firing alert resolves
+    recover: int = 2  # consecutive clears before a firing alert resolves ...
+    keep_firing_for: timedelta = timedelta(0)  # ... and clear for at least this long
 
 
 @dataclass(frozen=True, slots=True)
 class Position:
     state: State = State.INACTIVE
     streak: int = 0
+    since: datetime | None = None  # when the streak began
 
     @property
     def open(self) -> bool:
@@ -87,12 +87,19 @@ class Position:
         return self.state in (State.FIRING, State.RECOVERING)
 
 
-def step(position: Position, signal: Signal, rules: Rules) -> Position:
+def step(position: Position, signal: Signal, rules: Rules, now: datetime) -> Position:
     state, count = TRANSITIONS[(position.state, signal)]
     streak = {C.KEEP: position.streak, C.START: 1, C.ADD: position.streak + 1}[count]
+    since = now if count is C.START else position.since
     if state is not position.state and count is C.KEEP:
-        streak = 0
+        streak, since = 0, None
     needed = {S.PENDING: rules.confirm, S.RECOVERING: rules.recover}.get(state)
-    if needed is not None and streak >= needed:
+    if needed is not None and streak >= needed and _long_enough(state, since, rules, now):
         return Position(PROMOTIONS[state], 0)
-    return Position(state, streak)
+    return Position(state, streak, since)
+
+
+def _long_enough(state: State, since: datetime | None, rules: Rules, now: datetime) -> bool:
+    if state is not S.RECOVERING or since is None:
+        return True
+    return now - since >= rules.keep_firing_for

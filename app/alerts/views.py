@@ -140,7 +140,9 @@ def open_alerts_by_series(session: Session) -> dict[tuple[str, str | None], Aler
 
 
 def identity_of(row: AlertRow) -> Identity:
-    return Identity(row.kind, row.target, row.vantage, row.scope, row.from_phase, row.to_phase)
+    return Identity(
+        row.kind, row.target, row.vantage, row.scope, row.from_phase, row.to_phase, row.severity
+    )
 
 
 def alert_view(row: AlertRow) -> AlertView:

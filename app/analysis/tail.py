@@ -48,6 +48,18 @@ class TailReference:
         return self.levels[0].threshold_ms
 
 
+@dataclass(slots=True)
+class TailState:
+    """A vantage's CUSUM between runs (the detector's only memory)."""
+
+    scores: tuple[float, ...] = (0.0,)  # the CUSUM above each reference level
+    runs: int = 0  # runs since the CUSUMs were last all at 0
+
+    def reset(self) -> None:
+        """An episode ended: the evidence for it is spent."""
+        self.scores, self.runs = (0.0,), 0
+
+
 @dataclass(frozen=True, slots=True)
 class Gate:
     passed: bool

@@ -55,7 +55,7 @@ def backtest(
         for transition in replay(
             runs, params_for, seed=seed, progress=lambda n: progress.update(task, completed=n)
         ):
-            if transition.refresh:
+            if not transition.moved:
                 continue
             if output is Format.JSONL:
                 sys.stdout.write(json.dumps(transition.to_json()) + "\n")

@@ -64,6 +64,23 @@ class PhaseOut(Out):
     provenance: str = Field(description="how most samples measured it: measured|server|estimated")
 
 
+class SloOut(Out):
+    objective: float = Field(description="share of timed requests within the deadline, e.g. 0.99")
+    budget_window: str = Field(description="the error budget's window, e.g. 30d")
+    budget_left: float | None = Field(
+        description="share of the window's error budget not yet spent (below 0: overspent); "
+        "null: no timed request in the window"
+    )
+    burn_rates: dict[str, float | None] = Field(
+        description="per window (5m, 30m, 1h, 6h, 3d): the miss rate over the budget's rate "
+        "(1 = the budget lasts exactly its window); null: no request in that window"
+    )
+    burning: list[str] = Field(
+        description="severities whose long window burns at its factor: critical (page), "
+        "warning (ticket)"
+    )
+
+
 class BreakdownOut(Out):
     target: str
     vantage: str | None = Field(description="null: every vantage pooled")
@@ -78,6 +95,9 @@ class BreakdownOut(Out):
     dominant: str | None
     last_run_at: datetime | None
     source: str = Field(description="samples: exact; digests: merged sketches, within 1 %")
+    slo: SloOut | None = Field(
+        default=None, description="the deadline SLO as of `to`; null: the target has no deadline"
+    )
 
 
 class VantageOut(Out):

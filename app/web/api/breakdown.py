@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.store import reads
+from app.store.slo import target_slo
 from app.web.api.params import (
     NOT_FOUND_TARGET,
     VantageParam,
@@ -25,7 +26,8 @@ def get_breakdown(
     name: str, session: SessionDep, window: WindowDep, vantage: VantageParam = None
 ) -> BreakdownOut:
     """Per-phase p50/p90/p95/p99 with n, shares, the dominant phase and deadline misses,
-    for [from, to) (default: the last 24 hours), one vantage or all pooled.
+    for [from, to) (default: the last 24 hours), one vantage or all pooled; with the
+    deadline SLO as of ``to`` (error budget left, burn rate per window).
 
     Exact while the window's raw samples are kept (``source: samples``); from merged
     digests, within 1 %, once some were pruned (``source: digests``).
@@ -34,4 +36,5 @@ def get_breakdown(
     check_vantage(session, target, name, vantage)
     found = reads.breakdown(session, name, window.start, window.end, vantage)
     assert found is not None  # the target exists
-    return BreakdownOut.model_validate(found.to_json())
+    slo = (target_slo(session, name, window.end) or {}).get(vantage)
+    return BreakdownOut.model_validate(found.to_json() | {"slo": slo and slo.to_json()})

@@ -14,7 +14,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from app.alerts.silences import Matcher, SilenceNotFound, matchers_of
-from app.config import parse_duration
+from app.durations import parse_duration
 from app.pipeline import utcnow
 from app.store.models import SilenceRow
 from app.web.auth import WriteAccess

@@ -9,9 +9,11 @@ from fastapi import APIRouter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.analysis.detectors.deadline import SloStatus
 from app.pipeline import utcnow
 from app.store import reads
 from app.store.models import TargetRow
+from app.store.slo import target_slo
 from app.web.api.params import NOT_FOUND_TARGET, RecentWindowDep, not_found
 from app.web.deps import SessionDep
 from app.web.schemas import BreakdownOut, TargetDetail, TargetOut, VantageOut, redacted_url
@@ -35,12 +37,18 @@ def get_target(name: str, session: SessionDep, window: RecentWindowDep) -> Targe
         raise not_found(f"no target {name!r}")
     seen = _vantages(session).get(row.id, {})
     found = [reads.breakdown(session, name, window.start, window.end, v) for v in sorted(seen)]
+    slo = target_slo(session, name, window.end) or {}
     return TargetDetail(
         **_target_out(row, seen).model_dump(),
         window_from=window.start,
         window_to=window.end,
-        breakdowns=[BreakdownOut.model_validate(b.to_json()) for b in found if b is not None],
+        breakdowns=[_with_slo(b.to_json(), slo) for b in found if b is not None],
     )
+
+
+def _with_slo(breakdown: dict[str, Any], slo: dict[str | None, SloStatus]) -> BreakdownOut:
+    status = slo.get(breakdown["vantage"])
+    return BreakdownOut.model_validate(breakdown | {"slo": status and status.to_json()})
 
 
 def _vantages(session: Session) -> dict[int, dict[str, datetime]]:

@@ -17,6 +17,7 @@ from app.alerts.views import AlertView, list_alerts
 from app.store.models import RunRow, TargetRow
 from app.store.queries import run_summaries
 from app.store.reads import Breakdown, breakdown
+from app.store.slo import target_slo
 from app.web.deps import SessionDep
 from app.web.pages.render import error_page, not_found, page, utcnow
 
@@ -89,6 +90,7 @@ def target_page(
         return not_found(request, f"vantage {vantage!r} for target {name!r}")
     shown = [vantage] if vantage else vantages
     alerts = list_alerts(session, target=name, limit=TIMELINE_ALERTS).items
+    slo = target_slo(session, name, now) or {}
     return page(
         request,
         "target.html.j2",
@@ -100,6 +102,7 @@ def target_page(
         vantage=vantage or "",
         vantages=vantages,
         breakdowns=current(session, name, shown, now),
+        slo=[(v, slo[v]) for v in shown if v in slo],
         alerts=alerts,
         marks=alert_marks(alerts),
         runs=recent_runs(session, name, vantage, now),

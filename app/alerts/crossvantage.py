@@ -1,0 +1,157 @@
+"""``dominant_shift`` across vantages: each vantage judged, then combined.
+
+Two or more vantages agreeing make one ``service`` alert (the new leader may differ by
+vantage: queue at one, network at another); one vantage alone is a ``path`` change unless
+the new leader is a server-side phase, which needs a second vantage to agree. A target
+seen from one vantage gets scope ``vantage``. Vantages are combined once every present
+vantage has a new run (a round).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from app.alerts.identity import Alert, Identity
+from app.alerts.state import State
+from app.analysis import detectors as d
+from app.analysis.dominance import phase_mix
+
+if TYPE_CHECKING:
+    from app.alerts.evaluate import Evaluator
+
+KIND = "dominant_shift"
+STALE_AFTER_RUNS = 3  # a vantage whose last run is older than this many intervals is away
+Found = dict[Identity, d.Finding]
+
+
+class CrossVantage:
+    def __init__(self, evaluator: Evaluator) -> None:
+        self.ev = evaluator
+
+    def signals(self, target: str, vantage: str, now: datetime, params: d.DetectorParams) -> Found:
+        if KIND not in params.enabled:
+            return {}
+        present = self._present_vantages(target, now)
+        if len(present) <= 1:
+            return self._at(target, vantage, "vantage", params)
+        if not self._new_round(target, present):
+            return {}
+        per_vantage = {v: self._at(target, v, "path", params) for v in present}
+        return self._combine(target, present, per_vantage)
+
+    def open_at(self, target: str, vantage: str) -> Alert | None:
+        """The active dominant_shift that covers ``vantage``, if any."""
+        for identity, alert in self.ev.alerts.items():
+            if identity.kind == KIND and identity.target == target:
+                if identity.vantage in (vantage, None) and alert.position.active:
+                    return alert
+        return None
+
+    def _at(self, target: str, vantage: str, scope: str, params: d.DetectorParams) -> Found:
+        reference = self.ev.state(target, vantage).reference
+        runs = min(params.dominant_runs, params.recent_runs)
+        window = self.ev.history.last(target, vantage, runs)
+        if reference is None or len(window) < runs:
+            return {}
+        found: Found = {}
+        leader: str | None = reference.mix.dominant
+        shift = self.open_at(target, vantage)
+        if shift is not None:
+            old, new = shift.identity.from_phase, shift.identity.to_phase
+            assert old is not None
+            found[replace(shift.identity, vantage=vantage, scope=scope)] = d.dominant_resolution(
+                window, old, new, reference.mix.dominant, params, self.ev.rng
+            )
+            leader = new or phase_mix(window).dominant
+        if leader is None:
+            return found
+        candidate = d.challenger(phase_mix(window), leader, params)
+        # The old leader coming back is the open shift's resolution, not a new shift.
+        reverting = shift is not None and candidate == shift.identity.from_phase
+        if candidate is not None and not reverting:
+            identity = Identity(KIND, target, vantage, scope, leader, candidate)
+            if identity not in found:
+                finding = d.dominant_finding(window, leader, candidate, params, self.ev.rng)
+                before = reference.mix.shares.get(leader, 0.0)
+                finding.numbers["from_share_before_pct"] = round(100 * before, 1)
+                found[identity] = finding
+        return found
+
+    def _combine(self, target: str, present: list[str], per_vantage: dict[str, Found]) -> Found:
+        """Grouped by the phase that lost the lead."""
+        by_loser: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
+        for vantage, found in per_vantage.items():
+            for identity, finding in found.items():
+                by_loser.setdefault(identity.from_phase, {})[vantage] = (identity, finding)
+        combined: Found = {}
+        for old, at in by_loser.items():
+            hits = [v for v, (_, finding) in at.items() if finding.signal is d.Signal.HIT]
+            service = self._open_service(target, old)
+            if service is not None or len(hits) >= 2:
+                winners = {at[v][0].to_phase for v in hits}
+                only = winners.pop() if len(winners) == 1 else None
+                service = service or Identity(KIND, target, None, "service", old, only)
+                combined[service] = _agreement(at, hits, present)
+            elif len(hits) == 1 and at[hits[0]][0].to_phase not in d.SERVER_SIDE:
+                combined[at[hits[0]][0]] = at[hits[0]][1]
+            self._keep_open(at, service, combined)
+        return combined
+
+    def _keep_open(
+        self, at: dict[str, tuple[Identity, d.Finding]], service: Identity | None, combined: Found
+    ) -> None:
+        """Open per-vantage alerts hear their own finding; a pending one that a service
+        alert now covers is held (the change reached a second vantage)."""
+        for identity, finding in at.values():
+            alert = self.ev.alerts.get(identity)
+            if alert is None or identity in combined:
+                continue
+            if service is not None and alert.position.state is State.PENDING:
+                finding = d.Finding(d.Signal.HOLD, finding.numbers)
+            combined[identity] = finding
+
+    def _open_service(self, target: str, old: str | None) -> Identity | None:
+        for identity, alert in self.ev.alerts.items():
+            same = (identity.kind, identity.target, identity.vantage, identity.from_phase)
+            if same == (KIND, target, None, old) and alert.position.open:
+                return identity
+        return None
+
+    def _new_round(self, target: str, present: list[str]) -> bool:
+        """Every present vantage has a new run since the last combined evaluation."""
+        ids = {v: run.run_id for v in present for run in self.ev.history.last(target, v, 1)}
+        previous = self.ev._rounds.get(target, {})
+        if any(previous.get(v) == run_id for v, run_id in ids.items()):
+            return False
+        self.ev._rounds[target] = ids
+        return True
+
+    def _present_vantages(self, target: str, now: datetime) -> list[str]:
+        present = []
+        for vantage in self.ev.history.vantages(target, now):
+            last = self.ev.history.last(target, vantage, 2)
+            if not last:
+                continue
+            spacing = (last[-1].at - last[0].at) if len(last) == 2 else timedelta(hours=1)
+            if now - last[-1].at <= STALE_AFTER_RUNS * max(spacing, timedelta(seconds=1)):
+                present.append(vantage)
+        return sorted(present)
+
+
+def _agreement(
+    at: dict[str, tuple[Identity, d.Finding]], hits: list[str], present: list[str]
+) -> d.Finding:
+    leaders = {
+        v: [identity.to_phase, finding.numbers.get("to_share_pct")]
+        for v, (identity, finding) in at.items()
+    }
+    agreement = {"vantages_agreeing": len(hits), "vantages": len(present), "leaders": leaders}
+    signals = [finding.signal for _, finding in at.values()]
+    if len(hits) >= 2:
+        return d.Finding(d.Signal.HIT, at[hits[0]][1].numbers | agreement)
+    numbers = next(iter(at.values()))[1].numbers | agreement
+    if signals and all(signal is d.Signal.CLEAR for signal in signals):
+        return d.Finding(d.Signal.CLEAR, numbers)
+    return d.Finding(d.Signal.HOLD, numbers)

@@ -1,0 +1,118 @@
+"""``dominant_shift`` — the bottleneck moved: another phase now leads the accepted one.
+
+Judged per vantage here and combined across vantages by the evaluator
+(app/alerts/crossvantage.py): the only detector that needs every vantage's view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.analysis.detectors.base import Detector, Finding, Named, Signal, ci
+from app.analysis.dominance import Mix, lead, phase_mix
+from app.analysis.runs import RunData
+
+if TYPE_CHECKING:
+    from app.analysis.detectors.params import DetectorParams
+
+
+def challenger(mix: Mix, leader: str, params: DetectorParams) -> str | None:
+    """The phase that now leads ``leader`` by at least δ in the point estimate, if any."""
+    if leader not in mix.shares:
+        return None
+    others = [name for name in mix.shares if name != leader]
+    best = max(others, key=lambda name: mix.shares[name], default=None)
+    if best is None or mix.shares[best] - mix.shares[leader] < params.dominant_lead_pp / 100:
+        return None
+    return best
+
+
+def dominant_finding(
+    recent: Sequence[RunData],
+    leader: str,
+    candidate: str,
+    params: DetectorParams,
+    rng: np.random.Generator,
+) -> Finding:
+    """Does ``candidate`` lead ``leader`` by δ, with the lead's lower 95 % bound above 0?"""
+    mix = phase_mix(recent)
+    numbers = _mix_numbers(mix, leader, candidate)
+    point = mix.shares.get(candidate, 0.0) - mix.shares.get(leader, 0.0)
+    if point < params.dominant_lead_pp / 100:
+        return Finding(Signal.HOLD, numbers)
+    estimate = lead(recent, candidate, leader, rng, params.resamples)
+    numbers |= {"lead_low_pp": _pp(estimate.low), "lead_high_pp": _pp(estimate.high)}
+    confident = estimate.low is not None and estimate.low > 0
+    return Finding(Signal.HIT if confident else Signal.HOLD, numbers)
+
+
+def dominant_resolution(
+    recent: Sequence[RunData],
+    old: str,
+    new: str | None,
+    reference_leader: str | None,
+    params: DetectorParams,
+    rng: np.random.Generator,
+) -> Finding:
+    """For a firing shift old→new: clear when old leads again by δ with confidence
+    (hysteresis), or once the reference itself has the new leader (the change became the
+    normal); hit while new still leads by δ; hold in between. Only a reversal needs the
+    bootstrap: staying put is the point estimate's call."""
+    mix = phase_mix(recent)
+    if new is None:  # a service shift whose new leader differs by vantage: this one's
+        new = next((name for name in mix.ranked() if name != old), old)
+    numbers = _mix_numbers(mix, old, new)
+    if reference_leader not in (old, None):
+        return Finding(Signal.CLEAR, numbers)  # the reference has moved on: the new normal
+    if challenger(mix, new, params) == old:
+        back = dominant_finding(recent, new, old, params, rng)
+        if back.signal is Signal.HIT:
+            # Numbers as the alert reads them (old → new): the lead of new is negative.
+            low, high = back.numbers["lead_low_pp"], back.numbers["lead_high_pp"]
+            return Finding(Signal.CLEAR, numbers | {"lead_low_pp": -high, "lead_high_pp": -low})
+    lead_pp = numbers["lead_pp"]
+    return Finding(Signal.HIT if lead_pp >= params.dominant_lead_pp else Signal.HOLD, numbers)
+
+
+def _mix_numbers(mix: Mix, leader: str, candidate: str) -> dict[str, Any]:
+    return {
+        "from_phase": leader,
+        "to_phase": candidate,
+        "from_share_pct": round(100 * mix.shares.get(leader, 0.0), 1),
+        "to_share_pct": round(100 * mix.shares.get(candidate, 0.0), 1),
+        "lead_pp": round(100 * (mix.shares.get(candidate, 0.0) - mix.shares.get(leader, 0.0)), 1),
+        "shares_pct": {name: round(100 * share, 1) for name, share in mix.shares.items()},
+        "samples": mix.n,
+        "runs": mix.runs,
+    }
+
+
+def _pp(value: float | None) -> float | None:
+    return None if value is None else round(100 * value, 1)
+
+
+def sentence(identity: Named, n: dict[str, Any]) -> str:
+    before = n.get("from_share_before_pct", n["from_share_pct"])
+    head = f"dominant phase moved on {identity.target}: {identity.from_phase} {before:g} % → "
+    if identity.to_phase is None and n.get("leaders"):
+        now = ", ".join(
+            f"{phase} {share:g} % at {vantage}"
+            for vantage, (phase, share) in sorted(n["leaders"].items())
+            if phase is not None and share is not None
+        )
+        return head + now
+    return (
+        f"{head}{identity.to_phase} {n['to_share_pct']:g} % (lead {n['lead_pp']:g} pp"
+        f"{ci(n.get('lead_low_pp'), n.get('lead_high_pp'), '')})"
+    )
+
+
+DETECTOR = Detector(
+    name="dominant_shift",
+    summary="the bottleneck moved: another phase leads the accepted dominant one",
+    sentence=sentence,
+    judge=None,
+)

@@ -1,0 +1,116 @@
+"""Per-target detector settings (``alerts:`` in the targets file), validated against the
+registry. docs/detection.md says why each default is what it is."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from app.analysis.detectors.registry import DETECTORS, default_enabled
+from app.analysis.slo import BurnWindow
+from app.durations import Seconds
+
+DAY = 86400.0
+# Keys an older targets file may still carry, and what took their place.
+REPLACED = {
+    "deadline_slo": "slo.objective (its complement: deadline_slo 0.01 is objective 0.99)",
+    "deadline_alpha": "slo.alpha",
+}
+
+
+class BurnWindowParams(BaseModel):
+    """One multiwindow pair: alert when both windows burn at ``burn`` × or more."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    long: Seconds = Field(gt=0)
+    short: Seconds = Field(gt=0)
+    burn: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _short_is_shorter(self) -> BurnWindowParams:
+        if self.short > self.long:
+            raise ValueError("short must not be longer than long")
+        return self
+
+    def window(self) -> BurnWindow:
+        return BurnWindow(timedelta(seconds=self.long), timedelta(seconds=self.short), self.burn)
+
+
+def _pair(long: float, short: float, burn: float) -> BurnWindowParams:
+    return BurnWindowParams(long=long, short=short, burn=burn)
+
+
+class SloParams(BaseModel):
+    """The deadline as an SLO: ``objective`` of timed requests within it over ``budget``.
+    The defaults are the SRE workbook's: page at 14.4× over 1 h (and 5 min) or 6× over
+    6 h (and 30 min); ticket at 1× over 3 days (and 6 h)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    objective: float = Field(0.99, gt=0, lt=1)
+    budget: Seconds = Field(30 * DAY, gt=0)
+    page: tuple[BurnWindowParams, ...] = (_pair(3600, 300, 14.4), _pair(21600, 1800, 6.0))
+    ticket: tuple[BurnWindowParams, ...] = (_pair(3 * DAY, 21600, 1.0),)
+    # A probe sends a few requests a run: a long window must burn at its factor beyond
+    # chance (exact binomial test at this level), its misses from more than one run.
+    alpha: float = Field(0.01, gt=0, lt=0.5)
+    min_runs_missing: int = Field(2, ge=1)
+
+    @property
+    def budget_window(self) -> timedelta:
+        return timedelta(seconds=self.budget)
+
+
+class DetectorParams(BaseModel):
+    """Per-target detector settings (``alerts:`` in the targets file)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    recent_runs: int = Field(4, ge=2, le=100)
+    reference_days: float = Field(7.0, gt=0)
+    min_reference_runs: int = Field(24, ge=4)
+    # A reference must have seen a whole day: busy hours are only "normal" once seen.
+    min_reference_days: float = Field(1.0, ge=0)
+    confirm: int = Field(2, ge=1, le=20)
+    recover: int = Field(2, ge=1, le=50)
+    # A firing alert whose condition clears stays firing until it has been clear this
+    # long (Prometheus' keep_firing_for); a resolved one does not fire again for the same
+    # key until its condition has been clear this long, or has held this long.
+    keep_firing_for: Seconds = 0.0
+    refire_hold: Seconds = 6 * 3600.0
+    dominant_lead_pp: float = Field(5.0, gt=0, lt=100)
+    # The newest runs of the recent window that judge a leader change: with all four, one
+    # pre-change run keeps the lead's lower bound at 0 for a run longer.
+    dominant_runs: int = Field(3, ge=2, le=100)
+    tail_ratio: float = Field(2.0, gt=1)  # the CUSUM's alternative: tail mass doubled
+    tail_threshold: float = Field(8.0, gt=0)
+    tail_min_relative: float = Field(0.05, ge=0)
+    tail_min_ms: float = Field(10.0, ge=0)
+    slo: SloParams = Field(default_factory=SloParams)
+    composition_min_distance: float = Field(0.5, gt=0)
+    composition_alpha: float = Field(0.01, gt=0, lt=1)
+    composition_confirm: int = Field(4, ge=1, le=50)
+    failing_runs: int = Field(3, ge=1)
+    resamples: int = Field(400, ge=50, le=10_000)
+    enabled: tuple[str, ...] = Field(default_factory=default_enabled)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in REPLACED.items():
+                if old in data:
+                    raise ValueError(f"{old} was replaced by {new}")
+        return data
+
+    @field_validator("enabled")
+    @classmethod
+    def _known_detectors(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [name for name in names if name not in DETECTORS]
+        if unknown:
+            known = ", ".join(DETECTORS)
+            raise ValueError(f"unknown detector {', '.join(map(repr, unknown))}; known: {known}")
+        return names

@@ -1,0 +1,109 @@
+"""``tail_shift`` — the tail got heavier than the reference (a CUSUM, gated by magnitude).
+
+The statistics are in app/analysis/tail.py; here is when they make an alert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.analysis.detectors.base import Detector, Finding, Inputs, Named, Signal, ci
+from app.analysis.runs import RunData
+from app.analysis.tail import TailReference, TailState, cusum_step, magnitude_gate
+
+if TYPE_CHECKING:
+    from app.analysis.detectors.params import DetectorParams
+
+
+def judge(inputs: Inputs) -> list[Finding]:
+    reference, params = inputs.reference, inputs.params
+    if reference is None or reference.tail is None or len(inputs.window) < params.recent_runs:
+        return []
+    since = min(max(inputs.tail.runs, params.recent_runs), 4 * params.recent_runs)
+    onset = inputs.onset(since)
+    return [tail_finding(inputs.tail.scores, onset, reference.tail, params, inputs.rng)]
+
+
+def advance_tail(
+    state: TailState, run: RunData, reference: TailReference, params: DetectorParams
+) -> None:
+    """The CUSUM after a new run (before the detectors judge it)."""
+    state.scores = next_tail_scores(state.scores, run, reference, params)
+    state.runs = state.runs + 1 if max(state.scores) > 0 else 0
+
+
+def tail_finding(
+    scores: tuple[float, ...],
+    recent: Sequence[RunData],
+    reference: TailReference,
+    params: DetectorParams,
+    rng: np.random.Generator,
+) -> Finding:
+    """Hit when the CUSUM is past its threshold and the shift is large enough to matter.
+    ``recent``: the runs since the CUSUM left 0 (at least the recent window)."""
+    score = max(scores)
+    numbers: dict[str, Any] = {
+        "cusum": round(score, 2),
+        "cusum_by_level": {
+            level.name: round(value, 2)
+            for level, value in zip(reference.levels, scores, strict=True)
+        },
+        "threshold": params.tail_threshold,
+        "reference_p95_ms": round(reference.threshold_ms, 1),
+    }
+    if score < params.tail_threshold / 2:
+        return Finding(Signal.CLEAR, numbers)
+    gate = magnitude_gate(
+        recent,
+        reference,
+        rng,
+        min_relative=params.tail_min_relative,
+        min_ms=params.tail_min_ms,
+        resamples=params.resamples,
+    )
+    if gate is None:
+        return Finding(Signal.HOLD, numbers)
+    numbers |= {
+        "quantile": gate.quantile,
+        "reference_ms": round(gate.reference_ms, 1),
+        "recent_ms": round(gate.recent_ms, 1),
+        "delta_ms": round(gate.delta_ms, 1),
+        "delta_low_ms": round(gate.low_ms, 1),
+        "delta_high_ms": round(gate.high_ms, 1),
+        "needed_ms": round(gate.needed_ms, 1),
+        "runs": len(recent),
+    }
+    if score >= params.tail_threshold and gate.passed:
+        return Finding(Signal.HIT, numbers)
+    # The CUSUM still high: a window whose size check wobbles is no recovery.
+    return Finding(Signal.HOLD, numbers)
+
+
+def next_tail_scores(
+    scores: tuple[float, ...], run: RunData, reference: TailReference, params: DetectorParams
+) -> tuple[float, ...]:
+    # Capped: a long episode must not take days of normal runs to wind down.
+    return tuple(
+        min(cusum_step(score, run, level, params.tail_ratio), 3 * params.tail_threshold)
+        for score, level in zip(scores, reference.levels, strict=True)
+    )
+
+
+def sentence(identity: Named, n: dict[str, Any]) -> str:
+    interval = ci(n["delta_low_ms"], n["delta_high_ms"], " ms")
+    return (
+        f"tail got heavier on {identity.target}: {n['quantile']} {n['reference_ms']:g} ms → "
+        f"{n['recent_ms']:g} ms (+{n['delta_ms']:g} ms{interval})"
+    )
+
+
+DETECTOR = Detector(
+    name="tail_shift",
+    summary="the tail got heavier: more samples above the reference p95, by enough to matter",
+    sentence=sentence,
+    judge=judge,
+    on_resolve=TailState.reset,
+)

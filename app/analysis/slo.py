@@ -1,0 +1,155 @@
+"""Deadline misses as an SLO with an error budget: burn rates over time windows.
+
+The objective is the share of timed requests (answered or cut at the deadline) that finish
+within the deadline, over a budget window (99 % over 30 days by default). The error rate
+of a window is its censored share; its **burn rate** is that rate over the budget's
+(1 − objective): at 1× the budget lasts exactly the budget window, at 14.4× two per cent
+of it goes in an hour. The multiwindow, multi-burn-rate alert of the SRE workbook (ch. 5)
+pairs a long window (is a real share of the budget gone?) with a short one (is it still
+burning now?), so it fires fast on a fast burn and stops firing soon after the burn stops.
+
+Pure: counts and times in, numbers out. The ledger keeps each run's counts for the last
+hours and folds older runs into hourly buckets, so its size is bounded by the budget window
+whatever the probing interval.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+HOUR = timedelta(hours=1)
+FINE_FOR = timedelta(hours=7)  # runs kept one by one: every window up to 6 h is exact
+
+
+@dataclass(frozen=True, slots=True)
+class BurnWindow:
+    """Alert when both windows burn at ``factor`` or more (the workbook's pairs)."""
+
+    long: timedelta
+    short: timedelta
+    factor: float
+
+    def budget_share(self, budget: timedelta) -> float:
+        """The share of the budget a burn at ``factor`` spends over the long window."""
+        return self.factor * (self.long / budget)
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    timed: int = 0
+    censored: int = 0
+    runs: int = 0
+    runs_missing: int = 0  # runs with at least one miss: the run is the unit
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(
+            self.timed + other.timed,
+            self.censored + other.censored,
+            self.runs + other.runs,
+            self.runs_missing + other.runs_missing,
+        )
+
+    def burn(self, objective: float) -> float | None:
+        """The error rate over the budget's rate; None for a window with no request."""
+        if self.timed == 0:
+            return None
+        return (self.censored / self.timed) / (1 - objective)
+
+
+class MissLedger:
+    """Timed and censored counts by run start, newest last, for window sums."""
+
+    def __init__(self) -> None:
+        self._times: list[datetime] = []  # a run's start, or an hour bucket's start
+        self._counts: list[Counts] = []
+        self._prefix: list[Counts] = [Counts()]  # sums of everything before index i
+        self._fine_from = 0  # index of the first entry that is a run, not a bucket
+
+    @property
+    def last_at(self) -> datetime | None:
+        return self._times[-1] if self._times else None
+
+    def add(self, at: datetime, timed: int, censored: int) -> None:
+        """One run's counts; a run older than the newest one is not taken (returns)."""
+        if self._times and at <= self._times[-1]:
+            return
+        counts = Counts(timed, censored, 1, int(censored > 0))
+        self._times.append(at)
+        self._counts.append(counts)
+        self._prefix.append(self._prefix[-1] + counts)
+        if at - self._times[self._fine_from] > FINE_FOR + HOUR:
+            self._fold(at - FINE_FOR)
+
+    def since(self, start: datetime, *, at_least_one: bool = False) -> Counts:
+        """Counts of the runs that started at or after ``start`` (buckets by their hour).
+        ``at_least_one``: a window shorter than the interval holds the newest run."""
+        first = bisect.bisect_left(self._times, start)
+        if at_least_one and first == len(self._times) and self._times:
+            first -= 1
+        return self._prefix[-1] + _negate(self._prefix[first])
+
+    def prune(self, before: datetime) -> None:
+        """Forget what started before ``before`` (older than the budget window)."""
+        cut = bisect.bisect_left(self._times, before)
+        if cut:
+            self._rebuild(self._times[cut:], self._counts[cut:], max(self._fine_from - cut, 0))
+
+    def _fold(self, until: datetime) -> None:
+        """Runs that started before ``until`` (whole hours only) into hourly buckets."""
+        edge = until.replace(minute=0, second=0, microsecond=0)
+        fine = bisect.bisect_left(self._times, edge, lo=self._fine_from)
+        buckets: dict[datetime, Counts] = {}
+        first = self._fine_from
+        for at, counts in zip(self._times[first:fine], self._counts[first:fine], strict=True):
+            hour = at.replace(minute=0, second=0, microsecond=0)
+            buckets[hour] = buckets.get(hour, Counts()) + counts
+        kept_times = self._times[: self._fine_from] + list(buckets) + self._times[fine:]
+        kept = self._counts[: self._fine_from] + list(buckets.values()) + self._counts[fine:]
+        self._rebuild(kept_times, kept, self._fine_from + len(buckets))
+
+    def _rebuild(self, times: list[datetime], counts: list[Counts], fine_from: int) -> None:
+        self._times, self._counts, self._fine_from = times, counts, fine_from
+        self._prefix = [Counts()]
+        for each in counts:
+            self._prefix.append(self._prefix[-1] + each)
+
+
+def _negate(counts: Counts) -> Counts:
+    return Counts(-counts.timed, -counts.censored, -counts.runs, -counts.runs_missing)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowBurn:
+    window: BurnWindow
+    long: Counts
+    short: Counts
+    long_burn: float | None
+    short_burn: float | None
+
+    @property
+    def burning(self) -> bool:
+        """The long window burns at the factor: the budget is going."""
+        return self.long_burn is not None and self.long_burn >= self.window.factor
+
+    @property
+    def triggered(self) -> bool:
+        """Both windows burn at the factor: the budget is going, and still now."""
+        short = self.short_burn is not None and self.short_burn >= self.window.factor
+        return self.burning and short
+
+
+def window_burn(
+    ledger: MissLedger, window: BurnWindow, now: datetime, objective: float
+) -> WindowBurn:
+    long = ledger.since(now - window.long, at_least_one=True)
+    short = ledger.since(now - window.short, at_least_one=True)
+    return WindowBurn(window, long, short, long.burn(objective), short.burn(objective))
+
+
+def budget_left(ledger: MissLedger, now: datetime, budget: timedelta, objective: float) -> float:
+    """The share of the error budget not yet spent in the budget window (can go below 0)."""
+    counts = ledger.since(now - budget)
+    allowed = (1 - objective) * counts.timed
+    return 1.0 if allowed == 0 else 1.0 - counts.censored / allowed
