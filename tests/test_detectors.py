@@ -163,7 +163,8 @@ def test_the_tail_cusum_stays_near_zero_on_ordinary_runs(busy_reference: TailRef
 def test_the_daily_busy_hour_is_part_of_the_reference_not_a_change(
     busy_reference: TailReference,
 ) -> None:
-    assert busy_reference.levels[0].rate_by_hour[18] > 4 * busy_reference.levels[0].rate_by_hour[3]
+    rates = busy_reference.levels[0].rate_by_slot  # weekday hours first
+    assert rates[18] > 4 * rates[3]
     at_busy_hour = window(8, at=WEEK2 + timedelta(hours=18), count=4, slow=0.3, slow_ms=300.0)
     assert max(cusum(busy_reference, at_busy_hour)) < PARAMS.tail_threshold / 2
     # The same runs at a quiet hour are a heavier tail.
@@ -192,7 +193,7 @@ def test_the_magnitude_gate_fails_the_reference_s_own_distribution(
 
 
 def test_the_magnitude_gate_ignores_a_real_shift_below_the_minimum_in_ms() -> None:
-    quick = window(12, FAST_HTTP, at=T0, count=96, sigma=0.05, run_sigma=0.02)
+    quick = window(12, FAST_HTTP, at=T0, count=192, sigma=0.05, run_sigma=0.02)  # two days
     reference = tail_reference(quick)
     assert reference is not None
     slower = {name: 1.15 * value for name, value in FAST_HTTP.items()}  # about +7 ms
@@ -202,6 +203,46 @@ def test_the_magnitude_gate_ignores_a_real_shift_below_the_minimum_in_ms() -> No
     assert strict is not None and lenient is not None
     assert strict.low_ms > 0 and not strict.passed
     assert lenient.passed
+
+
+def test_the_magnitude_gate_holds_until_the_reference_has_seen_two_days() -> None:
+    one_day = tail_reference(window(14, at=T0, count=96))
+    assert one_day is not None
+    heavier = window(15, at=T0 + timedelta(days=1, hours=3), slow=0.25, slow_ms=300.0)
+    assert magnitude_gate(heavier, one_day, rng()) is None  # a change, or just another day?
+
+
+def test_a_slow_day_in_the_reference_raises_the_shift_that_matters() -> None:
+    generator = rng(16)
+    days = [
+        make_run(generator, T0 + i * EVERY, slow=0.3 if i >= 192 else 0.0, slow_ms=200.0)
+        for i in range(3 * 96)
+    ]  # the reference's third day was a slow one: normal days differ that much
+    even = [make_run(generator, T0 + i * EVERY) for i in range(3 * 96)]
+    # Three hours as slow as that day (the gate reads the runs since the CUSUM's onset).
+    recent = window(17, at=T0 + timedelta(days=3, hours=3), count=12, slow=0.3, slow_ms=200.0)
+    moody, steady_ref = tail_reference(days), tail_reference(even)
+    assert moody is not None and steady_ref is not None
+    against_moody = magnitude_gate(recent, moody, rng())
+    against_steady = magnitude_gate(recent, steady_ref, rng())
+    assert against_moody is not None and against_steady is not None
+    assert against_steady.passed and against_steady.beyond_day_low_ms > 0
+    assert against_moody.low_ms > against_moody.needed_ms  # beyond the reference as a whole,
+    assert against_moody.beyond_day_low_ms <= 0 and not against_moody.passed  # not its worst day
+
+
+def test_weekends_have_their_own_rates_once_seen() -> None:
+    generator = rng(18)
+    # Two weeks of runs (T0 is a Monday) whose weekdays have a busy 14:00 and weekends not.
+    runs = []
+    for i in range(14 * 96):
+        at = T0 + i * EVERY
+        busy = at.hour == 14 and at.weekday() < 5
+        runs.append(make_run(generator, at, slow=0.4 if busy else 0.0, slow_ms=400.0))
+    reference = tail_reference(runs)
+    assert reference is not None
+    rates = reference.levels[0].rate_by_slot
+    assert rates[14] > 3 * rates[24 + 14]  # a weekday 14:00 against a weekend 14:00
 
 
 def test_tail_finding_needs_both_the_cusum_and_the_gate(busy_reference: TailReference) -> None:

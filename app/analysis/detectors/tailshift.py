@@ -62,6 +62,7 @@ def tail_finding(
         rng,
         min_relative=params.tail_min_relative,
         min_ms=params.tail_min_ms,
+        min_days=params.tail_min_days,
         resamples=params.resamples,
     )
     if gate is None:
@@ -74,6 +75,8 @@ def tail_finding(
         "delta_low_ms": round(gate.low_ms, 1),
         "delta_high_ms": round(gate.high_ms, 1),
         "needed_ms": round(gate.needed_ms, 1),
+        "day_noise_ms": round(gate.day_noise_ms, 1),
+        "beyond_day_low_ms": round(gate.beyond_day_low_ms, 1),
         "runs": len(recent),
     }
     if score >= params.tail_threshold and gate.passed:
