@@ -8,7 +8,9 @@
   back inside resolves (a streak of runs outside is one alert).
 * ``dominant_run``: a run whose dominant phase differs from the previous run's fires.
 
-Each works per (target, vantage), so every alert names its vantage.
+Each works per (target, vantage), so every alert names its vantage, and reports when
+it resolves (``dominant_run`` at once: a run is its whole alert), so flaps are counted
+for baselines as for phasewatch.
 
     .venv/bin/python -m bench.detection.baselines FILE.csv --detector static [--labels L.json]
 """
@@ -50,6 +52,7 @@ def static_limit(runs: Sequence[Run], deadline_ms: float | None) -> Iterator[Ale
             yield _alert("static", run, f"p90 {p90:.0f} ms ≥ {limit:.0f} ms for {over} runs")
         elif firing and under >= STATIC_RUNS:
             firing = False
+            yield _alert("static", run, f"p90 {p90:.0f} ms under {limit:.0f} ms", "resolved")
 
 
 def _first_day_p90(runs: Sequence[Run]) -> float:
@@ -75,6 +78,8 @@ def student_t(runs: Sequence[Run], deadline_ms: float | None = None) -> Iterator
             above = p90 > upper
             if above and not outside:
                 yield _alert("student_t", run, f"p90 {p90:.0f} ms > {upper:.0f} ms")
+            elif outside and not above:
+                yield _alert("student_t", run, f"p90 {p90:.0f} ms ≤ {upper:.0f} ms", "resolved")
             outside = above
         history.append(p90)
 
@@ -86,12 +91,14 @@ def dominant_run(runs: Sequence[Run], deadline_ms: float | None = None) -> Itera
         if leader is None:
             continue
         if previous is not None and leader != previous:
-            yield _alert("dominant_run", run, f"{previous} → {leader}")
+            shift = {"from_phase": previous, "to_phase": leader}
+            yield _alert("dominant_run", run, f"{previous} → {leader}", **shift)
+            yield _alert("dominant_run", run, "one run", "resolved", **shift)
         previous = leader
 
 
-def _alert(kind: str, run: Run, summary: str) -> Alert:
-    return Alert(kind, run.target, run.vantage, run.at, "vantage", summary)
+def _alert(kind: str, run: Run, summary: str, state: str = "firing", **phases: str) -> Alert:
+    return Alert(kind, run.target, run.vantage, run.at, "vantage", summary, state=state, **phases)
 
 
 DETECTORS: dict[str, Detector] = {

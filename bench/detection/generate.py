@@ -138,7 +138,7 @@ def _targets_file(scenario: Scenario) -> dict[str, object]:
 
 def _describe(scenario: Scenario, drawn: list[Drawn], rows: int) -> None:
     print(f"{scenario.name}: {rows} samples, {len(scenario.targets)} targets")
-    changes = {e.target: e.start for e in scenario.events}
+    changes = {e.target: e.start for e in scenario.events if not e.slo}
     for d in drawn:
         cut = changes.get(d.series.target)
         runs = np.arange(len(d.series.starts))

@@ -7,6 +7,9 @@ as missed deadlines or as a new leader): detecting any of them detects the group
 ``accept`` lists the alert kinds that detect it (``*``: any); ``tolerate`` lists kinds
 that are true statements about the change without being the one asked for (a mix that
 moved while its leader changed): they neither detect it nor count as false alarms.
+An ``optional`` event is not counted in recall: alerts it accepts are allowed, not
+needed (``probe_failing`` while the probe host fails). An ``slo`` event is an SLO
+violation episode, scored as SLO alerts are (bench/detection/score.py).
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ class Event:
     tolerate: tuple[str, ...] = ()
     tolerate_window: tuple[datetime, datetime] | None = None
     note: str = ""
+    optional: bool = False
+    slo: bool = False
+    end: datetime | None = None  # an SLO episode's last violating run
 
     def accepts(self, kind: str) -> bool:
         return ANY_KIND in self.accept or kind in self.accept
@@ -63,6 +69,11 @@ class Event:
     @property
     def tolerance(self) -> tuple[datetime, datetime]:
         return self.tolerate_window or self.window
+
+    @property
+    def extent(self) -> tuple[datetime, datetime]:
+        """Where an SLO alert belongs to this episode: its start to its end or window's."""
+        return self.start, max(self.end or self.window[1], self.window[1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +124,7 @@ def _event_json(event: Event) -> dict[str, Any]:
     raw["tolerate_window"] = (
         [iso(t) for t in event.tolerate_window] if event.tolerate_window else None
     )
+    raw["end"] = iso(event.end) if event.end else None
     return raw
 
 
@@ -131,6 +143,9 @@ def _event_from_json(raw: dict[str, Any]) -> Event:
         tolerate=tuple(raw.get("tolerate", ())),
         tolerate_window=(parse_time(tolerance[0]), parse_time(tolerance[1])) if tolerance else None,
         note=raw.get("note", ""),
+        optional=bool(raw.get("optional", False)),
+        slo=bool(raw.get("slo", False)),
+        end=parse_time(raw["end"]) if raw.get("end") else None,
     )
 
 
@@ -142,9 +157,12 @@ def read_labels(path: Path) -> Labels:
     return Labels.from_json(json.loads(path.read_text()))
 
 
+AlertKey = tuple[str, str, str | None, str | None, str | None, str | None, str | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Alert:
-    """One firing alert, from phasewatch's backtest or from a baseline."""
+    """One alert transition (firing, or resolved), from phasewatch's backtest or a baseline."""
 
     kind: str
     target: str
@@ -152,39 +170,51 @@ class Alert:
     at: datetime
     scope: str | None = None
     summary: str = ""
+    severity: str | None = None
+    from_phase: str | None = None
+    to_phase: str | None = None
+    state: str = "firing"
+    alert_id: str | None = None
+
+    @property
+    def key(self) -> AlertKey:
+        """What makes two alerts the same alert (a flap is the same key firing again)."""
+        return (
+            self.kind,
+            self.target,
+            self.vantage,
+            self.scope,
+            self.from_phase,
+            self.to_phase,
+            self.severity,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "alert": self.kind,
-            "state": "firing",
+            "state": self.state,
             "target": self.target,
             "vantage": self.vantage,
             "scope": self.scope,
+            "from_phase": self.from_phase,
+            "to_phase": self.to_phase,
+            "severity": self.severity,
             "at": iso(self.at),
             "summary": self.summary,
+            "alert_id": self.alert_id,
         }
 
 
-def alerts_from_jsonl(lines: Iterable[str], episodes: bool = True) -> Iterator[Alert]:
-    """The firing alerts among backtest output lines; other states and non-JSON are skipped.
-
-    With ``episodes``, an alert that goes firing → recovering → firing again (the same
-    ``alert_id``: it never resolved, nobody is told twice) fires once; a resolved alert
-    that fires again is a new episode, a new id, and counts again.
-    """
-    seen: set[str] = set()
+def transitions_from_jsonl(lines: Iterable[str]) -> Iterator[Alert]:
+    """Every firing and resolved line of backtest output; other states, non-JSON skipped."""
     for line in lines:
         line = line.strip()
         if not line.startswith("{"):
             continue
         raw = json.loads(line)
-        if raw.get("state", "firing") != "firing":
+        state = raw.get("state", "firing")
+        if state not in ("firing", "resolved"):
             continue
-        episode = raw.get("alert_id")
-        if episodes and episode is not None:
-            if episode in seen:
-                continue
-            seen.add(episode)
         yield Alert(
             kind=str(raw["alert"]),
             target=str(raw["target"]),
@@ -192,7 +222,33 @@ def alerts_from_jsonl(lines: Iterable[str], episodes: bool = True) -> Iterator[A
             at=parse_time(str(raw["at"])),
             scope=raw.get("scope"),
             summary=str(raw.get("summary", "")),
+            severity=raw.get("severity"),
+            from_phase=raw.get("from_phase"),
+            to_phase=raw.get("to_phase"),
+            state=state,
+            alert_id=raw.get("alert_id"),
         )
+
+
+def firing(alerts: Iterable[Alert], episodes: bool = True) -> Iterator[Alert]:
+    """The firing alerts. With ``episodes``, an alert that goes firing → recovering →
+    firing again (the same ``alert_id``: it never resolved, nobody is told twice) fires
+    once; a resolved alert that fires again is a new episode, a new id, and counts again.
+    """
+    seen: set[str] = set()
+    for alert in alerts:
+        if alert.state != "firing":
+            continue
+        if episodes and alert.alert_id is not None:
+            if alert.alert_id in seen:
+                continue
+            seen.add(alert.alert_id)
+        yield alert
+
+
+def alerts_from_jsonl(lines: Iterable[str], episodes: bool = True) -> Iterator[Alert]:
+    """The firing alerts among backtest output lines (see ``firing``)."""
+    return firing(transitions_from_jsonl(lines), episodes)
 
 
 def write_alerts(alerts: Iterable[Alert], out: TextIO) -> None:

@@ -3,7 +3,10 @@
 A *series* is one target seen from one vantage: a run every interval, each of a few
 samples one after the other on one connection. Every phase of a sample is its run's
 median × a run factor (shared by the run's samples: the server's load at that moment)
-× a sample factor, both lognormal. On top: a right tail on the load phase (queue, or
+× a sample factor, both lognormal, and the load phase (queue, or server for plain HTTP)
+× the target's *shared load* at that run: an AR(1) process over runs times a per-day
+level, the same at every vantage (the server is one), so neighbouring runs are slow
+together and one day is busier than the next. On top: a right tail on the load phase (queue, or
 server for plain HTTP) in a share of samples, cold starts on the first sample of a run,
 rare outliers, rare failures, and the client's deadline, which censors a sample at the
 deadline (the phase it was in holds the rest, later phases are 0; docs/phases.md).
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.signal import lfilter
 
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
@@ -116,13 +120,32 @@ def load_cycle(starts: Ints, amplitude: float, peak_hour: float, weekend: float)
     return np.asarray(daily * np.where(weekday >= 5, weekend, 1.0), dtype=np.float64)
 
 
-def make_series(target: str, vantage: str, profile: Profile, starts: Ints) -> Series:
+@dataclass(frozen=True, slots=True)
+class Load:
+    """The shared load's knobs: log-sd and lag-1 correlation over runs, log-sd per day."""
+
+    sigma: float = 0.2
+    rho: float = 0.7
+    day_sigma: float = 0.08
+
+
+def shared_load(slots: int, per_day: int, load: Load, rng: np.random.Generator) -> Floats:
+    """A multiplier per run slot (median 1): AR(1) over runs × a lognormal level per day."""
+    shocks = rng.standard_normal(slots) * np.sqrt(1 - load.rho**2)
+    ar = lfilter([1.0], [1.0, -load.rho], shocks)
+    days = np.repeat(rng.standard_normal(slots // max(1, per_day) + 1), max(1, per_day))
+    return np.asarray(np.exp(load.sigma * ar + load.day_sigma * days[:slots]), dtype=np.float64)
+
+
+def make_series(
+    target: str, vantage: str, profile: Profile, starts: Ints, load: Floats | None = None
+) -> Series:
     runs = len(starts)
     base = profile.medians(vantage)
     medians = np.tile([base[name] for name in profile.phases], (runs, 1)).astype(np.float64)
-    load = profile.phases.index(profile.load_phase)
+    column = profile.phases.index(profile.load_phase)
     cycle = load_cycle(starts, profile.daily_amplitude, profile.peak_hour, profile.weekend_factor)
-    medians[:, load] *= cycle
+    medians[:, column] *= cycle if load is None else cycle * load
     sigmas = np.array([SIGMAS[name] for name in profile.phases])
 
     def constant(value: float) -> Floats:
@@ -137,7 +160,7 @@ def make_series(target: str, vantage: str, profile: Profile, starts: Ints) -> Se
         run_sigma=np.tile(sigmas[:, 0], (runs, 1)),
         sample_sigma=np.tile(sigmas[:, 1], (runs, 1)),
         tail_p=constant(profile.tail_p),
-        tail_scale_ms=profile.tail_scale * medians[:, load],
+        tail_scale_ms=profile.tail_scale * medians[:, column],
         cold_p=constant(profile.cold_p),
         cold_ms=constant(profile.cold_ms),
         error_p=constant(profile.error_p),

@@ -16,10 +16,32 @@ from typing import Any
 import numpy as np
 
 from bench.detection.labels import Event, Labels, TargetInfo
-from bench.detection.model import MICROS, Floats, Ints, Profile, Series, make_series
+from bench.detection.model import (
+    MICROS,
+    Floats,
+    Ints,
+    Load,
+    Profile,
+    Series,
+    make_series,
+    shared_load,
+)
 
 DAY = timedelta(days=1)
 VANTAGES = ("seoul-1", "frankfurt-1")
+
+# Network + queue + prefill ≈ 40 %, generation (reasoning tokens) ≈ 60 %.
+REASONING = Profile(
+    kind="openai",
+    rtt_ms={"seoul-1": 45.0, "frankfurt-1": 200.0},
+    server_ms={"queue": 110.0, "prefill": 50.0, "generation": 450.0, "transfer": 3.0},
+)
+CHAT = Profile(
+    kind="openai",
+    rtt_ms={"seoul-1": 60.0, "frankfurt-1": 150.0},
+    server_ms={"queue": 150.0, "prefill": 40.0, "generation": 300.0, "transfer": 3.0},
+)
+ABRUPT = ("composition_shift",)  # true of any abrupt change of the mix: tolerated
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +70,20 @@ class Params:
     edge_slowdown: float = 1.5
     edge_cold_p: float = 0.5
     bad_runs: int = 6
+    # Shared load on every target (model.shared_load): log-sd, lag-1 correlation, per day.
+    load_sigma: float = 0.2
+    load_rho: float = 0.7
+    day_sigma: float = 0.08
+    weekends_days: float = 22.0  # quiet_weekends: days (≥ 3 weekends)
+    gap_hours: float = 6.0  # probing_gap: hours without runs
+    slo_objective: float = 0.01  # share of timed samples allowed to miss the deadline
+    slo_tail_share: float = 0.15  # persistent_violation_after_tail_change: tailed samples
+    slo_tail_scale: float = 4.0  # … and the tail's scale × the queue median
+    queue_growth: float = 4.5  # queue_growth: the queue median × this
+
+    @property
+    def load(self) -> Load:
+        return Load(self.load_sigma, self.load_rho, self.day_sigma)
 
     def as_json(self) -> dict[str, Any]:
         raw = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -112,10 +148,18 @@ class Context:
             server_ms={k: (one(v) if k != "transfer" else v) for k, v in profile.server_ms.items()},
         )
 
-    def target(self, name: str, profile: Profile, note: str = "") -> list[Series]:
-        """The target's series, one per vantage of its profile, added to the scenario."""
+    def target(
+        self, name: str, profile: Profile, note: str = "", load: Load | None = None
+    ) -> list[Series]:
+        """The target's series, one per vantage of its profile, added to the scenario.
+        The shared load is the target's: every vantage sees the same one."""
         full = f"{self.scenario.name}.{name}"
-        found = [make_series(full, v, profile, self._starts()) for v in profile.rtt_ms]
+        per_day = int(86400 // self.params.interval_s)
+        factor = shared_load(self.slots, per_day, load or self.params.load, self.rng)
+        found = []
+        for vantage in profile.rtt_ms:
+            starts, slots = self._starts()
+            found.append(make_series(full, vantage, profile, starts, factor[slots]))
         self.scenario.series.extend(found)
         info = TargetInfo(full, profile.kind, tuple(profile.rtt_ms), profile.deadline_ms, note)
         self.scenario.targets.append(info)
@@ -127,17 +171,41 @@ class Context:
         fields["window"] = (window[0], min(window[1], self.scenario.end))
         self.scenario.events.append(Event(**fields))
 
-    def _starts(self) -> Ints:
+    def _starts(self) -> tuple[Ints, Ints]:
+        """Run starts (up to ``jitter_s`` late, a few skipped) and their slot numbers."""
         p = self.params
         base = int(self.start.timestamp() * MICROS)
         slots = np.arange(self.slots, dtype=np.int64) * int(p.interval_s * MICROS)
         jitter = (self.rng.uniform(0, p.jitter_s, self.slots) * MICROS).astype(np.int64)
-        kept = self.rng.random(self.slots) >= p.skip_p
-        return np.asarray((base + slots + jitter)[kept], dtype=np.int64)
+        kept = np.flatnonzero(self.rng.random(self.slots) >= p.skip_p)
+        return np.asarray((base + slots + jitter)[kept], dtype=np.int64), kept
 
 
 def after(series: Series, moment: datetime) -> np.ndarray[Any, np.dtype[np.bool_]]:
     return np.asarray(series.starts >= int(moment.timestamp() * MICROS))
+
+
+def weekend(series: Series) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    days = (series.starts // (86400 * MICROS)).astype(np.int64)
+    return np.asarray((days + 3) % 7 >= 5)  # 1970-01-01 was a Thursday
+
+
+def drop_runs(series: Series, gone: np.ndarray[Any, np.dtype[np.bool_]]) -> None:
+    """Take runs out of the series (the probe did not run): every per-run array."""
+    kept = ~gone
+    for name in (
+        "starts",
+        "medians",
+        "run_sigma",
+        "sample_sigma",
+        "tail_p",
+        "tail_scale_ms",
+        "cold_p",
+        "cold_ms",
+        "error_p",
+        "slow",
+    ):
+        setattr(series, name, getattr(series, name)[kept])
 
 
 def hours(series: Series) -> Floats:

@@ -14,9 +14,13 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from bench.detection import history, slo
 from bench.detection.model import MICROS, Profile, Series
 from bench.detection.scenario import (
+    ABRUPT,
+    CHAT,
     DAY,
+    REASONING,
     Context,
     Params,
     Scenario,
@@ -25,19 +29,6 @@ from bench.detection.scenario import (
     hours,
     leader_change,
 )
-
-# Network + queue + prefill ≈ 40 %, generation (reasoning tokens) ≈ 60 %.
-REASONING = Profile(
-    kind="openai",
-    rtt_ms={"seoul-1": 45.0, "frankfurt-1": 200.0},
-    server_ms={"queue": 110.0, "prefill": 50.0, "generation": 450.0, "transfer": 3.0},
-)
-CHAT = Profile(
-    kind="openai",
-    rtt_ms={"seoul-1": 60.0, "frankfurt-1": 150.0},
-    server_ms={"queue": 150.0, "prefill": 40.0, "generation": 300.0, "transfer": 3.0},
-)
-ABRUPT = ("composition_shift",)  # true of any abrupt change of the mix: tolerated
 
 
 def abrupt_generation_collapse(ctx: Context) -> None:
@@ -215,24 +206,20 @@ def edge_switch(ctx: Context) -> None:
             s.medians[later, s.column("generation")] *= p.edge_slowdown
             s.sample_sigma[later, s.column("generation")] = 0.2
             s.cold_p[later], s.cold_ms[later] = p.edge_cold_p, 900.0
-        group = f"edge-e{n}"
-        note = (
-            f"edge: RTT × 0.2, generation × {p.edge_slowdown}, cold starts in {p.edge_cold_p:.0%}"
+        # The misses are SLO episodes (bench/detection/slo.py); the mix moves too.
+        ctx.event(
+            id=f"edge-e{n}",
+            kind="dominant_shift",
+            target=series[0].target,
+            vantage=None,
+            start=at,
+            window=(at, at + DAY),
+            abrupt=True,
+            accept=("dominant_shift", *ABRUPT, "tail_shift"),
+            optional=True,
+            note=f"edge: RTT × 0.2, generation × {p.edge_slowdown}, "
+            f"cold starts in {p.edge_cold_p:.0%}",
         )
-        for kind in ("deadline_miss", "dominant_shift"):
-            ctx.event(
-                id=f"{group}-{kind}",
-                group=group,
-                kind=kind,
-                target=series[0].target,
-                vantage=None,
-                start=at,
-                window=(at, at + DAY),
-                abrupt=True,
-                accept=(kind,),
-                tolerate=(*ABRUPT, "tail_shift"),
-                note=note,
-            )
 
 
 def isolated_bad_runs(ctx: Context) -> None:
@@ -314,12 +301,41 @@ SCENARIOS: dict[str, tuple[Builder, str]] = {
         "A few isolated runs with huge latency or many failures: no change.",
     ),
     "quiet": (quiet, "Stationary targets for the false-alarm rate."),
+    "steady_slo_violation": (
+        history.steady_slo_violation,
+        "A deadline target missing 3-5 % all along: one SLO episode per vantage from the start.",
+    ),
+    "persistent_violation_after_tail_change": (
+        history.persistent_violation_after_tail_change,
+        "A tail blow-up takes deadline misses from under the SLO to well over it, and stays.",
+    ),
+    "correlated_runs": (
+        history.correlated_runs,
+        "Whole runs slow together (strong shared load): no change.",
+    ),
+    "quiet_weekends": (
+        history.quiet_weekends,
+        "Weekends a third as loaded, over three weeks and more: no change.",
+    ),
+    "probing_gap": (
+        history.probing_gap,
+        "One vantage's probe fails for an hour, then no runs for hours, then normal.",
+    ),
+    "generation_regrowth": (
+        history.generation_regrowth,
+        "Reasoning switched back on: generation grows past the network and queue.",
+    ),
+    "queue_growth": (history.queue_growth, "The shared queue grows past the network."),
+    "heavy_tail_steady": (history.heavy_tail_steady, "A steady, very heavy queue tail."),
 }
+LONG = {"quiet": "quiet_days", "quiet_weekends": "weekends_days"}  # scenarios with their own length
 
 
 def build(name: str, params: Params) -> Scenario:
+    """The scenario with its labels: the builder's events, then the SLO episodes."""
     builder, description = SCENARIOS[name]
-    days = params.quiet_days if name == "quiet" else params.days
+    days = float(getattr(params, LONG[name])) if name in LONG else params.days
     ctx = Context(name, description, params, days)
     builder(ctx)
+    slo.label(ctx.scenario, params.seed)
     return ctx.scenario

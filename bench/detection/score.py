@@ -14,9 +14,21 @@ one group are alternatives: the group is detected when one of them is.
 * precision = detected / (detected + false alarms); F1 = 2PR / (P + R)
 
 Several alerts inside one window detect it once and cost nothing; every alert outside
-every window costs one false alarm. False alarms are also sorted by *cause*, to read, not
-to score: ``warm-up`` (the first two days of data), ``after a change`` (after a labelled
-change on that target started: re-fires of a change the window has closed on), ``other``.
+every window costs one false alarm. *Optional* events are not counted in recall: the
+alerts they accept are allowed, not needed.
+
+SLO episodes (``slo`` events, one per violating (target, vantage) stretch) are scored as
+SLO alerts are: the first ``deadline_miss`` per (target, vantage, severity) inside the
+episode's extent belongs to it (and detects it when inside the window); **every further
+firing of that (target, vantage, severity) inside the episode is a false alarm** (cause
+``SLO re-fire``); a ``deadline_miss`` outside every episode is scored like any alert.
+
+A *flap* is a firing of an alert key (kind, target, vantage, scope, from_phase,
+to_phase, severity) within 24 h after an alert of the same key resolved; flaps are
+counted beside false alarms (a flap may be either). False alarms are also sorted by
+*cause*, to read, not to score: ``warm-up`` (the first two days of data), ``after a
+change`` (after a labelled change on that target started: re-fires of a change the window
+has closed on), ``SLO re-fire``, ``other``.
 
     .venv/bin/python -m bench.detection.score LABELS.json ALERTS.jsonl [--any-kind]
 """
@@ -32,10 +44,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from bench.detection.labels import Alert, Event, Labels, alerts_from_jsonl, read_labels
+from bench.detection.labels import (
+    Alert,
+    AlertKey,
+    Event,
+    Labels,
+    firing,
+    read_labels,
+    transitions_from_jsonl,
+)
 
 WARM_UP = timedelta(days=2)
-CAUSES = ("warm-up", "after a change", "other")
+FLAP_WITHIN = timedelta(hours=24)
+SLO_REFIRE = "SLO re-fire"
+CAUSES = ("warm-up", "after a change", SLO_REFIRE, "other")
 
 
 @dataclass(slots=True)
@@ -50,6 +72,12 @@ class Score:
     missed: list[str] = field(default_factory=list)
     false: list[Alert] = field(default_factory=list)
     causes: Counter[str] = field(default_factory=Counter)
+    flapped: list[Alert] = field(default_factory=list)
+    false_why: list[str] = field(default_factory=list)  # each false alarm's cause
+
+    @property
+    def flaps(self) -> int:
+        return len(self.flapped)
 
     @property
     def recall(self) -> float | None:
@@ -87,6 +115,8 @@ class Score:
             missed=self.missed + other.missed,
             false=self.false + other.false,
             causes=self.causes + other.causes,
+            flapped=self.flapped + other.flapped,
+            false_why=self.false_why + other.false_why,
         )
 
 
@@ -109,22 +139,66 @@ def _same_place(event: Event, alert: Alert) -> bool:
     )
 
 
-def score(labels: Labels, alerts: Iterable[Alert], any_kind: bool = False) -> Score:
-    alerts = sorted(alerts, key=lambda alert: alert.at)
+def score(
+    labels: Labels, transitions: Iterable[Alert], any_kind: bool = False, episodes: bool = True
+) -> Score:
+    """Score the firing alerts among ``transitions`` (resolved ones count only for flaps)."""
+    every = sorted(transitions, key=lambda alert: alert.at)
+    alerts = list(firing(every, episodes))
     result = Score(alerts=len(alerts), target_months=labels.target_months)
+    result.flapped = flaps(every)
     first: dict[str, datetime] = {}
+    claimed: set[tuple[str, str | None]] = set()
     for alert in alerts:
-        hits = [e for e in labels.events if detects(e, alert, any_kind)]
+        verdict = _slo_verdict(labels, alert, claimed) if not any_kind else None
+        hits = [e for e in labels.events if not e.slo and detects(e, alert, any_kind)]
+        if any_kind:
+            hits += [e for e in labels.events if e.slo and detects(e, alert, any_kind)]
+        if verdict is not None:
+            hits = [verdict] if isinstance(verdict, Event) else []
         for event in hits:
-            first.setdefault(event.group, alert.at)
+            if not event.optional:
+                first.setdefault(event.group, alert.at)
         if hits:
             continue
-        if not any_kind and any(tolerated(e, alert) for e in labels.events):
+        if verdict == "allowed":
+            result.tolerated += 1
+            continue
+        if verdict is None and not any_kind and any(tolerated(e, alert) for e in labels.events):
             result.tolerated += 1
         else:
             result.false_alarms += 1
             result.false.append(alert)
-            result.causes[cause(labels, alert)] += 1
+            why = SLO_REFIRE if verdict == SLO_REFIRE else cause(labels, alert)
+            result.causes[why] += 1
+            result.false_why.append(why)
+    _recall(labels, first, result)
+    return result
+
+
+def _slo_verdict(
+    labels: Labels, alert: Alert, claimed: set[tuple[str, str | None]]
+) -> Event | str | None:
+    """An SLO alert inside an episode: the episode it detects, "allowed" (its first of
+    that severity, outside the window or in a grey zone), or a re-fire. None: no episode."""
+    if alert.kind not in {e.kind for e in labels.events if e.slo}:
+        return None
+    inside = [
+        e
+        for e in labels.events
+        if e.slo and _same_place(e, alert) and e.extent[0] <= alert.at <= e.extent[1]
+    ]
+    if not inside:
+        return None
+    episode = inside[0]
+    if (episode.id, alert.severity) in claimed:
+        return SLO_REFIRE
+    claimed.add((episode.id, alert.severity))
+    in_window = episode.window[0] <= alert.at <= episode.window[1]
+    return episode if in_window and not episode.optional else "allowed"
+
+
+def _recall(labels: Labels, first: dict[str, datetime], result: Score) -> None:
     for group, events in _groups(labels.events).items():
         result.groups += 1
         if group not in first:
@@ -134,7 +208,25 @@ def score(labels: Labels, alerts: Iterable[Alert], any_kind: bool = False) -> Sc
         if events[0].abrupt:
             elapsed = (first[group] - events[0].start).total_seconds()
             result.delays.append(int(elapsed // labels.interval_s) + 1)
-    return result
+
+
+def flaps(transitions: Sequence[Alert]) -> list[Alert]:
+    """Firings of a key within FLAP_WITHIN after the same key resolved (time order in)."""
+    resolved: dict[AlertKey, datetime] = {}
+    seen: set[str] = set()
+    found: list[Alert] = []
+    for alert in transitions:
+        if alert.state == "resolved":
+            resolved[alert.key] = alert.at
+            continue
+        if alert.alert_id is not None:
+            if alert.alert_id in seen:
+                continue
+            seen.add(alert.alert_id)
+        last = resolved.get(alert.key)
+        if last is not None and alert.at - last <= FLAP_WITHIN:
+            found.append(alert)
+    return found
 
 
 def cause(labels: Labels, alert: Alert) -> str:
@@ -147,8 +239,11 @@ def cause(labels: Labels, alert: Alert) -> str:
 
 
 def _groups(events: Sequence[Event]) -> dict[str, list[Event]]:
+    """Required events by group (optional ones are not counted in recall)."""
     groups: dict[str, list[Event]] = {}
     for event in events:
+        if event.optional:
+            continue
         groups.setdefault(event.group, []).append(event)
     return groups
 
@@ -160,7 +255,7 @@ def first_detections(
     found: dict[str, Alert] = {}
     for alert in sorted(alerts, key=lambda alert: alert.at):
         for event in labels.events:
-            if detects(event, alert, any_kind):
+            if not event.optional and detects(event, alert, any_kind):
                 found.setdefault(event.group, alert)
     return found
 
@@ -186,19 +281,22 @@ def main() -> None:
     args = parser.parse_args()
     labels = read_labels(args.labels)
     with args.alerts.open() as lines:
-        found = alerts_from_jsonl(lines, episodes=not args.every_firing_line)
-        result = score(labels, found, args.any_kind)
+        found = list(transitions_from_jsonl(lines))
+    result = score(labels, found, args.any_kind, episodes=not args.every_firing_line)
     print(
         f"{labels.scenario}: recall {fmt(result.recall)} ({result.detected}/{result.groups}), "
         f"false alarms {result.false_alarms} ({fmt(result.false_per_target_month)}/target-month), "
         f"median delay {fmt(result.median_delay, 1)} runs, precision {fmt(result.precision)}, "
-        f"F1 {fmt(result.f1)}, tolerated {result.tolerated}"
+        f"F1 {fmt(result.f1)}, tolerated {result.tolerated}, flaps {result.flaps}"
     )
     for group in result.missed:
         print(f"  missed {group}")
     for alert in result.false:
         where = f"{alert.target}@{alert.vantage}"
         print(f"  false {alert.kind} {where} {alert.at:%m-%d %H:%M}: {alert.summary}")
+    for alert in result.flapped:
+        where = f"{alert.target}@{alert.vantage}"
+        print(f"  flap {alert.kind} {where} {alert.at:%m-%d %H:%M}: {alert.summary}")
 
 
 if __name__ == "__main__":
