@@ -1,82 +1,183 @@
 """Replay a CSV of samples through the production detectors on a simulated clock.
 
 The runs are fed, oldest first, to the very ``Evaluator`` that ``serve`` uses; only the
-history is in memory and the clock is each run's own time.
+history is in memory and the clock is each run's own time. The file is streamed: runs are
+built as the reading passes them, and the history keeps only what the evaluator can
+still ask for, so memory stays flat however long the file.
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timedelta
 from typing import TextIO
 
 import numpy as np
 
 from app.alerts.evaluate import Evaluator
-from app.alerts.history import MemoryHistory
+from app.alerts.history import MemoryHistory, Retention
 from app.alerts.identity import Transition
 from app.analysis.detectors import DetectorParams
-from app.analysis.runs import RunData, phase_order
+from app.analysis.runs import Array, RunData, phase_order
 from app.probe.sample import Status
 from app.store.csvlayout import BASE_COLUMNS, parse_timestamp
 
 TIMED = (Status.OK.value, Status.DEADLINE_EXCEEDED.value)
+CENSORED = Status.DEADLINE_EXCEEDED.value
+# How far the reading may be from time order: a row may start up to this much before a row
+# above it (runs of several vantages interleave), and a run's samples all start within
+# this much of its first. Every run is complete once the reading is twice this past it.
+MAX_SPAN = timedelta(hours=1)
+SLACK = timedelta(days=1)  # kept beyond a reference window
 
 
 class BacktestError(Exception):
     pass
 
 
-def read_runs(rows: TextIO) -> list[RunData]:
-    """The CSV's runs, oldest first (a run is at its first sample's time)."""
+class _Reading:
+    """A run whose rows are still being read."""
+
+    __slots__ = ("at", "line", "rows")
+
+    def __init__(self, at: datetime, line: int) -> None:
+        self.at, self.line = at, line
+        self.rows: list[list[str]] = []
+
+
+def read_runs(rows: TextIO, max_span: timedelta = MAX_SPAN) -> Iterator[RunData]:
+    """The CSV's runs, oldest first (a run is at its first sample's time; runs that start
+    at the same time in the order the file first names them), as the reading passes them.
+
+    The rows must be in time order as `phasewatch export` writes them, give or take
+    ``max_span`` (see MAX_SPAN); a file that is not is a BacktestError naming the line.
+    """
     reader = csv.reader(rows)
     header = next(reader, None)
     if header is None or tuple(header[: len(BASE_COLUMNS)]) != BASE_COLUMNS:
         raise BacktestError(f"not a phasewatch samples CSV: header must start {BASE_COLUMNS}")
     phases = [name.removesuffix("_ms") for name in header[len(BASE_COLUMNS) :]]
-    grouped: dict[str, list[list[str]]] = {}
+    reading: dict[str, _Reading] = {}
+    done: set[str] = set()
+    latest: datetime | None = None
     for line, row in enumerate(reader, start=2):
         if len(row) != len(header):
             raise BacktestError(f"line {line}: {len(row)} columns, the header has {len(header)}")
-        grouped.setdefault(row[3], []).append(row)
-    runs = [_run(run_id, rows, phases) for run_id, rows in grouped.items()]
-    runs.sort(key=lambda run: run.at)
-    return runs
+        at = _time(row[0], line)
+        if latest is None or at > latest:
+            latest = at
+        elif latest - at > max_span:
+            raise BacktestError(
+                f"line {line}: {row[0]} is more than {max_span} before a row above it;"
+                " the rows must be in time order, as `phasewatch export` writes them"
+            )
+        _add(reading, done, row, at, line, max_span)
+        first = next(iter(reading.values()))
+        if latest - first.at > 2 * max_span:
+            yield from _complete(reading, done, latest - 2 * max_span, phases)
+    if latest is not None:
+        yield from _complete(reading, done, latest + max_span, phases)
 
 
-def _run(run_id: str, rows: list[list[str]], phases: list[str]) -> RunData:
+def _time(text: str, line: int) -> datetime:
+    try:
+        return parse_timestamp(text)
+    except ValueError as exc:
+        raise BacktestError(f"line {line}: {exc}") from None
+
+
+def _add(
+    reading: dict[str, _Reading],
+    done: set[str],
+    row: list[str],
+    at: datetime,
+    line: int,
+    max_span: timedelta,
+) -> None:
+    run = reading.get(row[3])
+    if run is None:
+        if row[3] in done:
+            raise BacktestError(
+                f"line {line}: run {row[3]} goes on after its other rows were read:"
+                f" its samples must start within {max_span} of each other"
+            )
+        run = reading[row[3]] = _Reading(at, line)
+    elif at < run.at:
+        run.at = at
+    if at - run.at > max_span:
+        raise BacktestError(f"line {line}: run {row[3]}'s samples start more than {max_span} apart")
+    run.rows.append(row)
+
+
+def _complete(
+    reading: dict[str, _Reading], done: set[str], before: datetime, phases: list[str]
+) -> Iterator[RunData]:
+    """The runs that started before ``before``, oldest first, taken out of ``reading``."""
+    ready = sorted((run.at, run.line, run_id) for run_id, run in reading.items() if run.at < before)
+    for _, _, run_id in ready:
+        run = reading.pop(run_id)
+        done.add(run_id)
+        yield _run(run_id, run, phases)
+
+
+def _run(run_id: str, run: _Reading, phases: list[str]) -> RunData:
+    rows = run.rows
     timed = [row for row in rows if row[4] in TIMED]
-    present = [i for i, _ in enumerate(phases) if any(row[6 + i] for row in timed)]
-    names = phase_order(phases[i] for i in present)
-    columns = [phases.index(name) for name in names]
-    matrix = np.array(
-        [[float(row[6 + i] or 0.0) for i in columns] for row in timed], dtype=np.float64
-    ).reshape(len(timed), len(names))
+    names, matrix, totals = _numbers(timed, phases, run.line)
     return RunData(
         run_id=run_id,
         target=rows[0][1],
         vantage=rows[0][2],
-        at=min(parse_timestamp(row[0]) for row in rows),
+        at=run.at,
         phase_names=names,
         phases=matrix,
-        totals=np.array([float(row[5]) for row in timed], dtype=np.float64),
-        censored=sum(row[4] == Status.DEADLINE_EXCEEDED.value for row in rows),
+        totals=totals,
+        censored=sum(row[4] == CENSORED for row in rows),
         failed=len(rows) - len(timed),
         samples=len(rows),
     )
 
 
+def _numbers(
+    timed: list[list[str]], phases: list[str], line: int
+) -> tuple[tuple[str, ...], Array, Array]:
+    """The phases present (a cell in any timed row), their matrix, and the totals."""
+    cells = list(itertools.chain.from_iterable(row[5:] for row in timed))
+    present = list(range(len(phases)))
+    if "" in cells:  # a phase some sample lacks: 0 there, and absent if no sample has it
+        if any(not row[5] for row in timed):
+            raise BacktestError(f"the run starting at line {line}: a timed sample has no total")
+        present = [i for i in present if any(row[6 + i] for row in timed)]
+        cells = [cell or "0" for cell in cells]
+    try:
+        values = np.array(cells, dtype=np.float64).reshape(len(timed), 1 + len(phases))
+    except ValueError as exc:
+        raise BacktestError(f"the run starting at line {line}: {exc}") from None
+    names = phase_order(phases[i] for i in present) if timed else ()
+    columns = [1 + phases.index(name) for name in names]
+    return names, values[:, columns], values[:, 0].copy()
+
+
 def replay(
-    runs: list[RunData],
+    runs: Iterable[RunData],
     params_for: Callable[[str], DetectorParams],
     *,
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[Transition]:
-    history = MemoryHistory()
+    history = MemoryHistory(lambda target: retention(params_for(target)))
     evaluator = Evaluator(history, params_for, seed=seed)
     for done, run in enumerate(runs, start=1):
         history.add(run)
         yield from evaluator.evaluate(run.target, run.vantage, run.at)
         if progress is not None:
             progress(done)
+
+
+def retention(params: DetectorParams) -> Retention:
+    """All the evaluator can still ask of a target with these ``params``: its reference
+    window and a day more; for ``last``, the tail onset's reach (4 recent windows)."""
+    reach = max(4 * params.recent_runs, params.failing_runs, params.dominant_runs, 2)
+    return Retention(timedelta(days=params.reference_days) + SLACK, reach)

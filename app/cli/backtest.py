@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import MofNCompleteColumn, Progress, TextColumn
 
 from app.cli.common import fail
 
@@ -41,26 +41,29 @@ def backtest(
 
     params_for = _params(config)
     try:
-        with file.open(newline="") as rows:
-            runs = read_runs(rows)
+        rows = file.open(newline="")
     except OSError as exc:
         raise typer.BadParameter(f"cannot read {file}: {exc.strerror}", param_hint="FILE") from exc
-    except (BacktestError, ValueError) as exc:
-        fail(f"{file}: {exc}")
     stderr = Console(stderr=True)
-    columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (TextColumn("replaying"), MofNCompleteColumn(), TextColumn("runs"))
     transitions: list[Transition] = []
-    with Progress(*columns, console=stderr, disable=not stderr.is_terminal) as progress:
-        task = progress.add_task("runs", total=len(runs))
-        for transition in replay(
-            runs, params_for, seed=seed, progress=lambda n: progress.update(task, completed=n)
-        ):
-            if transition.refresh:
-                continue
-            if output is Format.JSONL:
-                sys.stdout.write(json.dumps(transition.to_json()) + "\n")
-            else:
-                transitions.append(transition)
+    try:
+        with rows, Progress(*columns, console=stderr, disable=not stderr.is_terminal) as shown:
+            task = shown.add_task("runs", total=None)
+            for transition in replay(
+                read_runs(rows),
+                params_for,
+                seed=seed,
+                progress=lambda n: shown.update(task, completed=n),
+            ):
+                if transition.refresh:
+                    continue
+                if output is Format.JSONL:
+                    sys.stdout.write(json.dumps(transition.to_json()) + "\n")
+                else:
+                    transitions.append(transition)
+    except BacktestError as exc:
+        fail(f"{file}: {exc}")
     if output is Format.TABLE:
         _table(transitions)
 
