@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import itertools
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TextIO
 
 import numpy as np
@@ -22,7 +22,7 @@ from app.alerts.identity import Transition
 from app.analysis.detectors import DetectorParams
 from app.analysis.runs import Array, RunData, phase_order
 from app.probe.sample import Status
-from app.store.csvlayout import BASE_COLUMNS, parse_timestamp
+from app.store.csvlayout import BASE_COLUMNS, format_timestamp, parse_timestamp
 
 TIMED = (Status.OK.value, Status.DEADLINE_EXCEEDED.value)
 CENSORED = Status.DEADLINE_EXCEEDED.value
@@ -38,13 +38,18 @@ class BacktestError(Exception):
 
 
 class _Reading:
-    """A run whose rows are still being read."""
+    """A run whose rows are still being read; times are in the export's own text form."""
 
-    __slots__ = ("at", "line", "rows")
+    __slots__ = ("first", "limit", "line", "rows")
 
-    def __init__(self, at: datetime, line: int) -> None:
-        self.at, self.line = at, line
+    def __init__(self, first: str, line: int, max_span: timedelta) -> None:
+        self.line = line
         self.rows: list[list[str]] = []
+        self.start(first, max_span)
+
+    def start(self, first: str, max_span: timedelta) -> None:
+        self.first = first  # its earliest sample's start ...
+        self.limit = format_timestamp(parse_timestamp(first) + max_span)  # ... and its last
 
 
 def read_runs(rows: TextIO, max_span: timedelta = MAX_SPAN) -> Iterator[RunData]:
@@ -53,69 +58,88 @@ def read_runs(rows: TextIO, max_span: timedelta = MAX_SPAN) -> Iterator[RunData]
 
     The rows must be in time order as `phasewatch export` writes them, give or take
     ``max_span`` (see MAX_SPAN); a file that is not is a BacktestError naming the line.
+    Times in the export's form (``…T12:00:00.000000Z``) compare as text, which is time
+    order; others are converted to it. A run's first time is parsed, so checked in full;
+    the others only for their form and their order.
     """
     reader = csv.reader(rows)
     header = next(reader, None)
     if header is None or tuple(header[: len(BASE_COLUMNS)]) != BASE_COLUMNS:
         raise BacktestError(f"not a phasewatch samples CSV: header must start {BASE_COLUMNS}")
     phases = [name.removesuffix("_ms") for name in header[len(BASE_COLUMNS) :]]
+    width = len(header)
     reading: dict[str, _Reading] = {}
     done: set[str] = set()
-    latest: datetime | None = None
+    latest = floor_of = floor = ""
+    flush_after = _LAST
     for line, row in enumerate(reader, start=2):
-        if len(row) != len(header):
-            raise BacktestError(f"line {line}: {len(row)} columns, the header has {len(header)}")
-        at = _time(row[0], line)
-        if latest is None or at > latest:
-            latest = at
-        elif latest - at > max_span:
+        if len(row) != width:
+            raise BacktestError(f"line {line}: {len(row)} columns, the header has {width}")
+        stamp = row[0]
+        if len(stamp) != _FORM_LENGTH or stamp[-1] != "Z":
+            stamp = _canonical(stamp, line)
+        if stamp >= latest:
+            latest = stamp
+        else:  # runs interleave: a row a little behind is fine
+            if floor_of != latest:
+                floor_of, floor = latest, format_timestamp(parse_timestamp(latest) - max_span)
+            if stamp < floor:
+                raise BacktestError(
+                    f"line {line}: {row[0]} is more than {max_span} before a row above it;"
+                    " the rows must be in time order, as `phasewatch export` writes them"
+                )
+        run = reading.get(row[3])
+        if run is None:
+            run = reading[row[3]] = _new(row[3], stamp, line, done, max_span)
+            if len(reading) == 1:
+                flush_after = _after(stamp, 2 * max_span)
+        elif stamp < run.first:
+            run.start(stamp, max_span)
+        if stamp > run.limit:
             raise BacktestError(
-                f"line {line}: {row[0]} is more than {max_span} before a row above it;"
-                " the rows must be in time order, as `phasewatch export` writes them"
+                f"line {line}: run {row[3]}'s samples start more than {max_span} apart"
             )
-        _add(reading, done, row, at, line, max_span)
-        first = next(iter(reading.values()))
-        if latest - first.at > 2 * max_span:
-            yield from _complete(reading, done, latest - 2 * max_span, phases)
-    if latest is not None:
-        yield from _complete(reading, done, latest + max_span, phases)
+        run.rows.append(row)
+        if latest > flush_after:
+            yield from _complete(reading, done, _after(latest, -2 * max_span), phases)
+            flush_after = _after(next(iter(reading.values())).first, 2 * max_span)
+    yield from _complete(reading, done, _LAST, phases)
 
 
-def _time(text: str, line: int) -> datetime:
+_FORM_LENGTH = len("2024-05-01T12:00:00.000000Z")
+_LAST = "~"  # after every time in text form
+
+
+def _canonical(text: str, line: int) -> str:
     try:
-        return parse_timestamp(text)
+        return format_timestamp(parse_timestamp(text))
     except ValueError as exc:
         raise BacktestError(f"line {line}: {exc}") from None
 
 
-def _add(
-    reading: dict[str, _Reading],
-    done: set[str],
-    row: list[str],
-    at: datetime,
-    line: int,
-    max_span: timedelta,
-) -> None:
-    run = reading.get(row[3])
-    if run is None:
-        if row[3] in done:
-            raise BacktestError(
-                f"line {line}: run {row[3]} goes on after its other rows were read:"
-                f" its samples must start within {max_span} of each other"
-            )
-        run = reading[row[3]] = _Reading(at, line)
-    elif at < run.at:
-        run.at = at
-    if at - run.at > max_span:
-        raise BacktestError(f"line {line}: run {row[3]}'s samples start more than {max_span} apart")
-    run.rows.append(row)
+def _after(stamp: str, span: timedelta) -> str:
+    return format_timestamp(parse_timestamp(stamp) + span)
+
+
+def _new(run_id: str, stamp: str, line: int, done: set[str], max_span: timedelta) -> _Reading:
+    if run_id in done:
+        raise BacktestError(
+            f"line {line}: run {run_id} goes on after its other rows were read:"
+            f" its samples must start within {max_span} of each other"
+        )
+    try:
+        return _Reading(stamp, line, max_span)
+    except ValueError as exc:
+        raise BacktestError(f"line {line}: {exc}") from None
 
 
 def _complete(
-    reading: dict[str, _Reading], done: set[str], before: datetime, phases: list[str]
+    reading: dict[str, _Reading], done: set[str], before: str, phases: list[str]
 ) -> Iterator[RunData]:
     """The runs that started before ``before``, oldest first, taken out of ``reading``."""
-    ready = sorted((run.at, run.line, run_id) for run_id, run in reading.items() if run.at < before)
+    ready = sorted(
+        (run.first, run.line, run_id) for run_id, run in reading.items() if run.first < before
+    )
     for _, _, run_id in ready:
         run = reading.pop(run_id)
         done.add(run_id)
@@ -130,7 +154,7 @@ def _run(run_id: str, run: _Reading, phases: list[str]) -> RunData:
         run_id=run_id,
         target=rows[0][1],
         vantage=rows[0][2],
-        at=run.at,
+        at=parse_timestamp(run.first),
         phase_names=names,
         phases=matrix,
         totals=totals,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.analysis.quantiles import DEFAULT_RESAMPLES, Estimate, bootstrap, interval
-from app.analysis.runs import Array, RunData, common_phases, stacked_phases
+from app.analysis.runs import Array, RunData, column_medians, common_phases, stacked_phases
 from app.analysis.summary import dominant_phase, shares
 
 
@@ -32,12 +32,18 @@ class Mix:
 
 def phase_mix(runs: Sequence[RunData]) -> Mix:
     names = common_phases(runs)
-    values, _ = stacked_phases(runs, names)
-    if len(values) == 0:
+    if len(runs) == 1:  # one run's medians are kept with it
+        n = runs[0].timed
+        found = runs[0].medians(names) if n else None
+    else:
+        values, _ = stacked_phases(runs, names)
+        n = len(values)
+        found = column_medians(values) if n else None
+    if found is None:
         return Mix({}, {}, None, 0, len(runs))
-    medians = dict(zip(names, (float(v) for v in np.median(values, axis=0)), strict=True))
+    medians = dict(zip(names, (float(v) for v in found), strict=True))
     phase_shares = shares(medians)
-    return Mix(medians, phase_shares, dominant_phase(phase_shares), len(values), len(runs))
+    return Mix(medians, phase_shares, dominant_phase(phase_shares), n, len(runs))
 
 
 def lead(

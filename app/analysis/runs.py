@@ -7,8 +7,9 @@ whole runs, never pooled samples.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
@@ -35,10 +36,24 @@ class RunData:
     censored: int  # deadline exceeded: in ``totals`` at the deadline
     failed: int  # errors and HTTP errors: no latency
     samples: int
+    # Every window the run is in asks for its phase medians again: worked out once.
+    _medians: list[Array] = field(default_factory=list, init=False, repr=False)
 
     @property
     def timed(self) -> int:
         return len(self.totals)
+
+    def medians(self, names: Sequence[str]) -> Array:
+        """Each of ``names``' median over the run's timed samples (0 for a phase the run
+        lacks), as ``np.median(stacked_phases([run], names)[0], axis=0)`` gives them."""
+        if not self._medians:
+            self._medians.append(column_medians(self.phases))
+        if tuple(names) == self.phase_names:
+            return self._medians[0]
+        own = self._medians[0]
+        return np.array(
+            [own[self.phase_names.index(n)] if n in self.phase_names else 0.0 for n in names]
+        )
 
     @property
     def ok(self) -> int:
@@ -54,7 +69,27 @@ class RunCount(NamedTuple):
 
 
 def phase_order(names: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted(set(names), key=lambda name: (_PHASE_ORDER.get(name, 99), name)))
+    return _ordered(frozenset(names))
+
+
+@functools.lru_cache(maxsize=256)
+def _ordered(names: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted(names, key=lambda name: (_PHASE_ORDER.get(name, 99), name)))
+
+
+def column_medians(values: Array) -> Array:
+    """``np.median(values, axis=0)``, the same numbers, without its generic machinery
+    (which costs more than the partition itself on a window's few hundred samples)."""
+    if len(values) == 0:
+        return np.full(values.shape[1:], np.nan)
+    half = len(values) // 2
+    if len(values) % 2:
+        part = np.partition(values, half, axis=0)
+        middle = part[half]
+    else:
+        part = np.partition(values, (half - 1, half), axis=0)
+        middle = (part[half - 1] + part[half]) / 2
+    return np.where(np.isnan(part[-1]), np.nan, middle)
 
 
 def run_from_samples(
@@ -80,6 +115,9 @@ def run_from_samples(
 
 
 def common_phases(runs: Sequence[RunData]) -> tuple[str, ...]:
+    first = runs[0].phase_names if runs else ()
+    if all(run.phase_names == first for run in runs):  # the usual case: one set of phases
+        return phase_order(first)
     return phase_order(name for run in runs for name in run.phase_names)
 
 
