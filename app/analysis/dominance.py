@@ -31,8 +31,21 @@ class Mix:
 
 
 def phase_mix(runs: Sequence[RunData]) -> Mix:
+    """The window's mix; kept with its newest run, as several detectors ask for the same
+    window (a Mix is shared, so never changed)."""
+    if not runs:
+        return _mix(runs)
+    if len(runs) == 1:
+        return runs[0].memo("mix", lambda: _mix(runs))
+    ids = tuple(id(run) for run in runs)  # with the run ids: these very runs
+    key = ("mix", *(run.run_id for run in runs))
+    kept, mix = runs[-1].memo(key, lambda: (ids, _mix(runs)))
+    return mix if kept == ids else _mix(runs)
+
+
+def _mix(runs: Sequence[RunData]) -> Mix:
     names = common_phases(runs)
-    if len(runs) == 1:  # one run's medians are kept with it
+    if len(runs) == 1:
         n = runs[0].timed
         found = runs[0].medians(names) if n else None
     else:

@@ -49,7 +49,11 @@ def resample_indices(
     per_run = max(1, int(round(float(sizes.mean())))) if runs else 1
     chosen = rng.integers(0, runs, size=(resamples, runs))
     within = rng.random(size=(resamples, runs, per_run))
-    picks = offsets[chosen][:, :, None] + (within * sizes[chosen][:, :, None]).astype(np.int64)
+    # In place, with the sizes as floats: the same numbers as the plain expression
+    # offsets[chosen] + (within * sizes[chosen]).astype(int), without its temporaries.
+    within *= sizes[chosen].astype(np.float64)[:, :, None]
+    picks = within.astype(np.int64)
+    picks += offsets[chosen][:, :, None]
     return picks.reshape(resamples, runs * per_run)
 
 

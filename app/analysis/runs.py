@@ -8,10 +8,10 @@ whole runs, never pooled samples.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,6 +20,7 @@ from app.analysis.summary import Timed
 from app.probe.sample import LLM_PHASES, Status
 
 Array = NDArray[np.float64]
+T = TypeVar("T")
 _PHASE_ORDER = {name: i for i, name in enumerate((*LLM_PHASES, "server"))}
 
 
@@ -37,20 +38,25 @@ class RunData:
     failed: int  # errors and HTTP errors: no latency
     samples: int
     # Every window the run is in asks for its phase medians again: worked out once.
-    _medians: list[Array] = field(default_factory=list, init=False, repr=False)
+    _memo: dict[Hashable, object] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def timed(self) -> int:
         return len(self.totals)
 
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()`` the first time ``key`` is asked for: quantities of this run (or
+        of a window ending with it, keyed by the window's runs)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return cast(T, self._memo[key])
+
     def medians(self, names: Sequence[str]) -> Array:
         """Each of ``names``' median over the run's timed samples (0 for a phase the run
         lacks), as ``np.median(stacked_phases([run], names)[0], axis=0)`` gives them."""
-        if not self._medians:
-            self._medians.append(column_medians(self.phases))
+        own = self.memo("medians", lambda: column_medians(self.phases))
         if tuple(names) == self.phase_names:
-            return self._medians[0]
-        own = self._medians[0]
+            return own
         return np.array(
             [own[self.phase_names.index(n)] if n in self.phase_names else 0.0 for n in names]
         )
@@ -80,16 +86,15 @@ def _ordered(names: frozenset[str]) -> tuple[str, ...]:
 def column_medians(values: Array) -> Array:
     """``np.median(values, axis=0)``, the same numbers, without its generic machinery
     (which costs more than the partition itself on a window's few hundred samples)."""
-    if len(values) == 0:
+    n = len(values)
+    if n == 0:
         return np.full(values.shape[1:], np.nan)
-    half = len(values) // 2
-    if len(values) % 2:
-        part = np.partition(values, half, axis=0)
-        middle = part[half]
-    else:
-        part = np.partition(values, (half - 1, half), axis=0)
-        middle = (part[half - 1] + part[half]) / 2
-    return np.where(np.isnan(part[-1]), np.nan, middle)
+    half = n // 2
+    # The last place too, as numpy does: a NaN sorts there and makes the median NaN.
+    part = np.partition(values, (half, n - 1) if n % 2 else (half - 1, half, n - 1), axis=0)
+    middle = part[half] if n % 2 else (part[half - 1] + part[half]) / 2
+    nan = np.isnan(part[-1])
+    return np.where(nan, np.nan, middle) if nan.any() else middle
 
 
 def run_from_samples(
