@@ -12,7 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.analysis.quantiles import DEFAULT_RESAMPLES, Estimate, bootstrap, interval
-from app.analysis.runs import Array, RunData, column_medians, common_phases, stacked_phases
+from app.analysis.runs import (
+    Array,
+    RunData,
+    column_medians,
+    common_phases,
+    median_along,
+    stacked_phases,
+)
 from app.analysis.summary import dominant_phase, shares
 
 
@@ -74,7 +81,7 @@ def lead(
     first, second = names.index(challenger), names.index(leader)
 
     def share_lead(replicates: Array) -> Array:
-        medians = np.median(replicates, axis=1)  # (resamples × phases)
+        medians = median_along(replicates, 1)  # (resamples × phases)
         whole = medians.sum(axis=1)
         whole[whole <= 0] = np.inf
         return np.asarray((medians[:, first] - medians[:, second]) / whole, dtype=np.float64)

@@ -96,6 +96,25 @@ def quantile_estimates(
 
 def _quantile_of_rows(q: float) -> Callable[[Array], Array]:
     def statistic(rows: Array) -> Array:
-        return np.asarray(np.quantile(rows, q, axis=1), dtype=np.float64)
+        return row_quantiles(rows, q)
 
     return statistic
+
+
+def row_quantiles(rows: Array, q: float) -> Array:
+    """``np.quantile(rows, q, axis=1)`` (linear, numpy's default), the same numbers: the
+    same neighbours and numpy's own interpolation, from a sort, which numpy does several
+    times faster than the partition its quantile makes on a bootstrap's replicates."""
+    n = rows.shape[1]
+    virtual = (n - 1) * np.float64(q)
+    below = -1 if virtual >= n - 1 else int(np.floor(virtual))
+    above = -1 if below == -1 else below + 1
+    gamma = float(virtual - below)
+    ordered = np.sort(rows, axis=1)
+    low, high = ordered[:, below], ordered[:, above]
+    gap = high - low
+    found = high - gap * (1 - gamma) if gamma >= 0.5 else low + gap * gamma
+    nan = np.isnan(ordered[:, -1])
+    if nan.any():
+        found[nan] = np.nan
+    return np.asarray(found, dtype=np.float64)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from app.analysis.quantiles import DEFAULT_RESAMPLES, bootstrap, interval
+from app.analysis.quantiles import DEFAULT_RESAMPLES, bootstrap, interval, row_quantiles
 from app.analysis.runs import Array, RunData, stacked_totals
 
 HOURS = 24
@@ -143,7 +143,7 @@ def _gate(
     reference_ms = float(np.quantile(baseline, q))
 
     def shift(rows: Array) -> Array:
-        return np.asarray(np.quantile(rows, q, axis=1) - reference_ms, dtype=np.float64)
+        return np.asarray(row_quantiles(rows, q) - reference_ms, dtype=np.float64)
 
     recent_ms = float(np.quantile(totals, q))
     low, high = interval(bootstrap(totals, sizes, shift, resamples, rng))
