@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from typing import TextIO
@@ -26,6 +27,7 @@ from app.store.csvlayout import BASE_COLUMNS, format_timestamp, parse_timestamp
 
 TIMED = (Status.OK.value, Status.DEADLINE_EXCEEDED.value)
 CENSORED = Status.DEADLINE_EXCEEDED.value
+OK = Status.OK.value
 # How far the reading may be from time order: a row may start up to this much before a row
 # above it (runs of several vantages interleave), and a run's samples all start within
 # this much of its first. Every run is complete once the reading is twice this past it.
@@ -40,16 +42,16 @@ class BacktestError(Exception):
 class _Reading:
     """A run whose rows are still being read; times are in the export's own text form."""
 
-    __slots__ = ("first", "limit", "line", "rows")
+    __slots__ = ("first", "last", "limit", "line", "rows")
 
     def __init__(self, first: str, line: int, max_span: timedelta) -> None:
-        self.line = line
+        self.line, self.last = line, first
         self.rows: list[list[str]] = []
         self.start(first, max_span)
 
     def start(self, first: str, max_span: timedelta) -> None:
-        self.first = first  # its earliest sample's start ...
-        self.limit = format_timestamp(parse_timestamp(first) + max_span)  # ... and its last
+        self.first = first  # its earliest sample's start, and the latest a sample may start
+        self.limit = format_timestamp(parse_timestamp(first) + max_span)
 
 
 def read_runs(rows: TextIO, max_span: timedelta = MAX_SPAN) -> Iterator[RunData]:
@@ -66,51 +68,106 @@ def read_runs(rows: TextIO, max_span: timedelta = MAX_SPAN) -> Iterator[RunData]
     header = next(reader, None)
     if header is None or tuple(header[: len(BASE_COLUMNS)]) != BASE_COLUMNS:
         raise BacktestError(f"not a phasewatch samples CSV: header must start {BASE_COLUMNS}")
-    phases = [name.removesuffix("_ms") for name in header[len(BASE_COLUMNS) :]]
-    width = len(header)
-    reading: dict[str, _Reading] = {}
-    done: set[str] = set()
-    latest = floor_of = floor = ""
-    flush_after = _LAST
-    for line, row in enumerate(reader, start=2):
-        if len(row) != width:
-            raise BacktestError(f"line {line}: {len(row)} columns, the header has {width}")
-        stamp = row[0]
-        if len(stamp) != _FORM_LENGTH or stamp[-1] != "Z":
-            stamp = _canonical(stamp, line)
-        if stamp >= latest:
-            latest = stamp
-        else:  # runs interleave: a row a little behind is fine
-            if floor_of != latest:
-                floor_of, floor = latest, format_timestamp(parse_timestamp(latest) - max_span)
-            if stamp < floor:
-                raise BacktestError(
-                    f"line {line}: {row[0]} is more than {max_span} before a row above it;"
-                    " the rows must be in time order, as `phasewatch export` writes them"
-                )
-        run = reading.get(row[3])
-        if run is None:
-            run = reading[row[3]] = _new(row[3], stamp, line, done, max_span)
-            if len(reading) == 1:
-                flush_after = _after(stamp, 2 * max_span)
-        elif stamp < run.first:
-            run.start(stamp, max_span)
-        if stamp > run.limit:
-            raise BacktestError(
-                f"line {line}: run {row[3]}'s samples start more than {max_span} apart"
-            )
-        run.rows.append(row)
-        if latest > flush_after:
-            yield from _complete(reading, done, _after(latest, -2 * max_span), phases)
-            flush_after = _after(next(iter(reading.values())).first, 2 * max_span)
-    yield from _complete(reading, done, _LAST, phases)
+    stream = _Stream(header, max_span)
+    # Consecutive rows of one run are taken together: the checks then run per stretch.
+    for run_id, stretch in itertools.groupby(reader, key=_run_id):
+        yield from stream.take(run_id, list(stretch))
+    yield from stream.complete(_LAST)
 
 
 _FORM_LENGTH = len("2024-05-01T12:00:00.000000Z")
 _LAST = "~"  # after every time in text form
+_last_char = operator.itemgetter(-1)
+_status = operator.itemgetter(4)
+_numeric = operator.itemgetter(slice(5, None))
+
+
+def _run_id(row: list[str]) -> str:
+    return row[3] if len(row) > 3 else ""
+
+
+class _Stream:
+    """The runs being read, and how far the reading has got."""
+
+    def __init__(self, header: list[str], max_span: timedelta) -> None:
+        self.phases = [name.removesuffix("_ms") for name in header[len(BASE_COLUMNS) :]]
+        self.width, self.max_span = len(header), max_span
+        self.reading: dict[str, _Reading] = {}
+        self.done: set[str] = set()
+        self.line = 1
+        self.latest = self.floor_of = self.floor = ""
+        self.flush_after = _LAST
+
+    def take(self, run_id: str, stretch: list[list[str]]) -> Iterator[RunData]:
+        line, self.line = self.line + 1, self.line + len(stretch)
+        if set(map(len, stretch)) != {self.width}:
+            bad = next(i for i, row in enumerate(stretch) if len(row) != self.width)
+            raise BacktestError(
+                f"line {line + bad}: {len(stretch[bad])} columns, the header has {self.width}"
+            )
+        stamps = [row[0] for row in stretch]
+        if set(map(len, stamps)) != {_FORM_LENGTH} or set(map(_last_char, stamps)) != {"Z"}:
+            stamps = [_canonical(stamp, line + i) for i, stamp in enumerate(stamps)]
+        early, late = min(stamps), max(stamps)
+        self._in_order(early, line + stamps.index(early))
+        self.latest = max(self.latest, late)
+        run = self.reading.get(run_id)
+        if run is None:
+            run = self.reading[run_id] = self._new(run_id, early, line)
+        elif early < run.first:
+            run.start(early, self.max_span)
+        run.last = max(run.last, late)
+        if run.last > run.limit:
+            raise BacktestError(
+                f"line {line + len(stamps) - 1}: run {run_id}'s samples start more than"
+                f" {self.max_span} apart"
+            )
+        run.rows.extend(stretch)
+        if self.latest > self.flush_after:
+            yield from self.complete(_after(self.latest, -2 * self.max_span))
+
+    def complete(self, before: str) -> Iterator[RunData]:
+        """The runs that started before ``before``, oldest first, taken out of reading."""
+        ready = sorted(
+            (run.first, run.line, run_id)
+            for run_id, run in self.reading.items()
+            if run.first < before
+        )
+        for _, _, run_id in ready:
+            self.done.add(run_id)
+            yield _run(run_id, self.reading.pop(run_id), self.phases)
+        oldest = next(iter(self.reading.values()), None)
+        self.flush_after = _LAST if oldest is None else _after(oldest.first, 2 * self.max_span)
+
+    def _in_order(self, stamp: str, line: int) -> None:
+        if stamp >= self.latest:
+            return
+        if self.floor_of != self.latest:  # runs interleave: a row a little behind is fine
+            self.floor_of = self.latest
+            self.floor = _after(self.latest, -self.max_span)
+        if stamp < self.floor:
+            raise BacktestError(
+                f"line {line}: {stamp} is more than {self.max_span} before a row above it;"
+                " the rows must be in time order, as `phasewatch export` writes them"
+            )
+
+    def _new(self, run_id: str, stamp: str, line: int) -> _Reading:
+        if run_id in self.done:
+            raise BacktestError(
+                f"line {line}: run {run_id} goes on after its other rows were read:"
+                f" its samples must start within {self.max_span} of each other"
+            )
+        if not self.reading:
+            self.flush_after = _after(stamp, 2 * self.max_span)
+        try:
+            return _Reading(stamp, line, self.max_span)
+        except ValueError as exc:
+            raise BacktestError(f"line {line}: {exc}") from None
 
 
 def _canonical(text: str, line: int) -> str:
+    if len(text) == _FORM_LENGTH and text[-1] == "Z":
+        return text
     try:
         return format_timestamp(parse_timestamp(text))
     except ValueError as exc:
@@ -121,34 +178,10 @@ def _after(stamp: str, span: timedelta) -> str:
     return format_timestamp(parse_timestamp(stamp) + span)
 
 
-def _new(run_id: str, stamp: str, line: int, done: set[str], max_span: timedelta) -> _Reading:
-    if run_id in done:
-        raise BacktestError(
-            f"line {line}: run {run_id} goes on after its other rows were read:"
-            f" its samples must start within {max_span} of each other"
-        )
-    try:
-        return _Reading(stamp, line, max_span)
-    except ValueError as exc:
-        raise BacktestError(f"line {line}: {exc}") from None
-
-
-def _complete(
-    reading: dict[str, _Reading], done: set[str], before: str, phases: list[str]
-) -> Iterator[RunData]:
-    """The runs that started before ``before``, oldest first, taken out of ``reading``."""
-    ready = sorted(
-        (run.first, run.line, run_id) for run_id, run in reading.items() if run.first < before
-    )
-    for _, _, run_id in ready:
-        run = reading.pop(run_id)
-        done.add(run_id)
-        yield _run(run_id, run, phases)
-
-
 def _run(run_id: str, run: _Reading, phases: list[str]) -> RunData:
     rows = run.rows
-    timed = [row for row in rows if row[4] in TIMED]
+    statuses = list(map(_status, rows))
+    timed = rows if set(statuses) == {OK} else [row for row in rows if row[4] in TIMED]
     names, matrix, totals = _numbers(timed, phases, run.line)
     return RunData(
         run_id=run_id,
@@ -158,7 +191,7 @@ def _run(run_id: str, run: _Reading, phases: list[str]) -> RunData:
         phase_names=names,
         phases=matrix,
         totals=totals,
-        censored=sum(row[4] == CENSORED for row in rows),
+        censored=statuses.count(CENSORED),
         failed=len(rows) - len(timed),
         samples=len(rows),
     )
@@ -168,7 +201,7 @@ def _numbers(
     timed: list[list[str]], phases: list[str], line: int
 ) -> tuple[tuple[str, ...], Array, Array]:
     """The phases present (a cell in any timed row), their matrix, and the totals."""
-    cells = list(itertools.chain.from_iterable(row[5:] for row in timed))
+    cells = list(itertools.chain.from_iterable(map(_numeric, timed)))
     present = list(range(len(phases)))
     if "" in cells:  # a phase some sample lacks: 0 there, and absent if no sample has it
         if any(not row[5] for row in timed):
