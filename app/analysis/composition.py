@@ -90,16 +90,16 @@ def _beyond(
     matters, so they are picked without sorting whole rows and the other centre comes from
     the total; the few that land within NEAR of ``distance`` are summed the long way."""
     keys = rng.random((permutations, len(pooled)))
-    first = first_of_permutations(keys, count)
-    sums = pooled[first].sum(axis=1)
-    rest = (pooled.sum(axis=0) - sums) / (len(pooled) - count)
-    norms = np.linalg.norm(sums / count - rest, axis=1)
-    beyond = norms >= distance
-    for row in np.flatnonzero(np.abs(norms - distance) <= NEAR * (1 + distance)):
+    sums = pooled[first_of_permutations(keys, count)].sum(axis=1)
+    gaps = sums / count - (pooled.sum(axis=0) - sums) / (len(pooled) - count)
+    norms = np.sqrt(np.einsum("ij,ij->i", gaps, gaps))
+    beyond = int(np.count_nonzero(norms >= distance))
+    near = np.abs(norms - distance) <= NEAR * (1 + distance)
+    for row in np.flatnonzero(near) if near.any() else ():
         picked = pooled[np.argsort(keys[row])][None]
         gap = picked[:, :count].mean(axis=1) - picked[:, count:].mean(axis=1)
-        beyond[row] = np.linalg.norm(gap, axis=1)[0] >= distance
-    return int(np.sum(beyond))
+        beyond += int(np.linalg.norm(gap, axis=1)[0] >= distance) - int(norms[row] >= distance)
+    return beyond
 
 
 def first_of_permutations(keys: Array, count: int) -> NDArray[np.intp]:
