@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
 from collections.abc import Callable
@@ -18,6 +19,9 @@ from app.cli.common import fail
 if TYPE_CHECKING:
     from app.alerts.identity import Transition
     from app.analysis.detectors import DetectorParams
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 
 
 class Format(StrEnum):
@@ -39,6 +43,7 @@ def backtest(
     """Print every alert transition the detectors would have made on these samples."""
     from app.alerts.backtest import BacktestError, read_runs, replay
 
+    _keep_freed_memory()
     params_for = _params(config)
     try:
         rows = file.open(newline="")
@@ -66,6 +71,18 @@ def backtest(
         fail(f"{file}: {exc}")
     if output is Format.TABLE:
         _table(transitions)
+
+
+def _keep_freed_memory() -> None:
+    """Let glibc's malloc keep what it frees. The detectors' numpy temporaries are about a
+    megabyte each; by default every one is mapped from the kernel and unmapped again (or
+    the heap trimmed), and those page faults cost a tenth of the replay's CPU time."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(M_MMAP_THRESHOLD, 32 * 2**20)  # glibc's largest
+        libc.mallopt(M_TRIM_THRESHOLD, 256 * 2**20)
+    except (OSError, AttributeError):
+        pass  # not glibc: its allocator's defaults then
 
 
 def _params(config: Path | None) -> Callable[[str], DetectorParams]:
