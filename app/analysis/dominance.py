@@ -61,7 +61,7 @@ def _mix(runs: Sequence[RunData]) -> Mix:
         found = column_medians(values) if n else None
     if found is None:
         return Mix({}, {}, None, 0, len(runs))
-    medians = dict(zip(names, (float(v) for v in found), strict=True))
+    medians: dict[str, float] = dict(zip(names, found.tolist(), strict=True))
     phase_shares = shares(medians)
     return Mix(medians, phase_shares, dominant_phase(phase_shares), n, len(runs))
 

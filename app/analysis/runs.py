@@ -47,9 +47,11 @@ class RunData:
     def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()`` the first time ``key`` is asked for: quantities of this run (or
         of a window ending with it, keyed by the window's runs)."""
-        if key not in self._memo:
-            self._memo[key] = compute()
-        return cast(T, self._memo[key])
+        try:
+            return cast(T, self._memo[key])
+        except KeyError:
+            found = self._memo[key] = compute()
+            return found
 
     def medians(self, names: Sequence[str]) -> Array:
         """Each of ``names``' median over the run's timed samples (0 for a phase the run
