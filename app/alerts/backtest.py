@@ -9,6 +9,7 @@ still ask for, so memory stays flat however long the file.
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Iterator
@@ -212,9 +213,17 @@ def _numbers(
         values = np.array(cells, dtype=np.float64).reshape(len(timed), 1 + len(phases))
     except ValueError as exc:
         raise BacktestError(f"the run starting at line {line}: {exc}") from None
-    names = phase_order(phases[i] for i in present) if timed else ()
-    columns = [1 + phases.index(name) for name in names]
+    names, columns = _columns(tuple(phases), tuple(present) if timed else ())
     return names, values[:, columns], values[:, 0].copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _columns(
+    phases: tuple[str, ...], present: tuple[int, ...]
+) -> tuple[tuple[str, ...], list[int]]:
+    """The present phases in their order, and their columns among the numbers."""
+    names = phase_order(phases[i] for i in present)
+    return names, [1 + phases.index(name) for name in names]
 
 
 def replay(
