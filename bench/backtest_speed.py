@@ -8,14 +8,16 @@ samples) in ≤ 60 s wall on 2 cores.
 The corpus has structure to find (a generation collapse halfway, busy hours every day) so
 the detectors do their full work, bootstrap and all, not only the cheap early exits.
 Each process is measured alone (``os.wait4``: its own CPU time and peak RSS). RSS growth
-is the peak RSS at ``--days`` minus that at ``--growth-days``, per extra sample.
+is the peak RSS at ``--days`` minus that at ``--growth-days``, per extra sample; the
+backtest keeps the runs of its last 8 days (reference window and a day), so growth means
+something only when both sizes are past that.
 
 ``--same-as REV`` also replays a smaller corpus with the code of git revision REV (an
 export of it in a temporary directory) and with this tree, and fails unless both print
 the same transitions (alert ids aside, as they are random).
 
     .venv/bin/python -m bench.backtest_speed [--targets 16] [--days 10] [--growth-days 5]
-    .venv/bin/python -m bench.backtest_speed --days 30 --growth-days 0
+    .venv/bin/python -m bench.backtest_speed --days 30 --growth-days 10
     .venv/bin/python -m bench.backtest_speed --days 0 --same-as 486f18d
 """
 

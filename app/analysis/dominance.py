@@ -12,7 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.analysis.quantiles import DEFAULT_RESAMPLES, Estimate, bootstrap, interval
-from app.analysis.runs import Array, RunData, common_phases, stacked_phases
+from app.analysis.runs import (
+    Array,
+    RunData,
+    column_medians,
+    common_phases,
+    median_along,
+    stacked_phases,
+)
 from app.analysis.summary import dominant_phase, shares
 
 
@@ -31,13 +38,32 @@ class Mix:
 
 
 def phase_mix(runs: Sequence[RunData]) -> Mix:
+    """The window's mix; kept with its newest run, as several detectors ask for the same
+    window (a Mix is shared, so never changed)."""
+    if not runs:
+        return _mix(runs)
+    if len(runs) == 1:
+        return runs[0].memo("mix", lambda: _mix(runs))
+    ids = tuple(id(run) for run in runs)  # with the run ids: these very runs
+    key = ("mix", *(run.run_id for run in runs))
+    kept, mix = runs[-1].memo(key, lambda: (ids, _mix(runs)))
+    return mix if kept == ids else _mix(runs)
+
+
+def _mix(runs: Sequence[RunData]) -> Mix:
     names = common_phases(runs)
-    values, _ = stacked_phases(runs, names)
-    if len(values) == 0:
+    if len(runs) == 1:
+        n = runs[0].timed
+        found = runs[0].medians(names) if n else None
+    else:
+        values, _ = stacked_phases(runs, names)
+        n = len(values)
+        found = column_medians(values) if n else None
+    if found is None:
         return Mix({}, {}, None, 0, len(runs))
-    medians = dict(zip(names, (float(v) for v in np.median(values, axis=0)), strict=True))
+    medians: dict[str, float] = dict(zip(names, found.tolist(), strict=True))
     phase_shares = shares(medians)
-    return Mix(medians, phase_shares, dominant_phase(phase_shares), len(values), len(runs))
+    return Mix(medians, phase_shares, dominant_phase(phase_shares), n, len(runs))
 
 
 def lead(
@@ -55,7 +81,7 @@ def lead(
     first, second = names.index(challenger), names.index(leader)
 
     def share_lead(replicates: Array) -> Array:
-        medians = np.median(replicates, axis=1)  # (resamples × phases)
+        medians = median_along(replicates, 1)  # (resamples × phases)
         whole = medians.sum(axis=1)
         whole[whole <= 0] = np.inf
         return np.asarray((medians[:, first] - medians[:, second]) / whole, dtype=np.float64)

@@ -49,7 +49,11 @@ def resample_indices(
     per_run = max(1, int(round(float(sizes.mean())))) if runs else 1
     chosen = rng.integers(0, runs, size=(resamples, runs))
     within = rng.random(size=(resamples, runs, per_run))
-    picks = offsets[chosen][:, :, None] + (within * sizes[chosen][:, :, None]).astype(np.int64)
+    # In place, with the sizes as floats: the same numbers as the plain expression
+    # offsets[chosen] + (within * sizes[chosen]).astype(int), without its temporaries.
+    within *= sizes[chosen].astype(np.float64)[:, :, None]
+    picks = within.astype(np.int64)
+    picks += offsets[chosen][:, :, None]
     return picks.reshape(resamples, runs * per_run)
 
 
@@ -92,6 +96,25 @@ def quantile_estimates(
 
 def _quantile_of_rows(q: float) -> Callable[[Array], Array]:
     def statistic(rows: Array) -> Array:
-        return np.asarray(np.quantile(rows, q, axis=1), dtype=np.float64)
+        return row_quantiles(rows, q)
 
     return statistic
+
+
+def row_quantiles(rows: Array, q: float) -> Array:
+    """``np.quantile(rows, q, axis=1)`` (linear, numpy's default), the same numbers: the
+    same neighbours and numpy's own interpolation, from a sort, which numpy does several
+    times faster than the partition its quantile makes on a bootstrap's replicates."""
+    n = rows.shape[1]
+    virtual = (n - 1) * np.float64(q)
+    below = -1 if virtual >= n - 1 else int(np.floor(virtual))
+    above = -1 if below == -1 else below + 1
+    gamma = float(virtual - below)
+    ordered = np.sort(rows, axis=1)
+    low, high = ordered[:, below], ordered[:, above]
+    gap = high - low
+    found = high - gap * (1 - gamma) if gamma >= 0.5 else low + gap * gamma
+    nan = np.isnan(ordered[:, -1])
+    if nan.any():
+        found[nan] = np.nan
+    return np.asarray(found, dtype=np.float64)

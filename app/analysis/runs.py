@@ -7,10 +7,11 @@ whole runs, never pooled samples.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,6 +20,7 @@ from app.analysis.summary import Timed
 from app.probe.sample import LLM_PHASES, Status
 
 Array = NDArray[np.float64]
+T = TypeVar("T")
 _PHASE_ORDER = {name: i for i, name in enumerate((*LLM_PHASES, "server"))}
 
 
@@ -35,10 +37,31 @@ class RunData:
     censored: int  # deadline exceeded: in ``totals`` at the deadline
     failed: int  # errors and HTTP errors: no latency
     samples: int
+    # Every window the run is in asks for its phase medians again: worked out once.
+    _memo: dict[Hashable, object] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def timed(self) -> int:
         return len(self.totals)
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()`` the first time ``key`` is asked for: quantities of this run (or
+        of a window ending with it, keyed by the window's runs)."""
+        try:
+            return cast(T, self._memo[key])
+        except KeyError:
+            found = self._memo[key] = compute()
+            return found
+
+    def medians(self, names: Sequence[str]) -> Array:
+        """Each of ``names``' median over the run's timed samples (0 for a phase the run
+        lacks), as ``np.median(stacked_phases([run], names)[0], axis=0)`` gives them."""
+        own = self.memo("medians", lambda: column_medians(self.phases))
+        if tuple(names) == self.phase_names:
+            return own
+        return np.array(
+            [own[self.phase_names.index(n)] if n in self.phase_names else 0.0 for n in names]
+        )
 
     @property
     def ok(self) -> int:
@@ -54,7 +77,40 @@ class RunCount(NamedTuple):
 
 
 def phase_order(names: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted(set(names), key=lambda name: (_PHASE_ORDER.get(name, 99), name)))
+    return _ordered(frozenset(names))
+
+
+@functools.lru_cache(maxsize=256)
+def _ordered(names: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted(names, key=lambda name: (_PHASE_ORDER.get(name, 99), name)))
+
+
+def column_medians(values: Array) -> Array:
+    """``median_along(values, 0)``, by plain indexing (a window's mix asks for it often)."""
+    n = len(values)
+    if n == 0:
+        return np.full(values.shape[1:], np.nan)
+    ordered = np.sort(values, axis=0)
+    half = n // 2
+    middle = ordered[half] if n % 2 else (ordered[half - 1] + ordered[half]) / 2
+    nan = np.isnan(ordered[-1])
+    return np.where(nan, np.nan, middle) if nan.any() else middle
+
+
+def median_along(values: Array, axis: int) -> Array:
+    """``np.median(values, axis=axis)``, the same numbers, from a sort: numpy sorts these
+    sizes (a window's samples, a bootstrap's replicates) several times faster than its
+    median partitions them, and costs less overhead besides."""
+    n = values.shape[axis]
+    if n == 0:
+        return np.full(np.delete(values.shape, axis), np.nan)
+    ordered = np.sort(values, axis=axis)
+    half = n // 2
+    middle = np.take(ordered, half, axis=axis)
+    if n % 2 == 0:
+        middle = (np.take(ordered, half - 1, axis=axis) + middle) / 2
+    nan = np.isnan(np.take(ordered, n - 1, axis=axis))  # NaNs sort last, as numpy checks
+    return np.where(nan, np.nan, middle) if nan.any() else middle
 
 
 def run_from_samples(
@@ -80,6 +136,9 @@ def run_from_samples(
 
 
 def common_phases(runs: Sequence[RunData]) -> tuple[str, ...]:
+    first = runs[0].phase_names if runs else ()
+    if all(run.phase_names == first for run in runs):  # the usual case: one set of phases
+        return phase_order(first)
     return phase_order(name for run in runs for name in run.phase_names)
 
 
@@ -87,7 +146,8 @@ def stacked_phases(
     runs: Sequence[RunData], names: Sequence[str]
 ) -> tuple[Array, NDArray[np.int64]]:
     """All timed samples of ``runs`` as one (samples × names) matrix, and each run's size."""
-    blocks = [_aligned(run, names) for run in runs]
+    names = tuple(names)
+    blocks = [run.phases if run.phase_names == names else _aligned(run, names) for run in runs]
     sizes = np.array([len(block) for block in blocks], dtype=np.int64)
     if not blocks:
         return np.empty((0, len(names))), sizes

@@ -24,7 +24,7 @@ from datetime import datetime
 import numpy as np
 from numpy.typing import NDArray
 
-from app.analysis.quantiles import DEFAULT_RESAMPLES, bootstrap, interval
+from app.analysis.quantiles import DEFAULT_RESAMPLES, bootstrap, interval, row_quantiles
 from app.analysis.runs import Array, RunData, stacked_totals
 
 HOURS = 24
@@ -215,7 +215,7 @@ def _gate(
     day_totals, day_sizes = baseline.worst_day(q)
 
     def quantile(rows: Array) -> Array:
-        return np.asarray(np.quantile(rows, q, axis=1), dtype=np.float64)
+        return row_quantiles(rows, q)
 
     recent_ms = float(np.quantile(totals, q))
     recent = bootstrap(totals, sizes, quantile, resamples, rng)

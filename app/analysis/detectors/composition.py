@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from app.analysis.composition import clr_rows, clr_shift
+from app.analysis.composition import clr_rows, clr_shift, first_of_permutations
 from app.analysis.detectors.base import WARNING, Detector, Finding, Inputs, Named, Signal
 from app.analysis.dominance import phase_mix
 from app.analysis.runs import Array, RunData, common_phases
@@ -95,7 +95,7 @@ class CompositionReference:
 def _noise_floor(rows: Array, window: int, rng: np.random.Generator, draws: int = 300) -> float:
     if len(rows) <= window:
         return 0.0
-    picks = np.argsort(rng.random((draws, len(rows))), axis=1)[:, :window]
+    picks = first_of_permutations(rng.random((draws, len(rows))), window)
     centres = rows[picks].mean(axis=1)
     distances = np.linalg.norm(centres - rows.mean(axis=0), axis=1)
     return float(np.quantile(distances, 0.99))
