@@ -88,7 +88,7 @@ def test_older_runs_fold_into_hours_the_ledger_stays_small_and_sums_to_the_hour(
     ledger = MissLedger()
     for at, timed, censored in entries:
         ledger.add(at, timed, censored)
-    assert len(ledger._times) < 10 * 24 + 8 * 360 + 10  # hourly buckets + the fine part
+    assert len(ledger._times) <= 10 * 24 + 9 * 360  # hourly buckets + at most 9 h of runs
     now = entries[-1][0] + timedelta(seconds=1)
     assert ledger.since(T0) == plain(entries, T0)  # everything
     three_days = now - 3 * DAY
@@ -132,3 +132,17 @@ def test_window_burn_and_budget_left() -> None:
     slow = window_burn(ledger, BurnWindow(3 * DAY, 6 * HOUR, 1.0), now, 0.99)
     assert slow.burning and slow.triggered
     assert budget_left(ledger, now, MONTH, 0.99) == pytest.approx(1 - 96 / (0.01 * 96 * 20))
+
+
+def test_a_ledger_built_in_one_pass_sums_as_one_built_run_by_run() -> None:
+    entries = runs(4, 5, timedelta(minutes=15))
+    one_by_one = MissLedger()
+    for at, timed, censored in entries:
+        one_by_one.add(at, timed, censored)
+    now = entries[-1][0] + timedelta(seconds=1)
+    at_once = MissLedger.of(entries, now)
+    for span in (timedelta(minutes=5), HOUR, 6 * HOUR, 3 * DAY, MONTH):
+        start = (now - span).replace(minute=0, second=0, microsecond=0)  # on the hour
+        assert at_once.since(start) == one_by_one.since(start) == plain(entries, start)
+        assert at_once.since(now - span) == plain(entries, now - span) or span > 6 * HOUR
+    assert MissLedger.of([], now).since(T0) == Counts()

@@ -226,9 +226,10 @@ def test_a_slow_day_in_the_reference_raises_the_shift_that_matters() -> None:
     against_moody = magnitude_gate(recent, moody, rng())
     against_steady = magnitude_gate(recent, steady_ref, rng())
     assert against_moody is not None and against_steady is not None
-    assert against_steady.passed and against_steady.beyond_day_low_ms > 0
+    assert against_steady.passed and against_steady.ratio_low > against_steady.worst_ratio
     assert against_moody.low_ms > against_moody.needed_ms  # beyond the reference as a whole,
-    assert against_moody.beyond_day_low_ms <= 0 and not against_moody.passed  # not its worst day
+    assert against_moody.ratio_low <= against_moody.worst_ratio  # not beyond its worst stretch
+    assert not against_moody.passed
 
 
 def test_weekends_have_their_own_rates_once_seen() -> None:

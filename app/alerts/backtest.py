@@ -22,6 +22,7 @@ from app.alerts.evaluate import Evaluator
 from app.alerts.history import MemoryHistory, Retention
 from app.alerts.identity import Transition
 from app.analysis.detectors import DetectorParams
+from app.analysis.detectors.tailshift import ONSET_WINDOWS
 from app.analysis.runs import Array, RunData, phase_order
 from app.probe.sample import Status
 from app.store.csvlayout import BASE_COLUMNS, format_timestamp, parse_timestamp
@@ -244,8 +245,8 @@ def replay(
 
 def retention(params: DetectorParams) -> Retention:
     """All the evaluator can still ask of a target with these ``params``: its reference
-    window and a day more; for ``last``, the tail onset's reach (4 recent windows); for
-    ``counts``, the SLO's budget window and a day more."""
-    reach = max(4 * params.recent_runs, params.failing_runs, params.dominant_runs, 2)
+    window and a day more; for ``last``, the tail onset's reach; for ``counts``, the SLO's
+    budget window and a day more."""
+    reach = max(ONSET_WINDOWS * params.recent_runs, params.failing_runs, params.dominant_runs, 2)
     counts_for = max(params.slo.budget_window + SLACK, timedelta(days=31))
     return Retention(timedelta(days=params.reference_days) + SLACK, reach, counts_for)

@@ -40,7 +40,8 @@ class VantageState:
     rebase_at: datetime | None = None
     # Periods inside alerts that fired: kept out of the reference.
     excluded: list[tuple[datetime, datetime | None]] = field(default_factory=list)
-    # Derived from the history's run counts (rebuilt with the reference), never stored.
+    # Derived from the history's run counts, rebuilt with the reference (so a run flushed
+    # late from a spool counts from the next rebuild on), never stored.
     misses: MissLedger | None = None
     misses_built_at: datetime | None = None
 
@@ -163,19 +164,13 @@ class Evaluator:
         """What the newest run adds to the detectors' memory, before they judge."""
         if reference is not None and reference.tail is not None:
             d.advance_tail(state.tail, run, reference.tail, params)
-        if state.misses is None:
-            state.misses = self._ledger(run.target, run.vantage, now, params)
-            state.misses_built_at = now
+        built = state.misses_built_at
+        if state.misses is None or built is None or now - built >= REBUILD_EVERY:
+            start = now - params.slo.budget_window
+            counts = self.history.counts(run.target, run.vantage, start, now)
+            state.misses, state.misses_built_at = MissLedger.of(counts, now), now
         state.misses.add(run.at, run.timed, run.censored)
         state.misses.prune(now - params.slo.budget_window)
-
-    def _ledger(
-        self, target: str, vantage: str, now: datetime, params: d.DetectorParams
-    ) -> MissLedger:
-        ledger = MissLedger()
-        for count in self.history.counts(target, vantage, now - params.slo.budget_window, now):
-            ledger.add(count.at, count.timed, count.censored)
-        return ledger
 
     # Alerts --------------------------------------------------------------------------
 
@@ -281,8 +276,6 @@ class Evaluator:
         state = self.state(target, vantage)
         if state.reference is not None and now - state.reference.built_at < REBUILD_EVERY:
             return state.reference
-        if state.misses_built_at is None or now - state.misses_built_at >= REBUILD_EVERY:
-            state.misses = None  # rebuilt from the history too: runs flushed late count
         start = now - timedelta(days=params.reference_days)
         if state.rebase_at is not None:
             start = max(start, state.rebase_at)

@@ -16,8 +16,11 @@ whatever the probing interval.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+import numpy as np
 
 HOUR = timedelta(hours=1)
 FINE_FOR = timedelta(hours=7)  # runs kept one by one: every window up to 6 h is exact
@@ -58,14 +61,40 @@ class Counts:
         return (self.censored / self.timed) / (1 - objective)
 
 
+Sums = tuple[int, int, int, int]  # timed, censored, runs, runs with a miss
+NO_SUMS: Sums = (0, 0, 0, 0)
+
+
 class MissLedger:
     """Timed and censored counts by run start, newest last, for window sums."""
 
     def __init__(self) -> None:
         self._times: list[datetime] = []  # a run's start, or an hour bucket's start
-        self._counts: list[Counts] = []
-        self._prefix: list[Counts] = [Counts()]  # sums of everything before index i
+        self._counts: list[Sums] = []
+        self._prefix: list[Sums] = [NO_SUMS]  # sums of everything before index i
         self._fine_from = 0  # index of the first entry that is a run, not a bucket
+
+    @classmethod
+    def of(cls, runs: Iterable[tuple[datetime, int, int]], now: datetime) -> MissLedger:
+        """A ledger of ``runs`` (start, timed, censored; oldest first) as of ``now``, in one
+        pass: runs older than ``FINE_FOR`` go straight into their hour's bucket."""
+        ledger = cls()
+        edge = (now - FINE_FOR).replace(minute=0, second=0, microsecond=0)
+        buckets: dict[datetime, Sums] = {}
+        newest: datetime | None = None
+        for at, timed, censored in runs:
+            if newest is not None and at <= newest:
+                continue
+            newest, counts = at, (timed, censored, 1, int(censored > 0))
+            if at < edge:
+                hour = at.replace(minute=0, second=0, microsecond=0)
+                buckets[hour] = _plus(buckets.get(hour, NO_SUMS), counts)
+            else:
+                ledger._times.append(at)
+                ledger._counts.append(counts)
+        times, counts_ = [*buckets, *ledger._times], [*buckets.values(), *ledger._counts]
+        ledger._rebuild(times, counts_, len(buckets))
+        return ledger
 
     @property
     def last_at(self) -> datetime | None:
@@ -75,11 +104,12 @@ class MissLedger:
         """One run's counts; a run older than the newest one is not taken (returns)."""
         if self._times and at <= self._times[-1]:
             return
-        counts = Counts(timed, censored, 1, int(censored > 0))
+        counts = (timed, censored, 1, int(censored > 0))
         self._times.append(at)
         self._counts.append(counts)
-        self._prefix.append(self._prefix[-1] + counts)
-        if at - self._times[self._fine_from] > FINE_FOR + HOUR:
+        t, c, r, m = self._prefix[-1]
+        self._prefix.append((t + timed, c + censored, r + 1, m + counts[3]))
+        if at - self._times[self._fine_from] > FINE_FOR + 2 * HOUR:
             self._fold(at - FINE_FOR)
 
     def since(self, start: datetime, *, at_least_one: bool = False) -> Counts:
@@ -88,7 +118,8 @@ class MissLedger:
         first = bisect.bisect_left(self._times, start)
         if at_least_one and first == len(self._times) and self._times:
             first -= 1
-        return self._prefix[-1] + _negate(self._prefix[first])
+        last, before = self._prefix[-1], self._prefix[first]
+        return Counts(*(a - b for a, b in zip(last, before, strict=True)))
 
     def prune(self, before: datetime) -> None:
         """Forget what started before ``before`` (older than the budget window)."""
@@ -99,25 +130,30 @@ class MissLedger:
     def _fold(self, until: datetime) -> None:
         """Runs that started before ``until`` (whole hours only) into hourly buckets."""
         edge = until.replace(minute=0, second=0, microsecond=0)
-        fine = bisect.bisect_left(self._times, edge, lo=self._fine_from)
-        buckets: dict[datetime, Counts] = {}
         first = self._fine_from
+        fine = bisect.bisect_left(self._times, edge, lo=first)
+        buckets: dict[datetime, Sums] = {}
         for at, counts in zip(self._times[first:fine], self._counts[first:fine], strict=True):
             hour = at.replace(minute=0, second=0, microsecond=0)
-            buckets[hour] = buckets.get(hour, Counts()) + counts
-        kept_times = self._times[: self._fine_from] + list(buckets) + self._times[fine:]
-        kept = self._counts[: self._fine_from] + list(buckets.values()) + self._counts[fine:]
-        self._rebuild(kept_times, kept, self._fine_from + len(buckets))
+            held = buckets.get(hour, NO_SUMS)
+            buckets[hour] = (
+                held[0] + counts[0],
+                held[1] + counts[1],
+                held[2] + 1,
+                held[3] + counts[3],
+            )
+        kept_times = self._times[:first] + list(buckets) + self._times[fine:]
+        kept = self._counts[:first] + list(buckets.values()) + self._counts[fine:]
+        self._rebuild(kept_times, kept, first + len(buckets))
 
-    def _rebuild(self, times: list[datetime], counts: list[Counts], fine_from: int) -> None:
+    def _rebuild(self, times: list[datetime], counts: list[Sums], fine_from: int) -> None:
         self._times, self._counts, self._fine_from = times, counts, fine_from
-        self._prefix = [Counts()]
-        for each in counts:
-            self._prefix.append(self._prefix[-1] + each)
+        sums = np.cumsum(np.array(counts, dtype=np.int64).reshape(-1, 4), axis=0)
+        self._prefix = [NO_SUMS, *map(tuple, sums.tolist())]
 
 
-def _negate(counts: Counts) -> Counts:
-    return Counts(-counts.timed, -counts.censored, -counts.runs, -counts.runs_missing)
+def _plus(a: Sums, b: Sums) -> Sums:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3])
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,9 @@ reference, not a change. Samples of one run are not independent (they share the 
 so the log-likelihood ratio is divided by the reference's overdispersion. A CUSUM over
 those per-run steps crosses its threshold only when the excess persists; a separate gate
 then requires the shift to matter: the lower 95 % bound of Δp90 or Δp95 above
-max(5 % of the reference, 10 ms) **and** above the worst day of the reference at the same
-hours (how far a normal day strays: days share their load, so a slow day is not a change).
+max(5 % of the reference, 10 ms), **and** the recent runs beyond the reference's worst
+stretch of as many consecutive runs at the same hours (runs next to each other share the
+moment's load, days share theirs: a slow hour or a slow day is not a change).
 With fewer such days than asked (two by default) the gate cannot tell a change from a
 day, and holds.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -58,6 +59,7 @@ class TailReference:
     days: NDArray[np.int64]  # ... its run's UTC day (ordinal) ...
     run_of: NDArray[np.int64]  # ... and which run it is (0, 1, …, in order)
     runs: int
+    cache: dict[tuple[float, int], float] = field(default_factory=dict, compare=False)
 
     @property
     def threshold_ms(self) -> float:
@@ -86,8 +88,8 @@ class Gate:
     needed_ms: float
     reference_ms: float
     recent_ms: float
-    day_noise_ms: float  # the worst normal day's excess at these hours
-    beyond_day_low_ms: float  # lower 95 % bound of recent minus that day
+    worst_ratio: float  # the reference's worst stretch as long, over its hours' normal
+    ratio_low: float  # lower 95 % bound of recent over the reference at these hours
 
 
 def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
@@ -155,9 +157,20 @@ def magnitude_gate(
     chosen = _same_hours(reference, {slot(run.at) for run in recent}, min_days)
     if _days(reference.days[chosen]) < min_days:
         return None
-    baseline = _Baseline(reference.totals[chosen], reference.days[chosen], reference.run_of[chosen])
+    baseline = reference.totals[chosen]
     gates = [
-        _gate(name, q, totals, sizes, baseline, rng, min_relative, min_ms, resamples)
+        _gate(
+            name,
+            q,
+            totals,
+            sizes,
+            baseline,
+            worst_ratio(reference, q, len(sizes)),
+            rng,
+            min_relative,
+            min_ms,
+            resamples,
+        )
         for name, q in (("p90", 0.90), ("p95", 0.95))
     ]
     passed = [gate for gate in gates if gate.passed]
@@ -183,19 +196,60 @@ def _days(days: NDArray[np.int64]) -> int:
     return int(np.sum(counts >= MIN_DAY_SAMPLES))
 
 
-@dataclass(frozen=True, slots=True)
-class _Baseline:
-    totals: Array
-    days: NDArray[np.int64]
-    run_of: NDArray[np.int64]
+def worst_ratio(reference: TailReference, q: float, runs: int) -> float:
+    """How far above its hours' normal the worst stretch of ``runs`` consecutive runs of
+    the reference got: the stretch's ``q`` over the mean ``q`` of its runs' slots, at
+    worst. Runs next to each other share the moment's load, so a normal week holds slow
+    hours; a change must go beyond the slowest of them."""
+    key = (q, runs)
+    if key not in reference.cache:
+        reference.cache[key] = _worst_ratio(reference, q, runs)
+    return reference.cache[key]
 
-    def worst_day(self, q: float) -> tuple[Array, NDArray[np.int64]]:
-        """The samples of the day whose ``q`` was highest, and the sizes of its runs."""
-        days = [day for day in np.unique(self.days) if np.sum(self.days == day) >= MIN_DAY_SAMPLES]
-        worst = max(days, key=lambda day: float(np.quantile(self.totals[self.days == day], q)))
-        inside = self.days == worst
-        _, sizes = np.unique(self.run_of[inside], return_counts=True)
-        return self.totals[inside], sizes.astype(np.int64)
+
+def _worst_ratio(reference: TailReference, q: float, runs: int) -> float:
+    per_slot = _slot_quantiles(reference, q)
+    _, starts, sizes = np.unique(reference.run_of, return_index=True, return_counts=True)
+    normal = per_slot[reference.slots[starts]]
+    count = len(starts)
+    if count <= runs:
+        return float(np.quantile(reference.totals, q) / normal.mean())
+    if np.all(sizes == sizes[0]):  # the usual case: one matrix, all stretches at once
+        rows = reference.totals.reshape(count, int(sizes[0]))
+        stretches = np.lib.stride_tricks.sliding_window_view(rows, runs, axis=0)
+        values = row_quantiles(stretches.transpose(0, 2, 1).reshape(count - runs + 1, -1), q)
+    else:
+        ends = starts + sizes
+        values = np.array(
+            [
+                np.quantile(reference.totals[starts[i] : ends[i + runs - 1]], q)
+                for i in range(count - runs + 1)
+            ]
+        )
+    means = np.lib.stride_tricks.sliding_window_view(normal, runs).mean(axis=1)
+    return float(np.max(values / means))
+
+
+def _slot_quantiles(reference: TailReference, q: float) -> Array:
+    """``q`` of each slot's samples; a slot seen little takes its hour's over all days,
+    an hour seen little the whole reference's."""
+    whole = float(np.quantile(reference.totals, q))
+    found = np.full(SLOTS, whole)
+    for hour in range(HOURS):
+        both = reference.slots % HOURS == hour
+        hourly = (
+            float(np.quantile(reference.totals[both], q))
+            if both.sum() >= MIN_DAY_SAMPLES
+            else whole
+        )
+        for kind in (0, HOURS):
+            inside = reference.slots == kind + hour
+            found[kind + hour] = (
+                float(np.quantile(reference.totals[inside], q))
+                if inside.sum() >= MIN_DAY_SAMPLES
+                else hourly
+            )
+    return found
 
 
 def _gate(
@@ -203,16 +257,16 @@ def _gate(
     q: float,
     totals: Array,
     sizes: NDArray[np.int64],
-    baseline: _Baseline,
+    baseline: Array,
+    worst: float,
     rng: np.random.Generator,
     min_relative: float,
     min_ms: float,
     resamples: int,
 ) -> Gate:
-    """Recent against the baseline (Δ, bootstrapped over recent runs) and against the
-    baseline's worst day (both bootstrapped over their runs: two noisy estimates)."""
-    reference_ms = float(np.quantile(baseline.totals, q))
-    day_totals, day_sizes = baseline.worst_day(q)
+    """Recent against the baseline at the same hours (Δ, bootstrapped over recent runs),
+    and beyond the reference's worst stretch as long (the ratio's lower bound)."""
+    reference_ms = float(np.quantile(baseline, q))
 
     def quantile(rows: Array) -> Array:
         return row_quantiles(rows, q)
@@ -220,11 +274,10 @@ def _gate(
     recent_ms = float(np.quantile(totals, q))
     recent = bootstrap(totals, sizes, quantile, resamples, rng)
     low, high = interval(recent - reference_ms)
-    day = bootstrap(day_totals, day_sizes, quantile, resamples, rng)
-    beyond_day, _ = interval(recent - day)
+    ratio_low, _ = interval(recent / reference_ms)
     needed = max(min_relative * reference_ms, min_ms)
     return Gate(
-        low > needed and beyond_day > 0,
+        low > needed and ratio_low > worst,
         name,
         recent_ms - reference_ms,
         low,
@@ -232,6 +285,6 @@ def _gate(
         needed,
         reference_ms,
         recent_ms,
-        float(np.quantile(day_totals, q)) - reference_ms,
-        beyond_day,
+        worst,
+        ratio_low,
     )

@@ -14,13 +14,13 @@ page fires for the same burn.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from app.analysis.detectors.base import CRITICAL, WARNING, Detector, Finding, Inputs, Named, Signal
-from app.analysis.slo import Counts, WindowBurn, budget_left, window_burn
+from app.analysis.slo import BurnWindow, Counts, WindowBurn, budget_left, window_burn
 
 if TYPE_CHECKING:
     from app.analysis.detectors.params import BurnWindowParams, SloParams
@@ -33,7 +33,7 @@ def judge(inputs: Inputs) -> list[Finding]:
     slo = inputs.params.slo
     paging = (KIND, CRITICAL) in inputs.active
     ticketed = (KIND, WARNING) in inputs.active
-    fastest = sorted(slo.page, key=lambda pair: pair.burn)[-1:]
+    fastest = tuple(sorted(slo.page, key=lambda pair: pair.burn)[-1:])
     page = _finding(inputs, fastest if ticketed else slo.page, CRITICAL)
     ticket = _finding(inputs, slo.ticket, WARNING)
     if ticket.signal is Signal.HIT and (paging or page.signal is Signal.HIT):
@@ -41,17 +41,25 @@ def judge(inputs: Inputs) -> list[Finding]:
     return [page, ticket]
 
 
-def _finding(inputs: Inputs, pairs: Sequence[BurnWindowParams], severity: str) -> Finding:
+def _finding(inputs: Inputs, pairs: tuple[BurnWindowParams, ...], severity: str) -> Finding:
     slo = inputs.params.slo
-    burns = [window_burn(inputs.misses, pair.window(), inputs.now, slo.objective) for pair in pairs]
-    if not burns:
-        return Finding(Signal.CLEAR, severity=severity)
+    burns = [
+        window_burn(inputs.misses, window, inputs.now, slo.objective) for window in _windows(pairs)
+    ]
+    burning = any(burn.burning for burn in burns)
+    if not burns or (not burning and (KIND, severity) not in inputs.active):
+        return Finding(Signal.CLEAR, severity=severity)  # nothing to tell, nothing to update
     numbers = _numbers(inputs, burns, slo)
     if any(burn.triggered and _beyond_chance(burn, slo) for burn in burns):
         return Finding(Signal.HIT, numbers, severity)
-    if any(burn.burning for burn in burns):
+    if burning:
         return Finding(Signal.HOLD, numbers, severity)  # still burning: no recovery yet
     return Finding(Signal.CLEAR, numbers, severity)
+
+
+@functools.cache
+def _windows(pairs: tuple[BurnWindowParams, ...]) -> tuple[BurnWindow, ...]:
+    return tuple(pair.window() for pair in pairs)
 
 
 def _beyond_chance(burn: WindowBurn, slo: SloParams) -> bool:
@@ -92,6 +100,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
+@functools.cache
 def label(span: timedelta) -> str:
     """``5m``, ``6h``, ``3d``: a window as people name it."""
     seconds = int(span.total_seconds())

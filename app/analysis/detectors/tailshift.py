@@ -18,11 +18,16 @@ if TYPE_CHECKING:
     from app.analysis.detectors.params import DetectorParams
 
 
+# The gate reads the runs since the CUSUM left 0, up to this many recent windows (longer
+# stretches were tried: normal slow spells keep the CUSUM above 0 as long).
+ONSET_WINDOWS = 4
+
+
 def judge(inputs: Inputs) -> list[Finding]:
     reference, params = inputs.reference, inputs.params
     if reference is None or reference.tail is None or len(inputs.window) < params.recent_runs:
         return []
-    since = min(max(inputs.tail.runs, params.recent_runs), 4 * params.recent_runs)
+    since = min(max(inputs.tail.runs, params.recent_runs), ONSET_WINDOWS * params.recent_runs)
     onset = inputs.onset(since)
     return [tail_finding(inputs.tail.scores, onset, reference.tail, params, inputs.rng)]
 
@@ -75,8 +80,8 @@ def tail_finding(
         "delta_low_ms": round(gate.low_ms, 1),
         "delta_high_ms": round(gate.high_ms, 1),
         "needed_ms": round(gate.needed_ms, 1),
-        "day_noise_ms": round(gate.day_noise_ms, 1),
-        "beyond_day_low_ms": round(gate.beyond_day_low_ms, 1),
+        "worst_stretch_ratio": round(gate.worst_ratio, 3),
+        "ratio_low": round(gate.ratio_low, 3),
         "runs": len(recent),
     }
     if score >= params.tail_threshold and gate.passed:
