@@ -185,9 +185,13 @@ class Evaluator:
         moved = [
             self._move(i, f.signal, now, f.numbers, rules_for(i.kind, params))
             for i, f in signals.items()
-            if not self._held_back(i, f.signal, now, params)
+            if self._may_move(i, f.signal) and not self._held_back(i, f.signal, now, params)
         ]
         return [transition for transition in moved if transition is not None]
+
+    def _may_move(self, identity: Identity, signal: d.Signal) -> bool:
+        """Only a hit moves an alert that is not open (and no hold is counting)."""
+        return signal is d.Signal.HIT or identity in self.alerts or identity in self.cooling
 
     def _held_back(
         self, identity: Identity, signal: d.Signal, now: datetime, params: d.DetectorParams
@@ -295,7 +299,11 @@ class Evaluator:
             runs=len(runs),
             mix=phase_mix(runs),
             tail=tail_reference(runs),
-            composition=d.CompositionReference.build(runs, params.recent_runs),
+            composition=(
+                d.CompositionReference.build(runs, params.recent_runs)
+                if "composition_shift" in params.enabled
+                else None
+            ),
         )
         return state.reference
 

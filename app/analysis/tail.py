@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -59,7 +60,8 @@ class TailReference:
     days: NDArray[np.int64]  # ... its run's UTC day (ordinal) ...
     run_of: NDArray[np.int64]  # ... and which run it is (0, 1, …, in order)
     runs: int
-    cache: dict[tuple[float, int], float] = field(default_factory=dict, compare=False)
+    # Worked out on first use: (q, runs) → worst_ratio; (q, 0) → each slot's q.
+    cache: dict[tuple[float, int], Any] = field(default_factory=dict, compare=False)
 
     @property
     def threshold_ms(self) -> float:
@@ -100,12 +102,16 @@ def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
     slots = np.repeat(np.array([slot(run.at) for run in timed], dtype=np.int64), sizes)
     days = np.repeat(np.array([run.at.toordinal() for run in timed], dtype=np.int64), sizes)
     run_of = np.repeat(np.arange(len(timed), dtype=np.int64), sizes)
-    levels = tuple(_level(name, rate, timed, totals, slots) for name, rate in (("p95", 0.05),))
+    levels = tuple(_level(name, rate, totals, slots, run_of) for name, rate in (("p95", 0.05),))
     return TailReference(levels, totals, slots, days, run_of, len(timed))
 
 
 def _level(
-    name: str, base: float, runs: Sequence[RunData], totals: Array, slots: NDArray[np.int64]
+    name: str,
+    base: float,
+    totals: Array,
+    slots: NDArray[np.int64],
+    run_of: NDArray[np.int64],
 ) -> Level:
     threshold = float(np.quantile(totals, 1 - base))
     above = totals > threshold
@@ -116,13 +122,16 @@ def _level(
     # A kind of day seen little at an hour leans on that hour's rate over all days.
     rates = (counts + PRIOR_WEIGHT * np.tile(hourly, 2)) / (seen + PRIOR_WEIGHT)
     rates = np.clip(rates, base / 10, 0.5)
-    return Level(name, threshold, rates, _dispersion(runs, threshold, rates))
+    return Level(name, threshold, rates, _dispersion(above, slots, run_of, rates))
 
 
-def _dispersion(runs: Sequence[RunData], threshold: float, rates: Array) -> float:
-    p = np.array([rates[slot(run.at)] for run in runs])
-    n = np.array([run.timed for run in runs], dtype=np.float64)
-    counts = np.array([int(np.sum(run.totals > threshold)) for run in runs])
+def _dispersion(
+    above: NDArray[np.bool_], slots: NDArray[np.int64], run_of: NDArray[np.int64], rates: Array
+) -> float:
+    """Variance of the runs' counts above the threshold over the binomial's (≥ 1)."""
+    _, starts, n = np.unique(run_of, return_index=True, return_counts=True)
+    p = rates[slots[starts]]
+    counts = np.bincount(run_of, weights=above)  # run_of numbers the runs 0, 1, …
     ratio = float(np.sum((counts - n * p) ** 2) / max(np.sum(n * p * (1 - p)), 1e-9))
     return min(max(ratio, 1.0), MAX_DISPERSION)
 
@@ -204,11 +213,13 @@ def worst_ratio(reference: TailReference, q: float, runs: int) -> float:
     key = (q, runs)
     if key not in reference.cache:
         reference.cache[key] = _worst_ratio(reference, q, runs)
-    return reference.cache[key]
+    return float(reference.cache[key])
 
 
 def _worst_ratio(reference: TailReference, q: float, runs: int) -> float:
-    per_slot = _slot_quantiles(reference, q)
+    if (q, 0) not in reference.cache:
+        reference.cache[(q, 0)] = _slot_quantiles(reference, q)
+    per_slot = reference.cache[(q, 0)]
     _, starts, sizes = np.unique(reference.run_of, return_index=True, return_counts=True)
     normal = per_slot[reference.slots[starts]]
     count = len(starts)

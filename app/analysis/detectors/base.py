@@ -5,7 +5,8 @@ A detector is one module in this package with one ``DETECTOR``; the registry
 (``registry.py``) is a dict of them. The evaluator (app/alerts/evaluate.py) asks the
 registry which detectors run, how many confirmations each needs, how severe its alerts
 are, which sentence explains them and what to reset when one resolves — it knows no
-detector by name except ``dominant_shift``, the one judged across vantages.
+detector by name except ``dominant_shift``, the one judged across vantages, and
+``composition_shift``, whose part of the reference is built only for a target that runs it.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class Reference:
     runs: int
     mix: Mix
     tail: TailReference | None
-    composition: CompositionReference
+    composition: CompositionReference | None  # built only for a target that runs it
 
 
 @dataclass(frozen=True, slots=True)

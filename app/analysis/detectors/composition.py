@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 
 def judge(inputs: Inputs) -> list[Finding]:
     reference, params = inputs.reference, inputs.params
-    if reference is None or inputs.dominant_open or len(inputs.window) < params.recent_runs:
+    if reference is None or reference.composition is None or inputs.dominant_open:
+        return []
+    if len(inputs.window) < params.recent_runs:
         return []
     return [composition_finding(inputs.window, reference.composition, params, inputs.rng)]
 

@@ -43,18 +43,27 @@ def judge(inputs: Inputs) -> list[Finding]:
 
 def _finding(inputs: Inputs, pairs: tuple[BurnWindowParams, ...], severity: str) -> Finding:
     slo = inputs.params.slo
-    burns = [
-        window_burn(inputs.misses, window, inputs.now, slo.objective) for window in _windows(pairs)
-    ]
-    burning = any(burn.burning for burn in burns)
-    if not burns or (not burning and (KIND, severity) not in inputs.active):
+    windows = _windows(pairs)
+    if not windows or not (_any_burning(inputs, windows) or (KIND, severity) in inputs.active):
         return Finding(Signal.CLEAR, severity=severity)  # nothing to tell, nothing to update
+    burns = [window_burn(inputs.misses, window, inputs.now, slo.objective) for window in windows]
+    burning = any(burn.burning for burn in burns)
     numbers = _numbers(inputs, burns, slo)
     if any(burn.triggered and _beyond_chance(burn, slo) for burn in burns):
         return Finding(Signal.HIT, numbers, severity)
     if burning:
         return Finding(Signal.HOLD, numbers, severity)  # still burning: no recovery yet
     return Finding(Signal.CLEAR, numbers, severity)
+
+
+def _any_burning(inputs: Inputs, windows: tuple[BurnWindow, ...]) -> bool:
+    """The long windows alone (the cheap half of the question, asked after every run)."""
+    objective = inputs.params.slo.objective
+    for window in windows:
+        rate = inputs.misses.since(inputs.now - window.long, at_least_one=True).burn(objective)
+        if rate is not None and rate >= window.factor:
+            return True
+    return False
 
 
 @functools.cache
