@@ -587,3 +587,15 @@ def test_build_service_wires_alerting_with_each_target_s_rules(tmp_path: Path) -
         assert params_for("chat") == DetectorParams()
     finally:
         service.engine.dispose()
+
+
+def test_a_resolved_alert_stays_held_back_across_a_restart(watch: Watch) -> None:
+    watch.firing()
+    watch.ok()
+    (resolved,) = watch.ok()
+    assert resolved.after is State.RESOLVED
+    watch.restart().restore()
+    assert resolved.identity in watch.engine.evaluator.cooling  # read back from its row
+    for _ in range(4):  # the same outage again, minutes later: no new alert
+        assert [t for t in watch.failed() if t.moved] == []
+    assert rows(watch.sessions, AlertRow, AlertRow.opened_at)[-1].state == "resolved"
