@@ -23,10 +23,10 @@ import numpy as np
 import yaml
 
 from app.store.csvlayout import header, phase_order
+from bench.detection.catalog import SCENARIOS, build
 from bench.detection.labels import write_labels
 from bench.detection.model import STATUS_DEADLINE, STATUS_NAMES, STATUS_OK, Drawn, draw
 from bench.detection.scenario import Params, Scenario
-from bench.detection.scenarios import SCENARIOS, build
 
 
 @dataclass(frozen=True, slots=True)

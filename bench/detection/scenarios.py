@@ -8,13 +8,11 @@ a random run boundary, so a new seed gives a new corpus with the same phenomena.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from bench.detection import history, slo
 from bench.detection.model import MICROS, Profile, Series
 from bench.detection.scenario import (
     ABRUPT,
@@ -22,8 +20,6 @@ from bench.detection.scenario import (
     DAY,
     REASONING,
     Context,
-    Params,
-    Scenario,
     after,
     day_mean,
     hours,
@@ -267,75 +263,3 @@ def quiet(ctx: Context) -> None:
     ctx.target("reasoning", ctx.jittered(deadline), "reasoning model with a deadline")
     ctx.target("queue-bound", ctx.jittered(queue_bound), "queue leads")
     ctx.target("homepage", ctx.jittered(homepage), "plain HTTP")
-
-
-Builder = Callable[[Context], None]
-SCENARIOS: dict[str, tuple[Builder, str]] = {
-    "abrupt_generation_collapse": (
-        abrupt_generation_collapse,
-        "Reasoning turned off: generation drops from ~60 % to ~10 %; queue or network leads.",
-    ),
-    "generation_drift": (
-        generation_drift,
-        "Generation shrinks linearly over half the scenario until the runner-up leads.",
-    ),
-    "queue_tail_blowup": (
-        queue_tail_blowup,
-        "A share of samples gets a heavy queue tail; the queue's median barely moves.",
-    ),
-    "daily_busy_hours": (
-        daily_busy_hours,
-        "Queue median and tail rise a few hours every day from the start: nothing changes.",
-    ),
-    "near_tie": (near_tie, "Two phases within 1-2 pp; noise swaps them run to run: no change."),
-    "one_vantage_route": (
-        one_vantage_route,
-        "One vantage's round trip lengthens; the other sees nothing.",
-    ),
-    "edge_switch": (
-        edge_switch,
-        "Switch to an edge service: short RTT, slower generation, cold starts, missed deadline.",
-    ),
-    "isolated_bad_runs": (
-        isolated_bad_runs,
-        "A few isolated runs with huge latency or many failures: no change.",
-    ),
-    "quiet": (quiet, "Stationary targets for the false-alarm rate."),
-    "steady_slo_violation": (
-        history.steady_slo_violation,
-        "A deadline target missing 3-5 % all along: one SLO episode per vantage from the start.",
-    ),
-    "persistent_violation_after_tail_change": (
-        history.persistent_violation_after_tail_change,
-        "A tail blow-up takes deadline misses from under the SLO to well over it, and stays.",
-    ),
-    "correlated_runs": (
-        history.correlated_runs,
-        "Whole runs slow together (strong shared load): no change.",
-    ),
-    "quiet_weekends": (
-        history.quiet_weekends,
-        "Weekends a third as loaded, over three weeks and more: no change.",
-    ),
-    "probing_gap": (
-        history.probing_gap,
-        "One vantage's probe fails for an hour, then no runs for hours, then normal.",
-    ),
-    "generation_regrowth": (
-        history.generation_regrowth,
-        "Reasoning switched back on: generation grows past the network and queue.",
-    ),
-    "queue_growth": (history.queue_growth, "The shared queue grows past the network."),
-    "heavy_tail_steady": (history.heavy_tail_steady, "A steady, very heavy queue tail."),
-}
-LONG = {"quiet": "quiet_days", "quiet_weekends": "weekends_days"}  # scenarios with their own length
-
-
-def build(name: str, params: Params) -> Scenario:
-    """The scenario with its labels: the builder's events, then the SLO episodes."""
-    builder, description = SCENARIOS[name]
-    days = float(getattr(params, LONG[name])) if name in LONG else params.days
-    ctx = Context(name, description, params, days)
-    builder(ctx)
-    slo.label(ctx.scenario, params.seed)
-    return ctx.scenario

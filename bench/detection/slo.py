@@ -152,12 +152,12 @@ def _event(
         note=f"true miss rate {100 * float(np.mean(p[begin : end + 1])):.1f} % "
         f"(burn {burn:.1f}× on its first day) until {_at(series, end):%m-%d %H:%M}",
         slo=True,
-        end=_at(series, end),
+        end=_at(series, end) + timedelta(seconds=1),  # the last run's first sample
     )
 
 
 def _grey(series: Series, p: Floats, first: int, last: int, n: int) -> Event:
-    start, end = _at(series, first), _at(series, last)
+    start, end = _at(series, first), _at(series, last) + timedelta(seconds=1)
     return Event(
         id=f"slo-grey-{series.target.split('.')[-1]}-{series.vantage}-{n}",
         group=f"slo-grey-{series.target.split('.')[-1]}-{series.vantage}-{n}",
