@@ -94,6 +94,23 @@ def test_a_generation_collapse_seen_at_two_vantages_is_one_service_alert() -> No
     assert any(t.refresh for t in replay.transitions)  # still firing: refreshed
 
 
+def test_one_new_server_side_leader_over_different_old_ones_is_one_service_alert() -> None:
+    # Reasoning switched back on: generation overtakes the network at a far vantage and
+    # the queue at a near one. The losers differ; the winner, a server phase, is the same.
+    far_slow = ROUTE | {"generation": 700.0}
+    replay = Replay()
+    replay.feed(timeline(9, {"eu": switch(LLM, SLOW_DECODE), "us": switch(ROUTE, far_slow)}))
+    changes = replay.changes()
+    assert states(changes) == [("inactive", "pending"), ("pending", "firing")]
+    (identity,) = {t.identity for t in changes}
+    assert (identity.scope, identity.vantage) == ("service", None)
+    assert (identity.from_phase, identity.to_phase) == (None, "generation")
+    firing = changes[-1]
+    assert firing.at - CHANGE <= 5 * EVERY
+    assert "generation now leads" in firing.summary and "network" in firing.summary
+    assert "queue" in firing.summary and "at 2/2 vantages" in firing.summary
+
+
 def test_a_route_change_at_one_vantage_is_a_path_alert_there() -> None:
     replay = Replay()
     replay.feed(timeline(2, {"eu": LLM, "us": switch(FAR, ROUTE)}))

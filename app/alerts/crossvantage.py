@@ -58,9 +58,11 @@ class CrossVantage:
         found: Found = {}
         leader: str | None = reference.mix.dominant
         shift = self.open_at(target, vantage)
-        if shift is not None:
-            old, new = shift.identity.from_phase, shift.identity.to_phase
-            assert old is not None
+        # A service shift seen as one new leader from different old ones has no old leader
+        # of its own: here it is this vantage's.
+        old = None if shift is None else shift.identity.from_phase or reference.mix.dominant
+        if shift is not None and old is not None:
+            new = shift.identity.to_phase
             found[replace(shift.identity, vantage=vantage, scope=scope)] = d.dominant_resolution(
                 window, old, new, reference.mix.dominant, params, self.ev.rng
             )
@@ -69,7 +71,7 @@ class CrossVantage:
             return found
         candidate = d.challenger(phase_mix(window), leader, params)
         # The old leader coming back is the open shift's resolution, not a new shift.
-        reverting = shift is not None and candidate == shift.identity.from_phase
+        reverting = shift is not None and candidate == old
         if candidate is not None and not reverting:
             identity = Identity(KIND, target, vantage, scope, leader, candidate)
             if identity not in found:
@@ -86,6 +88,7 @@ class CrossVantage:
             for identity, finding in found.items():
                 by_loser.setdefault(identity.from_phase, {})[vantage] = (identity, finding)
         combined: Found = {}
+        lone: dict[str, tuple[Identity, d.Finding]] = {}  # a server-side leader one vantage saw
         for old, at in by_loser.items():
             hits = [v for v, (_, finding) in at.items() if finding.signal is d.Signal.HIT]
             service = self._open_service(target, old)
@@ -96,8 +99,27 @@ class CrossVantage:
                 combined[service] = _agreement(at, hits, present)
             elif len(hits) == 1 and at[hits[0]][0].to_phase not in d.SERVER_SIDE:
                 combined[at[hits[0]][0]] = at[hits[0]][1]
+            elif len(hits) == 1:
+                lone[hits[0]] = at[hits[0]]
             self._keep_open(at, service, combined)
+        combined |= self._same_winner(target, present, lone)
         return combined
+
+    def _same_winner(
+        self, target: str, present: list[str], lone: dict[str, tuple[Identity, d.Finding]]
+    ) -> Found:
+        """Server-side leaders that only one vantage saw take over from its old leader, but
+        that two or more saw take over from different old ones (network here, the queue
+        there): one service change, grouped by the phase that won."""
+        by_winner: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
+        for vantage, (identity, finding) in lone.items():
+            by_winner.setdefault(identity.to_phase, {})[vantage] = (identity, finding)
+        found: Found = {}
+        for new, at in by_winner.items():
+            if len(at) >= 2:
+                service = Identity(KIND, target, None, "service", None, new)
+                found[service] = _agreement(at, list(at), present)
+        return found
 
     def _keep_open(
         self, at: dict[str, tuple[Identity, d.Finding]], service: Identity | None, combined: Found
@@ -147,7 +169,16 @@ def _agreement(
         v: [identity.to_phase, finding.numbers.get("to_share_pct")]
         for v, (identity, finding) in at.items()
     }
-    agreement = {"vantages_agreeing": len(hits), "vantages": len(present), "leaders": leaders}
+    losers = {
+        v: [identity.from_phase, finding.numbers.get("from_share_before_pct")]
+        for v, (identity, finding) in at.items()
+    }
+    agreement = {
+        "vantages_agreeing": len(hits),
+        "vantages": len(present),
+        "leaders": leaders,
+        "losers": losers,
+    }
     signals = [finding.signal for _, finding in at.values()]
     if len(hits) >= 2:
         return d.Finding(d.Signal.HIT, at[hits[0]][1].numbers | agreement)

@@ -95,6 +95,16 @@ def _pp(value: float | None) -> float | None:
 
 
 def sentence(identity: Named, n: dict[str, Any]) -> str:
+    if identity.from_phase is None and n.get("losers"):
+        was = ", ".join(
+            f"{phase} {share:g} % at {vantage}"
+            for vantage, (phase, share) in sorted(n["losers"].items())
+            if phase is not None and share is not None
+        )
+        return (
+            f"dominant phase moved on {identity.target}: {identity.to_phase} now leads"
+            f" ({n['to_share_pct']:g} %) where it took over from {was}"
+        )
     before = n.get("from_share_before_pct", n["from_share_pct"])
     head = f"dominant phase moved on {identity.target}: {identity.from_phase} {before:g} % → "
     if identity.to_phase is None and n.get("leaders"):
