@@ -297,6 +297,7 @@ class Evaluator:
         state.reference = d.Reference(
             built_at=now,
             runs=len(runs),
+            span=span,
             mix=phase_mix(runs),
             tail=tail_reference(runs),
             composition=(

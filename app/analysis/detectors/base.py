@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -57,6 +57,7 @@ class Reference:
 
     built_at: datetime
     runs: int
+    span: timedelta  # from its first run to its last
     mix: Mix
     tail: TailReference | None
     composition: CompositionReference | None  # built only for a target that runs it

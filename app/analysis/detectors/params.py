@@ -91,7 +91,7 @@ class DetectorParams(BaseModel):
     tail_min_ms: float = Field(10.0, ge=0)
     # Days of reference at the same hours before a tail is judged: a day-to-day difference
     # is only known once two days have been seen.
-    tail_min_days: int = Field(2, ge=1, le=7)
+    tail_min_days: int = Field(2, ge=0, le=7)
     slo: SloParams = Field(default_factory=SloParams)
     composition_min_distance: float = Field(0.5, gt=0)
     composition_alpha: float = Field(0.01, gt=0, lt=1)

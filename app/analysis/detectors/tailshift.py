@@ -6,6 +6,7 @@ The statistics are in app/analysis/tail.py; here is when they make an alert.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +28,8 @@ def judge(inputs: Inputs) -> list[Finding]:
     reference, params = inputs.reference, inputs.params
     if reference is None or reference.tail is None or len(inputs.window) < params.recent_runs:
         return []
+    if reference.span < timedelta(days=params.tail_min_days):
+        return []  # a day-to-day difference is known only once that many days were seen
     since = min(max(inputs.tail.runs, params.recent_runs), ONSET_WINDOWS * params.recent_runs)
     onset = inputs.onset(since)
     return [tail_finding(inputs.tail.scores, onset, reference.tail, params, inputs.rng)]
