@@ -7,7 +7,7 @@ from itertools import product
 
 import pytest
 
-from app.alerts.state import TRANSITIONS, Position, Rules, State, step
+from app.alerts.state import TRANSITIONS, Cooling, Position, Rules, State, step
 from app.analysis.detectors import Signal
 
 S, G = State, Signal
@@ -133,3 +133,28 @@ def test_a_hit_while_recovering_restarts_the_keep_firing_clock() -> None:
     later = NOW + timedelta(minutes=65)  # an hour after the first clear, ten minutes after this one
     assert step(position, Signal.CLEAR, rules, later).state is State.RECOVERING
     assert step(position, Signal.CLEAR, rules, later + timedelta(hours=1)).state is State.RESOLVED
+
+
+H = timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    ("signals", "over_at", "expected"),
+    [
+        # (minutes after the resolution, signal) seen; asked at over_at hours: over?
+        ([], 6, True),  # quiet since it resolved
+        ([], 5, False),
+        ([(60, G.HIT)], 6, False),  # a hit an hour in: quiet again only from its end
+        ([(60, G.HIT), (75, G.CLEAR)], 7.2, False),
+        ([(60, G.HIT), (75, G.CLEAR)], 7.25, True),
+        ([(60, G.HIT), (75, G.HIT), (90, G.HIT)], 7, True),  # held for six hours: news
+        ([(60, G.HOLD)], 6, True),  # a hold is not a hit
+    ],
+)
+def test_cooling_ends_after_quiet_or_a_recurrence_that_lasts_the_hold(
+    signals: list[tuple[int, Signal]], over_at: float, expected: bool
+) -> None:
+    cooling = Cooling(quiet_since=NOW)
+    for minutes, signal in signals:
+        cooling.saw(signal, NOW + timedelta(minutes=minutes))
+    assert cooling.over(6 * H, NOW + over_at * H) is expected

@@ -21,7 +21,7 @@ import numpy as np
 from app.alerts.crossvantage import CrossVantage
 from app.alerts.history import History
 from app.alerts.identity import Alert, Identity, Transition
-from app.alerts.state import Position, Rules, State, step
+from app.alerts.state import Cooling, Position, Rules, State, step
 from app.alerts.summary import summarize_alert
 from app.analysis import detectors as d
 from app.analysis.dominance import phase_mix
@@ -44,26 +44,6 @@ class VantageState:
     # late from a spool counts from the next rebuild on), never stored.
     misses: MissLedger | None = None
     misses_built_at: datetime | None = None
-
-
-@dataclass
-class Cooling:
-    """A resolved alert's key, held back from firing again until its condition has been
-    quiet for the hold time, or has held that long without a break (a lasting recurrence
-    is news; one that comes and goes is a flap)."""
-
-    quiet_since: datetime | None
-    hit_since: datetime | None = None
-
-    def saw(self, signal: d.Signal, now: datetime) -> None:
-        if signal is d.Signal.HIT:
-            self.quiet_since, self.hit_since = None, self.hit_since or now
-        else:
-            self.quiet_since, self.hit_since = self.quiet_since or now, None
-
-    def over(self, hold: timedelta, now: datetime) -> bool:
-        since = self.quiet_since or self.hit_since
-        return since is not None and now - since >= hold
 
 
 class Evaluator:

@@ -10,9 +10,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.alerts.evaluate import Cooling, VantageState
+from app.alerts.evaluate import VantageState
 from app.alerts.identity import Alert, Identity, Transition
-from app.alerts.state import Position, State
+from app.alerts.state import Cooling, Position, State
 from app.analysis.tail import TailState
 from app.store.models import (
     AlertRow,

@@ -103,3 +103,23 @@ def _long_enough(state: State, since: datetime | None, rules: Rules, now: dateti
     if state is not S.RECOVERING or since is None:
         return True
     return now - since >= rules.keep_firing_for
+
+
+@dataclass
+class Cooling:
+    """A resolved alert's key, held back from firing again until its condition has been
+    quiet for the hold time, or has held that long without a break (a lasting recurrence
+    is news; one that comes and goes is a flap)."""
+
+    quiet_since: datetime | None
+    hit_since: datetime | None = None
+
+    def saw(self, signal: Signal, now: datetime) -> None:
+        if signal is Signal.HIT:
+            self.quiet_since, self.hit_since = None, self.hit_since or now
+        else:
+            self.quiet_since, self.hit_since = self.quiet_since or now, None
+
+    def over(self, hold: timedelta, now: datetime) -> bool:
+        since = self.quiet_since or self.hit_since
+        return since is not None and now - since >= hold
