@@ -1,0 +1,53 @@
+"""The backtest's targets are independent: each has its own random numbers."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import numpy as np
+
+from app.alerts.backtest import read_runs, replay
+from app.analysis.detectors import DetectorParams
+from app.store.csvlayout import format_timestamp
+from tests.runfactory import EVERY, T0
+
+PHASES = ("network", "queue", "generation")
+HEADER = ["timestamp", "target", "vantage", "run_id", "status", "total_ms"]
+TARGETS = ("chat", "embed", "rerank")  # crc32 % 2: 1, 0, 1
+
+
+def corpus(targets: tuple[str, ...], days: float = 3.0, samples: int = 6) -> str:
+    """Runs every 15 minutes at two vantages, all starting at the same times (ties), a
+    generation collapse after two thirds: enough for references, bootstrap and transitions."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(HEADER + [f"{phase}_ms" for phase in PHASES])
+    runs = int(days * 96)
+    for index in range(runs):
+        for target in targets:
+            for vantage in ("eu", "us"):
+                rng = np.random.default_rng([index, sum(map(ord, target + vantage))])
+                generation = 50.0 if index >= runs * 2 // 3 else 1500.0
+                for k in range(samples):
+                    at = format_timestamp(T0 + index * EVERY + timedelta(seconds=k))
+                    phases = [30.0, 120.0, generation] * rng.lognormal(0, 0.1, 3)
+                    run_id = f"{target}-{vantage}-{index}"
+                    writer.writerow([at, target, vantage, run_id, "ok", sum(phases), *phases])
+    return out.getvalue()
+
+
+def transitions_of(text: str, target: str) -> list[tuple[object, ...]]:
+    found = replay(read_runs(io.StringIO(text)), lambda _t: DetectorParams(), seed=3)
+    return [
+        (t.at, t.identity, t.before, t.after, t.summary)
+        for t in found
+        if t.identity.target == target
+    ]
+
+
+def test_a_targets_alerts_are_the_same_alone_and_beside_other_targets() -> None:
+    alone = transitions_of(corpus(("embed",)), "embed")
+    assert alone, "the corpus should make the detectors move"
+    assert transitions_of(corpus(TARGETS), "embed") == alone
