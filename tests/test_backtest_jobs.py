@@ -1,4 +1,5 @@
-"""The backtest's targets are independent: each has its own random numbers."""
+"""The backtest's targets are independent: each has its own random numbers, a target filter
+reads only its runs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import timedelta
 
 import numpy as np
 
-from app.alerts.backtest import read_runs, replay
+from app.alerts.backtest import read_numbered, read_runs, replay
 from app.analysis.detectors import DetectorParams
 from app.store.csvlayout import format_timestamp
 from tests.runfactory import EVERY, T0
@@ -51,3 +52,15 @@ def test_a_targets_alerts_are_the_same_alone_and_beside_other_targets() -> None:
     alone = transitions_of(corpus(("embed",)), "embed")
     assert alone, "the corpus should make the detectors move"
     assert transitions_of(corpus(TARGETS), "embed") == alone
+
+
+def test_a_target_filter_yields_exactly_the_filtered_runs_with_their_positions() -> None:
+    text = corpus(TARGETS, days=0.5)
+    everything = list(read_numbered(io.StringIO(text)))
+    kept = list(read_numbered(io.StringIO(text), keep=lambda target: target != "embed"))
+    expected = [(n, run.run_id) for n, run in everything if run.target != "embed"]
+    assert [(n, run.run_id) for n, run in kept] == expected
+    filtered = read_runs(io.StringIO(text), keep=lambda target: target == "embed")
+    assert [run.run_id for run in filtered] == [
+        run.run_id for _, run in everything if run.target == "embed"
+    ]
