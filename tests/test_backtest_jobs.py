@@ -21,7 +21,7 @@ from tests.runfactory import EVERY, T0
 
 PHASES = ("network", "queue", "generation")
 HEADER = ["timestamp", "target", "vantage", "run_id", "status", "total_ms"]
-TARGETS = ("chat", "embed", "rerank")  # crc32 % 2: 1, 0, 1
+TARGETS = ("chat", "embed", "rerank")
 
 
 def corpus(targets: tuple[str, ...], days: float = 3.0, samples: int = 6) -> str:
