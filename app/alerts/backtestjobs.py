@@ -2,10 +2,10 @@
 own random numbers), so each worker replays a share of them and the parent merges.
 
 Worker ``i`` of ``n`` reads the whole file (so it checks every line, as one process would)
-but builds and replays only the runs of its targets: the ``i``-th, ``i + n``-th, … the
-file names (see Share). Every
-run carries its position in the file's reading order, so the merge gives exactly the
-order, and on a bad line exactly the output before the error, of a single process.
+but builds and replays only the runs of its targets: the ``i``-th, ``i + n``-th, … that
+the file names (see Share). Every run carries its position in the file's reading order,
+so the merge gives exactly the order, and on a bad line exactly the output before the
+error, of a single process.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ class ParamsTable:
 @dataclass
 class Share:
     """Worker ``index`` of ``jobs``: the targets it replays. Targets are dealt in the order
-    the file first names them, which every worker reads alike: a hash of the names split
-    the benchmark's 16 targets 10 to 6, and the larger share sets the wall time."""
+    the file first names them, which every worker reads alike, so the shares are as even
+    as can be (a hash of a few names splits them unevenly, and the larger share sets the
+    wall time)."""
 
     index: int
     jobs: int
