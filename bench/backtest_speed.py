@@ -7,7 +7,8 @@ samples) in ≤ 60 s wall on 2 cores.
 
 The corpus has structure to find (a generation collapse halfway, busy hours every day) so
 the detectors do their full work, bootstrap and all, not only the cheap early exits.
-Each process is measured alone (``os.wait4``: its own CPU time and peak RSS). RSS growth
+Each process is measured alone (``os.wait4``: its own CPU time and peak RSS; with
+``--jobs`` its workers' CPU time is included, and the peak RSS is the largest process's). RSS growth
 is the peak RSS at ``--days`` minus that at ``--growth-days``, per extra sample; the
 backtest keeps the runs of its last 8 days (reference window and a day), so growth means
 something only when both sizes are past that.
@@ -17,7 +18,7 @@ export of it in a temporary directory) and with this tree, and fails unless both
 the same transitions (alert ids aside, as they are random).
 
     .venv/bin/python -m bench.backtest_speed [--targets 16] [--days 10] [--growth-days 5]
-    .venv/bin/python -m bench.backtest_speed --days 30 --growth-days 10
+    .venv/bin/python -m bench.backtest_speed --days 30 --growth-days 10 [--jobs 2]
     .venv/bin/python -m bench.backtest_speed --days 0 --same-as 486f18d
 """
 
@@ -112,8 +113,10 @@ def measure(command: list[str], cwd: Path = ROOT) -> Measured:
     return Measured(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024, text)
 
 
-def backtest(corpus: Path, cwd: Path = ROOT) -> Measured:
-    return measure([sys.executable, "-m", "app", "backtest", str(corpus), "--format", "jsonl"], cwd)
+def backtest(corpus: Path, cwd: Path = ROOT, jobs: int | None = None) -> Measured:
+    """``jobs`` None: the command's default (and no ``--jobs``, for code without it)."""
+    command = [sys.executable, "-m", "app", "backtest", str(corpus), "--format", "jsonl"]
+    return measure(command + ([] if jobs is None else ["--jobs", str(jobs)]), cwd)
 
 
 def floor(corpus: Path) -> Measured:
@@ -123,19 +126,20 @@ def floor(corpus: Path) -> Measured:
 def speed(args: argparse.Namespace, directory: Path) -> None:
     corpus = directory / "corpus.csv"
     rows = write_corpus(corpus, args.targets, args.days, args.samples, args.seed)
-    bare, run = floor(corpus), backtest(corpus)
+    bare, run = floor(corpus), backtest(corpus, jobs=args.jobs)
+    jobs = "default" if args.jobs is None else args.jobs
     firing = sum('"state": "firing"' in line for line in run.stdout.splitlines())
     print(f"samples              {rows:>12,}")
     print(f"bare csv.reader CPU  {bare.cpu_s:>12.2f} s")
     print(f"backtest CPU         {run.cpu_s:>12.2f} s")
     print(f"CPU ratio            {run.cpu_s / bare.cpu_s:>12.1f} ×   (goal ≤ 15×)")
-    print(f"backtest wall time   {run.wall_s:>12.1f} s   (month goal ≤ 60 s)")
+    print(f"backtest wall time   {run.wall_s:>12.1f} s   (month goal ≤ 60 s), --jobs {jobs}")
     print(f"peak RSS             {run.peak_rss_mib:>12.0f} MiB (goal ≤ 400 MB)")
     print(f"firing transitions   {firing:>12}")
     if args.growth_days:
         small = directory / "small.csv"
         fewer = write_corpus(small, args.targets, args.growth_days, args.samples, args.seed)
-        smaller = backtest(small)
+        smaller = backtest(small, jobs=args.jobs)
         growth = (run.peak_rss_mib - smaller.peak_rss_mib) * 1024 / (rows - fewer)
         print(f"peak RSS at {fewer:,} samples {smaller.peak_rss_mib:.0f} MiB")
         print(f"RSS growth           {growth:>12.3f} KiB per sample")
@@ -149,7 +153,10 @@ def same(args: argparse.Namespace, directory: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
     corpus = directory / "same.csv"
     rows = write_corpus(corpus, args.same_targets, args.same_days, args.samples, args.seed)
-    before, after = _transitions(backtest(corpus, old)), _transitions(backtest(corpus))
+    before, after = (
+        _transitions(backtest(corpus, old)),
+        _transitions(backtest(corpus, jobs=args.jobs)),
+    )
     print(f"same-as {args.same_as}: {rows:,} samples, {len(before)} transitions before")
     if before != after:
         for index, (a, b) in enumerate(zip(before, after, strict=False)):
@@ -173,6 +180,7 @@ def main() -> None:
     parser.add_argument("--growth-days", type=int, default=5, help="0: skip the growth run")
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, help="the backtest's --jobs (default: its own)")
     parser.add_argument("--same-as", metavar="REV", help="compare transitions with REV's code")
     parser.add_argument("--same-targets", type=int, default=4)
     parser.add_argument("--same-days", type=int, default=4)

@@ -38,16 +38,16 @@ SLACK = timedelta(days=1)  # kept beyond a reference window
 
 
 class BacktestError(Exception):
-    pass
+    runs_before = 0  # the runs read before this error was found (see read_numbered)
 
 
 class _Reading:
     """A run whose rows are still being read; times are in the export's own text form."""
 
-    __slots__ = ("first", "last", "limit", "line", "rows")
+    __slots__ = ("first", "kept", "last", "limit", "line", "rows")
 
-    def __init__(self, first: str, line: int, max_span: timedelta) -> None:
-        self.line, self.last = line, first
+    def __init__(self, first: str, line: int, max_span: timedelta, kept: bool) -> None:
+        self.line, self.last, self.kept = line, first, kept
         self.rows: list[list[str]] = []
         self.start(first, max_span)
 
@@ -56,9 +56,13 @@ class _Reading:
         self.limit = format_timestamp(parse_timestamp(first) + max_span)
 
 
-def read_runs(rows: TextIO, max_span: timedelta = MAX_SPAN) -> Iterator[RunData]:
+def read_runs(
+    rows: TextIO, max_span: timedelta = MAX_SPAN, keep: Callable[[str], bool] | None = None
+) -> Iterator[RunData]:
     """The CSV's runs, oldest first (a run is at its first sample's time; runs that start
     at the same time in the order the file first names them), as the reading passes them.
+    With ``keep``, only the runs of the targets it keeps (the others are checked as they
+    pass but their numbers are never parsed).
 
     The rows must be in time order as `phasewatch export` writes them, give or take
     ``max_span`` (see MAX_SPAN); a file that is not is a BacktestError naming the line.
@@ -66,15 +70,28 @@ def read_runs(rows: TextIO, max_span: timedelta = MAX_SPAN) -> Iterator[RunData]
     order; others are converted to it. A run's first time is parsed, so checked in full;
     the others only for their form and their order.
     """
+    return (run for _, run in read_numbered(rows, max_span, keep))
+
+
+def read_numbered(
+    rows: TextIO, max_span: timedelta = MAX_SPAN, keep: Callable[[str], bool] | None = None
+) -> Iterator[tuple[int, RunData]]:
+    """``read_runs``, each run with its position among all the file's runs (those ``keep``
+    leaves out counted too). A BacktestError carries ``runs_before``: how many runs the
+    reading had passed when it was found."""
     reader = csv.reader(rows)
     header = next(reader, None)
     if header is None or tuple(header[: len(BASE_COLUMNS)]) != BASE_COLUMNS:
         raise BacktestError(f"not a phasewatch samples CSV: header must start {BASE_COLUMNS}")
-    stream = _Stream(header, max_span)
-    # Consecutive rows of one run are taken together: the checks then run per stretch.
-    for run_id, stretch in itertools.groupby(reader, key=_run_id):
-        yield from stream.take(run_id, list(stretch))
-    yield from stream.complete(_LAST)
+    stream = _Stream(header, max_span, keep)
+    try:
+        # Consecutive rows of one run are taken together: the checks then run per stretch.
+        for run_id, stretch in itertools.groupby(reader, key=_run_id):
+            yield from stream.take(run_id, list(stretch))
+        yield from stream.complete(_LAST)
+    except BacktestError as exc:
+        exc.runs_before = stream.passed
+        raise
 
 
 _FORM_LENGTH = len("2024-05-01T12:00:00.000000Z")
@@ -91,16 +108,19 @@ def _run_id(row: list[str]) -> str:
 class _Stream:
     """The runs being read, and how far the reading has got."""
 
-    def __init__(self, header: list[str], max_span: timedelta) -> None:
+    def __init__(
+        self, header: list[str], max_span: timedelta, keep: Callable[[str], bool] | None
+    ) -> None:
         self.phases = [name.removesuffix("_ms") for name in header[len(BASE_COLUMNS) :]]
-        self.width, self.max_span = len(header), max_span
+        self.width, self.max_span, self.keep = len(header), max_span, keep
+        self.passed = 0  # runs completed, kept or not
         self.reading: dict[str, _Reading] = {}
         self.done: set[str] = set()
         self.line = 1
         self.latest = self.floor_of = self.floor = ""
         self.flush_after = _LAST
 
-    def take(self, run_id: str, stretch: list[list[str]]) -> Iterator[RunData]:
+    def take(self, run_id: str, stretch: list[list[str]]) -> Iterator[tuple[int, RunData]]:
         line, self.line = self.line + 1, self.line + len(stretch)
         if set(map(len, stretch)) != {self.width}:
             bad = next(i for i, row in enumerate(stretch) if len(row) != self.width)
@@ -115,7 +135,7 @@ class _Stream:
         self.latest = max(self.latest, late)
         run = self.reading.get(run_id)
         if run is None:
-            run = self.reading[run_id] = self._new(run_id, early, line)
+            run = self.reading[run_id] = self._new(run_id, stretch[0], early, line)
         elif early < run.first:
             run.start(early, self.max_span)
         run.last = max(run.last, late)
@@ -124,11 +144,12 @@ class _Stream:
                 f"line {line + len(stamps) - 1}: run {run_id}'s samples start more than"
                 f" {self.max_span} apart"
             )
-        run.rows.extend(stretch)
+        if run.kept:
+            run.rows.extend(stretch)
         if self.latest > self.flush_after:
             yield from self.complete(_after(self.latest, -2 * self.max_span))
 
-    def complete(self, before: str) -> Iterator[RunData]:
+    def complete(self, before: str) -> Iterator[tuple[int, RunData]]:
         """The runs that started before ``before``, oldest first, taken out of reading."""
         ready = sorted(
             (run.first, run.line, run_id)
@@ -137,7 +158,10 @@ class _Stream:
         )
         for _, _, run_id in ready:
             self.done.add(run_id)
-            yield _run(run_id, self.reading.pop(run_id), self.phases)
+            run = self.reading.pop(run_id)
+            if run.kept:
+                yield self.passed, _run(run_id, run, self.phases)
+            self.passed += 1
         oldest = next(iter(self.reading.values()), None)
         self.flush_after = _LAST if oldest is None else _after(oldest.first, 2 * self.max_span)
 
@@ -153,7 +177,7 @@ class _Stream:
                 " the rows must be in time order, as `phasewatch export` writes them"
             )
 
-    def _new(self, run_id: str, stamp: str, line: int) -> _Reading:
+    def _new(self, run_id: str, row: list[str], stamp: str, line: int) -> _Reading:
         if run_id in self.done:
             raise BacktestError(
                 f"line {line}: run {run_id} goes on after its other rows were read:"
@@ -162,7 +186,7 @@ class _Stream:
         if not self.reading:
             self.flush_after = _after(stamp, 2 * self.max_span)
         try:
-            return _Reading(stamp, line, self.max_span)
+            return _Reading(stamp, line, self.max_span, self.keep is None or self.keep(row[1]))
         except ValueError as exc:
             raise BacktestError(f"line {line}: {exc}") from None
 
@@ -234,13 +258,25 @@ def replay(
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[Transition]:
-    history = MemoryHistory(lambda target: retention(params_for(target)))
-    evaluator = Evaluator(history, params_for, seed=seed)
-    for done, run in enumerate(runs, start=1):
-        history.add(run)
-        yield from evaluator.evaluate(run.target, run.vantage, run.at)
+    numbered = replay_numbered(enumerate(runs), params_for, seed=seed)
+    for done, (_, transitions) in enumerate(numbered, start=1):
+        yield from transitions
         if progress is not None:
             progress(done)
+
+
+def replay_numbered(
+    runs: Iterable[tuple[int, RunData]],
+    params_for: Callable[[str], DetectorParams],
+    *,
+    seed: int = 0,
+) -> Iterator[tuple[int, list[Transition]]]:
+    """Each run's number and the transitions its evaluation made, in the order given."""
+    history = MemoryHistory(lambda target: retention(params_for(target)))
+    evaluator = Evaluator(history, params_for, seed=seed)
+    for number, run in runs:
+        history.add(run)
+        yield number, evaluator.evaluate(run.target, run.vantage, run.at)
 
 
 def retention(params: DetectorParams) -> Retention:

@@ -64,7 +64,7 @@ class CrossVantage:
         if shift is not None and old is not None:
             new = shift.identity.to_phase
             found[replace(shift.identity, vantage=vantage, scope=scope)] = d.dominant_resolution(
-                window, old, new, reference.mix.dominant, params, self.ev.rng
+                window, old, new, reference.mix.dominant, params, self.ev.rng(target)
             )
             leader = new or phase_mix(window).dominant
         if leader is None:
@@ -75,7 +75,7 @@ class CrossVantage:
         if candidate is not None and not reverting:
             identity = Identity(KIND, target, vantage, scope, leader, candidate)
             if identity not in found:
-                finding = d.dominant_finding(window, leader, candidate, params, self.ev.rng)
+                finding = d.dominant_finding(window, leader, candidate, params, self.ev.rng(target))
                 before = reference.mix.shares.get(leader, 0.0)
                 finding.numbers["from_share_before_pct"] = round(100 * before, 1)
                 found[identity] = finding

@@ -11,6 +11,7 @@ and everything about each, comes from the registry (app/analysis/detectors/).
 from __future__ import annotations
 
 import uuid
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -55,7 +56,8 @@ class Evaluator:
     ) -> None:
         self.history = history
         self.params_for = params_for
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self._rngs: dict[str, np.random.Generator] = {}
         self.alerts: dict[Identity, Alert] = {}
         self.cooling: dict[Identity, Cooling] = {}
         self.vantages: dict[tuple[str, str], VantageState] = {}
@@ -94,6 +96,14 @@ class Evaluator:
     def state(self, target: str, vantage: str) -> VantageState:
         return self.vantages.setdefault((target, vantage), VantageState())
 
+    def rng(self, target: str) -> np.random.Generator:
+        """``target``'s own random numbers: its bootstrap draws, so its alerts, depend on
+        the seed and its name, not on which targets were evaluated before it."""
+        rng = self._rngs.get(target)
+        if rng is None:
+            rng = self._rngs[target] = np.random.default_rng([self.seed, _name_key(target)])
+        return rng
+
     # Per-vantage detectors ---------------------------------------------------------
 
     def _vantage_signals(
@@ -113,7 +123,7 @@ class Evaluator:
             recent=recent,
             reference=reference,
             params=params,
-            rng=self.rng,
+            rng=self.rng(target),
             now=now,
             tail=state.tail,
             onset=lambda count: self.history.last(target, vantage, count),
@@ -293,6 +303,10 @@ def rules_for(kind: str, params: d.DetectorParams) -> Rules:
     detector = d.DETECTORS.get(kind)
     confirm = detector.confirm(params) if detector is not None else params.confirm
     return Rules(confirm, params.recover, timedelta(seconds=params.keep_firing_for))
+
+
+def _name_key(target: str) -> int:
+    return zlib.crc32(target.encode())  # stable across processes, unlike hash()
 
 
 def _inside(at: datetime, spans: list[tuple[datetime, datetime | None]]) -> bool:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -17,8 +18,8 @@ from rich.progress import MofNCompleteColumn, Progress, TextColumn
 from app.cli.common import fail
 
 if TYPE_CHECKING:
+    from app.alerts.backtestjobs import ParamsTable
     from app.alerts.identity import Transition
-    from app.analysis.detectors import DetectorParams
 
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
@@ -39,38 +40,66 @@ def backtest(
         typer.Option("--format", help="A table for people, or a JSON object a line for scripts."),
     ] = Format.TABLE,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap's random numbers.")] = 0,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            show_default=False,
+            help="Worker processes, each replaying a share of the targets (the same"
+            " transitions, in the same order, as one process); default one per core, at most"
+            " 2. Each reads the whole file, so memory grows with N. 1 replays in this process.",
+        ),
+    ] = None,
 ) -> None:
     """Print every alert transition the detectors would have made on these samples."""
-    from app.alerts.backtest import BacktestError, read_runs, replay
+    from app.alerts.backtest import BacktestError
 
     _keep_freed_memory()
     params_for = _params(config)
     try:
-        rows = file.open(newline="")
+        file.open(newline="").close()
     except OSError as exc:
         raise typer.BadParameter(f"cannot read {file}: {exc.strerror}", param_hint="FILE") from exc
-    stderr = Console(stderr=True)
-    columns = (TextColumn("replaying"), MofNCompleteColumn(), TextColumn("runs"))
     transitions: list[Transition] = []
+    workers = jobs if jobs is not None else min(2, os.cpu_count() or 1)
     try:
-        with rows, Progress(*columns, console=stderr, disable=not stderr.is_terminal) as shown:
-            task = shown.add_task("runs", total=None)
-            for transition in replay(
-                read_runs(rows),
-                params_for,
-                seed=seed,
-                progress=lambda n: shown.update(task, completed=n),
-            ):
-                if not transition.moved:
-                    continue
-                if output is Format.JSONL:
-                    sys.stdout.write(json.dumps(transition.to_json()) + "\n")
-                else:
-                    transitions.append(transition)
+        for transition in _moved(file, params_for, seed, workers):
+            if output is Format.JSONL:
+                sys.stdout.write(json.dumps(transition.to_json()) + "\n")
+            else:
+                transitions.append(transition)
     except BacktestError as exc:
         fail(f"{file}: {exc}")
     if output is Format.TABLE:
         _table(transitions)
+
+
+def _moved(file: Path, params_for: ParamsTable, seed: int, jobs: int) -> Iterator[Transition]:
+    """The transitions that change a state: in this process (with a progress bar on a
+    terminal) for one job, else from ``jobs`` workers."""
+    from app.alerts.backtest import read_runs, replay
+    from app.alerts.backtestjobs import replay_file
+
+    if jobs > 1:
+        yield from replay_file(
+            file, params_for, seed=seed, jobs=jobs, initializer=_keep_freed_memory
+        )
+        return
+    stderr = Console(stderr=True)
+    columns = (TextColumn("replaying"), MofNCompleteColumn(), TextColumn("runs"))
+    with (
+        file.open(newline="") as rows,
+        Progress(*columns, console=stderr, disable=not stderr.is_terminal) as shown,
+    ):
+        task = shown.add_task("runs", total=None)
+        for transition in replay(
+            read_runs(rows),
+            params_for,
+            seed=seed,
+            progress=lambda n: shown.update(task, completed=n),
+        ):
+            if transition.moved:
+                yield transition
 
 
 def _keep_freed_memory() -> None:
@@ -85,15 +114,13 @@ def _keep_freed_memory() -> None:
         pass  # not glibc: its allocator's defaults then
 
 
-def _params(config: Path | None) -> Callable[[str], DetectorParams]:
-    from app.analysis.detectors import DetectorParams
+def _params(config: Path | None) -> ParamsTable:
+    from app.alerts.backtestjobs import ParamsTable
     from app.cli.service import load_targets_or_exit
 
-    defaults = DetectorParams()
     if config is None:
-        return lambda _target: defaults
-    by_target = {t.name: t.alerts for t in load_targets_or_exit(config).targets}
-    return lambda target: by_target.get(target, defaults)
+        return ParamsTable()
+    return ParamsTable(by_target={t.name: t.alerts for t in load_targets_or_exit(config).targets})
 
 
 def _table(transitions: list[Transition]) -> None:

@@ -1,0 +1,105 @@
+"""The backtest in several processes: targets are independent in the evaluator (each has its
+own random numbers), so each worker replays a share of them and the parent merges.
+
+Worker ``i`` of ``n`` reads the whole file (so it checks every line, as one process would)
+but builds and replays only the runs of its targets: the ``i``-th, ``i + n``-th, … that
+the file names (see Share). Every run carries its position in the file's reading order,
+so the merge gives exactly the order, and on a bad line exactly the output before the
+error, of a single process.
+"""
+
+from __future__ import annotations
+
+import heapq
+import multiprocessing
+import operator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.alerts.backtest import BacktestError, read_numbered, replay_numbered
+from app.alerts.identity import Transition
+from app.analysis.detectors import DetectorParams
+
+Numbered = list[tuple[int, list[Transition]]]
+
+
+@dataclass(frozen=True)
+class ParamsTable:
+    """``params_for`` as data, so that it can be sent to a worker process."""
+
+    default: DetectorParams = field(default_factory=DetectorParams)
+    by_target: dict[str, DetectorParams] = field(default_factory=dict)
+
+    def __call__(self, target: str) -> DetectorParams:
+        return self.by_target.get(target, self.default)
+
+
+@dataclass
+class Share:
+    """Worker ``index`` of ``jobs``: the targets it replays. Targets are dealt in the order
+    the file first names them, which every worker reads alike, so the shares are as even
+    as can be (a hash of a few names splits them unevenly, and the larger share sets the
+    wall time)."""
+
+    index: int
+    jobs: int
+    dealt: dict[str, bool] = field(default_factory=dict)
+
+    def __call__(self, target: str) -> bool:
+        kept = self.dealt.get(target)
+        if kept is None:
+            kept = self.dealt[target] = len(self.dealt) % self.jobs == self.index
+        return kept
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A worker's moved transitions by run position, and the error that stopped it."""
+
+    numbered: Numbered
+    error: str | None = None
+    runs_before: int = 0
+
+
+def replay_file(
+    path: Path,
+    params_for: ParamsTable,
+    *,
+    seed: int,
+    jobs: int,
+    initializer: Callable[[], None] | None = None,
+) -> Iterator[Transition]:
+    """Every moved transition of the file, in a single process's order; a BacktestError
+    (after the transitions a single process would have made before it) if a line is bad."""
+    context = multiprocessing.get_context("spawn")  # no fork of a process with threads
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=initializer) as pool:
+        futures = [
+            pool.submit(_worker, path, params_for, seed, Share(i, jobs)) for i in range(jobs)
+        ]
+        outcomes = [future.result() for future in futures]
+    failed = [o for o in outcomes if o.error is not None]
+    first = min(failed, key=operator.attrgetter("runs_before"), default=None)
+    stop = first.runs_before if first is not None else None
+    merged = heapq.merge(*(o.numbered for o in outcomes), key=operator.itemgetter(0))
+    for number, transitions in merged:
+        if stop is not None and number >= stop:
+            break
+        yield from transitions
+    if first is not None:
+        raise BacktestError(first.error)
+
+
+def _worker(path: Path, params_for: ParamsTable, seed: int, share: Share) -> Outcome:
+    numbered: Numbered = []
+    try:
+        with path.open(newline="") as rows:
+            runs = read_numbered(rows, keep=share)
+            for number, transitions in replay_numbered(runs, params_for, seed=seed):
+                moved = [t for t in transitions if t.moved]
+                if moved:
+                    numbered.append((number, moved))
+    except BacktestError as exc:
+        return Outcome(numbered, str(exc), exc.runs_before)
+    return Outcome(numbered)
