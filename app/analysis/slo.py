@@ -96,10 +96,6 @@ class MissLedger:
         ledger._rebuild(times, counts_, len(buckets))
         return ledger
 
-    @property
-    def last_at(self) -> datetime | None:
-        return self._times[-1] if self._times else None
-
     def add(self, at: datetime, timed: int, censored: int) -> None:
         """One run's counts; a run older than the newest one is not taken (returns)."""
         if self._times and at <= self._times[-1]:
