@@ -54,6 +54,12 @@ class Counts:
             self.runs_missing + other.runs_missing,
         )
 
+    def budget_left(self, objective: float) -> float | None:
+        """The share of the budget these requests allow that is not spent (below 0:
+        overspent); None without a request."""
+        allowed = (1 - objective) * self.timed
+        return None if allowed == 0 else 1.0 - self.censored / allowed
+
     def burn(self, objective: float) -> float | None:
         """The error rate over the budget's rate; None for a window with no request."""
         if self.timed == 0:
@@ -163,13 +169,17 @@ class WindowBurn:
     @property
     def burning(self) -> bool:
         """The long window burns at the factor: the budget is going."""
-        return self.long_burn is not None and self.long_burn >= self.window.factor
+        return reaches(self.long_burn, self.window.factor)
 
     @property
     def triggered(self) -> bool:
         """Both windows burn at the factor: the budget is going, and still now."""
-        short = self.short_burn is not None and self.short_burn >= self.window.factor
-        return self.burning and short
+        return self.burning and reaches(self.short_burn, self.window.factor)
+
+
+def reaches(rate: float | None, factor: float) -> bool:
+    """A burn rate at or over ``factor`` (a window without a request burns nothing)."""
+    return rate is not None and rate >= factor
 
 
 def window_burn(
@@ -182,6 +192,5 @@ def window_burn(
 
 def budget_left(ledger: MissLedger, now: datetime, budget: timedelta, objective: float) -> float:
     """The share of the error budget not yet spent in the budget window (can go below 0)."""
-    counts = ledger.since(now - budget)
-    allowed = (1 - objective) * counts.timed
-    return 1.0 if allowed == 0 else 1.0 - counts.censored / allowed
+    left = ledger.since(now - budget).budget_left(objective)
+    return 1.0 if left is None else left

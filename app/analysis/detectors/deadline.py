@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from app.analysis.detectors.base import CRITICAL, WARNING, Detector, Finding, Inputs, Named, Signal
-from app.analysis.slo import BurnWindow, Counts, WindowBurn, budget_left, window_burn
+from app.analysis.slo import BurnWindow, Counts, WindowBurn, budget_left, reaches, window_burn
 
 if TYPE_CHECKING:
     from app.analysis.detectors.params import BurnWindowParams, SloParams
@@ -61,7 +61,7 @@ def _any_burning(inputs: Inputs, windows: tuple[BurnWindow, ...]) -> bool:
     objective = inputs.params.slo.objective
     for window in windows:
         rate = inputs.misses.since(inputs.now - window.long, at_least_one=True).burn(objective)
-        if rate is not None and rate >= window.factor:
+        if reaches(rate, window.factor):
             return True
     return False
 
@@ -176,25 +176,22 @@ def spans(slo: SloParams) -> list[timedelta]:
 
 def slo_status(counts: dict[timedelta, Counts], slo: SloParams) -> SloStatus:
     """``counts``: the sums over each of ``spans(slo)``, ending now."""
-    budget = counts.get(slo.budget_window, Counts())
-    allowed = (1 - slo.objective) * budget.timed
+    left = counts.get(slo.budget_window, Counts()).budget_left(slo.objective)
     burning = tuple(
         severity
         for severity, pairs in ((CRITICAL, slo.page), (WARNING, slo.ticket))
-        if any(_burns(counts.get(pair.window().long), pair.burn, slo) for pair in pairs)
+        if any(
+            reaches(counts.get(pair.window().long, Counts()).burn(slo.objective), pair.burn)
+            for pair in pairs
+        )
     )
     return SloStatus(
         objective=slo.objective,
         budget_window=label(slo.budget_window),
-        budget_left=None if allowed == 0 else round(1 - budget.censored / allowed, 4),
+        budget_left=None if left is None else round(left, 4),
         burn_rates={
             label(span): _round(counts.get(span, Counts()).burn(slo.objective))
             for span in spans(slo)[:-1]
         },
         burning=burning,
     )
-
-
-def _burns(counts: Counts | None, factor: float, slo: SloParams) -> bool:
-    rate = None if counts is None else counts.burn(slo.objective)
-    return rate is not None and rate >= factor
