@@ -24,6 +24,7 @@ from bench.detection.scenario import (
     Context,
     after,
     drop_runs,
+    heavier_tail,
     weekend,
 )
 
@@ -65,10 +66,7 @@ def persistent_violation_after_tail_change(ctx: Context) -> None:
     for n in range(p.replicas):
         at = ctx.at_fraction(0.4, 0.6)
         series = ctx.target(f"v{n}", ctx.jittered(base), "a tail that breaks the SLO")
-        for s in series:
-            later = after(s, at)
-            s.tail_p[later] = p.slo_tail_share
-            s.tail_scale_ms[later] *= p.slo_tail_scale
+        heavier_tail(series, at, p.slo_tail_share, p.slo_tail_scale)
         ctx.event(
             id=f"slotail-v{n}",
             kind="tail_shift",

@@ -185,6 +185,14 @@ def after(series: Series, moment: datetime) -> np.ndarray[Any, np.dtype[np.bool_
     return np.asarray(series.starts >= int(moment.timestamp() * MICROS))
 
 
+def heavier_tail(series: list[Series], moment: datetime, share: float, scale: float) -> None:
+    """From ``moment`` on, ``share`` of samples get the queue tail, ``scale`` × longer."""
+    for s in series:
+        later = after(s, moment)
+        s.tail_p[later] = share
+        s.tail_scale_ms[later] *= scale
+
+
 def weekend(series: Series) -> np.ndarray[Any, np.dtype[np.bool_]]:
     days = (series.starts // (86400 * MICROS)).astype(np.int64)
     return np.asarray((days + 3) % 7 >= 5)  # 1970-01-01 was a Thursday

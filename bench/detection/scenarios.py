@@ -22,6 +22,7 @@ from bench.detection.scenario import (
     Context,
     after,
     day_mean,
+    heavier_tail,
     hours,
     leader_change,
 )
@@ -96,10 +97,7 @@ def queue_tail_blowup(ctx: Context) -> None:
     for n in range(p.replicas):
         at = ctx.at_fraction(0.4, 0.6)
         series = ctx.target(f"t{n}", ctx.jittered(CHAT), "chat model")
-        for s in series:
-            later = after(s, at)
-            s.tail_p[later] = p.tail_share
-            s.tail_scale_ms[later] *= p.tail_scale
+        heavier_tail(series, at, p.tail_share, p.tail_scale)
         ctx.event(
             id=f"tail-t{n}",
             kind="tail_shift",
