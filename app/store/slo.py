@@ -51,20 +51,14 @@ def window_counts(
         .group_by(RunRow.vantage)
     ).all()
     found = {row[0]: _by_window(row[1:], windows) for row in rows}
-    found[None] = {span: _pooled(found.values(), span) for span in windows}
+    vantages = list(found.values())
+    found[None] = {span: sum((v[span] for v in vantages), Counts()) for span in windows}
     return found
 
 
 def _by_window(sums: Sequence[Any], windows: Sequence[timedelta]) -> dict[timedelta, Counts]:
     values = [int(value or 0) for value in sums]
     return {span: Counts(*values[4 * i : 4 * i + 4]) for i, span in enumerate(windows)}
-
-
-def _pooled(per_vantage: Any, span: timedelta) -> Counts:
-    total = Counts()
-    for counts in list(per_vantage):
-        total = total + counts[span]
-    return total
 
 
 def target_slo(session: Session, name: str, at: datetime) -> dict[str | None, SloStatus] | None:
