@@ -201,7 +201,7 @@ class AlertEngine:
             vantages = {(row.target, row.vantage): rows.vantage_of(row) for row in states}
         self.evaluator.alerts.update({alert.identity: alert for alert in alerts})
         self.evaluator.cooling.update(
-            {rows.alert_of(row).identity: rows.cooling_of(row) for row in resolved}
+            {rows.identity_of(row): rows.cooling_of(row) for row in resolved}
         )
         self.evaluator.vantages.update(vantages)
         # The last combined round is not stored: take it to have seen every vantage's last

@@ -138,10 +138,14 @@ def cooling_of(row: AlertRow) -> Cooling:
     return Cooling(quiet_since=row.resolved_at or row.updated_at)
 
 
-def alert_of(row: AlertRow) -> Alert:
-    identity = Identity(
+def identity_of(row: AlertRow) -> Identity:
+    return Identity(
         row.kind, row.target, row.vantage, row.scope, row.from_phase, row.to_phase, row.severity
     )
+
+
+def alert_of(row: AlertRow) -> Alert:
+    identity = identity_of(row)
     return Alert(
         id=str(row.id),
         identity=identity,

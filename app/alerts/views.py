@@ -17,8 +17,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session
 
-from app.alerts.identity import Identity
-from app.alerts.rows import OPEN_STATES
+from app.alerts.rows import OPEN_STATES, identity_of
 from app.alerts.summary import summarize_alert
 from app.store.models import AlertRow, AlertTransitionRow
 
@@ -137,12 +136,6 @@ def open_alerts_by_series(session: Session) -> dict[tuple[str, str | None], Aler
 
 
 # Conversions -------------------------------------------------------------------------------
-
-
-def identity_of(row: AlertRow) -> Identity:
-    return Identity(
-        row.kind, row.target, row.vantage, row.scope, row.from_phase, row.to_phase, row.severity
-    )
 
 
 def alert_view(row: AlertRow) -> AlertView:
