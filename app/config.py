@@ -11,10 +11,10 @@ import os
 import re
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -33,6 +33,7 @@ from app.durations import Seconds
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP, PHASES
 from app.probe.spec import Kind, ProbeSpec, RttMethod
+from app.safeyaml import LineIndex, YamlRefused, read_document
 
 DEFAULT_CONFIG_PATH = Path("phasewatch.yaml")
 DEFAULT_DATABASE_URL = "sqlite:///./phasewatch.db"
@@ -209,31 +210,28 @@ class ResolvedSettings(BaseModel):
 def load_targets(path: Path, environ: Mapping[str, str] | None = None) -> TargetsFile:
     """Read, expand ``${ENV}`` references in header values, and validate the targets file."""
     try:
-        text = path.read_text()
+        raw, lines = read_document(path)
     except OSError as exc:
         raise ConfigError(path, [f"{path}: cannot read: {exc.strerror}"]) from exc
-    try:
-        raw = yaml.safe_load(text) or {}
-        lines = _line_index(yaml.compose(text))
-    except yaml.YAMLError as exc:
-        raise ConfigError(path, [f"{path}: not valid YAML: {_yaml_reason(exc)}"]) from exc
+    except YamlRefused as exc:
+        raise ConfigError(path, [str(exc)]) from exc
+    raw = raw or {}
     if not isinstance(raw, dict):
         raise ConfigError(path, [f"{path}: the file must be a mapping with a 'targets' list"])
     environ = os.environ if environ is None else environ
-    problems = _expand_headers(raw, environ, path, lines)
+    where = _Where(path, raw, lines)
+    problems = _expand_headers(raw, environ, where)
     try:
         # Notifier configs expand ``${NAME}`` themselves (URLs, headers, passwords).
         parsed = TargetsFile.model_validate(raw, context={"environ": environ})
     except ValidationError as exc:
-        problems += [_describe(path, raw, lines, error) for error in exc.errors()]
+        problems += [_describe(where, error) for error in exc.errors()]
     if problems:
         raise ConfigError(path, problems)
     return parsed
 
 
-def _expand_headers(
-    raw: dict[str, Any], environ: Mapping[str, str], path: Path, lines: dict[tuple[Any, ...], int]
-) -> list[str]:
+def _expand_headers(raw: dict[str, Any], environ: Mapping[str, str], where: _Where) -> list[str]:
     problems: list[str] = []
     for index, target in enumerate(raw.get("targets") or []):
         headers = target.get("headers") if isinstance(target, dict) else None
@@ -244,32 +242,31 @@ def _expand_headers(
                 continue
             loc = ("targets", index, "headers", name)
             for missing in [v for v in _ENV_REFERENCE.findall(value) if v not in environ]:
-                reason = f"environment variable {missing} is not set"
-                problems.append(_line(path, raw, lines, loc, reason))
+                problems.append(where.line(loc, f"environment variable {missing} is not set"))
             headers[name] = _ENV_REFERENCE.sub(lambda m: environ.get(m.group(1), ""), value)
     return problems
 
 
-def _describe(
-    path: Path, raw: dict[str, Any], lines: dict[tuple[Any, ...], int], error: Any
-) -> str:
+def _describe(where: _Where, error: Any) -> str:
     loc = tuple(error["loc"])
     if loc[:1] == ("notifiers",) and len(loc) > 2 and loc[2] in KINDS:
         loc = loc[:2] + loc[3:]  # pydantic names the union member: notifiers.x.webhook.url
     reason = error["msg"].removeprefix("Value error, ")
-    return _line(path, raw, lines, loc, reason)
+    return where.line(loc, reason)
 
 
-def _line(
-    path: Path,
-    raw: dict[str, Any],
-    lines: dict[tuple[Any, ...], int],
-    loc: tuple[Any, ...],
-    reason: str,
-) -> str:
-    where = _nearest_line(lines, loc)
-    prefix = f"{path}:{where}" if where else str(path)
-    return f"{prefix}: {_location(raw, loc)}: {reason}"
+@dataclass(frozen=True)
+class _Where:
+    """What a problem's line is told from: the file, its data and its line index."""
+
+    path: Path
+    raw: dict[str, Any]
+    lines: LineIndex
+
+    def line(self, loc: tuple[Any, ...], reason: str) -> str:
+        where = _nearest_line(self.lines, loc)
+        prefix = f"{self.path}:{where}" if where else str(self.path)
+        return f"{prefix}: {_location(self.raw, loc)}: {reason}"
 
 
 def _location(raw: dict[str, Any], loc: tuple[Any, ...]) -> str:
@@ -284,29 +281,8 @@ def _location(raw: dict[str, Any], loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc) or "(top level)"
 
 
-def _nearest_line(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
+def _nearest_line(lines: LineIndex, loc: tuple[Any, ...]) -> int | None:
     for cut in range(len(loc), -1, -1):
         if loc[:cut] in lines:
             return lines[loc[:cut]]
     return None
-
-
-def _line_index(node: yaml.Node | None, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
-    """Maps every key path in the YAML document to its 1-based line."""
-    if node is None:
-        return {}
-    found = {path: node.start_mark.line + 1}
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            found |= _line_index(value, (*path, key.value))
-            found[(*path, key.value)] = key.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            found |= _line_index(item, (*path, index))
-    return found
-
-
-def _yaml_reason(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    return f"line {mark.line + 1}: {problem}" if mark is not None else problem

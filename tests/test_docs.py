@@ -15,6 +15,7 @@ from app.analysis.detectors import DetectorParams
 from app.cli import cli
 from app.config import Settings, Target, TargetsFile, load_targets
 from app.main import create_app
+from app.safeyaml import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES
 from tests import clidoc
 
 ROOT = Path(__file__).parent.parent
@@ -109,3 +110,9 @@ def test_every_targets_file_in_the_readme_is_valid(text: str, tmp_path: Path) ->
     names = re.findall(r"\$\{(\w+)\}", text)
     loaded = load_targets(path, environ=dict.fromkeys(names, "https://secret.example"))
     assert loaded.targets
+
+
+def test_the_targets_file_limits_are_the_loaders_own() -> None:
+    section = README.split("## The targets file", 1)[1].split("\n## ", 1)[0]
+    for limit in (f"{MAX_FILE_BYTES:,} bytes", f"{MAX_DEPTH} levels", f"{MAX_ALIAS_NODES:,} nodes"):
+        assert limit in section
