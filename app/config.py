@@ -30,6 +30,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from app.alerts.notifiers import KINDS, NotifierConfig
 from app.analysis.detectors import DetectorParams
 from app.durations import Seconds
+from app.probe.headername import HeaderName
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP, PHASES
 from app.probe.spec import Kind, ProbeSpec, RttMethod
@@ -57,7 +58,7 @@ class Target(BaseModel):
     kind: Kind = Kind.HTTP
     url: str = Field(pattern=r"^https?://")
     method: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[HeaderName, str] = Field(default_factory=dict)
     body: Any = None
     interval: Seconds = Field(default=900.0, gt=0)
     samples: int = Field(default=20, ge=1, le=10_000)
@@ -251,6 +252,8 @@ def _describe(where: _Where, error: Any) -> str:
     loc = tuple(error["loc"])
     if loc[:1] == ("notifiers",) and len(loc) > 2 and loc[2] in KINDS:
         loc = loc[:2] + loc[3:]  # pydantic names the union member: notifiers.x.webhook.url
+    if loc[-1:] == ("[key]",):
+        loc = loc[:-1]  # a dict's key was refused: headers.<name> says which
     reason = error["msg"].removeprefix("Value error, ")
     return where.line(loc, reason)
 

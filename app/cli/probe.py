@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from app.analysis.summary import summarize
+from app.probe.headername import HEADER_NAME_PROBLEM, is_header_name
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.run import probe_run
 from app.probe.sample import Sample
@@ -44,14 +45,15 @@ def expand_env(value: str, what: str) -> str:
 
 def parse_header(raw: str) -> tuple[str, str]:
     name, sep, value = raw.partition(":")
-    if not sep or not name.strip():
+    name = name.strip()
+    if not sep or not name:
         raise typer.BadParameter(f"{raw!r} is not 'Name: value'", param_hint="--header")
+    if not is_header_name(name):
+        raise typer.BadParameter(f"{name!r} {HEADER_NAME_PROBLEM}", param_hint="--header")
     value = expand_env(value.strip(), "--header")
     if has_control_character(value):
-        raise typer.BadParameter(
-            f"{name.strip()}: {CONTROL_CHARACTER_PROBLEM}", param_hint="--header"
-        )
-    return name.strip(), value
+        raise typer.BadParameter(f"{name}: {CONTROL_CHARACTER_PROBLEM}", param_hint="--header")
+    return name, value
 
 
 def parse_body(raw: str | None) -> Any:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.alerts.notifiers import http
 from app.alerts.notifiers.base import BasicAuth, Delivery, Notifier, Secret, SecretUrl, rfc3339
+from app.probe.headername import HeaderName
 
 
 class AlertmanagerConfig(BaseModel):
@@ -25,7 +26,7 @@ class AlertmanagerConfig(BaseModel):
     type: Literal["alertmanager"]
     url: SecretUrl = Field(description="Alertmanager's base URL, e.g. http://127.0.0.1:9093")
     basic_auth: BasicAuth | None = None
-    headers: dict[str, Secret] = Field(default_factory=dict)
+    headers: dict[HeaderName, Secret] = Field(default_factory=dict)
     timeout: float = Field(10.0, gt=0, le=120, description="Seconds for the whole exchange.")
     external_url: str | None = Field(None, pattern=r"^https?://")
 

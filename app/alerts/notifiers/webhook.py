@@ -23,6 +23,7 @@ from app.alerts.notifiers.base import (
     fingerprint,
     rfc3339,
 )
+from app.probe.headername import HeaderName
 
 ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time: what Alertmanager writes for "no end"
 
@@ -33,7 +34,7 @@ class WebhookConfig(BaseModel):
 
     type: Literal["webhook"]
     url: SecretUrl
-    headers: dict[str, Secret] = Field(default_factory=dict)
+    headers: dict[HeaderName, Secret] = Field(default_factory=dict)
     timeout: float = Field(10.0, gt=0, le=120, description="Seconds for the whole exchange.")
     external_url: str | None = Field(None, pattern=r"^https?://")
 
