@@ -8,7 +8,6 @@ in the file names the file, the line, the target, the field and the reason.
 from __future__ import annotations
 
 import os
-import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from app.alerts.notifiers import KINDS, NotifierConfig
 from app.analysis.detectors import DetectorParams
 from app.durations import Seconds
+from app.envvars import UnsetVariable, expand
 from app.probe.headername import HeaderName
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP, PHASES
@@ -38,8 +38,6 @@ from app.safeyaml import LineIndex, YamlRefused, read_document
 
 DEFAULT_CONFIG_PATH = Path("phasewatch.yaml")
 DEFAULT_DATABASE_URL = "sqlite:///./phasewatch.db"
-
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class ConfigError(Exception):
@@ -208,8 +206,14 @@ class ResolvedSettings(BaseModel):
     raw_retention_days: int
 
 
-def load_targets(path: Path, environ: Mapping[str, str] | None = None) -> TargetsFile:
-    """Read, expand ``${ENV}`` references in header values, and validate the targets file."""
+def load_targets(
+    path: Path, environ: Mapping[str, str] | None = None, *, require_env: bool = True
+) -> TargetsFile:
+    """Read, expand ``${ENV}`` references in header values, and validate the targets file.
+
+    ``require_env=False`` is for commands that never send a request or a notification
+    (backtest, export): a variable that is not set is no problem, its ``${NAME}`` stays.
+    """
     try:
         raw, lines = read_document(path)
     except OSError as exc:
@@ -221,10 +225,11 @@ def load_targets(path: Path, environ: Mapping[str, str] | None = None) -> Target
         raise ConfigError(path, [f"{path}: the file must be a mapping with a 'targets' list"])
     environ = os.environ if environ is None else environ
     where = _Where(path, raw, lines)
-    problems = _expand_headers(raw, environ, where)
+    problems = _expand_headers(raw, environ, not require_env, where)
     try:
         # Notifier configs expand ``${NAME}`` themselves (URLs, headers, passwords).
-        parsed = TargetsFile.model_validate(raw, context={"environ": environ})
+        context = {"environ": environ, "keep_unset": not require_env}
+        parsed = TargetsFile.model_validate(raw, context=context)
     except ValidationError as exc:
         problems += [_describe(where, error) for error in exc.errors()]
     if problems:
@@ -232,7 +237,9 @@ def load_targets(path: Path, environ: Mapping[str, str] | None = None) -> Target
     return parsed
 
 
-def _expand_headers(raw: dict[str, Any], environ: Mapping[str, str], where: _Where) -> list[str]:
+def _expand_headers(
+    raw: dict[str, Any], environ: Mapping[str, str], keep_unset: bool, where: _Where
+) -> list[str]:
     problems: list[str] = []
     for index, target in enumerate(raw.get("targets") or []):
         headers = target.get("headers") if isinstance(target, dict) else None
@@ -241,10 +248,10 @@ def _expand_headers(raw: dict[str, Any], environ: Mapping[str, str], where: _Whe
         for name, value in headers.items():
             if not isinstance(value, str):
                 continue
-            loc = ("targets", index, "headers", name)
-            for missing in [v for v in _ENV_REFERENCE.findall(value) if v not in environ]:
-                problems.append(where.line(loc, f"environment variable {missing} is not set"))
-            headers[name] = _ENV_REFERENCE.sub(lambda m: environ.get(m.group(1), ""), value)
+            try:
+                headers[name] = expand(value, environ, keep_unset=keep_unset)
+            except UnsetVariable as exc:
+                problems.append(where.line(("targets", index, "headers", name), str(exc)))
     return problems
 
 

@@ -120,7 +120,9 @@ def _params(config: Path | None) -> ParamsTable:
 
     if config is None:
         return ParamsTable()
-    return ParamsTable(by_target={t.name: t.alerts for t in load_targets_or_exit(config).targets})
+    # Only the alert settings are read: header and notifier variables need not be set.
+    targets = load_targets_or_exit(config, require_env=False).targets
+    return ParamsTable(by_target={t.name: t.alerts for t in targets})
 
 
 def _table(transitions: list[Transition]) -> None:

@@ -46,7 +46,7 @@ def resolve_database_url(option: str | None, config: Path | None) -> str:
     url = option or settings.database_url
     if url is None and settings.config.exists():
         try:
-            url = load_targets(settings.config).database_url
+            url = load_targets(settings.config, require_env=False).database_url
         except ConfigError:
             url = None  # the file's other problems are not this command's business
     return url or DEFAULT_DATABASE_URL

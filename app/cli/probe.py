@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,30 +16,18 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from app.analysis.summary import summarize
+from app.envvars import UnsetVariable, expand
 from app.probe.headername import HEADER_NAME_PROBLEM, is_header_name
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from app.probe.spec import Kind, ProbeSpec
 
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 DEMO_BODY = {
     "model": "sim-1",
     "stream": True,
     "messages": [{"role": "user", "content": "Translate: 안녕하세요"}],
 }
-
-
-def expand_env(value: str, what: str) -> str:
-    """Replace ``${NAME}`` with the environment variable; a missing one is an error."""
-
-    def lookup(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in os.environ:
-            raise typer.BadParameter(f"environment variable {name} is not set", param_hint=what)
-        return os.environ[name]
-
-    return _ENV_REFERENCE.sub(lookup, value)
 
 
 def parse_header(raw: str) -> tuple[str, str]:
@@ -50,7 +37,10 @@ def parse_header(raw: str) -> tuple[str, str]:
         raise typer.BadParameter(f"{raw!r} is not 'Name: value'", param_hint="--header")
     if not is_header_name(name):
         raise typer.BadParameter(f"{name!r} {HEADER_NAME_PROBLEM}", param_hint="--header")
-    value = expand_env(value.strip(), "--header")
+    try:
+        value = expand(value.strip(), os.environ)
+    except UnsetVariable as exc:
+        raise typer.BadParameter(str(exc), param_hint="--header") from None
     if has_control_character(value):
         raise typer.BadParameter(f"{name}: {CONTROL_CHARACTER_PROBLEM}", param_hint="--header")
     return name, value

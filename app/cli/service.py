@@ -105,11 +105,13 @@ def _given(**options: Any) -> dict[str, Any]:
     return {name: value for name, value in options.items() if value is not None}
 
 
-def load_targets_or_exit(path: Path) -> TargetsFile:
+def load_targets_or_exit(path: Path, *, require_env: bool = True) -> TargetsFile:
+    """The targets file, or each problem on a line and exit 1. ``require_env=False`` for
+    commands that never probe or notify: ``${VAR}`` need not be set for them."""
     from app.config import ConfigError, load_targets
 
     try:
-        return load_targets(path)
+        return load_targets(path, require_env=require_env)
     except ConfigError as exc:
         for problem in exc.problems:
             sys.stderr.write(f"{problem}\n")

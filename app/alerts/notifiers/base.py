@@ -31,7 +31,8 @@ from pydantic import (
     ValidationInfo,
 )
 
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+from app.envvars import expand, has_reference
+
 RESOLVED_STATES = frozenset({"resolved", "inactive"})
 _IDENTITY_KEYS = ("target", "scope", "severity", "vantage", "from_phase", "to_phase")
 
@@ -53,22 +54,25 @@ def expand_env(value: Any, info: ValidationInfo) -> Any:
     """``${NAME}`` from the environment (``load_targets`` passes its own as context)."""
     if not isinstance(value, str):
         return value
-    context = info.context if isinstance(info.context, Mapping) else {}
+    context = _context(info)
     environ: Mapping[str, str] = context.get("environ", os.environ)
-    missing = [name for name in _ENV_REFERENCE.findall(value) if name not in environ]
-    if missing:
-        raise ValueError(f"environment variable {missing[0]} is not set")
-    return _ENV_REFERENCE.sub(lambda match: environ[match.group(1)], value)
+    return expand(value, environ, keep_unset=context.get("keep_unset", False))
 
 
-def _http_url(value: SecretStr) -> SecretStr:
+def _http_url(value: SecretStr, info: ValidationInfo) -> SecretStr:
     # The reasons never quote the value: a URL from the environment may hold a token.
     url = value.get_secret_value()
+    if has_reference(url) and _context(info).get("keep_unset", False):
+        return value  # left as ${NAME} for a command that never sends (envvars.expand)
     if not re.match(r"^https?://[^/\s]+", url):
         raise ValueError("must be an http:// or https:// URL")
     if not _valid_port(url):
         raise ValueError("has a port that is not a number from 1 to 65535")
     return value
+
+
+def _context(info: ValidationInfo) -> Mapping[str, Any]:
+    return info.context if isinstance(info.context, Mapping) else {}
 
 
 def _valid_port(url: str) -> bool:
