@@ -20,12 +20,15 @@ from sqlalchemy import Engine
 
 from app.store.csvlayout import (
     BASE_COLUMNS,
-    MAX_NAME_LENGTH,
     STATUSES,
     CsvImportError,
     CsvProblem,
     ImportResult,
+    parse_name,
+    parse_number,
+    parse_status,
     parse_timestamp,
+    parse_uuid,
     phase_order,
 )
 from app.store.db import make_sessions, transaction
@@ -88,15 +91,25 @@ class _Table:
         self.status = bytearray()  # index into STATUSES
         self.total = array("d")
         self.values = [array("d") for _ in phases]  # NaN: the sample has no such phase
+        self.lines = array("q")  # where each row is in the file
         self.runs: dict[uuid.UUID, _Run] = {}
 
-    def append(self, started_at: datetime, status: str, total: float, values: list[float]) -> int:
+    def append(
+        self, line: int, started_at: datetime, status: str, total: float, values: list[float]
+    ) -> int:
+        self.lines.append(line)
         self.micros.append((started_at - _EPOCH) // _MICROSECOND)
         self.status.append(STATUSES.index(status))
         self.total.append(total)
         for column, value in zip(self.values, values, strict=True):
             column.append(value)
         return len(self.total) - 1
+
+    def cells(self, row: int) -> tuple[object, ...]:
+        """What a row says, comparable: an absent phase is None (NaN equals nothing)."""
+        values = (column[row] for column in self.values)
+        phases = (None if math.isnan(value) else value for value in values)
+        return (self.micros[row], self.status[row], self.total[row], *phases)
 
     def record(self, run_id: uuid.UUID, run: _Run) -> RunRecord:
         samples = tuple(self._sample(idx, row) for idx, row in enumerate(run.rows))
@@ -136,6 +149,7 @@ def _parse(rows: TextIO, progress: Callable[[int], None]) -> _Table:
     problems = _Problems()
     try:
         table = _parse_rows(reader, _layout(next(reader, None)), problems, progress)
+        _refuse_repeats(table, problems)
     except csv.Error as exc:
         problems.add(reader.line_num, None, f"not CSV, reading stopped: {exc}")
     except UnicodeDecodeError:
@@ -163,6 +177,17 @@ def _parse_rows(
         line = reader.line_num + 1
     progress(count)
     return table
+
+
+def _refuse_repeats(table: _Table, problems: _Problems) -> None:
+    """A row twice is one sample stored twice: it would weigh double in every quantile."""
+    for run in table.runs.values():
+        first: dict[tuple[object, ...], int] = {}  # one run at a time: a few rows each
+        for row in run.rows:
+            line = first.setdefault(table.cells(row), table.lines[row])
+            if line != table.lines[row]:
+                reason = f"repeats line {line}: the same sample (run_id and every cell) twice"
+                problems.add(table.lines[row], None, reason)
 
 
 def _layout(names: list[str] | None) -> _Layout:
@@ -199,19 +224,19 @@ def _parse_row(
     before = problems.count
     cell = {name: cells[index] for name, index in layout.base.items()}
     started_at = _checked(parse_timestamp, cell, "timestamp", line, problems)
-    run_id = _checked(_parse_uuid, cell, "run_id", line, problems)
-    status = _checked(_parse_status, cell, "status", line, problems)
-    total = _checked(_parse_number, cell, "total_ms", line, problems)
+    run_id = _checked(parse_uuid, cell, "run_id", line, problems)
+    status = _checked(parse_status, cell, "status", line, problems)
+    total = _checked(parse_number, cell, "total_ms", line, problems)
     values = [_phase_value(cells[i], name, line, problems) for name, i in layout.phases.items()]
     for column in ("target", "vantage"):
-        _checked(_parse_name, cell, column, line, problems)
+        _checked(parse_name, cell, column, line, problems)
     if problems.count > before or started_at is None or run_id is None:
         return
     if status is None or total is None or not _ends_in_range(started_at, total, line, problems):
         return
     run = table.runs.setdefault(run_id, _Run(cell["target"], cell["vantage"], line))
     if _same_run(run, cell, line, problems):
-        run.rows.append(table.append(started_at, status, total, values))
+        run.rows.append(table.append(line, started_at, status, total, values))
 
 
 def _checked(
@@ -238,7 +263,7 @@ def _phase_value(text: str, phase: str, line: int, problems: _Problems) -> float
     if text == "":
         return math.nan
     try:
-        return _parse_number(text)
+        return parse_number(text)
     except ValueError as exc:
         problems.add(line, f"{phase}_ms", str(exc))
         return math.nan
@@ -252,37 +277,6 @@ def _same_run(run: _Run, cell: dict[str, str], line: int, problems: _Problems) -
             problems.add(line, column, reason)
             consistent = False
     return consistent
-
-
-def _parse_uuid(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a UUID") from None
-
-
-def _parse_status(text: str) -> str:
-    if text not in STATUSES:
-        raise ValueError(f"{text!r} is not one of {', '.join(STATUSES)}")
-    return text
-
-
-def _parse_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise ValueError(f"{text!r} is not a finite number")
-    if value < 0:
-        raise ValueError(f"{text!r} is negative")
-    return value + 0.0
-
-
-def _parse_name(text: str) -> str:
-    if not text or len(text) > MAX_NAME_LENGTH:
-        raise ValueError(f"must be 1 to {MAX_NAME_LENGTH} characters")
-    return text
 
 
 def _store(engine: Engine, table: _Table) -> ImportResult:

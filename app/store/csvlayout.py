@@ -12,6 +12,8 @@ the columns, the cell formats, and the errors and results they report.
 
 from __future__ import annotations
 
+import math
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -94,3 +96,34 @@ def parse_timestamp(text: str) -> datetime:
 def format_number(value: float) -> str:
     # + 0.0 turns -0.0 into 0.0: JSONB keeps no negative zero, so it would not round-trip.
     return repr(float(value) + 0.0)
+
+
+def parse_uuid(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a UUID") from None
+
+
+def parse_status(text: str) -> str:
+    if text not in STATUSES:
+        raise ValueError(f"{text!r} is not one of {', '.join(STATUSES)}")
+    return text
+
+
+def parse_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number")
+    if value < 0:
+        raise ValueError(f"{text!r} is negative")
+    return value + 0.0
+
+
+def parse_name(text: str) -> str:
+    if not text or len(text) > MAX_NAME_LENGTH:
+        raise ValueError(f"must be 1 to {MAX_NAME_LENGTH} characters")
+    return text
