@@ -1,17 +1,22 @@
-"""Has the tail got heavier than the reference? A binomial CUSUM, gated by magnitude.
+"""Has the tail got heavier than the reference? A binomial CUSUM on the tail's *shape*.
 
-Each run counts its samples above the reference p95. Under no change that count is
-binomial with the reference's own exceedance rate *for that hour of the day, on that kind
-of day* (weekday or weekend, shrunk towards the hour's rate over all days where a kind has
-been seen little): busy hours that come every weekday, and quiet weekends, are part of the
-reference, not a change. Samples of one run are not independent (they share the moment),
-so the log-likelihood ratio is divided by the reference's overdispersion. A CUSUM over
-those per-run steps crosses its threshold only when the excess persists; a separate gate
-then requires the shift to matter: the lower 95 % bound of Δp90 or Δp95 above
-max(5 % of the reference, 10 ms), **and** the recent runs beyond the reference's worst
-stretch of as many consecutive runs at the same hours (runs next to each other share the
-moment's load, days share theirs: a slow hour or a slow day is not a change).
-With fewer such days than asked (two by default) the gate cannot tell a change from a
+A sample's **excess** is its end-to-end time over its own run's median. Samples of one run
+share the moment's load: when the shared queue is busy the whole run is slower, body and
+tail alike. Dividing by the run's median takes that moment out, so what is left is the
+tail proper: how far a run's slow samples stray from its typical one. A busy hour, a slow
+day or a stretch of correlated runs moves the body and leaves the excess alone; a heavier
+tail (a share of requests waiting much longer) moves the excess. The level itself is other
+detectors' business (the deadline SLO, the dominant phase).
+
+Each run counts its samples whose excess is above the reference's p95 excess. Under no
+change that count is binomial with the reference's own exceedance rate *for that hour of
+the day, on that kind of day* (weekday or weekend, shrunk towards the hour's rate over all
+days where a kind has been seen little): busy hours that widen the tail every weekday are
+part of the reference. The log-likelihood ratio is divided by the counts' overdispersion.
+A CUSUM over the per-run steps crosses its threshold only when the excess persists; a
+gate then requires the shift to matter: the lower 95 % bound of the p90 or p95 excess
+above the reference's by a share (5 %) **and** by a time (10 ms, at the recent median).
+With fewer normal days than asked (two by default) the gate cannot tell a change from a
 day, and holds.
 """
 
@@ -19,15 +24,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from app.analysis.quantiles import DEFAULT_RESAMPLES, bootstrap, interval, row_quantiles
-from app.analysis.runs import Array, RunData, stacked_totals
+from app.analysis.runs import Array, RunData
 
 HOURS = 24
 SLOTS = 2 * HOURS  # (weekday or weekend) × hour of day, UTC
@@ -35,6 +39,7 @@ PRIOR_WEIGHT = 40.0  # pseudo-samples pulling a thin slot's rate towards its hou
 MAX_DISPERSION = 8.0
 MIN_BASELINE = 200  # samples at the same hours: fewer, and a wider baseline is taken
 MIN_DAY_SAMPLES = 40  # a day's samples at those hours, to count as one of the normal days
+MIN_RUN_SAMPLES = 5  # a run's median from fewer says little about its body
 
 
 def slot(at: datetime) -> int:
@@ -47,25 +52,23 @@ class Level:
     """One exceedance level of the reference: its threshold and how often it is exceeded."""
 
     name: str
-    threshold_ms: float
+    threshold: float  # an excess: end-to-end over the run's median
     rate_by_slot: NDArray[np.float64]  # share of samples above it, per ``slot``
     dispersion: float  # variance of per-run counts over the binomial's (≥ 1)
 
 
 @dataclass(frozen=True, slots=True)
 class TailReference:
-    levels: tuple[Level, ...]  # the p95 (a p99 CUSUM was tried: more false alarms, no gain)
-    totals: Array  # every reference sample's end-to-end time ...
+    levels: tuple[Level, ...]  # the p95 excess (a p99 CUSUM was tried: more false alarms)
+    excess: Array  # every reference sample's excess (end-to-end over its run's median) ...
+    totals: Array  # ... its end-to-end time ...
     slots: NDArray[np.int64]  # ... the ``slot`` of its run ...
-    days: NDArray[np.int64]  # ... its run's UTC day (ordinal) ...
-    run_of: NDArray[np.int64]  # ... and which run it is (0, 1, …, in order)
+    days: NDArray[np.int64]  # ... and its run's UTC day (ordinal)
     runs: int
-    # Worked out on first use: (q, runs) → worst_ratio; (q, 0) → each slot's q.
-    cache: dict[tuple[float, int], Any] = field(default_factory=dict, compare=False)
 
     @property
-    def threshold_ms(self) -> float:
-        return self.levels[0].threshold_ms
+    def threshold(self) -> float:
+        return self.levels[0].threshold
 
 
 @dataclass(slots=True)
@@ -84,37 +87,55 @@ class TailState:
 class Gate:
     passed: bool
     quantile: str  # the one that passed, or the closer one
-    delta_ms: float
+    reference_excess: float  # the quantile's excess in the reference at these hours
+    recent_excess: float  # ... and in the recent runs
+    ratio_low: float  # lower 95 % bound of recent over reference excess
+    body_ms: float  # the recent runs' median: the excess in milliseconds is over it
+    delta_ms: float  # how much longer the tail got at that median, with its interval
     low_ms: float
     high_ms: float
     needed_ms: float
-    reference_ms: float
+    reference_ms: float  # the quantile of end-to-end time, for the reader
     recent_ms: float
-    worst_ratio: float  # the reference's worst stretch as long, over its hours' normal
-    ratio_low: float  # lower 95 % bound of recent over the reference at these hours
+
+
+def excess(run: RunData) -> Array:
+    """Each timed sample's end-to-end time over the run's median; empty for a run too
+    small to have a body."""
+
+    def compute() -> Array:
+        if run.timed < MIN_RUN_SAMPLES:
+            return np.empty(0)
+        body = float(np.median(run.totals))
+        return run.totals / body if body > 0 else np.empty(0)
+
+    return run.memo("excess", compute)
 
 
 def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
-    timed = [run for run in runs if run.timed]
-    if not timed:
+    shaped = [(run, excess(run)) for run in runs]
+    shaped = [(run, values) for run, values in shaped if len(values)]
+    if not shaped:
         return None
-    totals, sizes = stacked_totals(timed)
-    slots = np.repeat(np.array([slot(run.at) for run in timed], dtype=np.int64), sizes)
-    days = np.repeat(np.array([run.at.toordinal() for run in timed], dtype=np.int64), sizes)
-    run_of = np.repeat(np.arange(len(timed), dtype=np.int64), sizes)
-    levels = tuple(_level(name, rate, totals, slots, run_of) for name, rate in (("p95", 0.05),))
-    return TailReference(levels, totals, slots, days, run_of, len(timed))
+    sizes = np.array([len(values) for _, values in shaped], dtype=np.int64)
+    values = np.concatenate([values for _, values in shaped])
+    totals = np.concatenate([run.totals for run, _ in shaped])
+    slots = np.repeat(np.array([slot(run.at) for run, _ in shaped], dtype=np.int64), sizes)
+    days = np.repeat(np.array([run.at.toordinal() for run, _ in shaped], dtype=np.int64), sizes)
+    run_of = np.repeat(np.arange(len(shaped), dtype=np.int64), sizes)
+    levels = tuple(_level(name, rate, values, slots, run_of) for name, rate in (("p95", 0.05),))
+    return TailReference(levels, values, totals, slots, days, len(shaped))
 
 
 def _level(
     name: str,
     base: float,
-    totals: Array,
+    values: Array,
     slots: NDArray[np.int64],
     run_of: NDArray[np.int64],
 ) -> Level:
-    threshold = float(np.quantile(totals, 1 - base))
-    above = totals > threshold
+    threshold = float(np.quantile(values, 1 - base))
+    above = values > threshold
     counts = np.bincount(slots, weights=above, minlength=SLOTS)
     seen = np.bincount(slots, minlength=SLOTS)
     by_hour_counts, by_hour_seen = counts[:HOURS] + counts[HOURS:], seen[:HOURS] + seen[HOURS:]
@@ -138,12 +159,13 @@ def _dispersion(
 
 def cusum_step(score: float, run: RunData, level: Level, ratio: float) -> float:
     """The CUSUM after ``run``: evidence that ``level`` is exceeded ``ratio``-fold as often."""
-    if not run.timed:
+    values = excess(run)
+    if not len(values):
         return score
     p0 = float(level.rate_by_slot[slot(run.at)])
     p1 = min(0.9, p0 * ratio)
-    above = int(np.sum(run.totals > level.threshold_ms))
-    llr = above * math.log(p1 / p0) + (run.timed - above) * math.log((1 - p1) / (1 - p0))
+    above = int(np.sum(values > level.threshold))
+    llr = above * math.log(p1 / p0) + (len(values) - above) * math.log((1 - p1) / (1 - p0))
     return max(0.0, score + llr / level.dispersion)
 
 
@@ -157,33 +179,34 @@ def magnitude_gate(
     min_days: int = 2,
     resamples: int = DEFAULT_RESAMPLES,
 ) -> Gate | None:
-    """Δp90 and Δp95 of ``recent`` against the reference at the same hours of the same kind
-    of day; None when there is nothing to compare, or too few normal days to know how far
-    a day strays."""
-    totals, sizes = stacked_totals([run for run in recent if run.timed])
-    if len(totals) == 0:
+    """The p90 and p95 excess of ``recent`` against the reference's at the same hours of the
+    same kind of day; None when there is nothing to compare, or too few normal days to know
+    how far a day strays."""
+    shaped = [(run, excess(run)) for run in recent]
+    shaped = [(run, values) for run, values in shaped if len(values)]
+    if not shaped:
         return None
-    chosen = _same_hours(reference, {slot(run.at) for run in recent}, min_days)
+    chosen = _same_hours(reference, {slot(run.at) for run, _ in shaped}, min_days)
     if _days(reference.days[chosen]) < min_days:
         return None
-    baseline = reference.totals[chosen]
+    sample = _Recent(
+        np.concatenate([values for _, values in shaped]),
+        np.array([len(values) for _, values in shaped], dtype=np.int64),
+        np.concatenate([run.totals for run, _ in shaped]),
+    )
     gates = [
-        _gate(
-            name,
-            q,
-            totals,
-            sizes,
-            baseline,
-            worst_ratio(reference, q, len(sizes)),
-            rng,
-            min_relative,
-            min_ms,
-            resamples,
-        )
+        _gate(name, q, sample, reference, chosen, rng, min_relative, min_ms, resamples)
         for name, q in (("p90", 0.90), ("p95", 0.95))
     ]
     passed = [gate for gate in gates if gate.passed]
     return passed[0] if passed else max(gates, key=lambda gate: gate.low_ms - gate.needed_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class _Recent:
+    excess: Array
+    sizes: NDArray[np.int64]
+    totals: Array
 
 
 def _same_hours(reference: TailReference, slots: set[int], min_days: int) -> NDArray[np.bool_]:
@@ -197,7 +220,7 @@ def _same_hours(reference: TailReference, slots: set[int], min_days: int) -> NDA
     for chosen in (same_kind, any_day):
         if chosen.sum() >= MIN_BASELINE and _days(reference.days[chosen]) >= min_days:
             return chosen
-    return np.ones(len(reference.totals), dtype=bool)
+    return np.ones(len(reference.excess), dtype=bool)
 
 
 def _days(days: NDArray[np.int64]) -> int:
@@ -205,97 +228,47 @@ def _days(days: NDArray[np.int64]) -> int:
     return int(np.sum(counts >= MIN_DAY_SAMPLES))
 
 
-def worst_ratio(reference: TailReference, q: float, runs: int) -> float:
-    """How far above its hours' normal the worst stretch of ``runs`` consecutive runs of
-    the reference got: the stretch's ``q`` over the mean ``q`` of its runs' slots, at
-    worst. Runs next to each other share the moment's load, so a normal week holds slow
-    hours; a change must go beyond the slowest of them."""
-    key = (q, runs)
-    if key not in reference.cache:
-        reference.cache[key] = _worst_ratio(reference, q, runs)
-    return float(reference.cache[key])
-
-
-def _worst_ratio(reference: TailReference, q: float, runs: int) -> float:
-    if (q, 0) not in reference.cache:
-        reference.cache[(q, 0)] = _slot_quantiles(reference, q)
-    per_slot = reference.cache[(q, 0)]
-    _, starts, sizes = np.unique(reference.run_of, return_index=True, return_counts=True)
-    normal = per_slot[reference.slots[starts]]
-    count = len(starts)
-    if count <= runs:
-        return float(np.quantile(reference.totals, q) / normal.mean())
-    if np.all(sizes == sizes[0]):  # the usual case: one matrix, all stretches at once
-        rows = reference.totals.reshape(count, int(sizes[0]))
-        stretches = np.lib.stride_tricks.sliding_window_view(rows, runs, axis=0)
-        values = row_quantiles(stretches.transpose(0, 2, 1).reshape(count - runs + 1, -1), q)
-    else:
-        ends = starts + sizes
-        values = np.array(
-            [
-                np.quantile(reference.totals[starts[i] : ends[i + runs - 1]], q)
-                for i in range(count - runs + 1)
-            ]
-        )
-    means = np.lib.stride_tricks.sliding_window_view(normal, runs).mean(axis=1)
-    return float(np.max(values / means))
-
-
-def _slot_quantiles(reference: TailReference, q: float) -> Array:
-    """``q`` of each slot's samples; a slot seen little takes its hour's over all days,
-    an hour seen little the whole reference's."""
-    whole = float(np.quantile(reference.totals, q))
-    found = np.full(SLOTS, whole)
-    for hour in range(HOURS):
-        both = reference.slots % HOURS == hour
-        hourly = (
-            float(np.quantile(reference.totals[both], q))
-            if both.sum() >= MIN_DAY_SAMPLES
-            else whole
-        )
-        for kind in (0, HOURS):
-            inside = reference.slots == kind + hour
-            found[kind + hour] = (
-                float(np.quantile(reference.totals[inside], q))
-                if inside.sum() >= MIN_DAY_SAMPLES
-                else hourly
-            )
-    return found
-
-
 def _gate(
     name: str,
     q: float,
-    totals: Array,
-    sizes: NDArray[np.int64],
-    baseline: Array,
-    worst: float,
+    recent: _Recent,
+    reference: TailReference,
+    chosen: NDArray[np.bool_],
     rng: np.random.Generator,
     min_relative: float,
     min_ms: float,
     resamples: int,
 ) -> Gate:
-    """Recent against the baseline at the same hours (Δ, bootstrapped over recent runs),
-    and beyond the reference's worst stretch as long (the ratio's lower bound)."""
-    reference_ms = float(np.quantile(baseline, q))
+    """Recent excess over the reference's at the same hours, bootstrapped over recent runs;
+    in milliseconds at the recent runs' median."""
+    before = float(np.quantile(reference.excess[chosen], q))
 
     def quantile(rows: Array) -> Array:
         return row_quantiles(rows, q)
 
-    recent_ms = float(np.quantile(totals, q))
-    recent = bootstrap(totals, sizes, quantile, resamples, rng)
-    low, high = interval(recent - reference_ms)
-    ratio_low, _ = interval(recent / reference_ms)
-    needed = max(min_relative * reference_ms, min_ms)
+    now = float(np.quantile(recent.excess, q))
+    replicates = bootstrap(recent.excess, recent.sizes, quantile, resamples, rng)
+    ratio_low, _ = interval(replicates / before)
+    body = float(np.median(recent.totals))
+    low, high = (value * body for value in interval(replicates - before))
+    needed = max(min_relative * before * body, min_ms)
+    reference_ms, recent_ms = (
+        float(np.quantile(reference.totals[chosen], q)),
+        float(np.quantile(recent.totals, q)),
+    )
+    # A tail heavier only against a body that shrank (generation collapsed) is no slower.
+    longer = recent_ms - reference_ms > needed
     return Gate(
-        low > needed and ratio_low > worst,
-        name,
-        recent_ms - reference_ms,
-        low,
-        high,
-        needed,
-        reference_ms,
-        recent_ms,
-        worst,
-        ratio_low,
+        passed=ratio_low > 1 + min_relative and low > needed and longer,
+        quantile=name,
+        reference_excess=before,
+        recent_excess=now,
+        ratio_low=ratio_low,
+        body_ms=body,
+        delta_ms=(now - before) * body,
+        low_ms=low,
+        high_ms=high,
+        needed_ms=needed,
+        reference_ms=reference_ms,
+        recent_ms=recent_ms,
     )

@@ -78,9 +78,10 @@ class DetectorParams(BaseModel):
     recover: int = Field(2, ge=1, le=50)
     # A firing alert whose condition clears stays firing until it has been clear this
     # long (Prometheus' keep_firing_for); a resolved one does not fire again for the same
-    # key until its condition has been clear this long, or has held this long.
+    # key until its condition has been clear this long, or has held this long. A day: a
+    # condition that comes back with each day's busy hours is one fact, not daily news.
     keep_firing_for: Seconds = 0.0
-    refire_hold: Seconds = 6 * 3600.0
+    refire_hold: Seconds = 24 * 3600.0
     dominant_lead_pp: float = Field(5.0, gt=0, lt=100)
     # The newest runs of the recent window that judge a leader change: with all four, one
     # pre-change run keeps the lead's lower bound at 0 for a run longer.

@@ -60,7 +60,7 @@ def tail_finding(
             for level, value in zip(reference.levels, scores, strict=True)
         },
         "threshold": params.tail_threshold,
-        "reference_p95_ms": round(reference.threshold_ms, 1),
+        "reference_p95_excess": round(reference.threshold, 3),
     }
     if score < params.tail_threshold / 2:
         return Finding(Signal.CLEAR, numbers)
@@ -77,14 +77,16 @@ def tail_finding(
         return Finding(Signal.HOLD, numbers)
     numbers |= {
         "quantile": gate.quantile,
+        "reference_excess": round(gate.reference_excess, 3),
+        "recent_excess": round(gate.recent_excess, 3),
+        "excess_ratio_low": round(gate.ratio_low, 3),
+        "median_ms": round(gate.body_ms, 1),
         "reference_ms": round(gate.reference_ms, 1),
         "recent_ms": round(gate.recent_ms, 1),
         "delta_ms": round(gate.delta_ms, 1),
         "delta_low_ms": round(gate.low_ms, 1),
         "delta_high_ms": round(gate.high_ms, 1),
         "needed_ms": round(gate.needed_ms, 1),
-        "worst_stretch_ratio": round(gate.worst_ratio, 3),
-        "ratio_low": round(gate.ratio_low, 3),
         "runs": len(recent),
     }
     if score >= params.tail_threshold and gate.passed:
@@ -105,15 +107,22 @@ def next_tail_scores(
 
 def sentence(identity: Named, n: dict[str, Any]) -> str:
     interval = ci(n["delta_low_ms"], n["delta_high_ms"], " ms")
+    if "reference_excess" not in n:  # an alert stored before the tail was read as a shape
+        return (
+            f"tail got heavier on {identity.target}: {n['quantile']} {n['reference_ms']:g} ms"
+            f" → {n['recent_ms']:g} ms (+{n['delta_ms']:g} ms{interval})"
+        )
     return (
-        f"tail got heavier on {identity.target}: {n['quantile']} {n['reference_ms']:g} ms → "
-        f"{n['recent_ms']:g} ms (+{n['delta_ms']:g} ms{interval})"
+        f"tail got heavier on {identity.target}: {n['quantile']} {n['reference_excess']:g}× →"
+        f" {n['recent_excess']:g}× the run's median (+{n['delta_ms']:g} ms at"
+        f" {n['median_ms']:g} ms{interval}; {n['quantile']} {n['reference_ms']:g} →"
+        f" {n['recent_ms']:g} ms)"
     )
 
 
 DETECTOR = Detector(
     name="tail_shift",
-    summary="the tail got heavier: more samples above the reference p95, by enough to matter",
+    summary="the tail got heavier: more samples far above their run's median, by enough to matter",
     sentence=sentence,
     judge=judge,
     on_resolve=TailState.reset,
