@@ -37,10 +37,13 @@ def is_loopback(host: str) -> bool:
 
 
 def configured_token(settings: Settings) -> str | None:
-    """The API token, or None when there is none (unset or empty)."""
+    """The API token, or None when there is none (unset, empty or only white space).
+
+    Stripped: a header value loses its surrounding white space on the way, so a token with
+    some could never match, and one of white space alone would leave the API open."""
     if settings.api_token is None:
         return None
-    return settings.api_token.get_secret_value() or None
+    return settings.api_token.get_secret_value().strip() or None
 
 
 def token_matches(given: str, expected: str) -> bool:
