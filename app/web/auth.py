@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, status
+from fastapi import Depends, FastAPI, HTTPException, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.config import Settings
 from app.web.deps import ServiceDep
+from app.web.errors import errors
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _bearer = HTTPBearer(
@@ -46,6 +47,29 @@ def configured_token(settings: Settings) -> str | None:
     return settings.api_token.get_secret_value().strip() or None
 
 
+def writes_open(settings: Settings) -> bool:
+    """No token, bound to loopback: writes need no credentials."""
+    return configured_token(settings) is None and is_loopback(settings.host)
+
+
+def document_open_writes(app: FastAPI, settings: Settings) -> None:
+    """Where writes are open, the OpenAPI document says the token is optional (an empty
+    requirement beside the bearer one); otherwise it would ask clients for one."""
+    if not writes_open(settings):
+        return
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            for path in build()["paths"].values():
+                for operation in path.values():
+                    if "security" in operation:
+                        operation["security"].append({})
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def token_matches(given: str, expected: str) -> bool:
     # Constant time: how long a comparison takes must not tell how much of a guess was right.
     return secrets.compare_digest(given.encode(), expected.encode())
@@ -57,7 +81,7 @@ def require_write_access(
 ) -> None:
     expected = configured_token(service.settings)
     if expected is None:
-        if is_loopback(service.settings.host):
+        if writes_open(service.settings):
             return
         raise HTTPException(
             status.HTTP_403_FORBIDDEN,
@@ -80,3 +104,5 @@ def _unauthorized(detail: str, error: str | None) -> HTTPException:
 
 
 WriteAccess = Depends(require_write_access)
+# What a write route can answer because of WriteAccess, for its ``responses=``.
+WRITE_ERRORS = errors(401, 403)
