@@ -8,6 +8,7 @@ in the file names the file, the line, the target, the field and the reason.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.alerts.notifiers import KINDS, NotifierConfig
 from app.analysis.detectors import DetectorParams
@@ -38,6 +39,10 @@ from app.safeyaml import LineIndex, YamlRefused, read_document
 
 DEFAULT_CONFIG_PATH = Path("phasewatch.yaml")
 DEFAULT_DATABASE_URL = "sqlite:///./phasewatch.db"
+
+# A Host header's name without its port: '*', '*.example.com', a DNS name, an IPv4 address or
+# a bracketed IPv6 one (as browsers send it).
+_HOST_PATTERN = re.compile(r"^(\*|(\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])$")
 
 
 class ConfigError(Exception):
@@ -189,6 +194,24 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = Field(
         None, description="Bearer token for API writes; needed to serve beyond loopback."
     )
+    allowed_hosts: Annotated[list[str] | None, NoDecode] = Field(
+        None,
+        description="Comma-separated Host names `serve` answers to; default the loopback"
+        " names when bound to loopback, else any.",
+    )
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_list(cls, value: Any) -> list[str] | None:
+        if isinstance(value, str):
+            value = value.split(",")
+        if value is None:
+            return None
+        names = [str(name).strip().lower() for name in value if str(name).strip()]
+        wrong = [name for name in names if not _HOST_PATTERN.match(name)]
+        if wrong:
+            raise ValueError(f"not a host name (no scheme, no port): {', '.join(wrong)}")
+        return names or None  # blank: as if unset
 
     def resolved(self, targets: TargetsFile) -> ResolvedSettings:
         return ResolvedSettings(

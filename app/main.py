@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from app import __version__
 from app.alerts.engine import AlertEngine
@@ -24,7 +25,9 @@ from app.store.history import DatabaseHistory
 from app.store.leader import Leadership
 from app.store.spool import Spool
 from app.web import api as web_api
-from app.web import health, metrics, pages
+from app.web import errors, health, metrics, pages
+from app.web.auth import document_open_writes
+from app.web.hosts import allowed_hosts
 from app.web.pages import STATIC_DIR
 
 
@@ -82,9 +85,15 @@ def create_app(
     app = FastAPI(title="phasewatch", version=__version__, lifespan=lifespan)
     app.state.service = service
     app.state.metrics = observed
+    errors.install(app)
     app.include_router(health.router)
     app.include_router(web_api.router)
     app.include_router(metrics.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    document_open_writes(app, settings)
+    # Redirecting to a www. name would answer a foreign Host with something other than 400.
+    app.add_middleware(
+        TrustedHostMiddleware, allowed_hosts=allowed_hosts(settings), www_redirect=False
+    )
     return app

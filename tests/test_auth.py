@@ -119,8 +119,9 @@ def test_without_a_token_only_a_loopback_bound_server_takes_writes(
         assert "PHASEWATCH_API_TOKEN" in response.json()["detail"]
 
 
-def test_an_empty_token_counts_as_none(db_url: str, tmp_path: Path) -> None:
-    with api(db_url, tmp_path, targets("chat"), host="0.0.0.0", token="") as served:
+@pytest.mark.parametrize("blank", ["", "   ", "\t\n"])
+def test_an_empty_or_blank_token_counts_as_none(db_url: str, tmp_path: Path, blank: str) -> None:
+    with api(db_url, tmp_path, targets("chat"), host="0.0.0.0", token=blank) as served:
         assert served.client.post("/api/v1/silences", json=SILENCE).status_code == 403
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.alerts.notifiers.alertmanager import AlertmanagerConfig
-from app.alerts.notifiers.base import BasicAuth
+from app.alerts.notifiers.base import IDEMPOTENCY_HEADER, BasicAuth
 from app.alerts.notifiers.slack import SlackConfig
 from app.alerts.notifiers.webhook import WebhookConfig
 from app.analysis.detectors import DetectorParams
@@ -73,6 +73,13 @@ NOTIFIER_FIELDS = sorted(
 def test_every_notifier_field_is_documented(field: str) -> None:
     notifiers = README.split("### Notifiers", 1)[1].split("\n## ", 1)[0]
     assert f"`{field}`" in notifiers
+
+
+def test_the_idempotency_key_is_documented_where_notifications_are() -> None:
+    written = (ROOT / "docs" / "notifications.md").read_text()
+    for name in (IDEMPOTENCY_HEADER, "idempotencyKey", "idempotency_key", "at least once"):
+        assert name in written, name
+    assert "docs/notifications.md" in README
 
 
 DETECTION = (ROOT / "docs" / "detection.md").read_text()

@@ -123,8 +123,9 @@ async def test_the_generic_webhook_sends_exactly_what_alertmanager_sends(
         row = outbox.row(row_id)
         fired_at = parse_time(firing["alerts"][0]["startsAt"])
         ours = message("recorder", Delivery(row.id, "am", row.payload, fired_at), None)
-        # Alertmanager fills in its own address; phasewatch its external_url, if set.
-        assert ours == theirs | {"externalURL": ""}
+        # Alertmanager fills in its own address; phasewatch its external_url, if set; and
+        # the idempotency key is phasewatch's own field.
+        assert ours == theirs | {"externalURL": "", "idempotencyKey": ours["idempotencyKey"]}
 
 
 async def test_alertmanager_refusing_an_alert_fails_the_row_with_its_reason(
@@ -158,6 +159,7 @@ async def test_push_goes_to_api_v2_alerts_under_a_path_with_basic_auth_and_heade
     expected = base64.b64encode(f"phasewatch:{secret}".encode()).decode()
     assert request.headers["Authorization"] == f"Basic {expected}"
     assert request.headers["X-Scope-OrgID"] == "tenant-1"
+    assert request.headers["Idempotency-Key"] == delivery.idempotency_key
     [alert] = request.body
     assert set(alert) == {"labels", "annotations", "startsAt", "endsAt"}
     assert alert["labels"] == who.labels()

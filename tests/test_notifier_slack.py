@@ -91,11 +91,14 @@ def test_resolved_and_service_wide_messages_say_so_and_markup_is_escaped() -> No
 async def test_slack_gets_one_json_post_at_its_webhook_url(
     slack_requests: list[httpx.Request],
 ) -> None:
-    await slack().notify(firing())
+    delivery = firing()
+    await slack().notify(delivery)
     [request] = slack_requests
     assert (request.method, str(request.url)) == ("POST", URL)
     assert request.headers["content-type"] == "application/json"
-    assert json.loads(request.content) == message(firing())
+    assert json.loads(request.content) == message(delivery)
+    key = delivery.idempotency_key
+    assert request.headers["idempotency-key"] == key == message(delivery)["idempotency_key"]
 
 
 @pytest.mark.parametrize(

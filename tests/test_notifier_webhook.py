@@ -140,6 +140,7 @@ async def test_webhook_posts_alertmanagers_version_4_json_with_the_configured_he
     assert request.path == "/hook"
     assert request.headers["Authorization"] == f"Bearer {TOKEN}"
     assert request.headers["Content-Type"] == "application/json"
+    assert request.headers["Idempotency-Key"] == delivery.idempotency_key
     labels = who.labels()
     annotations = {
         "summary": "dominant phase moved on translate-prod: generation 71.5 % → network 44 %",
@@ -155,6 +156,7 @@ async def test_webhook_posts_alertmanagers_version_4_json_with_the_configured_he
         "commonLabels": labels,
         "commonAnnotations": annotations,
         "externalURL": "https://phasewatch.example",
+        "idempotencyKey": delivery.idempotency_key,
         "alerts": [
             {
                 "status": "firing",

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, status
+from fastapi import Depends, FastAPI, HTTPException, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.config import Settings
 from app.web.deps import ServiceDep
+from app.web.errors import errors
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _bearer = HTTPBearer(
@@ -37,10 +38,36 @@ def is_loopback(host: str) -> bool:
 
 
 def configured_token(settings: Settings) -> str | None:
-    """The API token, or None when there is none (unset or empty)."""
+    """The API token, or None when there is none (unset, empty or only white space).
+
+    Stripped: a header value loses its surrounding white space on the way, so a token with
+    some could never match, and one of white space alone would leave the API open."""
     if settings.api_token is None:
         return None
-    return settings.api_token.get_secret_value() or None
+    return settings.api_token.get_secret_value().strip() or None
+
+
+def writes_open(settings: Settings) -> bool:
+    """No token, bound to loopback: writes need no credentials."""
+    return configured_token(settings) is None and is_loopback(settings.host)
+
+
+def document_open_writes(app: FastAPI, settings: Settings) -> None:
+    """Where writes are open, the OpenAPI document says the token is optional (an empty
+    requirement beside the bearer one); otherwise it would ask clients for one."""
+    if not writes_open(settings):
+        return
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            for path in build()["paths"].values():
+                for operation in path.values():
+                    if "security" in operation:
+                        operation["security"].append({})
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def token_matches(given: str, expected: str) -> bool:
@@ -54,7 +81,7 @@ def require_write_access(
 ) -> None:
     expected = configured_token(service.settings)
     if expected is None:
-        if is_loopback(service.settings.host):
+        if writes_open(service.settings):
             return
         raise HTTPException(
             status.HTTP_403_FORBIDDEN,
@@ -77,3 +104,5 @@ def _unauthorized(detail: str, error: str | None) -> HTTPException:
 
 
 WriteAccess = Depends(require_write_access)
+# What a write route can answer because of WriteAccess, for its ``responses=``.
+WRITE_ERRORS = errors(401, 403)

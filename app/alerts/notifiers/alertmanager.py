@@ -6,6 +6,10 @@ A firing alert is sent with ``endsAt`` = its payload's ``ends_at`` (now + 4 × t
 target's interval) and re-sent on every refresh: if phasewatch stops, Alertmanager
 resolves the alert by itself soon after. A resolved alert is sent with ``endsAt`` = when
 it resolved, which Alertmanager takes as resolved.
+
+A repeat is harmless: Alertmanager merges alerts with the same labels (and ``startsAt``) into
+one, and notifies per its group's intervals, not per POST. So the idempotency key goes only
+in the header; a postable alert has no field for it.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ class Alertmanager(Notifier[AlertmanagerConfig]):
             headers={name: value.get_secret_value() for name, value in config.headers.items()},
             auth=(auth.username, auth.password.get_secret_value()) if auth else None,
         )
-        await http.post_json(endpoint, [postable(delivery, config.external_url)])
+        body = [postable(delivery, config.external_url)]
+        await http.post_json(endpoint, body, delivery.idempotency_key)
 
 
 def postable(delivery: Delivery, external_url: str | None = None) -> dict[str, Any]:

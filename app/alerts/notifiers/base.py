@@ -9,12 +9,18 @@ notification was accepted) or raises ``TransportError``::
 
 Messages never carry secrets: URLs are shown as ``scheme://host:port`` and every secret
 value of the config is scrubbed from what a receiver answered (see ``http.py``).
+
+Delivery is at least once (see ``sender.py``), so every request carries
+``Delivery.idempotency_key``, one per (alert transition, notifier) and the same on every
+attempt, in the ``Idempotency-Key`` header and in the body where the format has room: a
+receiver that keeps the keys it has seen drops a repeat.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -35,6 +41,9 @@ from app.envvars import expand, has_reference
 
 RESOLVED_STATES = frozenset({"resolved", "inactive"})
 _IDENTITY_KEYS = ("target", "scope", "severity", "vantage", "from_phase", "to_phase")
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+# Fixed for good: changing it would change every key, and receivers would see repeats as new.
+_KEY_NAMESPACE = uuid.UUID("b8e4c1be-2769-44b0-8d80-107f6787ab20")
 
 
 class TransportError(Exception):
@@ -111,6 +120,17 @@ class Delivery:
     notifier: str
     payload: dict[str, Any]
     fired_at: datetime | None = None
+    transition_id: int | None = None  # None for a refresh, which is no transition
+
+    @property
+    def idempotency_key(self) -> str:
+        """The same for every attempt at this (alert transition, notifier), different for
+        any other; a UUID, since alert ids are: keys of two installations never meet."""
+        event = (
+            f"row/{self.id}" if self.transition_id is None else f"transition/{self.transition_id}"
+        )
+        name = f"{self.payload.get('alert_id', '')}/{event}/{self.notifier}"
+        return str(uuid.uuid5(_KEY_NAMESPACE, name))
 
     @property
     def state(self) -> str:

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from app.alerts.notifiers.base import TransportError, scrub
+from app.alerts.notifiers.base import IDEMPOTENCY_HEADER, TransportError, scrub
 
 # None: the network. Tests may put an ``httpx.MockTransport`` here.
 transport: httpx.AsyncBaseTransport | None = None
@@ -58,14 +58,14 @@ class Endpoint:
         return found
 
 
-async def post_json(endpoint: Endpoint, body: Any) -> httpx.Response:
-    """POST ``body`` as JSON; returns a 2xx response or raises ``TransportError``.
-
-    The whole exchange, body included, is bounded by ``endpoint.timeout_s``.
+async def post_json(endpoint: Endpoint, body: Any, idempotency_key: str) -> httpx.Response:
+    """POST ``body`` as JSON with the ``Idempotency-Key`` header; returns a 2xx response or
+    raises ``TransportError``. The whole exchange, body included, is bounded by
+    ``endpoint.timeout_s``.
     """
     try:
         async with asyncio.timeout(endpoint.timeout_s):
-            response = await _exchange(endpoint, body)
+            response = await _exchange(endpoint, body, idempotency_key)
     except (TimeoutError, httpx.TimeoutException):
         message = f"{endpoint.shown}: no answer within {endpoint.timeout_s:g} s"
         raise TransportError(message) from None
@@ -79,7 +79,7 @@ async def post_json(endpoint: Endpoint, body: Any) -> httpx.Response:
     return response
 
 
-async def _exchange(endpoint: Endpoint, body: Any) -> httpx.Response:
+async def _exchange(endpoint: Endpoint, body: Any, idempotency_key: str) -> httpx.Response:
     async with httpx.AsyncClient(
         transport=transport,
         verify=_tls(),
@@ -87,7 +87,8 @@ async def _exchange(endpoint: Endpoint, body: Any) -> httpx.Response:
         follow_redirects=False,
         auth=endpoint.auth,
     ) as client:
-        request = client.build_request("POST", endpoint.url, json=body, headers=endpoint.headers)
+        headers = {**endpoint.headers, IDEMPOTENCY_HEADER: idempotency_key}
+        request = client.build_request("POST", endpoint.url, json=body, headers=headers)
         response = await client.send(request, stream=True)
         try:
             content = b""

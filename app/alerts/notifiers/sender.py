@@ -181,6 +181,7 @@ def claim(session: Session, now: datetime) -> Claimed | None:
             DeliveryRow.payload,
             DeliveryRow.attempts,
             DeliveryRow.created_at,
+            DeliveryRow.transition_id,
             AlertRow.fired_at,
         )
         .join(AlertRow, AlertRow.id == DeliveryRow.alert_id)
@@ -192,7 +193,7 @@ def claim(session: Session, now: datetime) -> Claimed | None:
     row = session.execute(query).one_or_none()
     if row is None:
         return None
-    delivery = Delivery(row.id, row.notifier, dict(row.payload), row.fired_at)
+    delivery = Delivery(row.id, row.notifier, dict(row.payload), row.fired_at, row.transition_id)
     return Claimed(delivery, row.attempts, row.created_at)
 
 

@@ -2,7 +2,8 @@
 
 The URL is the secret (anyone holding it can post), so it comes from the environment:
 ``url: ${SLACK_WEBHOOK_URL}``. Slack answers 200 ``ok``; 4xx like ``invalid_payload``
-or ``no_service`` are permanent, 429 (rate limited) and 5xx are tried again.
+or ``no_service`` are permanent, 429 (rate limited) and 5xx are tried again. Slack ignores
+``idempotency_key`` (and the header): it is there for a relay that drops repeats.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Slack(Notifier[SlackConfig]):
     async def notify(self, delivery: Delivery) -> None:
         url = self.config.url.get_secret_value()
         endpoint = http.Endpoint(url=url, timeout_s=self.config.timeout)
-        await http.post_json(endpoint, message(delivery))
+        await http.post_json(endpoint, message(delivery), delivery.idempotency_key)
 
 
 def message(delivery: Delivery) -> dict[str, Any]:
@@ -48,7 +49,11 @@ def message(delivery: Delivery) -> dict[str, Any]:
     if numbers:
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": numbers}]})
     fallback = f"{_title(delivery)}: {delivery.summary}"
-    return {"text": _cut(_escape(fallback)), "blocks": blocks}
+    return {
+        "text": _cut(_escape(fallback)),
+        "blocks": blocks,
+        "idempotency_key": delivery.idempotency_key,
+    }
 
 
 def _title(delivery: Delivery) -> str:

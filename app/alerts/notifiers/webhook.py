@@ -4,7 +4,8 @@ One notification carries one alert, so its group is the alert: ``groupLabels`` a
 ``commonLabels`` are the alert's labels and ``groupKey`` is what Alertmanager would
 write for a route grouping by every label (``group_by: ['...']``). Anything that
 already consumes Alertmanager webhooks consumes these; a test compares them field by field
-with what a real Alertmanager sends for the same alert.
+with what a real Alertmanager sends for the same alert. One field is phasewatch's own:
+``idempotencyKey``, the ``Idempotency-Key`` header's value, for receivers that drop repeats.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class Webhook(Notifier[WebhookConfig]):
             timeout_s=self.config.timeout,
             headers={name: value.get_secret_value() for name, value in self.config.headers.items()},
         )
-        await http.post_json(endpoint, message(self.name, delivery, self.config.external_url))
+        body = message(self.name, delivery, self.config.external_url)
+        await http.post_json(endpoint, body, delivery.idempotency_key)
 
 
 def message(receiver: str, delivery: Delivery, external_url: str | None = None) -> dict[str, Any]:
@@ -62,6 +64,7 @@ def message(receiver: str, delivery: Delivery, external_url: str | None = None) 
         "commonLabels": labels,
         "commonAnnotations": annotations,
         "externalURL": external_url or "",
+        "idempotencyKey": delivery.idempotency_key,
         "alerts": [
             {
                 "status": delivery.status,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.web.api import alerts, breakdown, compare, history, meta, runs, samples, silences, targets
+from app.web.errors import errors
 
-router = APIRouter(prefix="/api/v1")
+# Any request may come with a Host that is not allowed (app.web.hosts).
+router = APIRouter(prefix="/api/v1", responses=errors(400))
 for module in (meta, targets, runs, samples, breakdown, history, compare, alerts, silences):
     router.include_router(module.router)

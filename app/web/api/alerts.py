@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,32 +17,39 @@ from app.alerts.views import AlertDetail, AlertView, Page
 from app.pipeline import utcnow
 from app.service import Service
 from app.store.models import AlertTransitionRow
-from app.web.auth import WriteAccess
+from app.web.api.params import NO_NUL, CursorParam, TargetParam, VantageParam
+from app.web.auth import WRITE_ERRORS, WriteAccess
 from app.web.deps import ServiceDep, SessionDep
+from app.web.errors import errors
 
 router = APIRouter(tags=["alerts"])
 
 StateFilter = Literal["open", "pending", "firing", "recovering", "resolved", "inactive"]
 OPEN_MEANS = "open: pending, firing or recovering"
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No alert has this id."}}
+NOT_FOUND = errors(404, 422, not_found="No alert has this id.")
+NOT_OPEN = errors(409, conflict="The alert is no longer open.")
 
 
 class Acknowledgement(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    by: str = Field(min_length=1, max_length=200, description="who accepts the new normal")
-    comment: str = Field("", max_length=2000, description="why; kept on the transition")
+    by: str = Field(
+        min_length=1, max_length=200, pattern=NO_NUL, description="who accepts the new normal"
+    )
+    comment: str = Field(
+        "", max_length=2000, pattern=NO_NUL, description="why; kept on the transition"
+    )
 
 
-@router.get("/alerts", response_model=Page[AlertView])
+@router.get("/alerts", response_model=Page[AlertView], responses=errors(422))
 def list_alerts(
     session: SessionDep,
     state: Annotated[StateFilter | None, Query(description=OPEN_MEANS)] = None,
-    target: str | None = None,
-    vantage: str | None = None,
-    kind: str | None = None,
+    target: TargetParam = None,
+    vantage: VantageParam = None,
+    kind: Annotated[str | None, Query(min_length=1, max_length=100, pattern=NO_NUL)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+    cursor: CursorParam = None,
 ) -> Page[AlertView]:
     """Alerts, newest first, filtered; page on with ``next_cursor``."""
     try:
@@ -69,7 +76,7 @@ def get_alert(alert_id: str, session: SessionDep) -> AlertDetail:
     "/alerts/{alert_id}/acknowledge",
     response_model=AlertDetail,
     dependencies=[WriteAccess],
-    responses={**NOT_FOUND, 409: {"description": "The alert is no longer open."}},
+    responses=WRITE_ERRORS | NOT_FOUND | NOT_OPEN,
 )
 async def acknowledge(alert_id: str, body: Acknowledgement, service: ServiceDep) -> AlertDetail:
     """Accept the new normal: the alert resolves and its detector re-bases on what is now."""

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from app.store import reads
 from app.store.slo import target_slo
 from app.web.api.params import (
-    NOT_FOUND_TARGET,
+    TARGET_ERRORS,
     VantageParam,
     WindowDep,
     check_vantage,
@@ -19,9 +19,7 @@ from app.web.schemas import BreakdownOut
 router = APIRouter(tags=["breakdown"])
 
 
-@router.get(
-    "/targets/{name:path}/breakdown", response_model=BreakdownOut, responses=NOT_FOUND_TARGET
-)
+@router.get("/targets/{name:path}/breakdown", response_model=BreakdownOut, responses=TARGET_ERRORS)
 def get_breakdown(
     name: str, session: SessionDep, window: WindowDep, vantage: VantageParam = None
 ) -> BreakdownOut:

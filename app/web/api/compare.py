@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from app.store import reads
 from app.store.reads import Breakdown
 from app.web.api.params import (
-    NOT_FOUND_TARGET,
+    TARGET_ERRORS,
     VantageParam,
     WindowDep,
     bad_request,
@@ -25,11 +25,13 @@ MAX_TARGETS = 10
 TARGETS_HELP = "two or more target names, comma-separated (e.g. chat-prod,chat-edge)"
 
 
-@router.get("/compare", response_model=CompareOut, responses=NOT_FOUND_TARGET)
+@router.get("/compare", response_model=CompareOut, responses=TARGET_ERRORS)
 def compare(
     session: SessionDep,
     window: WindowDep,
-    targets: Annotated[str, Query(min_length=1, description=TARGETS_HELP)],
+    targets: Annotated[
+        str, Query(min_length=1, max_length=MAX_TARGETS * 201, description=TARGETS_HELP)
+    ],
     vantage: VantageParam = None,
 ) -> CompareOut:
     """Each target's breakdown over the same window (and vantage, if given), and the phase

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from app.pipeline import utcnow
 from app.store import reads
 from app.web.api.params import (
-    NOT_FOUND_TARGET,
+    TARGET_ERRORS,
     VantageParam,
     WindowDep,
     bad_request,
@@ -25,7 +25,7 @@ MAX_BUCKETS = 2000
 BUCKET_HELP = "seconds, a multiple of 60; default: the step that gives at most 500 buckets"
 
 
-@router.get("/targets/{name:path}/history", response_model=HistoryOut, responses=NOT_FOUND_TARGET)
+@router.get("/targets/{name:path}/history", response_model=HistoryOut, responses=TARGET_ERRORS)
 def get_history(
     name: str,
     session: SessionDep,

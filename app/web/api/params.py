@@ -2,7 +2,10 @@
 
 Times are ISO-8601 with an offset (``2026-03-02T12:00:00Z``, ``…+02:00``) or epoch seconds;
 a time without an offset is refused rather than guessed. ``to`` defaults to now and
-``from`` to 24 hours before ``to``. Every problem is a 4xx with a sentence in ``detail``.
+``from`` to 24 hours before ``to``; a time given lies in [1970, 2200) UTC, so that no
+window, bucket or silence computed from it leaves what dates (and the databases) can hold.
+Text parameters hold no NUL character: PostgreSQL refuses it in text. Every problem is a
+4xx with a sentence in ``detail``.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import base64
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, status
 from sqlalchemy import select
@@ -21,11 +24,15 @@ from starlette.convertors import Convertor, register_url_convertor
 from app.pipeline import utcnow
 from app.store.csvlayout import parse_timestamp
 from app.store.models import RunRow, TargetRow
+from app.web.errors import Responses, errors
 
 DEFAULT_SPAN = timedelta(hours=24)
 MAX_SPAN = timedelta(days=3660)
 UNPROCESSABLE = status.HTTP_422_UNPROCESSABLE_CONTENT
 TIME_HELP = "ISO-8601 with an offset (e.g. 2026-03-02T12:00:00Z) or epoch seconds"
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+NO_NUL = r"^[^\x00]*$"
 
 
 def bad_request(detail: str) -> HTTPException:
@@ -39,10 +46,21 @@ def not_found(detail: str) -> HTTPException:
 def parse_time(text: str, name: str) -> datetime:
     try:
         if text.lstrip("-").replace(".", "", 1).isdigit():
-            return datetime.fromtimestamp(float(text), UTC)
-        return parse_timestamp(text)
+            return in_range(datetime.fromtimestamp(float(text), UTC))
+        return in_range(parse_timestamp(text))
     except (ValueError, OverflowError, OSError) as exc:
         raise bad_request(f"{name}: {exc}") from None
+
+
+def in_range(moment: datetime) -> datetime:
+    """The time in UTC; ValueError outside [EARLIEST, LATEST)."""
+    try:
+        utc = moment.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST <= utc < LATEST:
+        raise ValueError("must be from 1970-01-01 to before 2200-01-01 (UTC)")
+    return utc
 
 
 @dataclass(frozen=True)
@@ -82,13 +100,22 @@ def recent_window(
 WindowDep = Annotated[Window, Depends(window)]
 RecentWindowDep = Annotated[Window, Depends(recent_window)]
 VantageParam = Annotated[
-    str | None, Query(min_length=1, max_length=200, description="one vantage; default all")
+    str | None,
+    Query(min_length=1, max_length=200, pattern=NO_NUL, description="one vantage; default all"),
+]
+TargetParam = Annotated[
+    str | None,
+    Query(min_length=1, max_length=200, pattern=NO_NUL, description="one target; default all"),
 ]
 LimitParam = Annotated[int, Query(ge=1, le=1000, description="items per page")]
-CursorParam = Annotated[str | None, Query(description="next_cursor of the previous page")]
+CursorParam = Annotated[
+    str | None, Query(max_length=500, description="next_cursor of the previous page")
+]
 
 
 def target_id_or_404(session: Session, name: str) -> int:
+    if "\x00" in name:  # no target has one; and PostgreSQL would refuse the query
+        raise not_found(f"no target {name!r}")
     found = session.scalar(select(TargetRow.id).where(TargetRow.name == name))
     if found is None:
         raise not_found(f"no target {name!r}")
@@ -130,16 +157,17 @@ def cursor_uuid(text: str, cursor: str) -> uuid.UUID:
         raise bad_request(f"not a cursor from this API: {cursor!r}") from None
 
 
-NOT_FOUND_TARGET: dict[int | str, dict[str, Any]] = {
-    404: {"description": "No target has this name (or the vantage never ran it)."}
-}
+QUERY_ERRORS = errors(422)
+TARGET_ERRORS: Responses = errors(
+    404, 422, not_found="No target has this name (or the vantage never ran it)."
+)
 
 
 class TargetName(Convertor[str]):
     """A target name in a path: it may hold '/' (``openai/gpt-4o``), but a path ending in
     one of the target's sub-resources is that sub-resource, not a target's name."""
 
-    regex = r"(?:(?!/(?:breakdown|history)$)[^?#])+"
+    regex = r"(?:(?!/(?:breakdown|history)$)[^?#\x00])+"  # no NUL: see the module's docstring
 
     def convert(self, value: str) -> str:
         return value

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from fastapi import APIRouter
 from sqlalchemy import Select, and_, or_, select
@@ -11,8 +10,10 @@ from sqlalchemy.orm import Session
 
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.web.api.params import (
+    TARGET_ERRORS,
     CursorParam,
     LimitParam,
+    TargetParam,
     VantageParam,
     WindowDep,
     cursor_uuid,
@@ -22,17 +23,18 @@ from app.web.api.params import (
     target_id_or_404,
 )
 from app.web.deps import SessionDep
+from app.web.errors import errors
 from app.web.schemas import RunDetail, RunOut, RunPage, SampleOut, redacted_text
 
 router = APIRouter(tags=["runs"])
-NOT_FOUND_RUN: dict[int | str, dict[str, Any]] = {404: {"description": "No run has this id."}}
+RUN_ERRORS = errors(404, 422, not_found="No run has this id.")
 
 
-@router.get("/runs", response_model=RunPage)
+@router.get("/runs", response_model=RunPage, responses=TARGET_ERRORS)
 def list_runs(
     session: SessionDep,
     window: WindowDep,
-    target: str | None = None,
+    target: TargetParam = None,
     vantage: VantageParam = None,
     limit: LimitParam = 100,
     cursor: CursorParam = None,
@@ -53,7 +55,7 @@ def list_runs(
     return RunPage(items=items, next_cursor=_cursor(items[-1]) if more else None)
 
 
-@router.get("/runs/{run_id}", response_model=RunDetail, responses=NOT_FOUND_RUN)
+@router.get("/runs/{run_id}", response_model=RunDetail, responses=RUN_ERRORS)
 def get_run(run_id: uuid.UUID, session: SessionDep) -> RunDetail:
     """One run, its summary and its samples in the order they were taken."""
     found = session.execute(_runs().where(RunRow.id == run_id)).first()

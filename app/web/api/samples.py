@@ -15,9 +15,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.store.csvexport import export_samples
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.web.api.params import (
-    NOT_FOUND_TARGET,
+    TARGET_ERRORS,
     CursorParam,
     LimitParam,
+    TargetParam,
     VantageParam,
     WindowDep,
     bad_request,
@@ -33,11 +34,11 @@ from app.web.schemas import SampleOut, SamplePage
 router = APIRouter(tags=["samples"])
 
 
-@router.get("/samples", response_model=SamplePage)
+@router.get("/samples", response_model=SamplePage, responses=TARGET_ERRORS)
 def list_samples(
     session: SessionDep,
     window: WindowDep,
-    target: str | None = None,
+    target: TargetParam = None,
     vantage: VantageParam = None,
     limit: LimitParam = 100,
     cursor: CursorParam = None,
@@ -79,10 +80,10 @@ def _cursor(sample: SampleOut) -> str:
 @router.get(
     "/samples.csv",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {}}}, **NOT_FOUND_TARGET},
+    responses={200: {"content": {"text/csv": {}}}, **TARGET_ERRORS},
 )
 def samples_csv(
-    service: ServiceDep, session: SessionDep, window: WindowDep, target: str | None = None
+    service: ServiceDep, session: SessionDep, window: WindowDep, target: TargetParam = None
 ) -> StreamingResponse:
     """Samples taken in [from, to) as CSV, in the export layout (``phasewatch export``),
     streamed: ``timestamp,target,vantage,run_id,status,total_ms,<phase>_ms…``."""

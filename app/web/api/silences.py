@@ -5,32 +5,38 @@ snake_case spellings are accepted too."""
 from __future__ import annotations
 
 import asyncio
+import math
 import uuid
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, status
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from app.alerts.silences import Matcher, SilenceNotFound, matchers_of
 from app.durations import parse_duration
 from app.pipeline import utcnow
 from app.store.models import SilenceRow
-from app.web.auth import WriteAccess
+from app.web.api.params import NO_NUL, in_range
+from app.web.auth import WRITE_ERRORS, WriteAccess
 from app.web.deps import ServiceDep
+from app.web.errors import errors
 
 router = APIRouter(tags=["silences"])
 
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No silence has this id."}}
+NOT_FOUND = errors(404, 422, not_found="No silence has this id.")
 _CAMEL = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True)
+MAX_DURATION = timedelta(days=3660)
+# In UTC, and in [1970, 2200): an end computed from it stays a date the databases can hold.
+Moment = Annotated[AwareDatetime, AfterValidator(in_range)]
 
 
 class MatcherBody(BaseModel):
     model_config = ConfigDict(**_CAMEL, extra="forbid")
 
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    value: str = Field(max_length=1000)
+    value: str = Field(max_length=1000, pattern=NO_NUL)
     is_regex: bool = Field(False, description="the value is a regex that must match whole")
     is_equal: bool = Field(True, description="false: the label must not match (!=, !~)")
 
@@ -39,11 +45,13 @@ class NewSilence(BaseModel):
     model_config = ConfigDict(**_CAMEL, extra="forbid")
 
     matchers: list[MatcherBody] = Field(min_length=1, max_length=50)
-    starts_at: AwareDatetime | None = Field(None, description="default: now")
-    ends_at: AwareDatetime | None = Field(None, description="give this or duration")
-    duration: str | float | None = Field(None, description="'2h', '30m', '1d' or seconds")
-    created_by: str = Field(min_length=1, max_length=200)
-    comment: str = Field("", max_length=2000)
+    starts_at: Moment | None = Field(None, description="default: now")
+    ends_at: Moment | None = Field(None, description="give this or duration")
+    duration: str | float | None = Field(
+        None, description="'2h', '30m', '1d' or seconds; at most 3660 days"
+    )
+    created_by: str = Field(min_length=1, max_length=200, pattern=NO_NUL)
+    comment: str = Field("", max_length=2000, pattern=NO_NUL)
 
 
 class SilenceStatus(BaseModel):
@@ -63,7 +71,7 @@ class SilenceView(BaseModel):
     status: SilenceStatus
 
 
-@router.get("/silences", response_model=list[SilenceView])
+@router.get("/silences", response_model=list[SilenceView], responses=errors(422))
 async def list_silences(
     service: ServiceDep,
     active: Annotated[bool, Query(description="only silences in effect now")] = False,
@@ -89,6 +97,7 @@ async def get_silence(silence_id: str, service: ServiceDep) -> SilenceView:
     response_model=SilenceView,
     status_code=status.HTTP_201_CREATED,
     dependencies=[WriteAccess],
+    responses=WRITE_ERRORS | errors(422),
 )
 async def create_silence(body: NewSilence, service: ServiceDep) -> SilenceView:
     """Hold notifications of alerts whose labels match every matcher until ``endsAt``."""
@@ -113,7 +122,7 @@ async def create_silence(body: NewSilence, service: ServiceDep) -> SilenceView:
     "/silences/{silence_id}",
     response_model=SilenceView,
     dependencies=[WriteAccess],
-    responses=NOT_FOUND,
+    responses=WRITE_ERRORS | NOT_FOUND,
 )
 async def expire_silence(silence_id: str, service: ServiceDep) -> SilenceView:
     """End a silence now (one that already ended stays as it was)."""
@@ -135,13 +144,7 @@ def silence_window(body: NewSilence, now: datetime) -> tuple[datetime, datetime]
     if (body.ends_at is None) == (body.duration is None):
         raise _invalid("give exactly one of endsAt and duration")
     if body.duration is not None:
-        try:
-            seconds = parse_duration(body.duration)
-        except ValueError as exc:
-            raise _invalid(f"duration: {exc}") from None
-        if seconds <= 0:
-            raise _invalid("duration must be more than 0")
-        ends_at = starts_at + timedelta(seconds=seconds)
+        ends_at = starts_at + _duration(body.duration)
     else:
         assert body.ends_at is not None
         ends_at = body.ends_at
@@ -150,6 +153,18 @@ def silence_window(body: NewSilence, now: datetime) -> tuple[datetime, datetime]
     if ends_at <= starts_at:
         raise _invalid(f"endsAt ({ends_at.isoformat()}) must be after startsAt")
     return starts_at, ends_at
+
+
+def _duration(given: str | float) -> timedelta:
+    try:
+        seconds = parse_duration(given)
+    except ValueError as exc:
+        raise _invalid(f"duration: {exc}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise _invalid("duration must be more than 0")
+    if seconds > MAX_DURATION.total_seconds():
+        raise _invalid(f"duration must be at most {MAX_DURATION.days} days")
+    return timedelta(seconds=seconds)
 
 
 def matcher_of(body: MatcherBody) -> Matcher:

@@ -14,7 +14,7 @@ from app.pipeline import utcnow
 from app.store import reads
 from app.store.models import TargetRow
 from app.store.slo import target_slo
-from app.web.api.params import NOT_FOUND_TARGET, RecentWindowDep, not_found
+from app.web.api.params import TARGET_ERRORS, RecentWindowDep, not_found
 from app.web.deps import SessionDep
 from app.web.schemas import BreakdownOut, TargetDetail, TargetOut, VantageOut, redacted_url
 
@@ -29,7 +29,7 @@ def list_targets(session: SessionDep) -> list[TargetOut]:
     return [_target_out(row, seen.get(row.id, {})) for row in rows]
 
 
-@router.get("/targets/{name:target}", response_model=TargetDetail, responses=NOT_FOUND_TARGET)
+@router.get("/targets/{name:target}", response_model=TargetDetail, responses=TARGET_ERRORS)
 def get_target(name: str, session: SessionDep, window: RecentWindowDep) -> TargetDetail:
     """One target, and the breakdown of the window (default: the last hour) per vantage."""
     row = session.scalar(select(TargetRow).where(TargetRow.name == name))
