@@ -239,25 +239,25 @@ def _gate(
     min_ms: float,
     resamples: int,
 ) -> Gate:
-    """Recent excess over the reference's at the same hours, bootstrapped over recent runs;
-    in milliseconds at the recent runs' median."""
+    """Recent excess over the reference's at the same hours, bootstrapped over recent runs
+    (only when the point estimates pass: a lower bound is never above its estimate); in
+    milliseconds at the recent runs' median."""
     before = float(np.quantile(reference.excess[chosen], q))
-
-    def quantile(rows: Array) -> Array:
-        return row_quantiles(rows, q)
-
-    now = float(np.quantile(recent.excess, q))
-    replicates = bootstrap(recent.excess, recent.sizes, quantile, resamples, rng)
-    ratio_low, _ = interval(replicates / before)
-    body = float(np.median(recent.totals))
-    low, high = (value * body for value in interval(replicates - before))
+    now, body = float(np.quantile(recent.excess, q)), float(np.median(recent.totals))
     needed = max(min_relative * before * body, min_ms)
-    reference_ms, recent_ms = (
-        float(np.quantile(reference.totals[chosen], q)),
-        float(np.quantile(recent.totals, q)),
-    )
+    reference_ms = float(np.quantile(reference.totals[chosen], q))
+    recent_ms = float(np.quantile(recent.totals, q))
     # A tail heavier only against a body that shrank (generation collapsed) is no slower.
     longer = recent_ms - reference_ms > needed
+    ratio_low, low, high = now / before, (now - before) * body, (now - before) * body
+    if longer and ratio_low > 1 + min_relative and low > needed:
+
+        def quantile(rows: Array) -> Array:
+            return row_quantiles(rows, q)
+
+        replicates = bootstrap(recent.excess, recent.sizes, quantile, resamples, rng)
+        ratio_low, _ = interval(replicates / before)
+        low, high = (value * body for value in interval(replicates - before))
     return Gate(
         passed=ratio_low > 1 + min_relative and low > needed and longer,
         quantile=name,
