@@ -18,7 +18,7 @@ import anyio
 import certifi
 import httpx
 
-from app.probe import clock, outcome
+from app.probe import clock, outcome, redirects
 from app.probe import phases as phase_model
 from app.probe.netbackend import AsyncioBackend
 from app.probe.readers import (
@@ -132,7 +132,7 @@ async def _exchange(
     # building the request (~0.2 ms) is the probe's work, not the endpoint's time.
     recorder.start_ns = clock.now_ns()
     cutoff.reschedule(asyncio.get_running_loop().time() + spec.cutoff_s)
-    response = await client.send(request, stream=True)
+    response = await _send(client, spec, exchange, request)
     exchange.response = response
     try:
         reader = _reader_for(spec, response, exchange)
@@ -149,6 +149,25 @@ async def _exchange(
         exchange.rtt_ms = tcp_rtt_ms(response_socket(response))
     finally:
         await response.aclose()
+
+
+async def _send(
+    client: httpx.AsyncClient, spec: ProbeSpec, exchange: _Exchange, request: httpx.Request
+) -> httpx.Response:
+    """``request`` sent and the redirects it meets followed as ``spec`` says: the final
+    response, its body still to read."""
+    seen = [request.url]
+    response = await client.send(request, stream=True)
+    while redirects.is_hop(spec, response):
+        exchange.response = response
+        try:
+            request = redirects.next_request(client, request, response, spec, seen)
+        finally:
+            await redirects.drain(response)
+            _unbind(response)
+        exchange.recorder.redirected()
+        response = await client.send(request, stream=True)
+    return response
 
 
 def _unbind(response: httpx.Response | None) -> None:

@@ -40,6 +40,9 @@ class Marks:
     # The connection is ours and the request headers start to go out: pool wait,
     # DNS, TCP and TLS are behind us.
     request_start: int | None = None
+    # After redirects (kind: http): the final request starts. The marks before it are the
+    # first hop's, those after it the final response's.
+    redirect_end: int | None = None
     request_sent: int | None = None
     response_headers: int | None = None
     first_byte: int | None = None

@@ -85,6 +85,10 @@ def _not_json(text: str) -> bytes:
     return sse(b"data: " + text.encode() + b"\n\n")
 
 
+def _redirect_to(text: str) -> bytes:
+    return response(b"307 Temporary Redirect", [(b"location", b"/" + text.encode())])
+
+
 @dataclass(frozen=True)
 class Plant:
     name: str
@@ -136,6 +140,7 @@ PLANTS = (
     Plant("server-timing desc", _timing_desc, None, "server_timing"),
     Plant("stream error event", _stream_error, 500, "error", kind=Kind.OPENAI),
     Plant("stream not json", _not_json, 80, "error", kind=Kind.OPENAI),
+    Plant("redirect location", _redirect_to, 500 - len("307 to /"), "error", kind=Kind.OPENAI),
 )
 
 
