@@ -107,6 +107,8 @@ async def probe_once(
     except Exception as exc:  # a hostile endpoint must yield a sample, whatever it does
         status, error = Status.ERROR, exc
         if cutoff.expired():
+            # When the cut took effect on our clock: the phases end at the deadline itself.
+            exchange.recorder.mark("cut")
             status, error = Status.DEADLINE_EXCEEDED, _cutoff_error(spec)
     end_ns = cutoff_ns if status is Status.DEADLINE_EXCEEDED else exchange.recorder.now()
     if status is Status.OK:

@@ -51,6 +51,8 @@ class Marks:
     first_answer_token: int | None = None
     last_answer_token: int | None = None
     stream_end: int | None = None
+    # A censored sample: when the cut (deadline or hard timeout) took effect, on our clock.
+    cut: int | None = None
 
     def as_dict(self) -> dict[str, int]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
