@@ -22,6 +22,8 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from hypothesis import strategies as st
+
 from app.probe.readers import ERROR_EXCERPT_BYTES
 from app.probe.spec import Kind, ProbeSpec
 from tests import hostile
@@ -31,6 +33,13 @@ from tests import hostile
 SECRET_ALPHABET = "BFGKMQVWXYZ-_"
 FILLER_ALPHABET = "abcdefghijklmnopqrstuvwxyz .,;:!?"
 BODY = {"model": "m", "stream": True, "messages": []}
+SECRET = "ZK-QWMB-KXY_VGXFYZ-BBFG_WQXZMK-KQ"
+FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "
+secrets = st.text(SECRET_ALPHABET, min_size=8, max_size=64)
+# A letter first: header values and bodies are stripped, which would move the secret.
+fillers = st.builds(
+    str.__add__, st.sampled_from("abcdefg"), st.text(FILLER_ALPHABET, min_size=0, max_size=40)
+)
 _CLOSE = b"connection: close\r\n"
 
 

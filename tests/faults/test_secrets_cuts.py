@@ -15,28 +15,12 @@ import asyncio
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 
 from app.probe.client import make_client, probe_once
 from app.probe.sample import Sample
-from tests.faults.plants import (
-    FILLER_ALPHABET,
-    PLANTS,
-    SECRET_ALPHABET,
-    Plant,
-    answering,
-    leaks,
-)
+from tests.faults.plants import FILLER, PLANTS, SECRET, Plant, answering, fillers, leaks, secrets
 
 pytestmark = pytest.mark.timeout(300)
-
-SECRET = "ZK-QWMB-KXY_VGXFYZ-BBFG_WQXZMK-KQ"
-FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "
-secrets = st.text(SECRET_ALPHABET, min_size=8, max_size=64)
-# A letter first: header values and bodies are stripped, which would move the secret.
-fillers = st.builds(
-    str.__add__, st.sampled_from("abcdefg"), st.text(FILLER_ALPHABET, min_size=0, max_size=40)
-)
 
 
 @pytest.mark.parametrize("plant", PLANTS, ids=lambda plant: plant.name)

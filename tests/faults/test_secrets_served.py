@@ -22,14 +22,17 @@ from tests.apiapp import Api, api
 from tests.clirun import run_cli
 from tests.faults.plants import (
     BODY,
+    FILLER,
     PLANTS,
+    SECRET,
     Answers,
     Plant,
     answering_in_thread,
+    fillers,
     leaks,
     secret_headers,
+    secrets,
 )
-from tests.faults.test_secrets_cuts import FILLER, SECRET, fillers, secrets
 
 pytestmark = pytest.mark.timeout(600)
 
