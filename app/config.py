@@ -34,7 +34,7 @@ from app.envvars import UnsetVariable, expand
 from app.probe.headername import HeaderName
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP, PHASES
-from app.probe.spec import Kind, ProbeSpec, RttMethod
+from app.probe.spec import DEFAULT_MAX_REDIRECTS, Kind, ProbeSpec, RttMethod
 from app.safeyaml import LineIndex, YamlRefused, read_document
 
 DEFAULT_CONFIG_PATH = Path("phasewatch.yaml")
@@ -76,6 +76,8 @@ class Target(BaseModel):
     )
     rtt: RttMethod = RttMethod.TCP
     rtt_url: str | None = None
+    # true (up to DEFAULT_MAX_REDIRECTS), false, or how many; kind: http only.
+    follow_redirects: bool | Annotated[int, Field(ge=0, le=100)] = True
     alerts: DetectorParams = Field(default_factory=DetectorParams)
     notifiers: list[str] = Field(default_factory=list)
 
@@ -102,6 +104,22 @@ class Target(BaseModel):
             raise ValueError("jitter must be shorter than the interval")
         return self
 
+    @model_validator(mode="after")
+    def _redirects_for_http(self) -> Target:
+        asked = "follow_redirects" in self.model_fields_set and self.follow_redirects
+        if asked and self.kind is not Kind.HTTP:
+            raise ValueError(
+                f"follow_redirects: {self.kind.value} targets do not follow redirects "
+                "(a 301, 302 or 303 would turn their POST into a GET); set url to where it points"
+            )
+        return self
+
+    @property
+    def max_redirects(self) -> int:
+        if self.follow_redirects is True:
+            return DEFAULT_MAX_REDIRECTS
+        return int(self.follow_redirects)
+
     def probe_spec(self) -> ProbeSpec:
         return ProbeSpec(
             url=self.url,
@@ -116,6 +134,7 @@ class Target(BaseModel):
             server_timing_map=self.server_timing_map,
             rtt_method=self.rtt,
             rtt_url=self.rtt_url,
+            max_redirects=self.max_redirects,
         )
 
     def public(self) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from app.config import Settings, load_targets
 from app.demo.simserver import SimServer
 from app.main import create_app
 from app.pipeline import utcnow
-from app.probe.redact import has_control_character, scrub_secrets
+from app.probe.redact import Redactor, has_control_character, scrub_secrets
 from app.service import Service
 from app.store.models import AlertRow, Base, RunRow, TargetRow
 from app.store.queries import sync_targets
@@ -332,6 +332,11 @@ def test_fill_uses_every_real_id() -> None:
         ),
         ("Bearer realm", {"Authorization": "Bearer short"}, "Bearer realm"),  # words, not secrets
         ("no secret here", {"x-api-key": "abcdefgh12"}, "no secret here"),
+        ("echoed ABCDEFGH12 upper", {"x-api-key": "abcdefgh12"}, "echoed <redacted> upper"),
+        # The start of a key at the very end: somebody cut the text inside the key.
+        ("cut at abcdefg", {"x-api-key": "abcdefgh12"}, "cut at <redacted>"),
+        ("ends abc", {"x-api-key": "abcdefgh12"}, "ends abc"),  # too short to tell
+        ("inner abcdefg, then more", {"x-api-key": "abcdefgh12"}, "inner abcdefg, then more"),
         (None, {"x-api-key": "abcdefgh12"}, None),
         ("", {"x-api-key": "abcdefgh12"}, ""),
     ],
@@ -340,6 +345,20 @@ def test_header_values_are_scrubbed_from_error_text(
     text: str | None, headers: dict[str, str], expected: str | None
 ) -> None:
     assert scrub_secrets(text, headers) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "expected"),
+    [
+        ("x" * 6 + "abcdefgh12" + "y" * 4, 10, "xxxxxx<red"),  # scrubbed, then cut
+        ("x" * 6 + "abcdefgh12", 12, "xxxxxx<redac"),
+        ("x" * 6 + "abcd?? more", 10, "xxxxxx<red"),  # a cut that leaves a key's start
+        ("x" * 6 + "abc" + "y" * 9, 9, "xxxxxxabc"),
+        ("short", 10, "short"),
+    ],
+)
+def test_a_cut_keeps_no_start_of_a_secret(text: str, limit: int, expected: str) -> None:
+    assert Redactor.of({"x-api-key": "abcdefgh12"}).cut(text, limit) == expected
 
 
 @pytest.mark.parametrize(

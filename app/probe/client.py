@@ -18,7 +18,7 @@ import anyio
 import certifi
 import httpx
 
-from app.probe import clock
+from app.probe import clock, outcome, redirects
 from app.probe import phases as phase_model
 from app.probe.netbackend import AsyncioBackend
 from app.probe.readers import (
@@ -29,7 +29,7 @@ from app.probe.readers import (
     JsonAnswerReader,
     StreamReader,
 )
-from app.probe.redact import scrub_secrets
+from app.probe.redact import Redactor
 from app.probe.rtt import response_socket, tcp_rtt_ms
 from app.probe.sample import Marks, Sample, Status
 from app.probe.servertiming import timing_from_headers
@@ -38,9 +38,6 @@ from app.probe.streams import OpenAIEventReader, read_anthropic_event
 from app.probe.trace import TraceRecorder
 
 log = logging.getLogger(__name__)
-
-_REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid", "cf-ray")
-_ERROR_TEXT_LIMIT = 500
 
 
 def make_client(spec: ProbeSpec, *, connections: int = 1) -> httpx.AsyncClient:
@@ -82,6 +79,7 @@ class _Exchange:
     """What one request/response has shown so far; filled in as it happens."""
 
     recorder: TraceRecorder
+    redactor: Redactor
     findings: Findings = field(default_factory=Findings)
     response: httpx.Response | None = None
     streaming: bool = False
@@ -98,7 +96,8 @@ async def probe_once(
 ) -> Sample:
     """Probe ``spec`` once. Never raises for anything the endpoint does: it is a sample."""
     started_at = clock.utcnow()
-    exchange = _Exchange(TraceRecorder(clock.now_ns()))
+    redactor = Redactor.of(spec.headers)
+    exchange = _Exchange(TraceRecorder(clock.now_ns()), redactor)
     cutoff_ns = int(spec.cutoff_s * 1e9)
     status, error = Status.OK, None
     cutoff = asyncio.timeout(spec.cutoff_s)
@@ -106,9 +105,10 @@ async def probe_once(
         async with cutoff:
             await _exchange(client, spec, exchange, cutoff)
     except Exception as exc:  # a hostile endpoint must yield a sample, whatever it does
-        log.debug("probe of %s failed", spec.url, exc_info=True)
         status, error = Status.ERROR, exc
         if cutoff.expired():
+            # When the cut took effect on our clock: the phases end at the deadline itself.
+            exchange.recorder.mark("cut")
             status, error = Status.DEADLINE_EXCEEDED, _cutoff_error(spec)
     end_ns = cutoff_ns if status is Status.DEADLINE_EXCEEDED else exchange.recorder.now()
     if status is Status.OK:
@@ -117,9 +117,10 @@ async def probe_once(
             status = Status.HTTP_ERROR
     sample = _sample(spec, exchange, index, started_at, status, end_ns, rtt_ms)
     sample.cold_start = cold_start
-    _describe_error(sample, exchange, error)
-    # Servers repeat a rejected key in their errors: a sample never keeps it.
-    sample.error = scrub_secrets(sample.error, spec.headers)
+    outcome.describe(sample, exchange.response, exchange.findings.error, error, redactor)
+    if error is not None:
+        # The scrubbed text, never the exception: its message may quote a secret.
+        log.debug("probe of %s failed: %s: %s", spec.url, sample.error_class, sample.error)
     _unbind(exchange.response)
     return sample
 
@@ -133,7 +134,7 @@ async def _exchange(
     # building the request (~0.2 ms) is the probe's work, not the endpoint's time.
     recorder.start_ns = clock.now_ns()
     cutoff.reschedule(asyncio.get_running_loop().time() + spec.cutoff_s)
-    response = await client.send(request, stream=True)
+    response = await _send(client, spec, exchange, request)
     exchange.response = response
     try:
         reader = _reader_for(spec, response, exchange)
@@ -150,6 +151,25 @@ async def _exchange(
         exchange.rtt_ms = tcp_rtt_ms(response_socket(response))
     finally:
         await response.aclose()
+
+
+async def _send(
+    client: httpx.AsyncClient, spec: ProbeSpec, exchange: _Exchange, request: httpx.Request
+) -> httpx.Response:
+    """``request`` sent and the redirects it meets followed as ``spec`` says: the final
+    response, its body still to read."""
+    seen = [request.url]
+    response = await client.send(request, stream=True)
+    while redirects.is_hop(spec, response):
+        exchange.response = response
+        try:
+            request = redirects.next_request(client, request, response, spec, seen)
+        finally:
+            await redirects.drain(response)
+            _unbind(response)
+        exchange.recorder.redirected()
+        response = await client.send(request, stream=True)
+    return response
 
 
 def _unbind(response: httpx.Response | None) -> None:
@@ -182,7 +202,7 @@ def _reader_for(spec: ProbeSpec, response: httpx.Response, exchange: _Exchange) 
     findings = exchange.findings
     findings.server_timing.merge(timing_from_headers(response.headers, spec.server_timing_map))
     if response.status_code >= 400:
-        return ErrorBodyReader(findings)
+        return ErrorBodyReader(findings, exchange.redactor)
     marks = exchange.recorder.marks
     content_type = response.headers.get("content-type", "")
     if spec.kind is Kind.HTTP:
@@ -223,10 +243,10 @@ def _sample(
         http_status=None if response is None else response.status_code,
         http_version=None if response is None else response.http_version,
         connection_reused=exchange.recorder.connection_reused,
-        remote_address=_remote_address(response),
-        request_id=_request_id(response),
+        remote_address=outcome.remote_address(response),
+        request_id=outcome.request_id(response, exchange.redactor),
         tokens=findings.tokens,
-        server_timing=findings.server_timing,
+        server_timing=outcome.scrub_timing(findings.server_timing, exchange.redactor),
         rtt_ms=measured_rtt,
     )
 
@@ -252,43 +272,3 @@ class DeadlineExceeded(TimeoutError):
 
 class HardTimeout(TimeoutError):
     pass
-
-
-def _describe_error(sample: Sample, exchange: _Exchange, error: BaseException | None) -> None:
-    if error is not None:
-        sample.error_class = type(error).__name__
-        sample.error = (str(error) or repr(error))[:_ERROR_TEXT_LIMIT]
-    elif sample.status is Status.HTTP_ERROR:
-        sample.error_class = f"HTTP{sample.http_status}"
-        sample.error = _http_error_text(exchange)
-
-
-def _http_error_text(exchange: _Exchange) -> str:
-    response = exchange.response
-    assert response is not None
-    text = f"{response.status_code} {response.reason_phrase}".strip()
-    if exchange.findings.error:
-        text = f"{text}: {exchange.findings.error}"
-    retry_after = response.headers.get("retry-after")
-    if retry_after:
-        text = f"{text} (retry-after {retry_after})"
-    return text[:_ERROR_TEXT_LIMIT]
-
-
-def _remote_address(response: httpx.Response | None) -> str | None:
-    stream = None if response is None else response.extensions.get("network_stream")
-    address = None if stream is None else stream.get_extra_info("server_addr")
-    if not address:
-        return None
-    host, port = address[0], address[1]
-    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-
-
-def _request_id(response: httpx.Response | None) -> str | None:
-    if response is None:
-        return None
-    for name in _REQUEST_ID_HEADERS:
-        value: str | None = response.headers.get(name)
-        if value:
-            return value
-    return None

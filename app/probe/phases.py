@@ -132,7 +132,12 @@ def llm_phases(
 
 
 def http_phases(marks: Marks, end_ns: int, server: ServerTiming, rtt_ms: float | None) -> Breakdown:
-    """connect | network, server | transfer."""
+    """connect | network, server | transfer.
+
+    Redirects are the server's time: from the first request to the final one, every hop
+    (its round trips, its work, any new connection) is added to what the final server
+    reported; with nothing reported, server is the rest of the head and holds them anyway.
+    """
     connected = _cut(marks.request_start, 0, end_ns)
     headers = _cut(marks.response_headers, connected, end_ns)
     reported = [
@@ -141,6 +146,8 @@ def http_phases(marks: Marks, end_ns: int, server: ServerTiming, rtt_ms: float |
     server_ms = server.processing_ms
     if server_ms is None and reported:
         server_ms = sum(reported)
+    if server_ms is not None and marks.redirect_end is not None:
+        server_ms += _ms(_cut(marks.redirect_end, connected, headers) - connected)
     head_ms = _ms(headers - connected)
     network = estimate_network(head_ms, None, ServerTiming(), rtt_ms)
     head = split_head(head_ms, {"server": server_ms}, network)

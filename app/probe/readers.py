@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.probe.redact import Redactor
 from app.probe.sample import Marks, ServerTiming, Tokens
 from app.probe.streams import (
     SSEDecoder,
@@ -156,8 +157,9 @@ class CountingReader:
 class ErrorBodyReader:
     """An error response: the start of its body becomes the sample's error message."""
 
-    def __init__(self, findings: Findings) -> None:
+    def __init__(self, findings: Findings, redactor: Redactor) -> None:
         self.findings = findings
+        self.redactor = redactor
         self.parts: list[bytes] = []
         self.kept = 0
 
@@ -170,18 +172,24 @@ class ErrorBodyReader:
         self.kept += len(self.parts[-1])
 
     def close(self, now_ns: int) -> None:
-        self.findings.error = error_excerpt(b"".join(self.parts))
+        # A full reader stopped reading: the body may go on past what it kept.
+        body = b"".join(self.parts)
+        self.findings.error = error_excerpt(body, self.redactor, cut=self.full)
 
 
-def error_excerpt(body: bytes, limit: int = 300) -> str:
-    """The message of an error body: ``error.message`` of a JSON error, else its text."""
-    text = body.decode("utf-8", "replace").strip()
+def error_excerpt(body: bytes, redactor: Redactor, *, cut: bool = False, limit: int = 300) -> str:
+    """The message of an error body: ``error.message`` of a JSON error, else its text;
+    secrets scrubbed before it is cut to ``limit`` (``cut``: the body itself was cut)."""
+    text = body.decode("utf-8", "replace")
+    if cut:
+        text = redactor.scrub(text, cut_here=True)
+    text = text.strip()
     try:
         payload = json.loads(text)
     except ValueError:
-        return text[:limit]
+        return redactor.cut(text, limit)
     message = _error_message(payload)
-    return (message if message is not None else text)[:limit]
+    return redactor.cut(message if message is not None else text, limit)
 
 
 def _error_message(payload: object) -> str | None:

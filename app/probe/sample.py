@@ -40,6 +40,9 @@ class Marks:
     # The connection is ours and the request headers start to go out: pool wait,
     # DNS, TCP and TLS are behind us.
     request_start: int | None = None
+    # After redirects (kind: http): the final request starts. The marks before it are the
+    # first hop's, those after it the final response's.
+    redirect_end: int | None = None
     request_sent: int | None = None
     response_headers: int | None = None
     first_byte: int | None = None
@@ -48,6 +51,8 @@ class Marks:
     first_answer_token: int | None = None
     last_answer_token: int | None = None
     stream_end: int | None = None
+    # A censored sample: when the cut (deadline or hard timeout) took effect, on our clock.
+    cut: int | None = None
 
     def as_dict(self) -> dict[str, int]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}

@@ -9,6 +9,10 @@ from typing import Any
 
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP
 
+# What `follow_redirects: true` allows (browsers allow 20, curl 50; a monitored endpoint
+# that needs more than a few is broken).
+DEFAULT_MAX_REDIRECTS = 10
+
 
 class Kind(StrEnum):
     OPENAI = "openai"
@@ -42,6 +46,8 @@ class ProbeSpec:
     # for a JSON answer and is counted, not kept, for a plain HTTP target.
     max_body_bytes: int = 16 * 1024 * 1024
     cold_after_idle_s: float = 60.0
+    # Redirects ``kind: http`` follows (0: a redirect is the answer); see app.probe.redirects.
+    max_redirects: int = DEFAULT_MAX_REDIRECTS
 
     @property
     def cutoff_s(self) -> float:

@@ -19,9 +19,25 @@ import orjson
 from app.probe.sample import ServerTiming, Tokens
 from app.probe.servertiming import timing_from_usage, tokens_from_usage
 
+EXCERPT_CHARS = 80
+
 
 class StreamFormatError(Exception):
-    """The stream broke its format: bad JSON in a data line, a line or event over the limit."""
+    """The stream broke its format: bad JSON in a data line, a line or event over the limit.
+
+    ``data`` is the offending text, when there is one: the message quotes its start, and
+    ``describe`` quotes it again through a cut that knows the target's secrets.
+    """
+
+    def __init__(self, what: str, data: str | bytes | None = None) -> None:
+        self.what, self.data = what, data
+        super().__init__(self.describe(lambda text, limit: text[:limit]))
+
+    def describe(self, cut: Callable[[str, int], str]) -> str:
+        if self.data is None:
+            return self.what
+        text = self.data.decode("utf-8", "replace") if isinstance(self.data, bytes) else self.data
+        return f"{self.what}: {cut(text, EXCERPT_CHARS)!r}"
 
 
 class SSEEvent(NamedTuple):
@@ -295,14 +311,10 @@ def _load_object(data: str | bytes) -> dict[str, Any]:
     try:
         payload = orjson.loads(data)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both
-        raise StreamFormatError(f"not JSON: {_excerpt(data)}") from exc
+        raise StreamFormatError("not JSON", data) from exc
     if not isinstance(payload, dict):
-        raise StreamFormatError(f"not a JSON object: {_excerpt(data)}")
+        raise StreamFormatError("not a JSON object", data)
     return payload
-
-
-def _excerpt(data: str | bytes) -> str:
-    return repr(data[:80])
 
 
 def _openai_facts(payload: Mapping[str, Any], part_key: str) -> StreamFacts:

@@ -56,6 +56,14 @@ class TraceRecorder:
             setattr(self.marks, field_name, value)
         return value
 
+    def redirected(self) -> None:
+        """The next request follows a redirect: the answer's marks start again, and the
+        chain so far ends now (``redirect_end``)."""
+        marks = self.marks
+        marks.request_sent = marks.response_headers = marks.first_byte = None
+        marks.stream_end = None
+        marks.redirect_end = self.now()
+
     @property
     def connection_reused(self) -> bool:
         return self.marks.connect_start is None and self.marks.request_start is not None

@@ -1,0 +1,75 @@
+"""The deadline holds from the first sample of a fresh process, within 20 ms.
+
+A fresh `phasewatch probe` probes a loopback server that never answers (a listening socket
+that nobody accepts on: the kernel completes the handshake and the request waits forever).
+Each sample must be cut at ``--deadline-ms``: its reported total is the deadline, and its
+``cut`` mark (when the cut took effect, on the process's own clock) is at most 20 ms later.
+
+What overran it before: the process's first full garbage collection, which walks every
+object start-up made (35-150 ms here) and falls wherever start-up's allocations leave it,
+the first sample included. `probe` now freezes start-up's objects before it probes.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.clirun import run_cli
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = Path(__file__).parent.parent.parent
+TOLERANCE_MS = 20.0
+
+
+@pytest.fixture
+def silent_url() -> Iterator[str]:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)  # never accepted, never answered
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+
+# Deadlines that end before, around and well after start-up's allocations settle.
+@pytest.mark.parametrize("deadline_ms", [40, 150, 400])
+def test_a_fresh_process_cuts_its_first_sample_at_the_deadline(
+    silent_url: str, deadline_ms: int
+) -> None:
+    command = [sys.executable, "-m", "app", "probe", silent_url, "--json"]
+    command += ["--deadline-ms", str(deadline_ms), "--samples", "3"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    samples = json.loads(done.stdout)["samples"]
+    assert [s["status"] for s in samples] == ["deadline_exceeded"] * 3
+    assert [s["total_ms"] for s in samples] == [deadline_ms] * 3
+    first_cut_ms = samples[0]["marks_ns"]["cut"] / 1e6
+    assert deadline_ms - 1 <= first_cut_ms <= deadline_ms + TOLERANCE_MS, samples[0]
+
+
+@pytest.fixture
+def thawed() -> Iterator[None]:
+    gc.unfreeze()
+    yield
+    gc.unfreeze()  # the rest of the test session collects as usual
+
+
+@pytest.mark.usefixtures("thawed")
+def test_probe_freezes_what_start_up_made(
+    silent_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The part of the fix that does not depend on where start-up's allocations leave the
+    first collection (the test above sees it only when that falls inside a sample)."""
+    assert gc.get_freeze_count() == 0
+    argv = ["probe", silent_url, "--json", "--deadline-ms", "20", "--samples", "1"]
+    code, out, err = run_cli(argv, capsys)
+    assert code == 0, err
+    assert json.loads(out)["samples"][0]["status"] == "deadline_exceeded"
+    assert gc.get_freeze_count() > 10_000  # modules, typer, httpx: far more than a handful
