@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -58,6 +58,19 @@ class Level:
 
 
 @dataclass(frozen=True, slots=True)
+class Baseline:
+    """The reference at the recent runs' hours: its quantiles of excess and of end-to-end
+    time (``QUANTILES`` order), and how many normal days it holds."""
+
+    excess: tuple[float, ...]
+    totals: tuple[float, ...]
+    days: int
+
+
+QUANTILES = (("p90", 0.90), ("p95", 0.95))
+
+
+@dataclass(frozen=True, slots=True)
 class TailReference:
     levels: tuple[Level, ...]  # the p95 excess (a p99 CUSUM was tried: more false alarms)
     excess: Array  # every reference sample's excess (end-to-end over its run's median) ...
@@ -65,6 +78,10 @@ class TailReference:
     slots: NDArray[np.int64]  # ... the ``slot`` of its run ...
     days: NDArray[np.int64]  # ... and its run's UTC day (ordinal)
     runs: int
+    # Baselines by the recent runs' slots: the same hours are asked for run after run.
+    baselines: dict[tuple[frozenset[int], int], Baseline] = field(
+        default_factory=dict, compare=False
+    )
 
     @property
     def threshold(self) -> float:
@@ -106,7 +123,8 @@ def excess(run: RunData) -> Array:
     def compute() -> Array:
         if run.timed < MIN_RUN_SAMPLES:
             return np.empty(0)
-        body = float(np.median(run.totals))
+        ordered, half = np.sort(run.totals), run.timed // 2
+        body = float(ordered[half] if run.timed % 2 else (ordered[half - 1] + ordered[half]) / 2)
         return run.totals / body if body > 0 else np.empty(0)
 
     return run.memo("excess", compute)
@@ -186,8 +204,8 @@ def magnitude_gate(
     shaped = [(run, values) for run, values in shaped if len(values)]
     if not shaped:
         return None
-    chosen = _same_hours(reference, {slot(run.at) for run, _ in shaped}, min_days)
-    if _days(reference.days[chosen]) < min_days:
+    baseline = _baseline(reference, frozenset(slot(run.at) for run, _ in shaped), min_days)
+    if baseline.days < min_days:
         return None
     sample = _Recent(
         np.concatenate([values for _, values in shaped]),
@@ -195,11 +213,34 @@ def magnitude_gate(
         np.concatenate([run.totals for run, _ in shaped]),
     )
     gates = [
-        _gate(name, q, sample, reference, chosen, rng, min_relative, min_ms, resamples)
-        for name, q in (("p90", 0.90), ("p95", 0.95))
+        _gate(
+            name,
+            q,
+            sample,
+            baseline.excess[i],
+            baseline.totals[i],
+            rng,
+            min_relative,
+            min_ms,
+            resamples,
+        )
+        for i, (name, q) in enumerate(QUANTILES)
     ]
     passed = [gate for gate in gates if gate.passed]
     return passed[0] if passed else max(gates, key=lambda gate: gate.low_ms - gate.needed_ms)
+
+
+def _baseline(reference: TailReference, slots: frozenset[int], min_days: int) -> Baseline:
+    key = (slots, min_days)
+    if key not in reference.baselines:
+        chosen = _same_hours(reference, slots, min_days)
+        levels = [q for _, q in QUANTILES]
+        reference.baselines[key] = Baseline(
+            tuple(np.quantile(reference.excess[chosen], levels).tolist()),
+            tuple(np.quantile(reference.totals[chosen], levels).tolist()),
+            _days(reference.days[chosen]),
+        )
+    return reference.baselines[key]
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +250,9 @@ class _Recent:
     totals: Array
 
 
-def _same_hours(reference: TailReference, slots: set[int], min_days: int) -> NDArray[np.bool_]:
+def _same_hours(
+    reference: TailReference, slots: frozenset[int], min_days: int
+) -> NDArray[np.bool_]:
     """The reference samples to compare with: the same hours (±1) of the same kind of day,
     else the same hours of every day, else the whole reference."""
     near = {
@@ -232,20 +275,18 @@ def _gate(
     name: str,
     q: float,
     recent: _Recent,
-    reference: TailReference,
-    chosen: NDArray[np.bool_],
+    before: float,
+    reference_ms: float,
     rng: np.random.Generator,
     min_relative: float,
     min_ms: float,
     resamples: int,
 ) -> Gate:
-    """Recent excess over the reference's at the same hours, bootstrapped over recent runs
-    (only when the point estimates pass: a lower bound is never above its estimate); in
-    milliseconds at the recent runs' median."""
-    before = float(np.quantile(reference.excess[chosen], q))
+    """Recent excess over the reference's (``before``) at the same hours, bootstrapped over
+    recent runs (only when the point estimates pass: a lower bound is never above its
+    estimate); in milliseconds at the recent runs' median."""
     now, body = float(np.quantile(recent.excess, q)), float(np.median(recent.totals))
     needed = max(min_relative * before * body, min_ms)
-    reference_ms = float(np.quantile(reference.totals[chosen], q))
     recent_ms = float(np.quantile(recent.totals, q))
     # A tail heavier only against a body that shrank (generation collapsed) is no slower.
     longer = recent_ms - reference_ms > needed
