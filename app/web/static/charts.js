@@ -99,6 +99,22 @@
     return { stacked: stacked, bands: bands };
   }
 
+  // A bucket between two empty ones is a line of no length, which uPlot draws as nothing:
+  // a run alone in its bucket (a late run, a long interval) gets a point instead. Gaps stay
+  // gaps, so a probe that stopped is not drawn over.
+  function isolatedPoints(u, seriesIndex) {
+    const values = u.data[seriesIndex];
+    const found = [];
+    for (let i = 0; i < values.length; i++) {
+      if (values[i] != null && values[i - 1] == null && values[i + 1] == null) found.push(i);
+    }
+    return found.length ? found : null;
+  }
+
+  function loneRunPoints(colour) {
+    return { show: false, filter: isolatedPoints, size: 6, stroke: colour, fill: colour };
+  }
+
   function alertMarkers(marks) {
     return function (u) {
       const ctx = u.ctx;
@@ -144,7 +160,7 @@
           stroke: colourOf(name),
           fill: withAlpha(colourOf(name), 0.75),
           width: 1,
-          points: { show: false },
+          points: loneRunPoints(colourOf(name)),
           value: function (u, v, si, di) { return di == null ? "—" : format(raw[i][di]); },
         };
       }),
@@ -173,7 +189,7 @@
           stroke: lineColours[line.key],
           width: line.width,
           dash: line.dash,
-          points: { show: false },
+          points: loneRunPoints(lineColours[line.key]),
           value: function (u, v) { return fmtMs(v); },
         };
       }),
