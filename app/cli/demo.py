@@ -52,6 +52,8 @@ def demo(
     """Replay 8.5 simulated hours in compressed time: simulated endpoints, real probes,
     storage, detection and alerts, and the dashboard. Ctrl-C stops."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # The demo prints each alert itself, with the story's hour: serve's log line would repeat it.
+    logging.getLogger("app.alerts.engine").setLevel(logging.ERROR)
     listener = _listen(port)
     workdir = Path(tempfile.mkdtemp(prefix="phasewatch-demo-"))
     signal.signal(signal.SIGTERM, _terminated)
