@@ -7,6 +7,7 @@ after SIGINT, its temporary directory gone); the dashboard's API is read over HT
 from __future__ import annotations
 
 import html
+import json
 import os
 import queue
 import re
@@ -25,6 +26,7 @@ import httpx
 import pytest
 
 from app.demo import story
+from tests.clirun import run_cli
 
 WAIT_FOR_ALERTS_S = 110.0  # bounded: the whole story takes well under this at --speed 0
 FIRING = re.compile(
@@ -184,6 +186,52 @@ def test_demo_fires_the_three_alerts_in_order_and_history_shows_the_share_fall(
     errors = demo.process.stderr.read()
     assert "Traceback" not in errors, errors
     assert not list(tmp_path.glob("phasewatch-demo-*"))  # the temporary directory is gone
+
+
+def test_a_backtest_of_the_demos_export_with_its_targets_file_fires_what_the_demo_fired(
+    demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deadline = time.monotonic() + WAIT_FOR_ALERTS_S
+    fired: set[tuple[str, str, str]] = set()
+    # The story's end, and the lines after it that say how to replay it.
+    while not any("phasewatch backtest demo.csv" in line for line in demo.seen):
+        line = demo.next_line(deadline)
+        assert line is not None, f"the story did not end:\n{demo.output()}"
+        if match := FIRING.search(line):
+            fired.add((match["kind"], match["target"], match["where"]))
+    assert {(kind, target) for kind, target, _ in fired} == EXPECTED, demo.output()
+    export = next(line for line in demo.seen if "phasewatch export --database-url" in line)
+    copy = next(line for line in demo.seen if "phasewatch backtest demo.csv" in line)
+    database_url = export.split("--database-url ", 1)[1].split(" ", 1)[0]
+    config = Path(copy.split("cp ", 1)[1].split(" ", 1)[0])
+    assert config.parent == Path(database_url.removeprefix("sqlite:///")).parent
+    assert config.name == "phasewatch.yaml" and "min_reference_runs" in config.read_text()
+
+    code, out, err = run_cli(["export", "--database-url", database_url], capsys)
+    assert (code, err) == (0, ""), err
+    samples = tmp_path / "demo.csv"
+    samples.write_text(out)
+    replay = ["backtest", str(samples), "--format", "jsonl", "--jobs", "1"]
+    code, out, err = run_cli([*replay, "--config", str(config)], capsys)
+    assert code == 0, err
+    moved = [json.loads(line) for line in out.splitlines()]
+    replayed = {
+        (t["alert"], t["target"], t["vantage"] or "all vantages")
+        for t in moved
+        if t["state"] == "firing"
+    }
+    assert replayed == fired, (replayed, fired)
+
+    # Without the story's settings: the defaults want a day of reference, and say so.
+    code, out, err = run_cli(replay, capsys)
+    assert code == 0
+    assert {json.loads(line)["alert"] for line in out.splitlines()} == {"deadline_miss"}
+    assert (
+        "note: translate-prod: dominant_shift and tail_shift never judged: they need a"
+        " reference of 24 runs over 1 day (min_reference_runs, min_reference_days) before"
+        " the newest 4; the file holds 17 runs over 8 h at seoul-new" in err
+    ), err
+    assert "settings: the defaults (no --config)" in err
 
 
 def test_demo_refuses_a_port_in_use_with_one_line(tmp_path: Path) -> None:

@@ -76,17 +76,33 @@ def _run(listener: socket.socket, workdir: Path, speed: float) -> None:
     replay = Replay(database_url, workdir, speed or None, _printer(started))
     try:
         targets = replay.start()
+        config = _write_targets_file(workdir, replay)
         server = _server(listener, workdir, database_url, targets)
         url = f"http://{HOST}:{listener.getsockname()[1]}/"
         _say(f"phasewatch demo: dashboard at {url}  (Ctrl-C stops)")
         for line in STORY:
             _say(f"  {line}")
-        _watch(server, replay, started)
+        _say(f"  Its targets file, with the story's detector settings: {config}")
+        _watch(server, replay, started, _replay_hint(database_url, config))
         server.run(sockets=[listener])
     finally:
         replay.stop()
     if replay.error is not None:
         fail(f"the demo stopped: {replay.error}")
+
+
+def _write_targets_file(workdir: Path, replay: Replay) -> Path:
+    """The demo's targets file beside its database: the detector settings its compressed
+    story needs (a reference after hours, not a day) are what `backtest` of an export of
+    it needs too, and are no secret."""
+    import yaml
+
+    from app.demo.replay import demo_targets_file
+
+    path = workdir / "phasewatch.yaml"
+    text = yaml.safe_dump(demo_targets_file(replay.urls), sort_keys=False, allow_unicode=True)
+    path.write_text(text)
+    return path
 
 
 def _server(
@@ -110,7 +126,15 @@ def _server(
     return uvicorn.Server(config)
 
 
-def _watch(server: uvicorn.Server, replay: Replay, started: float) -> None:
+def _replay_hint(database_url: str, config: Path) -> str:
+    return (
+        "  To replay its alerts, while it is up (Ctrl-C removes its files):\n"
+        f"    phasewatch export --database-url {database_url} > demo.csv\n"
+        f"    cp {config} demo.yaml && phasewatch backtest demo.csv --config demo.yaml"
+    )
+
+
+def _watch(server: uvicorn.Server, replay: Replay, started: float, hint: str) -> None:
     """Start the story once the dashboard answers; say when it is over."""
 
     def watch() -> None:
@@ -123,6 +147,7 @@ def _watch(server: uvicorn.Server, replay: Replay, started: float) -> None:
         elif not server.should_exit:
             elapsed = time.monotonic() - started
             _say(f"[+{elapsed:5.1f}s] the story is over; the dashboard stays up until Ctrl-C")
+            _say(hint)
 
     threading.Thread(target=watch, name="demo-watch", daemon=True).start()
 

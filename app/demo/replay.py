@@ -73,6 +73,7 @@ class Replay:
         self.on_transition = on_transition
         self.clock = VirtualClock(speed=speed)
         self.targets: TargetsFile | None = None
+        self.urls: dict[str, str] = {}  # each sim's base URL, once it listens
         self.transitions: list[Transition] = []
         self.finished = threading.Event()
         self.error: BaseException | None = None
@@ -145,7 +146,8 @@ class Replay:
                 )
                 for endpoint in story.ENDPOINTS
             }
-            targets = demo_targets({name: sim.url for name, sim in sims.items()})
+            self.urls = {name: sim.url for name, sim in sims.items()}
+            targets = demo_targets(self.urls)
             engine = make_engine(self.database_url)
             stack.callback(engine.dispose)
             sessions = make_sessions(engine)
@@ -200,11 +202,16 @@ class Replay:
 
 def demo_targets(urls: dict[str, str]) -> TargetsFile:
     """The story's targets file, pointed at the sims' URLs."""
+    return TargetsFile.model_validate(demo_targets_file(urls))
+
+
+def demo_targets_file(urls: dict[str, str]) -> dict[str, Any]:
+    """The same as the data of a targets file, as ``phasewatch demo`` writes it out."""
     targets = [
         {"name": name, "url": f"{urls[name]}/v1/chat/completions", **fields}
         for name, fields in story.TARGETS.items()
     ]
-    return TargetsFile.model_validate({"targets": targets})
+    return {"targets": targets}
 
 
 def _write_targets(sessions: Sessions, targets: TargetsFile) -> None:
