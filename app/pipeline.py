@@ -9,7 +9,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -33,7 +33,10 @@ ABORT_STORE_TIMEOUT_S = 1.5  # at shutdown, within the 5 s SIGTERM promise
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    """The service's "now": the wall clock, or the story's inside ``phasewatch demo``, which
+    sets it for its dashboard with ``app.probe.clock.use`` (a context variable: a thread or
+    task of its own, never another's)."""
+    return clock.utcnow()
 
 
 def is_transient(exc: Exception) -> bool:

@@ -77,11 +77,16 @@ def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Iterator[Demo]:
+def speed() -> str:
+    return "0"  # as fast as the CPU allows; a test that watches the story unfold says more
+
+
+@pytest.fixture
+def demo(tmp_path: Path, speed: str) -> Iterator[Demo]:
     env = os.environ | {"TMPDIR": str(tmp_path)}
     env = {k: v for k, v in env.items() if not k.startswith("PHASEWATCH_")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "app", "demo", "--speed", "0", "--port", "0"],
+        [sys.executable, "-m", "app", "demo", "--speed", speed, "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -232,6 +237,42 @@ def test_a_backtest_of_the_demos_export_with_its_targets_file_fires_what_the_dem
         " the newest 4; the file holds 17 runs over 8 h at seoul-new" in err
     ), err
     assert "settings: the defaults (no --config)" in err
+
+
+OVERVIEW_ROW = re.compile(
+    r'<tr data-target="translate-prod" data-vantage="seoul-old">.*?data-col="p50">(?P<p50>[^<]*)<'
+    r'.*?data-col="age">(?P<age>.*?)</td>',
+    re.S,
+)
+
+
+@pytest.mark.parametrize("speed", ["1200"])  # the default: an hour every 3 s
+def test_the_demos_dashboard_shows_its_own_runs_from_the_first_ones(demo: Demo) -> None:
+    """Its overview shows numbers long before the first alert (the dashboard runs on the
+    story's clock, so its last hour is the story's), and /healthz and /metrics describe
+    the story's targets, not the web app's empty schedule."""
+    deadline = time.monotonic() + WAIT_FOR_ALERTS_S
+    first = demo.next_line(deadline)
+    assert first is not None and (found := URL.search(first)), demo.output()
+    url = found["url"]
+    while not any(STORY_OVER in line or "FIRING" in line for line in demo.seen):
+        row = OVERVIEW_ROW.search(httpx.get(url, timeout=10).text)
+        if row is not None and row["p50"] != "—":
+            break
+        demo.next_line(time.monotonic() + 0.2)  # the story goes on meanwhile
+    assert not any("FIRING" in line for line in demo.seen), (
+        f"the overview showed no numbers before the first alert:\n{demo.output()}"
+    )
+    assert row is not None and row["p50"].endswith("ms")
+    assert 'class="stale"' not in row["age"] and "ago" in row["age"], row["age"]
+    health = httpx.get(f"{url}healthz", timeout=10).json()
+    assert health["targets"] == len(story.TARGETS)
+    metrics = httpx.get(f"{url}metrics", timeout=10).text
+    count = re.search(
+        r'phasewatch_request_seconds_count\{target="translate-prod",vantage="seoul-old"\} (\S+)',
+        metrics,
+    )
+    assert count is not None and float(count[1]) >= story.SAMPLES, metrics[:2000]
 
 
 def test_demo_refuses_a_port_in_use_with_one_line(tmp_path: Path) -> None:

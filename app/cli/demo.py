@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from app.alerts.identity import Transition
     from app.config import TargetsFile
     from app.demo.replay import Replay
+    from app.metrics import RunMetrics
 
 HOST = "127.0.0.1"
 DEFAULT_SPEED = 1200.0  # simulated seconds per real second: an hour every 3 s
@@ -68,6 +69,7 @@ def demo(
 
 def _run(listener: socket.socket, workdir: Path, speed: float) -> None:
     from app.demo.replay import Replay
+    from app.probe import clock
     from app.store.migrate import upgrade
 
     database_url = f"sqlite:///{workdir / 'demo.db'}"
@@ -77,14 +79,19 @@ def _run(listener: socket.socket, workdir: Path, speed: float) -> None:
     try:
         targets = replay.start()
         config = _write_targets_file(workdir, replay)
-        server = _server(listener, workdir, database_url, targets)
+        server, metrics = _server(listener, workdir, database_url, targets)
+        # The dashboard's /metrics count the story's runs, as serve's count its own.
+        replay.observe_run = metrics.observe_run
         url = f"http://{HOST}:{listener.getsockname()[1]}/"
         _say(f"phasewatch demo: dashboard at {url}  (Ctrl-C stops)")
         for line in STORY:
             _say(f"  {line}")
         _say(f"  Its targets file, with the story's detector settings: {config}")
         _watch(server, replay, started, _replay_hint(database_url, config))
-        server.run(sockets=[listener])
+        # The dashboard on the story's clock: its "last hour" is the story's, not the real
+        # hour that the story's runs reach only as it ends.
+        with clock.use(time.perf_counter_ns, replay.dashboard_now):
+            server.run(sockets=[listener])
     finally:
         replay.stop()
     if replay.error is not None:
@@ -107,7 +114,7 @@ def _write_targets_file(workdir: Path, replay: Replay) -> Path:
 
 def _server(
     listener: socket.socket, workdir: Path, database_url: str, targets: TargetsFile
-) -> uvicorn.Server:
+) -> tuple[uvicorn.Server, RunMetrics]:
     import uvicorn
 
     from app.config import Settings
@@ -123,7 +130,7 @@ def _server(
     )
     app = create_app(settings, targets, probing=False)
     config = uvicorn.Config(app, log_config=None, log_level="warning")
-    return uvicorn.Server(config)
+    return uvicorn.Server(config), app.state.metrics
 
 
 def _replay_hint(database_url: str, config: Path) -> str:

@@ -49,6 +49,7 @@ from app.store.db import make_engine, make_sessions
 from app.store.history import DatabaseHistory
 from app.store.queries import sync_targets
 from app.store.records import RunRecord
+from app.store.rollups import catch_up
 from app.store.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,10 @@ class Replay:
         self.clock = VirtualClock(speed=speed)
         self.targets: TargetsFile | None = None
         self.urls: dict[str, str] = {}  # each sim's base URL, once it listens
+        # Called with each stored run after its evaluation, as serve's after_store hook is
+        # (the dashboard's /metrics); set before ``go``.
+        self.observe_run: Callable[[RunRecord], object] | None = None
+        self._ended: tuple[datetime, datetime] | None = None  # simulated and real end
         self.transitions: list[Transition] = []
         self.finished = threading.Event()
         self.error: BaseException | None = None
@@ -117,6 +122,15 @@ class Replay:
         """Simulated UTC time; readable from any thread."""
         return self._origin + timedelta(seconds=self.clock.now() - self._story_start)
 
+    def dashboard_now(self) -> datetime:
+        """The dashboard's clock: the story's while it plays (so its last hour is the story's
+        last hour, and numbers show from the first run), then on from its end at real pace
+        (a clock that stopped would never let a run grow old)."""
+        if self._ended is None:
+            return self.now()
+        simulated, real = self._ended
+        return simulated + (datetime.now(UTC) - real)
+
     def story_hour(self, at: datetime) -> float:
         """The hour of the story (0 … ``story.END_H``) that simulated time ``at`` falls in."""
         return (at - self._origin) / timedelta(hours=1)
@@ -134,6 +148,7 @@ class Replay:
             self.error = exc
             log.exception("the demo's replay failed")
         finally:
+            self._ended = (self.now(), datetime.now(UTC))
             self._ready.set()
             self.finished.set()
 
@@ -173,6 +188,11 @@ class Replay:
                 if _announced(transition):
                     self.transitions.append(transition)
                     self.on_transition(transition, self.story_hour(transition.at))
+            # Digested at once, not by the dashboard's rollup loop: its 10 s are hours of
+            # the story, and the overview reads digests.
+            catch_up(sessions, record.started_at, self.now())
+            if self.observe_run is not None:
+                self.observe_run(record)
 
         with clock.use(self.clock.now_ns, self.now):
             streams = [

@@ -47,6 +47,14 @@
     return known.concat(present.filter(function (p) { return !known.includes(p); }));
   }
 
+  // The page's "now" is the server's (the story's, inside `phasewatch demo`), moving on at the
+  // browser's pace: a window drawn from the browser's own clock would miss those runs.
+  function clockOf(element) {
+    const serverNow = Number(element.dataset.nowSeconds);
+    const skew = serverNow ? serverNow - Date.now() / 1000 : 0;
+    return function () { return Math.floor(Date.now() / 1000 + skew); };
+  }
+
   function historyUrl(target, vantage, fromS, toS, bucket) {
     const params = new URLSearchParams({
       from: new Date(fromS * 1000).toISOString(),
@@ -312,11 +320,12 @@
     this.targets = element.dataset.targets.split(",").filter(Boolean);
     this.vantage = element.dataset.vantage || "";
     this.range = Number(element.dataset.rangeSeconds);
+    this.now = clockOf(element);
     this.plots = {};
   }
 
   CompareChart.prototype.load = async function () {
-    const toS = Math.floor(Date.now() / 1000);
+    const toS = this.now();
     const self = this;
     try {
       this.histories = await Promise.all(
@@ -375,13 +384,14 @@
     this.target = root.dataset.target;
     this.vantage = root.dataset.vantage || "";
     this.range = Number(root.dataset.rangeSeconds);
+    this.now = clockOf(root);
     this.mode = "ms";
     this.plots = {};
     this.marks = JSON.parse((document.getElementById("alert-marks") || { textContent: "[]" }).textContent);
   }
 
   TargetCharts.prototype.load = async function () {
-    const toS = Math.floor(Date.now() / 1000);
+    const toS = this.now();
     const fromS = toS - this.range;
     const heatFrom = toS - Math.min(HEAT_MAX_RANGE, Math.max(this.range, HEAT_MIN_RANGE));
     try {
