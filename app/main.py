@@ -82,7 +82,10 @@ def create_app(
         finally:
             await service.stop()
 
-    app = FastAPI(title="phasewatch", version=__version__, lifespan=lifespan)
+    # /docs is served from vendored files (app.web.pages.apidocs), not FastAPI's CDN page.
+    app = FastAPI(
+        title="phasewatch", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     app.state.service = service
     app.state.metrics = observed
     errors.install(app)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import (
@@ -34,6 +33,7 @@ from app import __version__
 from app.alerts.rows import OPEN_STATES
 from app.analysis.detectors.deadline import SloStatus
 from app.analysis.summary import TIMED, summarize
+from app.pipeline import utcnow
 from app.store.models import AlertRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
 from app.store.slo import target_slo
@@ -240,7 +240,7 @@ def alert_counts(sessions: sessionmaker[Session]) -> list[AlertCount]:
 
 def slo_statuses(sessions: sessionmaker[Session]) -> list[SloRow]:
     """Every active target with a deadline, per vantage seen in its budget window."""
-    now = datetime.now(UTC)
+    now = utcnow()
     with sessions() as session:
         names = session.scalars(select(TargetRow.name).where(TargetRow.active)).all()
         found = [(name, target_slo(session, name, now) or {}) for name in names]

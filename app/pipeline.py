@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.analysis.summary import TIMED
 from app.config import Target
 from app.probe import clock
 from app.probe.run import probe_run
@@ -26,11 +28,15 @@ log = logging.getLogger(__name__)
 
 COMPLETE, ABORTED = "complete", "aborted"
 STORE_TIMEOUT_S = 20.0
+ERROR_CHARS = 160
 ABORT_STORE_TIMEOUT_S = 1.5  # at shutdown, within the 5 s SIGTERM promise
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    """The service's "now": the wall clock, or the story's inside ``phasewatch demo``, which
+    sets it for its dashboard with ``app.probe.clock.use`` (a context variable: a thread or
+    task of its own, never another's)."""
+    return clock.utcnow()
 
 
 def is_transient(exc: Exception) -> bool:
@@ -38,6 +44,43 @@ def is_transient(exc: Exception) -> bool:
     if isinstance(exc, OperationalError | InterfaceError):
         return True
     return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+@dataclass
+class Failing:
+    """Which targets' last run got no answer at all (every sample an error): one log line
+    when that starts and one when it stops, instead of one per run or none at all."""
+
+    since: dict[str, datetime] = field(default_factory=dict)
+
+    def note(self, record: RunRecord) -> None:
+        answered = any(sample.status in TIMED for sample in record.samples)
+        began = self.since.get(record.target)
+        if not answered and began is None:
+            self.since[record.target] = record.started_at
+            log.warning(
+                "target %s is failing at %s: %s", record.target, record.vantage, _why(record)
+            )
+        elif answered and began is not None:
+            del self.since[record.target]
+            log.info(
+                "target %s answers again at %s (failing since %s)",
+                record.target,
+                record.vantage,
+                f"{began:%Y-%m-%d %H:%M:%S}Z",
+            )
+
+
+def _why(record: RunRecord) -> str:
+    """The commonest error of the run, on one line and short: an error body can be a page."""
+    reasons = Counter(
+        " ".join(f"{s.error_class or s.status}: {s.error or ''}".split())[:ERROR_CHARS]
+        for s in record.samples
+    )
+    if not reasons:
+        return "the run had no samples"
+    reason, count = reasons.most_common(1)[0]
+    return f"{len(record.samples)}/{len(record.samples)} samples failed ({count} × {reason})"
 
 
 @dataclass
@@ -52,6 +95,7 @@ class Pipeline:
     # Called in a thread with each complete run the database now has. Runs that went to
     # the spool are not passed on: the next run stored looks at the last runs anyway.
     after_store: Callable[[RunRecord], object] | None = None
+    failing: Failing = field(default_factory=Failing)
 
     async def run(self, target: Target, scheduled_at: datetime | None = None) -> RunRecord:
         """Probe ``target`` once (a run of N samples) and store the run whole.
@@ -83,6 +127,7 @@ class Pipeline:
         finally:
             self.idle_since[target.name] = clock.monotonic()
         record = self._record(run, samples, COMPLETE)
+        self.failing.note(record)
         if await self._keep(record, STORE_TIMEOUT_S):
             await self._after_store(record)
         return record

@@ -176,9 +176,21 @@ def test_history_buckets_hold_the_quantiles_of_their_samples(filled: Filled) -> 
         network = exact([s.phases["network"] for s in timed(inside)])["p99"]
         assert abs(found["phase_quantiles"]["network"]["p99"][i] - network) <= BOUND * network
         assert found["dominant"][i] == "queue"
+    fine = filled.get("/api/v1/targets/chat-prod/history", **window(bucket=60))
+    assert fine["source"] == "runs" and sum(fine["runs"]) == len(records)
+
+
+def test_default_bucket_is_no_finer_than_the_targets_interval(filled: Filled) -> None:
+    # 6 hours fit 360 one-minute buckets, but chat-prod runs every 10 minutes: each run
+    # would sit between nine empty buckets, and a chart of them draws no line.
     chosen = filled.get("/api/v1/targets/chat-prod/history", **window())
-    assert chosen["bucket_seconds"] == 60 and chosen["source"] == "runs"
-    assert sum(chosen["runs"]) == len(records)
+    assert (chosen["bucket_seconds"], chosen["source"]) == (900, "rollups")
+    assert sum(chosen["runs"]) == len(filled.runs("chat-prod"))
+    assert all(chosen["runs"][1:-1])  # every bucket inside the window holds a run
+    day = {"from": (NOW - timedelta(hours=24)).isoformat(), "to": NOW.isoformat()}
+    assert filled.get("/api/v1/targets/chat-prod/history", **day)["bucket_seconds"] == 900
+    week = {"from": (NOW - timedelta(days=7)).isoformat(), "to": NOW.isoformat()}
+    assert filled.get("/api/v1/targets/chat-prod/history", **week)["bucket_seconds"] == 3600
 
 
 def test_runs_page_newest_first_through_every_run_once(filled: Filled) -> None:

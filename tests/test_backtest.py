@@ -8,7 +8,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from app.alerts.backtest import BacktestError, read_runs, retention
+from app.alerts.backtest import BacktestError, read_runs, replay, retention
+from app.alerts.backtestcoverage import Coverage, duration, unjudged
 from app.alerts.history import MemoryHistory, Retention
 from app.analysis.detectors import DetectorParams
 from app.analysis.runs import RunCount
@@ -128,3 +129,46 @@ def test_the_bounded_history_keeps_what_the_evaluator_can_still_ask_for() -> Non
 def test_the_backtest_keeps_a_reference_window_and_a_day_and_the_tail_onset_reach() -> None:
     rules = retention(DetectorParams(reference_days=7, recent_runs=4))
     assert (rules.runs_for, rules.last) == (timedelta(days=8), 16)
+
+
+def replayed_coverage(params: DetectorParams, runs: int = 12) -> Coverage:
+    rows = [
+        row(i * 900 + k, f"r{i}", queue=str(1.5 + k / 10)) for i in range(runs) for k in range(5)
+    ]
+    coverage = Coverage()
+    list(
+        replay(read_runs(io.StringIO(HEADER + "".join(rows))), lambda _: params, coverage=coverage)
+    )
+    return coverage
+
+
+def test_a_file_too_short_for_a_reference_says_which_detectors_never_judged() -> None:
+    params = DetectorParams()
+    assert unjudged(replayed_coverage(params), lambda _: params) == [
+        "chat: dominant_shift and tail_shift never judged: they need a reference of 24 runs"
+        " over 1 day (min_reference_runs, min_reference_days) before the newest 4; the file"
+        " holds 12 runs over 2.8 h at eu"
+    ]
+
+
+def test_a_reference_too_short_for_the_tail_gate_says_so_and_nothing_more() -> None:
+    params = DetectorParams(min_reference_runs=4, min_reference_days=0)
+    assert unjudged(replayed_coverage(params), lambda _: params) == [
+        "chat: tail_shift never judged: its gate needs a reference over 2 days (tail_min_days);"
+        " the longest here was 45 min"  # built once the first 4 were there; rebuilt daily
+    ]
+    ready = DetectorParams(min_reference_runs=4, min_reference_days=0, tail_min_days=0)
+    assert unjudged(replayed_coverage(ready), lambda _: ready) == []
+
+
+@pytest.mark.parametrize(
+    ("span", "said"),
+    [
+        (timedelta(minutes=40), "40 min"),
+        (timedelta(hours=3), "3 h"),
+        (timedelta(hours=8, minutes=30), "8.5 h"),
+        (timedelta(days=2, hours=12), "2.5 d"),
+    ],
+)
+def test_a_files_length_reads_as_a_person_would_say_it(span: timedelta, said: str) -> None:
+    assert duration(span) == said

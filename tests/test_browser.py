@@ -8,6 +8,7 @@ JavaScript error. Screenshots (light and dark) go to tests/artifacts/ (not commi
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -214,6 +215,19 @@ def test_compare_chart_draws(page: Any, site: Site) -> None:
     assert_drawn(page, "#compare-chart canvas")
     assert page.locator("table.breakdown").count() == 2
     shoot(page, "compare")
+
+
+def test_api_docs_render_with_no_network_beyond_the_server(page: Any, site: Site) -> None:
+    # As on a host without the internet: anything not for the test server is refused.
+    page.route(re.compile(r"^(?!http://127\.0\.0\.1[:/])"), lambda route: route.abort())
+    page.goto(site.server.base + "/")
+    page.click("text=API")
+    page.wait_for_url("**/docs")
+    history = page.locator(".opblock-summary-path[data-path='/api/v1/targets/{name}/history']")
+    history.wait_for(timeout=15_000)
+    assert page.locator(".opblock").count() >= 10
+    assert "phasewatch" in page.locator(".info .title").inner_text()
+    shoot(page, "api-docs")
 
 
 def test_skip_link_is_the_first_stop_and_reaches_the_content(page: Any, site: Site) -> None:

@@ -23,7 +23,8 @@ from app.store.csvlayout import (
     parse_timestamp,
     phase_order,
 )
-from app.store.db import transaction
+from app.store.db import make_engine, transaction
+from app.store.migrate import is_current
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.queries import store_run
 from app.store.records import RunRecord, SampleRecord
@@ -515,7 +516,24 @@ def test_cli_bad_arguments_are_one_line_and_exit_2(
     assert len(err.splitlines()) == 1
 
 
-@pytest.mark.parametrize("command", [["export"], ["import", "-"]])
+def test_cli_import_into_a_new_database_creates_and_migrates_it_as_serve_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, database = tmp_path / "samples.csv", tmp_path / "new" / "phasewatch.db"
+    path.write_text(GOOD_FILE)
+    database.parent.mkdir()
+    url = f"sqlite:///{database}"
+    code, out, err = cli(["import", str(path), "--database-url", url], capsys)
+    assert (code, err) == (0, "")
+    assert out == "imported 2 runs (3 samples); 0 runs were already present\n"
+    engine = make_engine(url)
+    try:
+        assert is_current(engine) and counts(engine) == [1, 2, 3]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("command", [["export"], ["import", "-", "--no-migrate"]])
 def test_cli_says_when_the_database_is_not_initialised(
     command: list[str], empty_db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

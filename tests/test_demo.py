@@ -7,6 +7,7 @@ after SIGINT, its temporary directory gone); the dashboard's API is read over HT
 from __future__ import annotations
 
 import html
+import json
 import os
 import queue
 import re
@@ -25,6 +26,7 @@ import httpx
 import pytest
 
 from app.demo import story
+from tests.clirun import run_cli
 
 WAIT_FOR_ALERTS_S = 110.0  # bounded: the whole story takes well under this at --speed 0
 FIRING = re.compile(
@@ -75,11 +77,16 @@ def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Iterator[Demo]:
+def speed() -> str:
+    return "0"  # as fast as the CPU allows; a test that watches the story unfold says more
+
+
+@pytest.fixture
+def demo(tmp_path: Path, speed: str) -> Iterator[Demo]:
     env = os.environ | {"TMPDIR": str(tmp_path)}
     env = {k: v for k, v in env.items() if not k.startswith("PHASEWATCH_")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "app", "demo", "--speed", "0", "--port", "0"],
+        [sys.executable, "-m", "app", "demo", "--speed", speed, "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -184,6 +191,88 @@ def test_demo_fires_the_three_alerts_in_order_and_history_shows_the_share_fall(
     errors = demo.process.stderr.read()
     assert "Traceback" not in errors, errors
     assert not list(tmp_path.glob("phasewatch-demo-*"))  # the temporary directory is gone
+
+
+def test_a_backtest_of_the_demos_export_with_its_targets_file_fires_what_the_demo_fired(
+    demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deadline = time.monotonic() + WAIT_FOR_ALERTS_S
+    fired: set[tuple[str, str, str]] = set()
+    # The story's end, and the lines after it that say how to replay it.
+    while not any("phasewatch backtest demo.csv" in line for line in demo.seen):
+        line = demo.next_line(deadline)
+        assert line is not None, f"the story did not end:\n{demo.output()}"
+        if match := FIRING.search(line):
+            fired.add((match["kind"], match["target"], match["where"]))
+    assert {(kind, target) for kind, target, _ in fired} == EXPECTED, demo.output()
+    export = next(line for line in demo.seen if "phasewatch export --database-url" in line)
+    copy = next(line for line in demo.seen if "phasewatch backtest demo.csv" in line)
+    database_url = export.split("--database-url ", 1)[1].split(" ", 1)[0]
+    config = Path(copy.split("cp ", 1)[1].split(" ", 1)[0])
+    assert config.parent == Path(database_url.removeprefix("sqlite:///")).parent
+    assert config.name == "phasewatch.yaml" and "min_reference_runs" in config.read_text()
+
+    code, out, err = run_cli(["export", "--database-url", database_url], capsys)
+    assert (code, err) == (0, ""), err
+    samples = tmp_path / "demo.csv"
+    samples.write_text(out)
+    replay = ["backtest", str(samples), "--format", "jsonl", "--jobs", "1"]
+    code, out, err = run_cli([*replay, "--config", str(config)], capsys)
+    assert code == 0, err
+    moved = [json.loads(line) for line in out.splitlines()]
+    replayed = {
+        (t["alert"], t["target"], t["vantage"] or "all vantages")
+        for t in moved
+        if t["state"] == "firing"
+    }
+    assert replayed == fired, (replayed, fired)
+
+    # Without the story's settings: the defaults want a day of reference, and say so.
+    code, out, err = run_cli(replay, capsys)
+    assert code == 0
+    assert {json.loads(line)["alert"] for line in out.splitlines()} == {"deadline_miss"}
+    assert (
+        "note: translate-prod: dominant_shift and tail_shift never judged: they need a"
+        " reference of 24 runs over 1 day (min_reference_runs, min_reference_days) before"
+        " the newest 4; the file holds 17 runs over 8 h at seoul-new" in err
+    ), err
+    assert "settings: the defaults (no --config)" in err
+
+
+OVERVIEW_ROW = re.compile(
+    r'<tr data-target="translate-prod" data-vantage="seoul-old">.*?data-col="p50">(?P<p50>[^<]*)<'
+    r'.*?data-col="age">(?P<age>.*?)</td>',
+    re.S,
+)
+
+
+@pytest.mark.parametrize("speed", ["1200"])  # the default: an hour every 3 s
+def test_the_demos_dashboard_shows_its_own_runs_from_the_first_ones(demo: Demo) -> None:
+    """Its overview shows numbers long before the first alert (the dashboard runs on the
+    story's clock, so its last hour is the story's), and /healthz and /metrics describe
+    the story's targets, not the web app's empty schedule."""
+    deadline = time.monotonic() + WAIT_FOR_ALERTS_S
+    first = demo.next_line(deadline)
+    assert first is not None and (found := URL.search(first)), demo.output()
+    url = found["url"]
+    while not any(STORY_OVER in line or "FIRING" in line for line in demo.seen):
+        row = OVERVIEW_ROW.search(httpx.get(url, timeout=10).text)
+        if row is not None and row["p50"] != "—":
+            break
+        demo.next_line(time.monotonic() + 0.2)  # the story goes on meanwhile
+    assert not any("FIRING" in line for line in demo.seen), (
+        f"the overview showed no numbers before the first alert:\n{demo.output()}"
+    )
+    assert row is not None and row["p50"].endswith("ms")
+    assert 'class="stale"' not in row["age"] and "ago" in row["age"], row["age"]
+    health = httpx.get(f"{url}healthz", timeout=10).json()
+    assert health["targets"] == len(story.TARGETS)
+    metrics = httpx.get(f"{url}metrics", timeout=10).text
+    count = re.search(
+        r'phasewatch_request_seconds_count\{target="translate-prod",vantage="seoul-old"\} (\S+)',
+        metrics,
+    )
+    assert count is not None and float(count[1]) >= story.SAMPLES, metrics[:2000]
 
 
 def test_demo_refuses_a_port_in_use_with_one_line(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from app.store.reads import Breakdown, PhaseRow
 from app.store.records import RunRecord
 from app.web.pages import view
 from app.web.pages.overview import overview_rows
-from app.web.pages.target import alert_marks
+from app.web.pages.target import alert_marks, fitting_range
 from tests.historyfactory import Filled, Fleet, Server, fill, targets_of
 
 
@@ -194,7 +194,9 @@ def test_target_page_has_breakdown_per_vantage_alert_timeline_and_recent_runs(
     assert site.filled.alert_summary in page
     runs = page.split('id="recent-runs"', 1)[1].split("</table>", 1)[0]
     assert runs.count("<tr>") == 1 + 20  # the header and the 20 newest runs
-    assert 'data-range-seconds="604800"' in page  # 7 days by default
+    # Half a day of history: the shortest range that holds it all, not a 7-day sliver.
+    assert 'data-range-seconds="86400"' in page
+    assert '<a href="?range=24h" aria-current="true">24h</a>' in page
 
 
 def test_target_page_keeps_to_one_vantage_when_asked(site: Site) -> None:
@@ -318,6 +320,24 @@ def test_a_series_is_stale_after_two_intervals_without_a_run(
 ) -> None:
     last = None if ago is None else NOW - ago
     assert view.is_stale(last, NOW, interval_s) is stale
+
+
+@pytest.mark.parametrize(
+    ("history", "shown"),
+    [
+        (None, "7d"),  # no run yet
+        (timedelta(minutes=20), "1h"),
+        (timedelta(hours=1), "1h"),
+        (timedelta(hours=3), "6h"),
+        (timedelta(hours=20), "24h"),
+        (timedelta(days=2), "7d"),
+        (timedelta(days=40), "7d"),  # never longer than a week unless asked
+    ],
+)
+def test_a_target_page_opens_at_the_shortest_range_that_holds_its_history(
+    history: timedelta | None, shown: str
+) -> None:
+    assert fitting_range(None if history is None else NOW - history, NOW) == shown
 
 
 def test_low_confidence_below_a_hundred_samples_as_the_cli() -> None:

@@ -418,6 +418,25 @@ def test_pick_bucket_keeps_to_about_500_buckets(span: timedelta, bucket: int) ->
 
 
 @pytest.mark.parametrize(
+    ("span", "interval_s", "bucket"),
+    [
+        (timedelta(hours=1), 60, 60),
+        (timedelta(hours=1), 900, 900),  # the default interval: one run a bucket
+        (timedelta(hours=24), 900, 900),
+        (timedelta(hours=24), 600, 900),
+        (timedelta(hours=24), 1800, 3600),
+        (timedelta(days=7), 900, 3600),  # the range decides when it is the coarser
+        (timedelta(days=7), 86400, 86400),
+        (timedelta(days=30), 2 * 86400, 2 * 86400),
+    ],
+)
+def test_pick_bucket_is_no_finer_than_the_interval(
+    span: timedelta, interval_s: float, bucket: int
+) -> None:
+    assert pick_bucket(T0, T0 + span, interval_s) == bucket
+
+
+@pytest.mark.parametrize(
     ("bucket", "period"), [(60, None), (120, None), (300, 300), (1800, 900), (7200, 3600)]
 )
 def test_source_period_is_the_largest_rollup_dividing_the_bucket(

@@ -208,3 +208,35 @@ def test_an_invalid_targets_file_names_every_problem_and_starts_nothing(
         in output
     )
     assert "nothing started" in output
+
+
+def test_serve_logs_once_when_a_target_starts_and_stops_failing_and_per_alert_change(
+    tmp_path: Path, sim: SimServer, served: Callable[..., Served]
+) -> None:
+    config = tmp_path / "phasewatch.yaml"
+
+    def point_at(url: str) -> None:
+        config.write_text(
+            f"targets:\n  - name: flaky\n    url: {url}\n    interval: 1s\n    samples: 2\n"
+        )
+
+    point_at(f"http://127.0.0.1:{free_port()}/health")  # nothing listens there
+    server = served(config)
+    server.wait_ready()
+    fired = "WARNING app.alerts.engine: alert firing: probe_failing flaky at test-vantage: "
+    eventually(lambda: fired in server.output(), 60, "probe_failing fired and logged")
+    point_at(f"{sim.url}/health")
+    resolved = "INFO app.alerts.engine: alert resolved: probe_failing flaky at test-vantage: "
+    eventually(lambda: resolved in server.output(), 60, "probe_failing resolved and logged")
+    server.stop()
+
+    lines = server.output().splitlines()
+    failing = [line for line in lines if "target flaky is failing at test-vantage: " in line]
+    again = [line for line in lines if "target flaky answers again at test-vantage" in line]
+    assert len(failing) == 1 and len(again) == 1, server.output()
+    assert "2/2 samples failed (2 × ConnectError: " in failing[0]
+    assert [line for line in lines if fired in line][0].endswith(
+        "probe failing on flaky: no successful sample in 3 runs at test-vantage"
+    )
+    assert sum(fired in line for line in lines) == 1
+    assert sum(resolved in line for line in lines) == 1

@@ -18,6 +18,7 @@ from typing import TextIO
 
 import numpy as np
 
+from app.alerts.backtestcoverage import Coverage
 from app.alerts.evaluate import Evaluator
 from app.alerts.history import MemoryHistory, Retention
 from app.alerts.identity import Transition
@@ -257,8 +258,9 @@ def replay(
     *,
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
+    coverage: Coverage | None = None,
 ) -> Iterator[Transition]:
-    numbered = replay_numbered(enumerate(runs), params_for, seed=seed)
+    numbered = replay_numbered(enumerate(runs), params_for, seed=seed, coverage=coverage)
     for done, (_, transitions) in enumerate(numbered, start=1):
         yield from transitions
         if progress is not None:
@@ -270,13 +272,18 @@ def replay_numbered(
     params_for: Callable[[str], DetectorParams],
     *,
     seed: int = 0,
+    coverage: Coverage | None = None,
 ) -> Iterator[tuple[int, list[Transition]]]:
-    """Each run's number and the transitions its evaluation made, in the order given."""
+    """Each run's number and the transitions its evaluation made, in the order given;
+    ``coverage`` notes what each was judged against."""
     history = MemoryHistory(lambda target: retention(params_for(target)))
     evaluator = Evaluator(history, params_for, seed=seed)
     for number, run in runs:
         history.add(run)
-        yield number, evaluator.evaluate(run.target, run.vantage, run.at)
+        transitions = evaluator.evaluate(run.target, run.vantage, run.at)
+        if coverage is not None:
+            coverage.add(run, evaluator.state(run.target, run.vantage).reference)
+        yield number, transitions
 
 
 def retention(params: DetectorParams) -> Retention:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.alerts.backtest import BacktestError, read_numbered, replay_numbered
+from app.alerts.backtestcoverage import Coverage
 from app.alerts.identity import Transition
 from app.analysis.detectors import DetectorParams
 
@@ -59,6 +60,7 @@ class Outcome:
     """A worker's moved transitions by run position, and the error that stopped it."""
 
     numbered: Numbered
+    coverage: Coverage
     error: str | None = None
     runs_before: int = 0
 
@@ -70,15 +72,20 @@ def replay_file(
     seed: int,
     jobs: int,
     initializer: Callable[[], None] | None = None,
+    coverage: Coverage | None = None,
 ) -> Iterator[Transition]:
     """Every moved transition of the file, in a single process's order; a BacktestError
-    (after the transitions a single process would have made before it) if a line is bad."""
+    (after the transitions a single process would have made before it) if a line is bad.
+    ``coverage`` gets every worker's."""
     context = multiprocessing.get_context("spawn")  # no fork of a process with threads
     with ProcessPoolExecutor(jobs, mp_context=context, initializer=initializer) as pool:
         futures = [
             pool.submit(_worker, path, params_for, seed, Share(i, jobs)) for i in range(jobs)
         ]
         outcomes = [future.result() for future in futures]
+    for outcome in outcomes:
+        if coverage is not None:
+            coverage.merge(outcome.coverage)
     failed = [o for o in outcomes if o.error is not None]
     first = min(failed, key=operator.attrgetter("runs_before"), default=None)
     stop = first.runs_before if first is not None else None
@@ -93,13 +100,15 @@ def replay_file(
 
 def _worker(path: Path, params_for: ParamsTable, seed: int, share: Share) -> Outcome:
     numbered: Numbered = []
+    coverage = Coverage()
     try:
         with path.open(newline="") as rows:
             runs = read_numbered(rows, keep=share)
-            for number, transitions in replay_numbered(runs, params_for, seed=seed):
+            replayed = replay_numbered(runs, params_for, seed=seed, coverage=coverage)
+            for number, transitions in replayed:
                 moved = [t for t in transitions if t.moved]
                 if moved:
                     numbered.append((number, moved))
     except BacktestError as exc:
-        return Outcome(numbered, str(exc), exc.runs_before)
-    return Outcome(numbered)
+        return Outcome(numbered, coverage, str(exc), exc.runs_before)
+    return Outcome(numbered, coverage)

@@ -173,11 +173,13 @@ def _agreement(
         v: [identity.from_phase, finding.numbers.get("from_share_before_pct")]
         for v, (identity, finding) in at.items()
     }
+    tops = {v: finding.numbers.get("top") for v, (_, finding) in at.items()}
     agreement = {
         "vantages_agreeing": len(hits),
         "vantages": len(present),
         "leaders": leaders,
         "losers": losers,
+        "tops": tops,
     }
     signals = [finding.signal for _, finding in at.values()]
     if len(hits) >= 2:

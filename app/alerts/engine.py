@@ -63,6 +63,24 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def log_announced(transitions: Iterable[Transition]) -> None:
+    """One log line per change a person hears of: an alert fired, or resolved after firing
+    (once it is stored; pending alerts and refreshes of a firing one are not news)."""
+    for t in transitions:
+        if not (t.moved and rows.notified(t)):
+            continue
+        where = f"at {t.identity.vantage}" if t.identity.vantage else "across vantages"
+        if t.after is State.FIRING:
+            log.warning(
+                "alert firing: %s %s %s: %s", t.identity.kind, t.identity.target, where, t.summary
+            )
+        else:
+            how = "acknowledged" if t.acknowledged else "resolved"
+            log.info(
+                "alert %s: %s %s %s: %s", how, t.identity.kind, t.identity.target, where, t.summary
+            )
+
+
 class AlertEngine:
     def __init__(
         self,
@@ -97,6 +115,7 @@ class AlertEngine:
                 transitions = self.evaluator.evaluate(run.target, run.vantage, now)
                 with self.sessions.begin() as session:
                     self._persist(session, run.target, transitions, alerts, now)
+        log_announced(transitions)
         return transitions
 
     def acknowledge(self, alert_id: str, by: str, now: datetime) -> Transition | None:
@@ -113,6 +132,7 @@ class AlertEngine:
                     row = session.get(AlertRow, uuid.UUID(alert.id))
                     assert row is not None
                     row.acknowledged_at, row.acknowledged_by = now, by
+        log_announced([transition])
         return transition
 
     def restore(self) -> None:

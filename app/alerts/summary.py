@@ -16,7 +16,8 @@ def summarize_alert(identity: Identity, numbers: dict[str, Any]) -> str:
     if detector is None or not numbers:
         return plain
     try:
-        return detector.sentence(identity, numbers) + where
+        aside = detector.aside(identity, numbers) if detector.aside is not None else ""
+        return detector.sentence(identity, numbers) + where + aside
     except (KeyError, TypeError):
         return plain
 

@@ -18,6 +18,7 @@ from rich.progress import MofNCompleteColumn, Progress, TextColumn
 from app.cli.common import fail
 
 if TYPE_CHECKING:
+    from app.alerts.backtestcoverage import Coverage
     from app.alerts.backtestjobs import ParamsTable
     from app.alerts.identity import Transition
 
@@ -53,9 +54,11 @@ def backtest(
 ) -> None:
     """Print every alert transition the detectors would have made on these samples."""
     from app.alerts.backtest import BacktestError
+    from app.alerts.backtestcoverage import Coverage
 
     _keep_freed_memory()
     params_for = _params(config)
+    coverage = Coverage()
     try:
         file.open(newline="").close()
     except OSError as exc:
@@ -63,7 +66,7 @@ def backtest(
     transitions: list[Transition] = []
     workers = jobs if jobs is not None else min(2, os.cpu_count() or 1)
     try:
-        for transition in _moved(file, params_for, seed, workers):
+        for transition in _moved(file, params_for, seed, workers, coverage):
             if output is Format.JSONL:
                 sys.stdout.write(json.dumps(transition.to_json()) + "\n")
             else:
@@ -72,9 +75,32 @@ def backtest(
         fail(f"{file}: {exc}")
     if output is Format.TABLE:
         _table(transitions)
+    _say_what_was_never_judged(coverage, params_for, config)
 
 
-def _moved(file: Path, params_for: ParamsTable, seed: int, jobs: int) -> Iterator[Transition]:
+def _say_what_was_never_judged(
+    coverage: Coverage, params_for: ParamsTable, config: Path | None
+) -> None:
+    """On stderr (stdout may be JSON lines): a short file judged by defaults that need a
+    day of reference gives no dominant or tail alert at all, which must not read as calm."""
+    from app.alerts.backtestcoverage import unjudged
+
+    for line in unjudged(coverage, params_for):
+        target = line.split(":", 1)[0]
+        sys.stderr.write(f"note: {line}; settings: {_settings_of(target, params_for, config)}\n")
+
+
+def _settings_of(target: str, params_for: ParamsTable, config: Path | None) -> str:
+    if config is None:
+        return "the defaults (no --config): set these under the target's alerts: in a targets file"
+    if target not in params_for.by_target:
+        return f"the defaults ({target} is not in {config})"
+    return f"{target}'s alerts: in {config}"
+
+
+def _moved(
+    file: Path, params_for: ParamsTable, seed: int, jobs: int, coverage: Coverage
+) -> Iterator[Transition]:
     """The transitions that change a state: in this process (with a progress bar on a
     terminal) for one job, else from ``jobs`` workers."""
     from app.alerts.backtest import read_runs, replay
@@ -82,7 +108,12 @@ def _moved(file: Path, params_for: ParamsTable, seed: int, jobs: int) -> Iterato
 
     if jobs > 1:
         yield from replay_file(
-            file, params_for, seed=seed, jobs=jobs, initializer=_keep_freed_memory
+            file,
+            params_for,
+            seed=seed,
+            jobs=jobs,
+            initializer=_keep_freed_memory,
+            coverage=coverage,
         )
         return
     stderr = Console(stderr=True)
@@ -97,6 +128,7 @@ def _moved(file: Path, params_for: ParamsTable, seed: int, jobs: int) -> Iterato
             params_for,
             seed=seed,
             progress=lambda n: shown.update(task, completed=n),
+            coverage=coverage,
         ):
             if transition.moved:
                 yield transition

@@ -53,20 +53,27 @@ def resolve_database_url(option: str | None, config: Path | None) -> str:
 
 
 @contextmanager
-def store_engine(url: str) -> Iterator[Engine]:
-    """The migrated database, or a one-line error (exit 1) naming what is wrong with it."""
+def store_engine(url: str, migrate: bool = False) -> Iterator[Engine]:
+    """The migrated database, or a one-line error (exit 1) naming what is wrong with it.
+
+    ``migrate`` (commands that write): first bring the schema to head, creating a new SQLite
+    file, as ``serve`` does; a command that only reads never creates a database.
+    """
     from sqlalchemy import inspect
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     from app.store.db import make_engine
+    from app.store.migrate import upgrade
 
     try:
         engine = make_engine(url)
     except (ArgumentError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--database-url") from exc
     try:
+        if migrate:
+            upgrade(url)
         # Checked before connecting: connecting would create an empty SQLite file.
-        if sqlite_file_missing(engine) or not inspect(engine).has_table("runs"):
+        elif sqlite_file_missing(engine) or not inspect(engine).has_table("runs"):
             fail("database is not initialised: run 'phasewatch db upgrade'")
         yield engine
     except SQLAlchemyError as exc:

@@ -58,13 +58,20 @@ def import_csv(
     ],
     database_url: DatabaseUrl = None,
     config: ConfigPath = None,
+    migrate: Annotated[
+        bool,
+        typer.Option(
+            help="Create or migrate the database first, as serve does; --no-migrate refuses"
+            " one that is not initialised."
+        ),
+    ] = True,
 ) -> None:
     """Store the runs in a CSV of samples: all of them, or none if any row is malformed."""
     from app.store.csvlayout import CsvImportError
 
     with (
         _csv_source(file) as (rows, bytes_read, size),
-        store_engine(resolve_database_url(database_url, config)) as engine,
+        store_engine(resolve_database_url(database_url, config), migrate) as engine,
     ):
         try:
             result = _import_with_progress(engine, rows, bytes_read, size)

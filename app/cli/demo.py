@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from app.alerts.identity import Transition
     from app.config import TargetsFile
     from app.demo.replay import Replay
+    from app.metrics import RunMetrics
 
 HOST = "127.0.0.1"
 DEFAULT_SPEED = 1200.0  # simulated seconds per real second: an hour every 3 s
@@ -52,6 +53,8 @@ def demo(
     """Replay 8.5 simulated hours in compressed time: simulated endpoints, real probes,
     storage, detection and alerts, and the dashboard. Ctrl-C stops."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # The demo prints each alert itself, with the story's hour: serve's log line would repeat it.
+    logging.getLogger("app.alerts.engine").setLevel(logging.ERROR)
     listener = _listen(port)
     workdir = Path(tempfile.mkdtemp(prefix="phasewatch-demo-"))
     signal.signal(signal.SIGTERM, _terminated)
@@ -66,6 +69,7 @@ def demo(
 
 def _run(listener: socket.socket, workdir: Path, speed: float) -> None:
     from app.demo.replay import Replay
+    from app.probe import clock
     from app.store.migrate import upgrade
 
     database_url = f"sqlite:///{workdir / 'demo.db'}"
@@ -74,22 +78,43 @@ def _run(listener: socket.socket, workdir: Path, speed: float) -> None:
     replay = Replay(database_url, workdir, speed or None, _printer(started))
     try:
         targets = replay.start()
-        server = _server(listener, workdir, database_url, targets)
+        config = _write_targets_file(workdir, replay)
+        server, metrics = _server(listener, workdir, database_url, targets)
+        # The dashboard's /metrics count the story's runs, as serve's count its own.
+        replay.observe_run = metrics.observe_run
         url = f"http://{HOST}:{listener.getsockname()[1]}/"
         _say(f"phasewatch demo: dashboard at {url}  (Ctrl-C stops)")
         for line in STORY:
             _say(f"  {line}")
-        _watch(server, replay, started)
-        server.run(sockets=[listener])
+        _say(f"  Its targets file, with the story's detector settings: {config}")
+        _watch(server, replay, started, _replay_hint(database_url, config))
+        # The dashboard on the story's clock: its "last hour" is the story's, not the real
+        # hour that the story's runs reach only as it ends.
+        with clock.use(time.perf_counter_ns, replay.dashboard_now):
+            server.run(sockets=[listener])
     finally:
         replay.stop()
     if replay.error is not None:
         fail(f"the demo stopped: {replay.error}")
 
 
+def _write_targets_file(workdir: Path, replay: Replay) -> Path:
+    """The demo's targets file beside its database: the detector settings its compressed
+    story needs (a reference after hours, not a day) are what `backtest` of an export of
+    it needs too, and are no secret."""
+    import yaml
+
+    from app.demo.replay import demo_targets_file
+
+    path = workdir / "phasewatch.yaml"
+    text = yaml.safe_dump(demo_targets_file(replay.urls), sort_keys=False, allow_unicode=True)
+    path.write_text(text)
+    return path
+
+
 def _server(
     listener: socket.socket, workdir: Path, database_url: str, targets: TargetsFile
-) -> uvicorn.Server:
+) -> tuple[uvicorn.Server, RunMetrics]:
     import uvicorn
 
     from app.config import Settings
@@ -105,10 +130,18 @@ def _server(
     )
     app = create_app(settings, targets, probing=False)
     config = uvicorn.Config(app, log_config=None, log_level="warning")
-    return uvicorn.Server(config)
+    return uvicorn.Server(config), app.state.metrics
 
 
-def _watch(server: uvicorn.Server, replay: Replay, started: float) -> None:
+def _replay_hint(database_url: str, config: Path) -> str:
+    return (
+        "  To replay its alerts, while it is up (Ctrl-C removes its files):\n"
+        f"    phasewatch export --database-url {database_url} > demo.csv\n"
+        f"    cp {config} demo.yaml && phasewatch backtest demo.csv --config demo.yaml"
+    )
+
+
+def _watch(server: uvicorn.Server, replay: Replay, started: float, hint: str) -> None:
     """Start the story once the dashboard answers; say when it is over."""
 
     def watch() -> None:
@@ -121,6 +154,7 @@ def _watch(server: uvicorn.Server, replay: Replay, started: float) -> None:
         elif not server.should_exit:
             elapsed = time.monotonic() - started
             _say(f"[+{elapsed:5.1f}s] the story is over; the dashboard stays up until Ctrl-C")
+            _say(hint)
 
     threading.Thread(target=watch, name="demo-watch", daemon=True).start()
 

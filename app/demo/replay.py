@@ -49,6 +49,7 @@ from app.store.db import make_engine, make_sessions
 from app.store.history import DatabaseHistory
 from app.store.queries import sync_targets
 from app.store.records import RunRecord
+from app.store.rollups import catch_up
 from app.store.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,11 @@ class Replay:
         self.on_transition = on_transition
         self.clock = VirtualClock(speed=speed)
         self.targets: TargetsFile | None = None
+        self.urls: dict[str, str] = {}  # each sim's base URL, once it listens
+        # Called with each stored run after its evaluation, as serve's after_store hook is
+        # (the dashboard's /metrics); set before ``go``.
+        self.observe_run: Callable[[RunRecord], object] | None = None
+        self._ended: tuple[datetime, datetime] | None = None  # simulated and real end
         self.transitions: list[Transition] = []
         self.finished = threading.Event()
         self.error: BaseException | None = None
@@ -116,6 +122,15 @@ class Replay:
         """Simulated UTC time; readable from any thread."""
         return self._origin + timedelta(seconds=self.clock.now() - self._story_start)
 
+    def dashboard_now(self) -> datetime:
+        """The dashboard's clock: the story's while it plays (so its last hour is the story's
+        last hour, and numbers show from the first run), then on from its end at real pace
+        (a clock that stopped would never let a run grow old)."""
+        if self._ended is None:
+            return self.now()
+        simulated, real = self._ended
+        return simulated + (datetime.now(UTC) - real)
+
     def story_hour(self, at: datetime) -> float:
         """The hour of the story (0 … ``story.END_H``) that simulated time ``at`` falls in."""
         return (at - self._origin) / timedelta(hours=1)
@@ -133,6 +148,7 @@ class Replay:
             self.error = exc
             log.exception("the demo's replay failed")
         finally:
+            self._ended = (self.now(), datetime.now(UTC))
             self._ready.set()
             self.finished.set()
 
@@ -145,7 +161,8 @@ class Replay:
                 )
                 for endpoint in story.ENDPOINTS
             }
-            targets = demo_targets({name: sim.url for name, sim in sims.items()})
+            self.urls = {name: sim.url for name, sim in sims.items()}
+            targets = demo_targets(self.urls)
             engine = make_engine(self.database_url)
             stack.callback(engine.dispose)
             sessions = make_sessions(engine)
@@ -171,6 +188,11 @@ class Replay:
                 if _announced(transition):
                     self.transitions.append(transition)
                     self.on_transition(transition, self.story_hour(transition.at))
+            # Digested at once, not by the dashboard's rollup loop: its 10 s are hours of
+            # the story, and the overview reads digests.
+            catch_up(sessions, record.started_at, self.now())
+            if self.observe_run is not None:
+                self.observe_run(record)
 
         with clock.use(self.clock.now_ns, self.now):
             streams = [
@@ -200,11 +222,16 @@ class Replay:
 
 def demo_targets(urls: dict[str, str]) -> TargetsFile:
     """The story's targets file, pointed at the sims' URLs."""
+    return TargetsFile.model_validate(demo_targets_file(urls))
+
+
+def demo_targets_file(urls: dict[str, str]) -> dict[str, Any]:
+    """The same as the data of a targets file, as ``phasewatch demo`` writes it out."""
     targets = [
         {"name": name, "url": f"{urls[name]}/v1/chat/completions", **fields}
         for name, fields in story.TARGETS.items()
     ]
-    return TargetsFile.model_validate({"targets": targets})
+    return {"targets": targets}
 
 
 def _write_targets(sessions: Sessions, targets: TargetsFile) -> None:

@@ -12,8 +12,9 @@ on a small pool with a noisy queue, and scales to zero between runs, so each run
 a two-second cold start: requests miss the client's 1,500 ms deadline: ``deadline_miss``.
 
 The detector settings the compressed story needs (a reference after four runs instead of
-a day's worth) are in ``TARGETS``, as a user would write them in a targets file; everything
-else is the production default.
+a day's worth) are in ``TARGETS``, as a user would write them in a targets file (the demo
+writes them out as one, for ``phasewatch backtest`` of its export); everything else is the
+production default.
 """
 
 from __future__ import annotations

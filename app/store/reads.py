@@ -454,16 +454,19 @@ def _rounded(values: Series, digits: int) -> Series:
     return [None if v is None else round(v, digits) for v in values]
 
 
-def pick_bucket(start: datetime, end: datetime) -> int:
-    """The finest step of ``STEPS`` that cuts [start, end) into at most 500 buckets.
+def pick_bucket(start: datetime, end: datetime, interval_s: float = 0.0) -> int:
+    """The finest step of ``STEPS`` that cuts [start, end) into at most 500 buckets and is
+    no finer than the target's ``interval_s``.
 
-    Beyond 500 days, whole days (as many as keep it to 500 buckets).
+    A bucket finer than the interval puts each run between empty buckets: a chart of them
+    is a row of isolated points, and a line through them is no line at all. Beyond 500
+    days (or an interval over a day), whole days.
     """
     span = max((end - start).total_seconds(), 1.0)
     for step in STEPS:
-        if math.ceil(span / step) <= TARGET_BUCKETS:
+        if step >= interval_s and math.ceil(span / step) <= TARGET_BUCKETS:
             return step
-    return DAY * math.ceil(span / DAY / TARGET_BUCKETS)
+    return DAY * max(math.ceil(span / DAY / TARGET_BUCKETS), math.ceil(interval_s / DAY))
 
 
 def bucket_count(start: datetime, end: datetime, bucket_seconds: int) -> int:

@@ -109,6 +109,8 @@ class Detector:
     on_resolve: Callable[[TailState], None] | None = None  # what an ended episode resets
     # A critical alert's runs are kept out of the reference; a warning is a hint only.
     excludes_runs: bool = True
+    # Said after the sentence and where it was seen ("… at 2/2 vantages; queue leads now").
+    aside: Callable[[Named, dict[str, Any]], str] | None = None
 
 
 def ci(low: Any, high: Any, unit: str) -> str:

@@ -85,6 +85,9 @@ def _mix_numbers(mix: Mix, leader: str, candidate: str) -> dict[str, Any]:
         "to_share_pct": round(100 * mix.shares.get(candidate, 0.0), 1),
         "lead_pp": round(100 * (mix.shares.get(candidate, 0.0) - mix.shares.get(leader, 0.0)), 1),
         "shares_pct": {name: round(100 * share, 1) for name, share in mix.shares.items()},
+        # What leads this window, whichever it is: a firing shift's numbers are rewritten
+        # each run, and a third phase may have overtaken its new leader since.
+        "top": [mix.dominant, round(100 * mix.shares.get(mix.dominant or "", 0.0), 1)],
         "samples": mix.n,
         "runs": mix.runs,
     }
@@ -92,6 +95,23 @@ def _mix_numbers(mix: Mix, leader: str, candidate: str) -> dict[str, Any]:
 
 def _pp(value: float | None) -> float | None:
     return None if value is None else round(100 * value, 1)
+
+
+def overtaken(identity: Named, n: dict[str, Any]) -> str:
+    """Where the phase leading now is not the shift's new leader (a third phase took over,
+    or the old one is back), say which: the sentence of a firing shift is rewritten each
+    run, and 'generation → network' beside a breakdown led by queue reads as a mistake."""
+    tops = n.get("tops") or {"": n.get("top")}
+    leaders = n.get("leaders") or {}
+    said = []
+    for vantage, top in sorted(tops.items()):
+        if not top or top[0] is None:
+            continue
+        expected = (leaders.get(vantage) or [identity.to_phase])[0]
+        if top[0] != expected:
+            at = f" at {vantage}" if vantage else ""
+            said.append(f"{top[0]} leads now{at} ({top[1]:g} %)")
+    return "; " + ", ".join(said) if said else ""
 
 
 def sentence(identity: Named, n: dict[str, Any]) -> str:
@@ -125,4 +145,5 @@ DETECTOR = Detector(
     summary="the bottleneck moved: another phase leads the accepted dominant one",
     sentence=sentence,
     judge=None,
+    aside=overtaken,
 )

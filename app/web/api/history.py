@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from sqlalchemy import select
 
 from app.pipeline import utcnow
 from app.store import reads
+from app.store.models import TargetRow
 from app.web.api.params import (
     TARGET_ERRORS,
     VantageParam,
@@ -22,7 +24,10 @@ from app.web.schemas import HistoryOut
 router = APIRouter(tags=["history"])
 
 MAX_BUCKETS = 2000
-BUCKET_HELP = "seconds, a multiple of 60; default: the step that gives at most 500 buckets"
+BUCKET_HELP = (
+    "seconds, a multiple of 60; default: the finest step that gives at most 500 buckets and"
+    " is no finer than the target's interval"
+)
 
 
 @router.get("/targets/{name:path}/history", response_model=HistoryOut, responses=TARGET_ERRORS)
@@ -43,14 +48,15 @@ def get_history(
     """
     if bucket is not None and bucket % 60:
         raise bad_request(f"bucket must be a multiple of 60 seconds, not {bucket}")
-    step = bucket or reads.pick_bucket(window.start, window.end)
+    target = target_id_or_404(session, name)
+    interval = session.scalar(select(TargetRow.interval_s).where(TargetRow.id == target))
+    step = bucket or reads.pick_bucket(window.start, window.end, interval or 0.0)
     count = reads.bucket_count(window.start, window.end, step)
     if count > MAX_BUCKETS:
         raise bad_request(
             f"{count} buckets of {step} s: at most {MAX_BUCKETS}; widen the bucket or narrow"
             " the window"
         )
-    target = target_id_or_404(session, name)
     check_vantage(session, target, name, vantage)
     found = reads.history(session, name, window.start, window.end, vantage, step, now=utcnow())
     return HistoryOut.model_validate(found.to_json())

@@ -13,9 +13,9 @@ router = APIRouter()
 
 def _include_pages() -> None:
     # Imported here: the page modules import this package (for its helpers) first.
-    from app.web.pages import alerts, compare, overview, target
+    from app.web.pages import alerts, apidocs, compare, overview, target
 
-    for module in (overview, target, alerts, compare):
+    for module in (overview, target, alerts, compare, apidocs):
         router.include_router(module.router)
 
 

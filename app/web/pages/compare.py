@@ -12,11 +12,12 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.pipeline import utcnow
 from app.store.models import TargetRow
 from app.store.reads import breakdown
 from app.web.deps import SessionDep
 from app.web.pages import view
-from app.web.pages.render import error_page, not_found, page, utcnow
+from app.web.pages.render import error_page, not_found, page
 
 router = APIRouter()
 

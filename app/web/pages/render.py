@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from app import __version__
+from app.pipeline import utcnow
 from app.report import PHASE_COLOURS
 from app.web.pages import view
 
@@ -47,10 +48,6 @@ templates.env.globals.update(
     state_html=view.state_html,
     p99_html=view.p99_html,
 )
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:

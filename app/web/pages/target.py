@@ -10,26 +10,29 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.alerts.views import AlertView, list_alerts
+from app.pipeline import utcnow
 from app.store.models import RunRow, TargetRow
 from app.store.queries import run_summaries
 from app.store.reads import Breakdown, breakdown
 from app.store.slo import target_slo
 from app.web.deps import SessionDep
-from app.web.pages.render import error_page, not_found, page, utcnow
+from app.web.pages.render import error_page, not_found, page
 
 router = APIRouter()
 
 RANGES = {
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
     "24h": timedelta(hours=24),
     "7d": timedelta(days=7),
     "30d": timedelta(days=30),
     "90d": timedelta(days=90),
 }
-DEFAULT_RANGE = "7d"
+LONGEST_DEFAULT = "7d"
 CURRENT_WINDOW = timedelta(hours=1)
 RECENT_RUNS = 20
 RECENT_RUNS_WITHIN = timedelta(days=2)
@@ -45,6 +48,21 @@ def vantages_of(session: Session, target: str, since: datetime) -> list[str]:
         .distinct()
     )
     return sorted(found)
+
+
+def fitting_range(first_run_at: datetime | None, now: datetime) -> str:
+    """The shortest range that holds a target's whole history, at most 7 days: three hours
+    of runs at the edge of a 7-day chart are a sliver no one can read."""
+    if first_run_at is None:
+        return LONGEST_DEFAULT
+    for name, span in RANGES.items():
+        if now - first_run_at <= span or name == LONGEST_DEFAULT:
+            return name
+    return LONGEST_DEFAULT
+
+
+def first_run_at(session: Session, target_id: int) -> datetime | None:
+    return session.scalar(select(func.min(RunRow.started_at)).where(RunRow.target_id == target_id))
 
 
 def recent_runs(session: Session, target: str, vantage: str | None, now: datetime) -> list[RunRow]:
@@ -75,13 +93,14 @@ def target_page(
     request: Request,
     session: SessionDep,
     name: str,
-    range_: Annotated[str, Query(alias="range")] = DEFAULT_RANGE,
+    range_: Annotated[str | None, Query(alias="range")] = None,
     vantage: str | None = None,
 ) -> HTMLResponse:
     now = utcnow()
     row = session.scalar(select(TargetRow).where(TargetRow.name == name))
     if row is None:
         return not_found(request, f"target named {name!r}")
+    range_ = range_ or fitting_range(first_run_at(session, row.id), now)
     if range_ not in RANGES:
         choices = ", ".join(RANGES)
         return error_page(request, 400, "Unknown range", f"range must be one of {choices}.")

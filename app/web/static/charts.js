@@ -47,6 +47,14 @@
     return known.concat(present.filter(function (p) { return !known.includes(p); }));
   }
 
+  // The page's "now" is the server's (the story's, inside `phasewatch demo`), moving on at the
+  // browser's pace: a window drawn from the browser's own clock would miss those runs.
+  function clockOf(element) {
+    const serverNow = Number(element.dataset.nowSeconds);
+    const skew = serverNow ? serverNow - Date.now() / 1000 : 0;
+    return function () { return Math.floor(Date.now() / 1000 + skew); };
+  }
+
   function historyUrl(target, vantage, fromS, toS, bucket) {
     const params = new URLSearchParams({
       from: new Date(fromS * 1000).toISOString(),
@@ -99,6 +107,22 @@
     return { stacked: stacked, bands: bands };
   }
 
+  // A bucket between two empty ones is a line of no length, which uPlot draws as nothing:
+  // a run alone in its bucket (a late run, a long interval) gets a point instead. Gaps stay
+  // gaps, so a probe that stopped is not drawn over.
+  function isolatedPoints(u, seriesIndex) {
+    const values = u.data[seriesIndex];
+    const found = [];
+    for (let i = 0; i < values.length; i++) {
+      if (values[i] != null && values[i - 1] == null && values[i + 1] == null) found.push(i);
+    }
+    return found.length ? found : null;
+  }
+
+  function loneRunPoints(colour) {
+    return { show: false, filter: isolatedPoints, size: 6, stroke: colour, fill: colour };
+  }
+
   function alertMarkers(marks) {
     return function (u) {
       const ctx = u.ctx;
@@ -144,7 +168,7 @@
           stroke: colourOf(name),
           fill: withAlpha(colourOf(name), 0.75),
           width: 1,
-          points: { show: false },
+          points: loneRunPoints(colourOf(name)),
           value: function (u, v, si, di) { return di == null ? "—" : format(raw[i][di]); },
         };
       }),
@@ -173,7 +197,7 @@
           stroke: lineColours[line.key],
           width: line.width,
           dash: line.dash,
-          points: { show: false },
+          points: loneRunPoints(lineColours[line.key]),
           value: function (u, v) { return fmtMs(v); },
         };
       }),
@@ -296,11 +320,12 @@
     this.targets = element.dataset.targets.split(",").filter(Boolean);
     this.vantage = element.dataset.vantage || "";
     this.range = Number(element.dataset.rangeSeconds);
+    this.now = clockOf(element);
     this.plots = {};
   }
 
   CompareChart.prototype.load = async function () {
-    const toS = Math.floor(Date.now() / 1000);
+    const toS = this.now();
     const self = this;
     try {
       this.histories = await Promise.all(
@@ -359,13 +384,14 @@
     this.target = root.dataset.target;
     this.vantage = root.dataset.vantage || "";
     this.range = Number(root.dataset.rangeSeconds);
+    this.now = clockOf(root);
     this.mode = "ms";
     this.plots = {};
     this.marks = JSON.parse((document.getElementById("alert-marks") || { textContent: "[]" }).textContent);
   }
 
   TargetCharts.prototype.load = async function () {
-    const toS = Math.floor(Date.now() / 1000);
+    const toS = this.now();
     const fromS = toS - this.range;
     const heatFrom = toS - Math.min(HEAT_MAX_RANGE, Math.max(this.range, HEAT_MIN_RANGE));
     try {
