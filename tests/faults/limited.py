@@ -24,7 +24,9 @@ class Finished:
     code: int
     out: str
     err: str
-    peak_rss_mb: float  # the child's own high-water mark (wait4), not any other child's
+    # The child's own high-water mark (wait4), not any other child's; it starts at the size
+    # of the process that forked it, so compare it with an idle child's.
+    peak_rss_mb: float
 
 
 def _limit() -> None:
