@@ -1,4 +1,8 @@
-"""`phasewatch probe`: one run against one endpoint, shown as a table or JSON."""
+"""`phasewatch probe`: one run against one endpoint, shown as a table or JSON.
+
+Its exit status is the run's verdict, as `curl -f`'s is a request's: 0 when some sample
+succeeded, 1 when none did, 2 when the command line cannot be run (nothing was sent).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import gc
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,8 +26,10 @@ from app.envvars import UnsetVariable, expand
 from app.probe.headername import HEADER_NAME_PROBLEM, is_header_name
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.run import probe_run
-from app.probe.sample import Sample
+from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec
+
+NO_SAMPLE_SUCCEEDED = 1
 
 DEMO_BODY = {
     "model": "sim-1",
@@ -83,7 +90,11 @@ def probe(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     demo: Annotated[bool, typer.Option(help="Probe the built-in simulated endpoint.")] = False,
 ) -> None:
-    """Probe an endpoint N times and show where the time goes."""
+    """Probe an endpoint N times and show where the time goes.
+
+    Exit status: 0 when some sample succeeded (answered within the deadline, HTTP status
+    below 400), 1 when none did, 2 for a usage or configuration error (nothing was sent).
+    """
     if (url is None) == (not demo):
         raise typer.BadParameter("give a URL, or --demo (not both)")
     headers = dict(parse_header(h) for h in header or [])
@@ -102,6 +113,7 @@ def probe(
         )
         results = _run_with_progress(spec, samples, spacing, quiet=as_json)
     _report(results, as_json)
+    _verdict(results)
 
 
 @contextmanager
@@ -152,3 +164,13 @@ def _report(results: list[Sample], as_json: bool) -> None:
             console.print(f"[red]#{sample.index} {sample.status.value}[/red]: {sample.error}")
     unsplit = {name for s in results for name in s.unsplit}
     print_summary(console, summary, unsplit, len(results))
+
+
+def _verdict(results: list[Sample]) -> None:
+    """Exit 1 when no sample succeeded, saying how each ended."""
+    if any(sample.status is Status.OK for sample in results):
+        return
+    ended = Counter(sample.status.value for sample in results)
+    how = ", ".join(f"{count} {status}" for status, count in sorted(ended.items()))
+    sys.stderr.write(f"phasewatch: no sample of {len(results)} succeeded ({how})\n")
+    raise typer.Exit(NO_SAMPLE_SUCCEEDED)
