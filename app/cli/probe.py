@@ -10,6 +10,7 @@ import asyncio
 import gc
 import json
 import os
+import ssl
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -17,11 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
+import httpx
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.text import Text
 
 from app.analysis.summary import summarize
+from app.cli.common import excerpt
 from app.envvars import UnsetVariable, expand
 from app.probe.headername import HEADER_NAME_PROBLEM, is_header_name
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
@@ -30,6 +34,8 @@ from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec
 
 NO_SAMPLE_SUCCEEDED = 1
+SCHEMES = ("http", "https")
+ERROR_EXCERPT_CHARS = 100
 
 DEMO_BODY = {
     "model": "sim-1",
@@ -71,6 +77,37 @@ def parse_body(raw: str | None) -> Any:
         raise typer.BadParameter(f"not JSON: {exc}", param_hint="--body") from exc
 
 
+def parse_url(raw: str) -> str:
+    """``raw`` if the probe can send to it: http or https, with a host."""
+    try:
+        url = httpx.URL(raw)
+    except httpx.InvalidURL as exc:
+        raise typer.BadParameter(str(exc), param_hint="URL") from None
+    if not url.scheme:
+        raise typer.BadParameter("no scheme: start it with http:// or https://", param_hint="URL")
+    if url.scheme not in SCHEMES:
+        problem = f"unsupported scheme {url.scheme!r}: http:// or https:// only"
+        raise typer.BadParameter(problem, param_hint="URL")
+    if not url.host:
+        raise typer.BadParameter("no host", param_hint="URL")
+    return raw
+
+
+def parse_cacert(path: Path | None) -> bool | str:
+    """The CA bundle's path once it is known to load (the probe loads it again, cached)."""
+    if path is None:
+        return True
+    try:
+        ssl.create_default_context(cafile=str(path))
+    except ssl.SSLError as exc:  # an OSError too: first
+        problem = f"{path} holds no CA certificate in PEM form ({exc.reason or exc})"
+        raise typer.BadParameter(problem, param_hint="--cacert") from None
+    except OSError as exc:
+        problem = f"cannot read {path}: {exc.strerror or exc}"
+        raise typer.BadParameter(problem, param_hint="--cacert") from None
+    return str(path)
+
+
 def probe(
     url: Annotated[str | None, typer.Argument(help="Endpoint to probe.")] = None,
     kind: Annotated[Kind, typer.Option(help="How to read the answer.")] = Kind.HTTP,
@@ -97,9 +134,11 @@ def probe(
     """
     if (url is None) == (not demo):
         raise typer.BadParameter("give a URL, or --demo (not both)")
+    target = None if url is None else parse_url(url)
     headers = dict(parse_header(h) for h in header or [])
     spec_body = parse_body(body)
-    with _endpoint(url, demo) as (target_url, demo_kind):
+    verify = parse_cacert(cacert)
+    with _endpoint(target, demo) as (target_url, demo_kind):
         spec = ProbeSpec(
             url=target_url,
             kind=demo_kind or kind,
@@ -109,7 +148,7 @@ def probe(
             deadline_ms=deadline_ms,
             timeout_s=timeout,
             http2=http2,
-            verify=str(cacert) if cacert else True,
+            verify=verify,
         )
         results = _run_with_progress(spec, samples, spacing, quiet=as_json)
     _report(results, as_json)
@@ -159,11 +198,24 @@ def _report(results: list[Sample], as_json: bool) -> None:
     from app.report import print_summary
 
     console = Console()
-    for sample in results:
-        if sample.error:
-            console.print(f"[red]#{sample.index} {sample.status.value}[/red]: {sample.error}")
+    _print_errors(console, results)
     unsplit = {name for s in results for name in s.unsplit}
     print_summary(console, summary, unsplit, len(results))
+
+
+def _print_errors(console: Console, results: list[Sample]) -> None:
+    """One line per failed sample: an error page is many lines of HTML, once per sample."""
+    cut = False
+    for sample in results:
+        if sample.error:
+            line = excerpt(sample.error, ERROR_EXCERPT_CHARS)
+            cut = cut or line != excerpt(sample.error, len(sample.error))
+            label = Text(f"#{sample.index} {sample.status.value}", style="red")
+            # A Text, not markup: the server's words may hold square brackets.
+            console.print(Text.assemble(label, ": ", line), soft_wrap=True)
+    if cut:
+        note = f"(errors cut to {ERROR_EXCERPT_CHARS} characters; --json has each whole)"
+        console.print(note, soft_wrap=True)
 
 
 def _verdict(results: list[Sample]) -> None:
