@@ -13,7 +13,7 @@ import os
 import ssl
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -35,6 +35,13 @@ from app.probe.spec import Kind, ProbeSpec
 
 NO_SAMPLE_SUCCEEDED = 1
 SCHEMES = ("http", "https")
+# The minimal request of a provider kind without --body: one short user message, streamed,
+# its answer capped (Anthropic requires max_tokens; a bounded answer keeps every sample
+# the same length and the probe cheap). Counting runs past the cap on a model that obeys.
+DEFAULT_MODELS = {Kind.OPENAI: "gpt-4o-mini", Kind.ANTHROPIC: "claude-haiku-4-5"}
+DEFAULT_PROMPT = "Count from 1 to 100."
+DEFAULT_MAX_TOKENS = 32
+ANTHROPIC_VERSION = "2023-06-01"  # the Messages API refuses a request without one
 ERROR_EXCERPT_CHARS = 100
 
 DEMO_BODY = {
@@ -108,6 +115,18 @@ def parse_cacert(path: Path | None) -> bool | str:
     return str(path)
 
 
+def minimal_body(
+    kind: Kind, model: str | None, prompt: str | None, max_tokens: int | None
+) -> dict[str, Any]:
+    """One streamed user message: these fields mean the same to both providers."""
+    return {
+        "model": model or DEFAULT_MODELS[kind],
+        "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
+        "stream": True,
+        "messages": [{"role": "user", "content": prompt or DEFAULT_PROMPT}],
+    }
+
+
 def probe(
     url: Annotated[str | None, typer.Argument(help="Endpoint to probe.")] = None,
     kind: Annotated[Kind, typer.Option(help="How to read the answer.")] = Kind.HTTP,
@@ -120,6 +139,18 @@ def probe(
         list[str] | None, typer.Option(help="'Name: value', repeatable; ${ENV} expands.")
     ] = None,
     body: Annotated[str | None, typer.Option(help="JSON request body, or @file.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Minimal body: model; default gpt-4o-mini or claude-haiku-4-5."),
+    ] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option(help=f"Minimal body: the user message; default {DEFAULT_PROMPT!r}."),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help=f"Minimal body: cap on the answer; default {DEFAULT_MAX_TOKENS}."),
+    ] = None,
     method: Annotated[str | None, typer.Option(help="Default: POST with a body, else GET.")] = None,
     spacing: Annotated[float, typer.Option(min=0, help="Seconds between requests.")] = 0.0,
     http2: Annotated[bool, typer.Option(help="Offer HTTP/2 (over TLS).")] = False,
@@ -128,6 +159,10 @@ def probe(
     demo: Annotated[bool, typer.Option(help="Probe the built-in simulated endpoint.")] = False,
 ) -> None:
     """Probe an endpoint N times and show where the time goes.
+
+    Without --body, --kind openai or anthropic posts a minimal streaming body: --model,
+    one user message (--prompt) and max_tokens (--max-tokens); anthropic also gets an
+    anthropic-version header.
 
     Exit status: 0 when some sample succeeded (answered within the deadline, HTTP status
     below 400), 1 when none did, 2 for a usage or configuration error (nothing was sent).
@@ -138,6 +173,11 @@ def probe(
     headers = dict(parse_header(h) for h in header or [])
     spec_body = parse_body(body)
     verify = parse_cacert(cacert)
+    given = {"--model": model, "--prompt": prompt, "--max-tokens": max_tokens}
+    if _wants_minimal_body(kind, spec_body, demo, given):
+        spec_body = minimal_body(kind, model, prompt, max_tokens)
+        if kind is Kind.ANTHROPIC and "anthropic-version" not in map(str.lower, headers):
+            headers["anthropic-version"] = ANTHROPIC_VERSION
     with _endpoint(target, demo) as (target_url, demo_kind):
         spec = ProbeSpec(
             url=target_url,
@@ -153,6 +193,17 @@ def probe(
         results = _run_with_progress(spec, samples, spacing, quiet=as_json)
     _report(results, as_json)
     _verdict(results)
+
+
+def _wants_minimal_body(kind: Kind, body: Any, demo: bool, given: Mapping[str, object]) -> bool:
+    """A provider kind without a body gets the minimal one; elsewhere its options are
+    refused, not ignored (a --model that changed nothing would be a quiet surprise)."""
+    wanted = kind is not Kind.HTTP and body is None and not demo
+    for flag, value in given.items():
+        if not wanted and value is not None:
+            problem = "only for the minimal body, sent by --kind openai|anthropic without --body"
+            raise typer.BadParameter(problem, param_hint=flag)
+    return wanted
 
 
 @contextmanager
