@@ -140,7 +140,7 @@ def test_an_alert_shows_its_transitions_oldest_first_and_an_explanation(story: A
     detail = get(story, f"/api/v1/alerts/{alpha['id']}")
     steps = [(step["before"], step["after"]) for step in detail["transitions"]]
     assert steps == [("inactive", "pending"), ("pending", "firing")]
-    assert detail["explanation"] == "probe failing on alpha: no successful sample in 3 runs at eu"
+    assert detail["explanation"] == "probe failing on alpha: every request failed in 3 runs at eu"
     assert detail["numbers"] == {"runs": 3, "failed_samples": 15}
     times = [step["at"] for step in detail["transitions"]]
     assert times == sorted(times)

@@ -53,9 +53,10 @@ def test_deadline_misses_are_reported(capsys: pytest.CaptureFixture[str]) -> Non
     with SimServer(FAST) as sim:
         url = f"{sim.url}/v1/chat/completions"
         argv = ["probe", url, "--kind", "openai", "--samples", "2", "--deadline-ms", "20"]
-        code, out, _ = run([*argv, "--body", '{"stream": true}'], capsys)
-    assert code == 0
+        code, out, err = run([*argv, "--body", '{"stream": true}'], capsys)
+    assert code == 1  # late answers are no success
     assert "deadline exceeded: 2/2" in out
+    assert err == "phasewatch: no sample of 2 succeeded (2 deadline_exceeded)\n"
 
 
 @pytest.mark.parametrize(

@@ -415,23 +415,43 @@ def test_composition_finding_clears_when_any_run_of_the_window_changed_leader(
 # probe_failing ----------------------------------------------------------------------------
 
 
-def test_failing_finding_hits_after_three_runs_without_a_success() -> None:
-    ok = make_run(rng(19), T0)
-    failed = [failed_run(T0 + i * EVERY) for i in range(1, 4)]
-    assert d.failing_finding(failed[:2], PARAMS).signal is Signal.HOLD  # too few runs yet
-    hit = d.failing_finding([ok, *failed], PARAMS)
-    assert hit.signal is Signal.HIT
-    assert hit.numbers == {"runs": 3, "failed_samples": 15}
+def run_of(code: str, at: datetime) -> RunData:
+    """``ok``: answered in time; ``late``: every sample answered past the deadline;
+    ``late+fail``: some late, the rest failed; ``fail``: no answer (errors, HTTP errors)."""
+    generator = rng(19)
+    if code == "fail":
+        return failed_run(at)
+    if code == "late":
+        return make_run(generator, at, n=5, censored=5)
+    if code == "late+fail":
+        return make_run(generator, at, n=2, censored=2, failed=3)
+    assert code == "ok"
+    return make_run(generator, at)
 
 
-def test_failing_finding_clears_on_a_success_and_holds_while_the_last_run_fails() -> None:
-    ok = make_run(rng(20), T0)
-    failed = failed_run(T0 + EVERY)
-    assert d.failing_finding([failed, failed, ok], PARAMS).signal is Signal.CLEAR
-    assert d.failing_finding([ok, failed, failed], PARAMS).signal is Signal.HOLD
+@pytest.mark.parametrize(
+    ("codes", "signal"),
+    [
+        (["fail", "fail"], Signal.HOLD),  # too few runs yet
+        (["ok", "fail", "fail", "fail"], Signal.HIT),
+        (["fail", "fail", "fail"], Signal.HIT),
+        (["fail", "fail", "ok"], Signal.CLEAR),
+        (["ok", "fail", "fail"], Signal.HOLD),  # the last run failed: not over yet
+        (["fail", "ok", "fail"], Signal.HOLD),
+        # Late answers are answers: the deadline SLO's business (deadline_miss), not this.
+        (["late", "late", "late"], Signal.CLEAR),
+        (["late+fail", "late+fail", "late+fail"], Signal.CLEAR),
+        (["fail", "fail", "late"], Signal.CLEAR),
+        (["fail", "late", "fail"], Signal.HOLD),
+        (["late", "fail", "fail", "fail"], Signal.HIT),
+    ],
+    ids=lambda value: ",".join(value) if isinstance(value, list) else str(value),
+)
+def test_failing_finding_means_no_answer_not_late_answers(codes: list[str], signal: Signal) -> None:
+    runs = [run_of(code, T0 + i * EVERY) for i, code in enumerate(codes)]
+    assert d.failing_finding(runs, PARAMS).signal is signal
 
 
-def test_only_censored_samples_count_as_no_success() -> None:
-    cut = make_run(rng(21), T0, n=5, censored=5)
-    assert cut.ok == 0
-    assert d.failing_finding([cut, cut, cut], PARAMS).signal is Signal.HIT
+def test_failing_finding_counts_the_failed_samples_of_its_window() -> None:
+    runs = [make_run(rng(19), T0), *(failed_run(T0 + i * EVERY) for i in range(1, 4))]
+    assert d.failing_finding(runs, PARAMS).numbers == {"runs": 3, "failed_samples": 15}

@@ -56,6 +56,24 @@ def test_a_target_within_its_slo_raises_nothing_in_ten_days() -> None:
     assert firings(list(replay(runs, lambda _target: params))) == {}
 
 
+def test_a_target_answering_every_request_late_pages_deadline_miss_and_is_not_failing() -> None:
+    # Three hours of runs whose every sample answered past the deadline: an SLO burning as
+    # fast as it can, and not one request without an answer.
+    rng = np.random.default_rng(12)
+    runs = [make_run(rng, T0 + i * EVERY, censored=20) for i in range(12)]
+    params = DetectorParams(enabled=("deadline_miss", "probe_failing"))
+    transitions = list(replay(runs, lambda _target: params))
+    assert firings(transitions) == {("deadline_miss", "eu", "critical"): 1}
+    assert not [t for t in transitions if t.identity.kind == "probe_failing"]
+
+
+def test_a_target_whose_every_request_fails_is_failing_and_burns_no_deadline_budget() -> None:
+    runs = [failed_run(T0 + i * EVERY, failed=20) for i in range(12)]
+    params = DetectorParams(enabled=("deadline_miss", "probe_failing"))
+    transitions = list(replay(runs, lambda _target: params))
+    assert firings(transitions) == {("probe_failing", "eu", "critical"): 1}
+
+
 class Feed:
     """probe_failing driven run by run: ``failing`` or not, 15 minutes apart."""
 

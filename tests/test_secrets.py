@@ -277,7 +277,8 @@ def cli_outputs(
         probe = ["probe", f"{echo}/v1", "--samples", "2", "--header", header]
         for extra in ([], ["--json"]):
             code, out, err = run_cli([*probe, *extra], capsys)
-            assert code == (0 if key == "PW_PLANTED_KEY" else 2), out + err
+            # Run and every sample refused (1: no sample succeeded), or not run at all (2).
+            assert code == (1 if key == "PW_PLANTED_KEY" else 2), out + err
             found[f"probe {key} {' '.join(extra)}"] = out + err
     return found
 

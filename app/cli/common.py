@@ -87,3 +87,11 @@ def sqlite_file_missing(engine: Engine) -> bool:
     if engine.dialect.name != "sqlite" or not database or database == ":memory:":
         return False
     return not database.startswith("file:") and not Path(database).exists()
+
+
+def excerpt(text: str, limit: int) -> str:
+    """``text`` as one printable line of at most ``limit`` characters: what a server says
+    can hold line breaks and control characters, which a terminal would obey."""
+    printable = "".join(char if char.isprintable() else " " for char in text)
+    line = one_line(printable)
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,4 +1,8 @@
-"""`phasewatch probe`: one run against one endpoint, shown as a table or JSON."""
+"""`phasewatch probe`: one run against one endpoint, shown as a table or JSON.
+
+Its exit status is the run's verdict, as `curl -f`'s is a request's: 0 when some sample
+succeeded, 1 when none did, 2 when the command line cannot be run (nothing was sent).
+"""
 
 from __future__ import annotations
 
@@ -6,23 +10,39 @@ import asyncio
 import gc
 import json
 import os
+import ssl
 import sys
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
+import httpx
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.text import Text
 
 from app.analysis.summary import summarize
+from app.cli.common import excerpt
 from app.envvars import UnsetVariable, expand
 from app.probe.headername import HEADER_NAME_PROBLEM, is_header_name
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.run import probe_run
-from app.probe.sample import Sample
+from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec
+
+NO_SAMPLE_SUCCEEDED = 1
+SCHEMES = ("http", "https")
+# The minimal request of a provider kind without --body: one short user message, streamed,
+# its answer capped (Anthropic requires max_tokens; a bounded answer keeps every sample
+# the same length and the probe cheap). Counting runs past the cap on a model that obeys.
+DEFAULT_MODELS = {Kind.OPENAI: "gpt-4o-mini", Kind.ANTHROPIC: "claude-haiku-4-5"}
+DEFAULT_PROMPT = "Count from 1 to 100."
+DEFAULT_MAX_TOKENS = 32
+ANTHROPIC_VERSION = "2023-06-01"  # the Messages API refuses a request without one
+ERROR_EXCERPT_CHARS = 100
 
 DEMO_BODY = {
     "model": "sim-1",
@@ -64,6 +84,49 @@ def parse_body(raw: str | None) -> Any:
         raise typer.BadParameter(f"not JSON: {exc}", param_hint="--body") from exc
 
 
+def parse_url(raw: str) -> str:
+    """``raw`` if the probe can send to it: http or https, with a host."""
+    try:
+        url = httpx.URL(raw)
+    except httpx.InvalidURL as exc:
+        raise typer.BadParameter(str(exc), param_hint="URL") from None
+    if not url.scheme:
+        raise typer.BadParameter("no scheme: start it with http:// or https://", param_hint="URL")
+    if url.scheme not in SCHEMES:
+        problem = f"unsupported scheme {url.scheme!r}: http:// or https:// only"
+        raise typer.BadParameter(problem, param_hint="URL")
+    if not url.host:
+        raise typer.BadParameter("no host", param_hint="URL")
+    return raw
+
+
+def parse_cacert(path: Path | None) -> bool | str:
+    """The CA bundle's path once it is known to load (the probe loads it again, cached)."""
+    if path is None:
+        return True
+    try:
+        ssl.create_default_context(cafile=str(path))
+    except ssl.SSLError as exc:  # an OSError too: first
+        problem = f"{path} holds no CA certificate in PEM form ({exc.reason or exc})"
+        raise typer.BadParameter(problem, param_hint="--cacert") from None
+    except OSError as exc:
+        problem = f"cannot read {path}: {exc.strerror or exc}"
+        raise typer.BadParameter(problem, param_hint="--cacert") from None
+    return str(path)
+
+
+def minimal_body(
+    kind: Kind, model: str | None, prompt: str | None, max_tokens: int | None
+) -> dict[str, Any]:
+    """One streamed user message: these fields mean the same to both providers."""
+    return {
+        "model": model or DEFAULT_MODELS[kind],
+        "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
+        "stream": True,
+        "messages": [{"role": "user", "content": prompt or DEFAULT_PROMPT}],
+    }
+
+
 def probe(
     url: Annotated[str | None, typer.Argument(help="Endpoint to probe.")] = None,
     kind: Annotated[Kind, typer.Option(help="How to read the answer.")] = Kind.HTTP,
@@ -76,6 +139,18 @@ def probe(
         list[str] | None, typer.Option(help="'Name: value', repeatable; ${ENV} expands.")
     ] = None,
     body: Annotated[str | None, typer.Option(help="JSON request body, or @file.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Minimal body: model; default gpt-4o-mini or claude-haiku-4-5."),
+    ] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option(help=f"Minimal body: the user message; default {DEFAULT_PROMPT!r}."),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help=f"Minimal body: cap on the answer; default {DEFAULT_MAX_TOKENS}."),
+    ] = None,
     method: Annotated[str | None, typer.Option(help="Default: POST with a body, else GET.")] = None,
     spacing: Annotated[float, typer.Option(min=0, help="Seconds between requests.")] = 0.0,
     http2: Annotated[bool, typer.Option(help="Offer HTTP/2 (over TLS).")] = False,
@@ -83,12 +158,27 @@ def probe(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     demo: Annotated[bool, typer.Option(help="Probe the built-in simulated endpoint.")] = False,
 ) -> None:
-    """Probe an endpoint N times and show where the time goes."""
+    """Probe an endpoint N times and show where the time goes.
+
+    Without --body, --kind openai or anthropic posts a minimal streaming body: --model,
+    one user message (--prompt) and max_tokens (--max-tokens); anthropic also gets an
+    anthropic-version header.
+
+    Exit status: 0 when some sample succeeded (answered within the deadline, HTTP status
+    below 400), 1 when none did, 2 for a usage or configuration error (nothing was sent).
+    """
     if (url is None) == (not demo):
         raise typer.BadParameter("give a URL, or --demo (not both)")
+    target = None if url is None else parse_url(url)
     headers = dict(parse_header(h) for h in header or [])
     spec_body = parse_body(body)
-    with _endpoint(url, demo) as (target_url, demo_kind):
+    verify = parse_cacert(cacert)
+    given = {"--model": model, "--prompt": prompt, "--max-tokens": max_tokens}
+    if _wants_minimal_body(kind, spec_body, demo, given):
+        spec_body = minimal_body(kind, model, prompt, max_tokens)
+        if kind is Kind.ANTHROPIC and "anthropic-version" not in map(str.lower, headers):
+            headers["anthropic-version"] = ANTHROPIC_VERSION
+    with _endpoint(target, demo) as (target_url, demo_kind):
         spec = ProbeSpec(
             url=target_url,
             kind=demo_kind or kind,
@@ -98,10 +188,22 @@ def probe(
             deadline_ms=deadline_ms,
             timeout_s=timeout,
             http2=http2,
-            verify=str(cacert) if cacert else True,
+            verify=verify,
         )
         results = _run_with_progress(spec, samples, spacing, quiet=as_json)
     _report(results, as_json)
+    _verdict(results)
+
+
+def _wants_minimal_body(kind: Kind, body: Any, demo: bool, given: Mapping[str, object]) -> bool:
+    """A provider kind without a body gets the minimal one; elsewhere its options are
+    refused, not ignored (a --model that changed nothing would be a quiet surprise)."""
+    wanted = kind is not Kind.HTTP and body is None and not demo
+    for flag, value in given.items():
+        if not wanted and value is not None:
+            problem = "only for the minimal body, sent by --kind openai|anthropic without --body"
+            raise typer.BadParameter(problem, param_hint=flag)
+    return wanted
 
 
 @contextmanager
@@ -147,8 +249,31 @@ def _report(results: list[Sample], as_json: bool) -> None:
     from app.report import print_summary
 
     console = Console()
-    for sample in results:
-        if sample.error:
-            console.print(f"[red]#{sample.index} {sample.status.value}[/red]: {sample.error}")
+    _print_errors(console, results)
     unsplit = {name for s in results for name in s.unsplit}
     print_summary(console, summary, unsplit, len(results))
+
+
+def _print_errors(console: Console, results: list[Sample]) -> None:
+    """One line per failed sample: an error page is many lines of HTML, once per sample."""
+    cut = False
+    for sample in results:
+        if sample.error:
+            line = excerpt(sample.error, ERROR_EXCERPT_CHARS)
+            cut = cut or line != excerpt(sample.error, len(sample.error))
+            label = Text(f"#{sample.index} {sample.status.value}", style="red")
+            # A Text, not markup: the server's words may hold square brackets.
+            console.print(Text.assemble(label, ": ", line), soft_wrap=True)
+    if cut:
+        note = f"(errors cut to {ERROR_EXCERPT_CHARS} characters; --json has each whole)"
+        console.print(note, soft_wrap=True)
+
+
+def _verdict(results: list[Sample]) -> None:
+    """Exit 1 when no sample succeeded, saying how each ended."""
+    if any(sample.status is Status.OK for sample in results):
+        return
+    ended = Counter(sample.status.value for sample in results)
+    how = ", ".join(f"{count} {status}" for status, count in sorted(ended.items()))
+    sys.stderr.write(f"phasewatch: no sample of {len(results)} succeeded ({how})\n")
+    raise typer.Exit(NO_SAMPLE_SUCCEEDED)
