@@ -155,11 +155,16 @@ class Pipeline:
         return flushed
 
     def recover_orphans(self) -> int:
-        """Runs journalled by a process that died mid-run become aborted runs."""
-        orphans = self.spool.orphans()
+        """Runs journalled by processes that died mid-run become aborted runs. A live
+        process's runs in flight are not orphans, even in a spool directory it shares."""
+        orphans = self.spool.adopt_orphans()
         for orphan in orphans:
             log.warning(
-                "run %s of %s was cut by a crash; recorded as aborted", orphan.id, orphan.target
+                "run %s of %s was left by a process that died; recorded as %s (%d samples)",
+                orphan.id,
+                orphan.target,
+                orphan.status,
+                len(orphan.samples),
             )
             self.deliver(orphan)
             self.spool.end(orphan.id)

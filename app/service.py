@@ -129,6 +129,7 @@ class Service:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await asyncio.to_thread(self.leadership.release)
         self.engine.dispose()
+        self.pipeline.spool.close()
 
     async def _restore_alerts(self) -> None:
         # Alerting must not keep the watch from starting: the first evaluation tries again.
@@ -157,6 +158,8 @@ class Service:
 
     async def _flush_loop(self) -> None:
         await asyncio.sleep(FLUSH_EVERY_S)
+        # A replica that died beside this one, on the same spool directory, leaves some.
+        await asyncio.to_thread(self.pipeline.recover_orphans)
         if self.pipeline.spool.has_pending():
             await asyncio.to_thread(self.pipeline.flush)
 
