@@ -1,0 +1,31 @@
+"""Fixtures for the fault tests: real ``serve`` processes, a simulated endpoint, and a
+private PostgreSQL cluster to stop, freeze and restart (``tests/pgcluster.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from app.demo.simserver import SimServer
+from tests.faults.support import FAST
+from tests.pgcluster import PgCluster, Serve, private_cluster, serving
+
+
+@pytest.fixture
+def cluster() -> Iterator[PgCluster]:
+    with private_cluster() as started:
+        yield started
+
+
+@pytest.fixture
+def sim() -> Iterator[SimServer]:
+    with SimServer(FAST) as server:
+        yield server
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., Serve]]:
+    with serving(tmp_path) as start:
+        yield start
