@@ -7,6 +7,9 @@ journals only when their owner's lock is free, that is when their owner is dead:
 process's runs in flight are never taken for crash leftovers. Adopting renames a journal
 to the adopter's own name first, so a crash while recovering it loses nothing either.
 
+An flock is shared by the processes of one kernel: containers of one host on a shared
+volume, yes; hosts sharing a network filesystem only as far as it honours flock.
+
 Journal names without an owner (``<run id>.json``) come from versions before owners; they
 are adopted as leftovers, as those versions did.
 """
