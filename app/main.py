@@ -16,6 +16,7 @@ from app.alerts.evaluate import Evaluator
 from app.alerts.notifiers import build_notifiers
 from app.alerts.notifiers.sender import Sender
 from app.config import Settings, TargetsFile, load_targets
+from app.health import Health
 from app.metrics import RunMetrics, then
 from app.pipeline import Pipeline
 from app.scheduler import Watch
@@ -24,11 +25,13 @@ from app.store.db import make_engine, make_sessions
 from app.store.history import DatabaseHistory
 from app.store.leader import Leadership
 from app.store.spool import Spool
+from app.upkeep import Upkeep
 from app.web import api as web_api
 from app.web import errors, health, metrics, pages
 from app.web.auth import document_open_writes
 from app.web.hosts import allowed_hosts
 from app.web.pages import STATIC_DIR
+from app.writer import Writer
 
 
 def build_service(
@@ -50,6 +53,8 @@ def build_service(
         else then(alerts.evaluate_after, observed.observe_run)
     )
     pipeline = Pipeline(sessions, spool, resolved.vantage, after_store=after_store)
+    writer = Writer(pipeline.deliver, pipeline.flush, spool, after_store=after_store)
+    sender = Sender(pipeline.sessions, build_notifiers(targets.notifiers))
     return Service(
         settings=settings,
         resolved=resolved,
@@ -60,18 +65,26 @@ def build_service(
         leadership=Leadership(engine),
         alerts=alerts,
         rules=rules,
-        sender=Sender(pipeline.sessions, build_notifiers(targets.notifiers)),
+        writer=writer,
+        health=Health(engine, pipeline, writer),
+        upkeep=Upkeep(sessions, engine, resolved.raw_retention_days, sender),
+        sender=sender,
     )
 
 
 def create_app(
-    settings: Settings, targets: TargetsFile | None = None, *, probing: bool = True
+    settings: Settings,
+    targets: TargetsFile | None = None,
+    *,
+    probing: bool = True,
+    migrate: bool = False,
 ) -> FastAPI:
     """The service as an ASGI app; it starts scheduling when the app starts (lifespan).
-    ``probing=False`` serves the database without probing (``phasewatch demo``)."""
+    ``probing=False`` serves the database without probing (``phasewatch demo``);
+    ``migrate=True`` migrates a database that was unreachable at start once it answers."""
     observed = RunMetrics()
     service = build_service(settings, targets, observed)
-    service.probing = probing
+    service.probing, service.migrate = probing, migrate
     observed.watch(service.pipeline.sessions, service.pipeline.spool.pending)
 
     @asynccontextmanager

@@ -1,10 +1,15 @@
 """Run one target: probe → store (or spool) → ``after_store`` (alert evaluation, wired by
-``build_service``). The only module that knows the whole flow."""
+``build_service``). The only module that knows the whole flow.
+
+In ``serve`` the store stage is a ``Writer`` (its own thread): ``run`` returns once the run
+is measured and handed over. Without one (the demo, tests) ``run`` stores the run itself.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -21,12 +26,14 @@ from app.probe.run import probe_run
 from app.probe.sample import Sample
 from app.store.db import write_transaction
 from app.store.queries import store_run
+from app.store.records import ABORTED as ABORTED  # re-exported: a run's statuses
+from app.store.records import COMPLETE as COMPLETE
 from app.store.records import RunRecord, SampleRecord
 from app.store.spool import Spool
+from app.writer import Writer
 
 log = logging.getLogger(__name__)
 
-COMPLETE, ABORTED = "complete", "aborted"
 STORE_TIMEOUT_S = 20.0
 ERROR_CHARS = 160
 ABORT_STORE_TIMEOUT_S = 1.5  # at shutdown, within the 5 s SIGTERM promise
@@ -37,6 +44,17 @@ def utcnow() -> datetime:
     sets it for its dashboard with ``app.probe.clock.use`` (a context variable: a thread or
     task of its own, never another's)."""
     return clock.utcnow()
+
+
+def describe(exc: Exception) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _ready() -> threading.Event:
+    ready = threading.Event()
+    ready.set()
+    return ready
 
 
 def is_transient(exc: Exception) -> bool:
@@ -96,6 +114,11 @@ class Pipeline:
     # the spool are not passed on: the next run stored looks at the last runs anyway.
     after_store: Callable[[RunRecord], object] | None = None
     failing: Failing = field(default_factory=Failing)
+    # Set once the database has the schema: until then every run waits in the spool.
+    ready: threading.Event = field(default_factory=_ready)
+    writer: Writer | None = None
+    # Why the last store failed while the database was away; None once one succeeds.
+    store_problem: str | None = None
 
     async def run(self, target: Target, scheduled_at: datetime | None = None) -> RunRecord:
         """Probe ``target`` once (a run of N samples) and store the run whole.
@@ -137,16 +160,29 @@ class Pipeline:
 
         A database that hangs without failing gets the budget; after it the run waits in
         the spool. Should the hung store land after all, the second copy is a no-op.
-        True when the database has the run.
+        True when the database has the run. With a writer, the run is handed to it.
         """
+        if self.writer is not None:
+            await self.writer.submit(record)
+            return False
         stored = False
         try:
             stored = await asyncio.wait_for(asyncio.to_thread(self.deliver, record), budget_s)
         except TimeoutError:
             log.warning("storing run %s took over %s s; spooled", record.id, budget_s)
-            await asyncio.to_thread(self.spool.append, record)
+            if not await asyncio.to_thread(self._spooled, record):
+                return False
+        except OSError as exc:
+            return _not_kept(record, exc)
         self.spool.end(record.id)
         return stored
+
+    def _spooled(self, record: RunRecord) -> bool:
+        try:
+            self.spool.append(record)
+        except OSError as exc:
+            return _not_kept(record, exc)
+        return True
 
     async def _after_store(self, record: RunRecord) -> None:
         """The stored run goes on (to alerting); a failure there never fails the run."""
@@ -172,8 +208,12 @@ class Pipeline:
     def deliver(self, record: RunRecord) -> bool:
         """Store ``record``, or spool it while the database is away.
 
-        True once the database has the run (stored now, or already there).
+        True once the database has the run (stored now, or already there). Raises OSError
+        when the database is away and the spool cannot be written either.
         """
+        if not self.ready.is_set():
+            self.spool.append(record)  # the schema is not there yet
+            return False
         if self.spool.has_pending():
             # Runs reach the database in the order they finished: none jumps the queue.
             self.spool.append(record)
@@ -189,23 +229,47 @@ class Pipeline:
         return True
 
     def store(self, record: RunRecord) -> bool:
-        with write_transaction(self.sessions) as session:
-            return store_run(session, record, self.clock())
+        try:
+            with write_transaction(self.sessions) as session:
+                stored = store_run(session, record, self.clock())
+        except Exception as exc:
+            if is_transient(exc):
+                self.store_problem = describe(exc)
+            raise
+        self.store_problem = None
+        return stored
 
     def flush(self) -> int:
         """Move spooled runs into the database, oldest first; returns how many left."""
+        if not self.ready.is_set():
+            return 0
         flushed = self.spool.flush(self.store, is_transient)
         if flushed:
             log.info("%d spooled run(s) stored", flushed)
         return flushed
 
     def recover_orphans(self) -> int:
-        """Runs journalled by a process that died mid-run become aborted runs."""
-        orphans = self.spool.orphans()
+        """Runs journalled by processes that died: one cut mid-run becomes an aborted run,
+        one that was finished and waiting to be stored is stored as it was."""
+        orphans = self.spool.adopt_orphans()
         for orphan in orphans:
-            log.warning(
-                "run %s of %s was cut by a crash; recorded as aborted", orphan.id, orphan.target
-            )
+            log_orphan(orphan)
             self.deliver(orphan)
             self.spool.end(orphan.id)
         return len(orphans)
+
+
+def _not_kept(record: RunRecord, exc: OSError) -> bool:
+    # Its journal, if the disk took that, lets the next start recover it.
+    log.error("run %s of %s neither stored nor spooled: %s", record.id, record.target, exc)
+    return False
+
+
+def log_orphan(orphan: RunRecord) -> None:
+    log.warning(
+        "run %s of %s was left by a process that died; recorded as %s (%d samples)",
+        orphan.id,
+        orphan.target,
+        orphan.status,
+        len(orphan.samples),
+    )

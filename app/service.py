@@ -1,8 +1,14 @@
 """The running service: the pieces ``create_app`` wires, and their background loops.
 
-Loops: leadership (who schedules), the spool flusher (runs waiting for the database), the
-targets-file reloader (SIGHUP or a change on disk), retention (prunes raw samples), the
-outbox sender (notifications; every process sends, PostgreSQL row locks keep it once).
+Loops: leadership (who schedules), the spool flusher (runs waiting for the database, and
+journals left by dead processes), the targets-file reloader (SIGHUP or a change on disk),
+health (is the spool writable), and, once the database has the schema (``readiness``),
+retention (prunes raw samples) and the outbox sender (notifications; every process sends,
+PostgreSQL row locks keep it once).
+
+Nothing here waits on the database unbounded where it matters: start waits at most
+``START_WAIT_S`` and then probes into the spool, and stop (``stopping``) keeps every step
+within its budget, so SIGTERM ends ``serve`` within 5 s whatever the database does.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
@@ -32,21 +39,23 @@ from app.config import (
     TargetsFile,
     load_targets,
 )
-from app.pipeline import Pipeline, is_transient, utcnow
+from app.health import Health
+from app.pipeline import Pipeline, is_transient, log_orphan, utcnow
+from app.readiness import wait_for_schema
 from app.scheduler import Watch
+from app.stopping import stop_within_budget
 from app.store.leader import Leadership
-from app.store.queries import prune_samples, sync_targets
-from app.store.rollups import CATCH_UP_EVERY_S, catch_up, prune_fine_rollups
+from app.store.queries import sync_targets
+from app.upkeep import Upkeep
+from app.writer import Writer
 
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 5.0
 RELOAD_POLL_S = 2.0
-PRUNE_EVERY_S = 3600.0
-ROLLUP_LOOKBACK = timedelta(days=2)
-SEND_EVERY_S = 2.0
 SYNC_ATTEMPTS = 3
-STOP_GRACE_S = 3.0  # runs in flight get this long at shutdown; the rest of 5 s is storing
+START_WAIT_S = 2.0  # for the database at start; then probing starts, into the spool
+HEALTH_EVERY_S = 5.0
 DEFAULT_PARAMS = DetectorParams()
 
 
@@ -86,32 +95,44 @@ class Service:
     leadership: Leadership
     alerts: AlertEngine
     rules: AlertRules
+    writer: Writer
+    health: Health
+    upkeep: Upkeep
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reload_requested: asyncio.Event = field(default_factory=asyncio.Event)
     sender: Sender | None = None
     # False: serve what the database holds, probe nothing (the demo probes on its own clock).
     probing: bool = True
+    # Apply migrations once the database answers (``serve``); else wait for the schema.
+    migrate: bool = False
+    _lead_check: asyncio.Future[bool] | None = None
+    _scheduling: bool = False  # what the watch was last told: lead or stand by
+    _stopping: asyncio.Future[None] | None = None
+    _started: bool = False
 
     async def start(self) -> None:
-        await asyncio.to_thread(self._sync_targets, self.targets)
-        await asyncio.to_thread(self.pipeline.recover_orphans)
-        await self._restore_alerts()
+        self.pipeline.writer = self.writer  # from now on a run is stored on the writer's thread
+        self.pipeline.ready.clear()  # runs are spooled until the schema is known to be there
+        self.writer.start()
+        await self._recover_orphans()
         self.watch.apply(self._scheduled(self.targets))
-        leading = await asyncio.to_thread(self.leadership.check)
-        self.watch.start(paused=not leading)
+        ready = asyncio.create_task(self._when_ready())
+        self.tasks.append(ready)
+        lead = self._check_lead()
+        both: list[asyncio.Future[Any]] = [ready, lead]
+        await asyncio.wait(both, timeout=START_WAIT_S)
+        if ready.done():
+            ready.result()  # a start that cannot even write the targets fails, as it should
+        else:
+            log.warning("database not ready within %.0f s; probing into the spool", START_WAIT_S)
+        self._scheduling = lead.result() if lead.done() else self.leadership.leading
+        self.watch.start(paused=not self._scheduling)
         log.info(
-            "%s; %d target(s)", "leading" if leading else "standing by", len(self.watch.targets)
+            "%s; %d target(s)",
+            "leading" if self._scheduling else "standing by",
+            len(self.watch.targets),
         )
-        loops = [
-            self._leader_loop,
-            self._flush_loop,
-            self._reload_loop,
-            self._rollup_loop,
-            self._prune_loop,
-        ]
-        if self.sender is not None:
-            loops.append(self._send_loop)
-        for loop in loops:
+        for loop in (self._leader_loop, self._flush_loop, self._reload_loop, self._health_loop):
             self.tasks.append(asyncio.create_task(_forever(loop)))
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             # Only the main thread may own signals (tests build the app in other threads).
@@ -119,16 +140,27 @@ class Service:
         # Start-up's objects (modules, config, engine) live for the process: out of the
         # cyclic GC's sight, a large read's many new objects no longer make it walk them all.
         gc.freeze()
+        self._started = True
+
+    async def _when_ready(self) -> None:
+        """Once the database has the schema: targets, alert state, the spool, upkeep loops."""
+        await wait_for_schema(self.engine, self.resolved.database_url, self.migrate, self.health)
+        self.pipeline.ready.set()
+        await asyncio.to_thread(self._sync_targets, self.targets)
+        await self._restore_alerts()
+        self.writer.request_flush()
+        self.tasks.extend(asyncio.create_task(_forever(loop)) for loop in self.upkeep.loops())
+
+    def begin_stop(self) -> None:
+        """Start stopping now (SIGTERM), beside the web server's own drain. Not before
+        ``start`` is done: the web server calls ``stop`` after a start it interrupted."""
+        if self._started and self._stopping is None:
+            self._stopping = asyncio.ensure_future(stop_within_budget(self))
 
     async def stop(self) -> None:
-        if self.sender is not None:
-            self.sender.stop()  # a send in flight is dropped; its row stays pending
-        await self.watch.stop(STOP_GRACE_S)
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-        await asyncio.to_thread(self.leadership.release)
-        self.engine.dispose()
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(stop_within_budget(self))
+        await asyncio.shield(self._stopping)
 
     async def _restore_alerts(self) -> None:
         # Alerting must not keep the watch from starting: the first evaluation tries again.
@@ -144,21 +176,37 @@ class Service:
 
     async def _leader_loop(self) -> None:
         await asyncio.sleep(self.settings.leader_check_s)
-        was = self.leadership.leading
-        now = await asyncio.to_thread(self.leadership.check)
-        if now and not was:
+        now = await self._check_lead()
+        if now and not self._scheduling:
             log.info("took the lead: scheduling probes")
             self.watch.resume()
-        elif was and not now:
+        elif self._scheduling and not now:
             log.warning("lost the lead: standing by")
             self.watch.pause()
+        self._scheduling = now
 
-    # Spool ------------------------------------------------------------------------
+    def _check_lead(self) -> asyncio.Future[bool]:
+        """One check at a time: one stuck on a frozen database is waited on, not doubled."""
+        if self._lead_check is None or self._lead_check.done():
+            self._lead_check = asyncio.ensure_future(asyncio.to_thread(self.leadership.check))
+        return asyncio.shield(self._lead_check)
+
+    # Spool and health -------------------------------------------------------------
 
     async def _flush_loop(self) -> None:
         await asyncio.sleep(FLUSH_EVERY_S)
+        await self._recover_orphans()  # a replica that died beside this one leaves some
         if self.pipeline.spool.has_pending():
-            await asyncio.to_thread(self.pipeline.flush)
+            self.writer.request_flush()
+
+    async def _recover_orphans(self) -> None:
+        for orphan in await asyncio.to_thread(self.pipeline.spool.adopt_orphans):
+            log_orphan(orphan)
+            await self.writer.submit(orphan)
+
+    async def _health_loop(self) -> None:
+        await asyncio.to_thread(self.health.check_spool)
+        await asyncio.sleep(HEALTH_EVERY_S)
 
     # Reload -----------------------------------------------------------------------
 
@@ -178,7 +226,8 @@ class Service:
             for problem in exc.problems:
                 log.error("reload refused, keeping the running targets: %s", problem)
             return
-        await asyncio.to_thread(self._sync_targets, targets)
+        if self.pipeline.ready.is_set():  # else the database gets them once it is ready
+            await asyncio.to_thread(self._sync_targets, targets)
         changes = self.watch.apply(self._scheduled(targets))
         if self.sender is not None:
             self.sender.notifiers = build_notifiers(targets.notifiers)
@@ -210,65 +259,9 @@ class Service:
                 if attempt == SYNC_ATTEMPTS - 1:
                     raise
 
-    # Rollups and retention ----------------------------------------------------------
-
-    async def _rollup_loop(self) -> None:
-        # The first pass reaches back over all raw samples: runs stored while no process
-        # kept rollups (an upgrade, an import) are added while their samples are there.
-        await self._catch_up(utcnow() - self._retention())
-        while True:
-            await asyncio.sleep(CATCH_UP_EVERY_S)
-            await self._catch_up(utcnow() - ROLLUP_LOOKBACK)
-
-    async def _catch_up(self, since: datetime) -> None:
-        try:
-            added = await asyncio.to_thread(catch_up, self.pipeline.sessions, since, utcnow())
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            log.warning("rollups not kept up, database unreachable: %s", exc)
-            return
-        if added:
-            log.debug("%d run(s) added to the rollups", added)
-
-    def _retention(self) -> timedelta:
-        return timedelta(days=self.resolved.raw_retention_days)
-
-    async def _prune_loop(self) -> None:
-        await self.prune(utcnow())
-        await asyncio.sleep(PRUNE_EVERY_S)
-
     async def prune(self, now: datetime) -> None:
         """Raw samples past the retention, and the fine rollups past theirs."""
-        cutoff = now - self._retention()
-        # A run's samples are about to go: its digest must exist first, or history loses it.
-        await self._catch_up(cutoff - timedelta(days=1))
-        if deleted := await self._pruned(prune_samples, cutoff):
-            log.info("pruned %d raw samples older than %s", deleted, cutoff.date())
-        if deleted := await self._pruned(prune_fine_rollups, now):
-            log.info("pruned %d 5- and 15-minute rollups past their keeping", deleted)
-
-    async def _pruned(self, prune: Callable[[Engine, datetime], int], at: datetime) -> int:
-        try:
-            return await asyncio.to_thread(prune, self.engine, at)
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            return 0
-
-    # Notifications ----------------------------------------------------------------
-
-    async def _send_loop(self) -> None:
-        assert self.sender is not None
-        try:
-            handled = await self.sender.run_once()
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            log.warning("outbox not sent, database unreachable: %s", exc)
-            handled = 0
-        if handled < self.sender.batch:  # a full batch: more may be due at once
-            await asyncio.sleep(SEND_EVERY_S)
+        await self.upkeep.prune(now)
 
 
 async def _forever(step: Callable[[], Awaitable[None]]) -> None:

@@ -52,7 +52,7 @@ from bench.store_common import (
 )
 
 GOAL_P99_MS = 50.0
-STOP_GRACE_S = 3.0  # as app.service.STOP_GRACE_S
+STOP_GRACE_S = 2.0  # as app.stopping.RUNS_GRACE_S
 
 
 @dataclass

@@ -1,14 +1,16 @@
 """PostgreSQL for process-level tests, and `phasewatch serve` as a real process.
 
-``PgCluster`` is a private, throw-away PostgreSQL cluster: a test may stop and start it
-without disturbing the machine's shared server that every other test uses. PostgreSQL
-refuses to run as root, so as root its binaries run as the ``postgres`` OS user.
+``PgCluster`` is a private, throw-away PostgreSQL cluster: a test may stop and start it,
+or freeze it (SIGSTOP: the kernel still accepts and acknowledges, nobody answers), without
+disturbing the machine's shared server that every other test uses. PostgreSQL refuses to
+run as root, so as root its binaries run as the ``postgres`` OS user.
 
 ``Serve`` is one ``phasewatch serve`` process on a loopback port, its log in a file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -80,6 +82,7 @@ class PgCluster:
         self.data = self.directory / "data"
         self.logfile = self.directory / "postgres.log"
         self.running = False
+        self.frozen: list[int] = []
         if os.geteuid() == 0:
             owner = pwd.getpwnam(PG_USER)
             os.chown(self.directory, owner.pw_uid, owner.pw_gid)
@@ -102,8 +105,32 @@ class PgCluster:
         self._pg_ctl("stop", "-m", mode)
         self.running = False
 
+    def freeze(self) -> None:
+        """SIGSTOP the server and every backend, as a paused VM or a stuck disk would."""
+        self.frozen = self._processes()
+        for pid in self.frozen:
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self.frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self.frozen = []
+
+    def _processes(self) -> list[int]:
+        """The postmaster and its children, from /proc."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                # After the command's closing parenthesis: state, then the parent's pid.
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                    children.append(int(stat.parent.name))
+        return [postmaster, *children]
+
     def destroy(self) -> None:
         """Stop whatever still runs (never fails) and remove the directory."""
+        self.thaw()  # a frozen server would not hear the stop
         if self.running:
             try:
                 self.stop("immediate")
@@ -146,18 +173,30 @@ class PgCluster:
 
 
 class Serve:
-    """``phasewatch serve`` in a process of its own; stdout and stderr go to ``serve.log``."""
+    """``phasewatch serve`` in a process of its own; stdout and stderr go to ``serve.log``.
 
-    def __init__(self, workdir: Path, config: Path, env: dict[str, str]) -> None:
+    ``args`` go after the command's own; ``wrap`` before it (a program that ends by
+    exec'ing the rest, so the process is serve's). ``PHASEWATCH_SPOOL_DIR`` in ``env``
+    overrides the spool in ``workdir``.
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        config: Path,
+        env: dict[str, str],
+        args: tuple[str, ...] = (),
+        wrap: tuple[str, ...] = (),
+    ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        self.spool_dir = workdir / "spool"
+        self.spool_dir = Path(env.get("PHASEWATCH_SPOOL_DIR", workdir / "spool"))
         self.logpath = workdir / "serve.log"
         self._log = self.logpath.open("w")
-        command = [sys.executable, "-m", "app", "serve", "--config", str(config)]
+        command = [*wrap, sys.executable, "-m", "app", "serve", "--config", str(config)]
         environment = os.environ | {"PHASEWATCH_SPOOL_DIR": str(self.spool_dir)} | env
         self.process = subprocess.Popen(
-            [*command, "--port", str(self.port)],
+            [*command, "--port", str(self.port), *args],
             env=environment,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -223,8 +262,15 @@ def serving(workdir: Path) -> Iterator[Callable[..., Serve]]:
     """A factory of ``Serve`` processes; every one is killed at the end, even on failure."""
     started: list[Serve] = []
 
-    def start(name: str, config: Path, **env: str) -> Serve:
-        started.append(Serve(workdir / name, config, env))
+    def start(
+        name: str,
+        config: Path,
+        *,
+        args: tuple[str, ...] = (),
+        wrap: tuple[str, ...] = (),
+        **env: str,
+    ) -> Serve:
+        started.append(Serve(workdir / name, config, env, args, wrap))
         return started[-1]
 
     try:

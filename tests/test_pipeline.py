@@ -72,7 +72,7 @@ async def test_a_run_is_stored_whole_with_its_summary(
     assert set(run.summary["phases"]["queue"]) == {"p50", "p90", "p95", "p99", "share"}
     assert run.total_p99 is not None and run.total_p50 is not None
     assert sample_count(sessions) == 4
-    assert not list((tmp_path / "spool" / "inflight").iterdir())
+    assert not list((tmp_path / "spool" / "inflight").glob("*.json"))
 
 
 async def test_runs_wait_in_the_spool_while_the_database_is_away_then_arrive_once_in_order(
@@ -115,6 +115,7 @@ async def test_a_run_cut_by_a_crash_is_recovered_as_aborted(
     crashed = Spool(tmp_path / "spool")
     journal = RunRecord(uuid.uuid4(), "chat", "here", utcnow(), ABORTED)
     crashed.begin(journal)  # the process died here, mid-run
+    crashed.close()  # and its lock went with it
 
     restarted = Pipeline(sessions, Spool(tmp_path / "spool"), vantage="here")
     assert restarted.recover_orphans() == 1

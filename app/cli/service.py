@@ -30,19 +30,18 @@ def serve(
 ) -> None:
     """Probe every target on its interval, store every run, alert; serve the dashboard, the
     API, /metrics and /healthz."""
-    import uvicorn
-
+    from app.cli.serving import run_server
     from app.config import Settings
     from app.main import create_app
 
     settings = Settings(**_given(config=config, host=host, port=port))
     _refuse_open_writes(settings)
     targets = load_targets_or_exit(settings.config)
-    _prepare_database(settings.resolved(targets).database_url, migrate)
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
     quiet_chatty_loggers()
-    app = create_app(settings, targets)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level=log_level)
+    _prepare_database(settings.resolved(targets).database_url, migrate)
+    app = create_app(settings, targets, migrate=migrate)
+    run_server(app, settings.host, settings.port, log_level)
 
 
 def check_config(
@@ -63,7 +62,7 @@ def db_upgrade(database_url: DatabaseUrl = None, config: ConfigPath = None) -> N
     from app.store.migrate import head_revision
 
     url = resolve_database_url(database_url, config)
-    _prepare_database(url, migrate=True)
+    _prepare_database(url, migrate=True, wait=False)
     sys.stdout.write(f"database at revision {head_revision()} (head)\n")
 
 
@@ -118,9 +117,13 @@ def load_targets_or_exit(path: Path, *, require_env: bool = True) -> TargetsFile
         fail(f"{path}: {len(exc.problems)} problem(s); nothing started")
 
 
-def _prepare_database(url: str, migrate: bool) -> None:
+def _prepare_database(url: str, migrate: bool, *, wait: bool = True) -> None:
+    """Migrate, or check the schema. A database server that does not answer is no reason
+    not to start (``wait``): ``serve`` then probes into the spool and does this once it
+    answers. A SQLite file that cannot be opened is a mistake to fix, not an outage."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from app.pipeline import is_transient
     from app.store.db import make_engine
     from app.store.migrate import current_revision, head_revision, upgrade
 
@@ -134,7 +137,13 @@ def _prepare_database(url: str, migrate: bool) -> None:
         finally:
             engine.dispose()
     except SQLAlchemyError as exc:
-        fail(f"database: {one_line(str(getattr(exc, 'orig', None) or exc))}")
+        problem = one_line(str(getattr(exc, "orig", None) or exc))
+        if wait and is_transient(exc) and not url.startswith("sqlite"):
+            logging.getLogger(__name__).warning(
+                "database unreachable (%s); starting anyway, runs wait in the spool", problem
+            )
+            return
+        fail(f"database: {problem}")
     if current != head_revision():
         fail(
             f"database schema is at {current or 'nothing'} but this phasewatch needs "

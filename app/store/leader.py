@@ -7,6 +7,10 @@ takes it. SQLite serves a single process, which always leads.
 When the leader's connection breaks it tries to take the lock again: if the database is
 unreachable it keeps leading (nobody else can take the lock either, and probing must go
 on into the spool); if the lock has meanwhile gone to another process, it steps down.
+
+A process that has never reached the database leads: a lone replica started during an
+outage must probe into the spool. Replicas started together during one all probe until
+the database answers and one of them takes the lock; duplicates beat a gap.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ class Leadership:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.connection: Connection | None = None
-        self.leading = engine.dialect.name != "postgresql"
+        self.leading = True  # until a check says otherwise (see the module's docstring)
 
     @property
     def contested(self) -> bool:

@@ -14,6 +14,8 @@ from typing import Any
 from app.analysis.summary import summarize
 from app.probe.sample import Sample
 
+# A run's status: measured whole, or cut (by shutdown, or by a crash).
+COMPLETE, ABORTED = "complete", "aborted"
 # What a stored sample keeps beyond its columns (see SampleRow.details).
 DETAIL_KEYS = (
     "http_version",

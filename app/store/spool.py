@@ -2,8 +2,13 @@
 
 One JSON line per run, fsynced before ``append`` returns, flushed to the database in the
 order written. Storing is idempotent by run id, so a flush that dies half-way is simply
-done again. Runs in flight are journalled too (``inflight/``): a run whose process died
-is found there on the next start and recorded as aborted instead of vanishing.
+done again. Runs in flight are journalled too (``inflight/``, see ``app.store.journal``):
+a run whose process died is found there and recorded instead of vanishing.
+
+Processes sharing the directory take ``runs.lock`` around every change to ``runs.jsonl``
+and ``flush.lock`` to flush, so no append lands in a file being replaced and no two flushes
+race. A write that fails (disk full, read-only) leaves nothing behind and is reported by
+``problem``, once, not per run.
 """
 
 from __future__ import annotations
@@ -17,9 +22,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from app.store.diskio import append_durable, hold_lock, problem_of, shared_lock
+from app.store.journal import Journal
 from app.store.records import RunRecord
 
 log = logging.getLogger(__name__)
+
+RUNS_LOCK = b"phasewatch: held around every change to runs.jsonl\n"
+FLUSH_LOCK = b"phasewatch: held by the process flushing runs.jsonl\n"
 
 
 class Spool:
@@ -27,23 +37,61 @@ class Spool:
         self.directory = directory
         self.path = directory / "runs.jsonl"
         self.inflight = directory / "inflight"
-        self.inflight.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # the file, briefly
         self._flushing = threading.Lock()  # one flush at a time
+        self._problem: str | None = None
+        self._counted = (0, 0, 0)  # inode, bytes counted, lines in them
+        self.journal = Journal(self.inflight, self._failed, self._wrote)
+
+    @property
+    def problem(self) -> str | None:
+        """Why the last write failed (``full: ...``, ``unwritable: ...``); None once one works."""
+        return self._problem
 
     def append(self, record: RunRecord) -> None:
+        """Raises OSError when the run could not be written; the file is as it was then."""
         line = json.dumps(record.to_json(), separators=(",", ":")) + "\n"
-        with self._lock, self.path.open("a") as spool:
-            spool.write(line)
-            spool.flush()
-            os.fsync(spool.fileno())
+        self._append(self.path, line.encode())
+
+    def reject(self, record: RunRecord, line: str | None = None) -> None:
+        """Set a run aside in ``rejected.jsonl``: refused by the database, kept all the same."""
+        line = line or json.dumps(record.to_json(), separators=(",", ":")) + "\n"
+        self._append(self.directory / "rejected.jsonl", line.encode())
 
     def pending(self) -> int:
+        """How many runs wait. Counted on from the last count while the file only grows:
+        a spool hours deep is not read whole for every /healthz."""
         with self._lock:
-            return sum(1 for _ in self._lines())
+            try:
+                spool = self.path.open("rb")
+            except (FileNotFoundError, NotADirectoryError):
+                return 0
+            with spool:
+                stat = os.fstat(spool.fileno())
+                inode, offset, count = self._counted
+                if inode != stat.st_ino or offset > stat.st_size:  # replaced, or cut back
+                    inode, offset, count = stat.st_ino, 0, 0
+                spool.seek(offset)
+                for chunk in iter(lambda: spool.read(1 << 20), b""):
+                    count += chunk.count(b"\n")
+                self._counted = (inode, spool.tell(), count)
+                return count
 
     def has_pending(self) -> bool:
         return self.path.exists()
+
+    def check(self) -> str | None:
+        """Write, fsync and remove a small file: is the spool writable right now?"""
+        self.journal.claim()
+        probe = self.directory / f".probe-{self.journal.owner}"
+        try:
+            append_durable(probe, b"phasewatch spool check\n")
+            probe.unlink()
+        except OSError as exc:
+            self._failed(exc)
+            return self._problem
+        self._wrote()
+        return None
 
     def flush(
         self, store: Callable[[RunRecord], Any], transient: Callable[[Exception], bool]
@@ -54,34 +102,51 @@ class Spool:
         rest in order. Any other failure would block the spool for ever, so that run is
         set aside in ``rejected.jsonl`` (kept, logged) and the flush goes on. The file lock
         is not held while storing: appends go on meanwhile, behind the lines being flushed.
+        Another process flushing the same spool: this one leaves it to that one (0).
         """
+        if not self.has_pending():
+            return 0
         with self._flushing:
-            with self._lock:
-                lines = list(self._lines())
-            done = 0
             try:
-                for line in lines:
-                    self._store_line(line, store, transient)
-                    done += 1
-            except Exception as exc:
-                if not transient(exc):
-                    raise
+                flushing = hold_lock(self.directory / "flush.lock", FLUSH_LOCK)
+            except OSError:
+                flushing = None
+            if flushing is None:
+                return 0
+            try:
+                return self._flush(store, transient)
             finally:
-                with self._lock:
-                    self._rewrite(list(self._lines())[done:])
-            return done
+                os.close(flushing)
+
+    def _flush(
+        self, store: Callable[[RunRecord], Any], transient: Callable[[Exception], bool]
+    ) -> int:
+        with self._shared():
+            lines = list(self._lines())
+        done = 0
+        try:
+            for line in lines:
+                self._store_line(line, store, transient)
+                done += 1
+        except Exception as exc:
+            if not transient(exc):
+                raise
+        finally:
+            with self._shared():
+                self._rewrite(list(self._lines())[done:])
+        return done
 
     def _store_line(
         self, line: str, store: Callable[[RunRecord], Any], transient: Callable[[Exception], bool]
     ) -> None:
+        record = RunRecord.from_json(json.loads(line))
         try:
-            store(RunRecord.from_json(json.loads(line)))
+            store(record)
         except Exception as exc:
             if transient(exc):
                 raise
             log.exception("spooled run could not be stored; set aside in rejected.jsonl")
-            with (self.directory / "rejected.jsonl").open("a") as rejected:
-                rejected.write(line)
+            self.reject(record, line)
 
     def _lines(self) -> Iterator[str]:
         if not self.path.exists():
@@ -90,33 +155,57 @@ class Spool:
             yield from (line for line in spool if line.strip())
 
     def _rewrite(self, remaining: list[str]) -> None:
-        if not remaining:
-            self.path.unlink(missing_ok=True)
-            return
+        """Keep ``remaining``; should that fail, the stored lines stay and are stored again
+        (a no-op) at the next flush."""
         temporary = self.path.with_suffix(".tmp")
-        with temporary.open("w") as spool:
-            spool.writelines(remaining)
-            spool.flush()
-            os.fsync(spool.fileno())
-        temporary.replace(self.path)
+        try:
+            if not remaining:
+                self.path.unlink(missing_ok=True)
+                return
+            with temporary.open("w") as spool:
+                spool.writelines(remaining)
+                spool.flush()
+                os.fsync(spool.fileno())
+            temporary.replace(self.path)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            self._failed(exc)
+
+    def _append(self, path: Path, data: bytes) -> None:
+        try:
+            with self._shared():
+                append_durable(path, data)
+        except OSError as exc:
+            self._failed(exc)
+            raise
+        self._wrote()
+
+    def _shared(self) -> Any:
+        return shared_lock(self.directory / "runs.lock", RUNS_LOCK, self._lock)
+
+    def _failed(self, exc: OSError) -> None:
+        problem = problem_of(exc)
+        if problem != self._problem:
+            log.error("spool %s %s; probing goes on", self.directory, problem)
+        self._problem = problem
+
+    def _wrote(self) -> None:
+        if self._problem is not None:
+            log.info("spool %s writable again", self.directory)
+        self._problem = None
 
     # Runs in flight ---------------------------------------------------------------
 
-    def begin(self, record: RunRecord) -> None:
-        """Journal a run as it starts; ``end`` removes it once it is stored or spooled."""
-        path = self.inflight / f"{record.id}.json"
-        path.write_text(json.dumps(record.to_json()))
+    def begin(self, record: RunRecord) -> bool:
+        """Journal a run as it starts (or as it waits to be stored); ``end`` removes it."""
+        return self.journal.begin(record)
 
     def end(self, run_id: uuid.UUID) -> None:
-        (self.inflight / f"{run_id}.json").unlink(missing_ok=True)
+        self.journal.end(run_id)
 
-    def orphans(self) -> list[RunRecord]:
-        """Runs journalled by a process that died before finishing them."""
-        found = []
-        for path in sorted(self.inflight.glob("*.json")):
-            try:
-                found.append(RunRecord.from_json(json.loads(path.read_text())))
-            except (ValueError, KeyError, TypeError):
-                log.warning("unreadable in-flight journal %s left aside", path)
-                path.rename(path.with_suffix(".bad"))
-        return found
+    def adopt_orphans(self) -> list[RunRecord]:
+        """Runs journalled by processes that died before finishing them."""
+        return self.journal.adopt_orphans()
+
+    def close(self) -> None:
+        self.journal.close()

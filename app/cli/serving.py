@@ -1,0 +1,73 @@
+"""Running the web server for ``serve``: stopped on time, exiting 0, never held at exit.
+
+On SIGTERM (or Ctrl-C) uvicorn stops taking connections and gives open requests
+``HTTP_GRACE_S`` (a client that holds a request open gets no more), while the service
+stops beside it (``Service.begin_stop``). uvicorn would end by raising the signal again;
+this server ends with exit code 0 instead. The process then exits at once: a thread still
+stuck on a frozen database (an API read, say) must not keep it alive, and everything worth
+keeping is stored or spooled (fsynced) by then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from types import FrameType
+from typing import NoReturn
+
+import uvicorn
+from fastapi import FastAPI
+
+from app.service import Service
+from app.threads import NoWaitThreadPool
+
+HTTP_GRACE_S = 1  # uvicorn takes whole seconds
+DEFAULT_EXECUTOR_THREADS = 32
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, service: Service) -> None:
+        super().__init__(config)
+        self.service = service
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()  # stopped cleanly: exit 0, not by the signal again
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.service.begin_stop)
+
+
+async def _serve(server: _Server) -> None:
+    server.loop = asyncio.get_running_loop()
+    # asyncio.run would wait at its end for every to_thread call still stuck in a database.
+    server.loop.set_default_executor(NoWaitThreadPool(DEFAULT_EXECUTOR_THREADS))
+    await server.serve()
+
+
+def run_server(app: FastAPI, host: str, port: int, log_level: str) -> NoReturn:
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        log_level=log_level,
+        timeout_graceful_shutdown=HTTP_GRACE_S,
+    )
+    server = _Server(config, app.state.service)
+    code = 0
+    try:
+        with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+            runner.run(_serve(server))
+    except SystemExit as exit_:  # uvicorn's own, when it cannot bind
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    _exit_now(code)
+
+
+def _exit_now(code: int) -> NoReturn:
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

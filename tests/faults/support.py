@@ -1,0 +1,105 @@
+"""What the fault tests share: targets files, reading back what was stored, /healthz.
+
+Time bounds here are generous hard limits that keep a test from hanging, never the
+assertion itself: the tests assert what the process decided (its exit code, the path its
+log shows, what the database holds); the times are measured in ``bench/stop_time.py``.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+
+from sqlalchemy import func, pool, select
+
+from app.demo.sim import SimConfig
+from app.demo.simserver import SimServer
+from app.scheduler import first_run_offset
+from app.store.db import make_engine, make_sessions
+from app.store.models import RunRow, SampleRow
+from tests.pgcluster import Serve
+
+FAST = SimConfig(one_way_ms=1, queue_median_ms=2, queue_sigma=0, prefill_ms=1, tokens=3)
+HEALTHZ_QUICK_S = 1.0
+STOP_HARD_S = 30.0  # SIGTERM to exit: the test fails, not hangs, past this (the promise is 5 s)
+SKIPPED = "maximum number of running instances"
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    status: str
+    samples: int
+    started_at: datetime
+
+
+def targets_file(directory: Path, sim: SimServer, name: str, **fields: str) -> Path:
+    lines = "".join(f"    {key}: {value}\n" for key, value in fields.items())
+    path = directory / "phasewatch.yaml"
+    path.write_text(
+        f"targets:\n  - name: {name}\n    kind: http\n    url: {sim.url}/health\n{lines}"
+    )
+    return path
+
+
+def early_name(prefix: str, interval_s: float, within_s: float = 1.0) -> str:
+    """A target name whose first run comes within ``within_s`` of the start (see
+    ``first_run_offset``): a test then need not wait most of a long interval for it."""
+    names = (f"{prefix}-{n}" for n in range(1000))
+    return next(name for name in names if first_run_offset(name, interval_s) < within_s)
+
+
+def stored(url: str) -> list[Run]:
+    """Every run in the database, oldest first, with how many samples it has."""
+    engine = make_engine(url, poolclass=pool.NullPool)
+    try:
+        with make_sessions(engine)() as session:
+            per_run = select(SampleRow.run_id, func.count()).group_by(SampleRow.run_id)
+            counts = dict(session.execute(per_run).all())
+            rows = session.scalars(select(RunRow).order_by(RunRow.started_at))
+            return [Run(str(r.id), r.status, counts.get(r.id, 0), r.started_at) for r in rows]
+    finally:
+        engine.dispose()
+
+
+def gaps_s(runs: list[Run]) -> list[float]:
+    return [(b.started_at - a.started_at).total_seconds() for a, b in pairwise(runs)]
+
+
+def quick_health(served: Serve) -> dict[str, object]:
+    """/healthz answers, and within a second, whatever the database and the disk do."""
+    began = time.monotonic()
+    health = served.health(timeout_s=5)
+    took = time.monotonic() - began
+    assert health is not None, served.output()
+    assert took < HEALTHZ_QUICK_S, f"/healthz took {took:.2f} s"
+    return health
+
+
+def problems(served: Serve) -> str:
+    """What /healthz says is wrong, in one line (it answers within a second, or this fails)."""
+    found = quick_health(served).get("problems", [])
+    assert isinstance(found, list)
+    return " | ".join(str(problem) for problem in found)
+
+
+def journalled_for(spool: Path, seconds: float) -> bool:
+    """A run has been journalled (in flight, or waiting to be stored) ``seconds`` and more:
+    with runs that measure in milliseconds, one whose store hangs."""
+    now = time.time()
+    journals = (spool / "inflight").glob("*.json")
+    return any(now - path.stat().st_mtime > seconds for path in journals)
+
+
+def stop(served: Serve) -> int:
+    """SIGTERM; the exit code once the process ended by itself (it fails past STOP_HARD_S)."""
+    served.process.send_signal(signal.SIGTERM)
+    try:
+        return served.process.wait(timeout=STOP_HARD_S)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"still running {STOP_HARD_S} s after SIGTERM") from None

@@ -1,0 +1,99 @@
+"""A database that holds a store up (a locked SQLite file, a frozen PostgreSQL) never costs
+a run: the probe job ends once its run is measured, the store stage waits on a thread of
+its own, and /healthz answers within a second and says what is wrong.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.demo.simserver import SimServer
+from tests.faults.support import SKIPPED, gaps_s, problems, quick_health, stop, stored
+from tests.faults.support import targets_file as write_targets
+from tests.pgcluster import PgCluster, Serve, eventually
+
+INTERVAL_S = 1.0
+HELD_S = 8.0  # longer than the old 20 s store budget's share of an interval, many times over
+# Another process's write lock on the file, held for HELD_S and then let go by itself.
+LOCKER = (
+    "import sqlite3, sys, time\n"
+    "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+    "db.execute('BEGIN EXCLUSIVE')\n"
+    "print('locked', flush=True)\n"
+    "time.sleep(float(sys.argv[2]))\n"
+)
+
+
+def targets(tmp_path: Path, sim: SimServer) -> Path:
+    return write_targets(tmp_path, sim, "api", interval=f"{INTERVAL_S}s", samples="1")
+
+
+def assert_no_run_skipped(served: Serve, url: str, since: int) -> None:
+    """Every interval has its run (all stored, complete), and the scheduler skipped none."""
+    runs = stored(url)[since:]
+    assert SKIPPED not in served.output()
+    assert max(gaps_s(runs)) < 2 * INTERVAL_S, gaps_s(runs)
+    assert {run.status for run in runs[:-1]} == {"complete"}
+    ids = [run.id for run in runs]
+    assert len(ids) == len(set(ids))
+
+
+def test_a_locked_sqlite_file_skips_no_run_and_healthz_says_the_store_waits(
+    tmp_path: Path, sim: SimServer, serve: Callable[..., Serve]
+) -> None:
+    path = tmp_path / "pw.db"
+    url = f"sqlite:///{path}"
+    served = serve("serve", targets(tmp_path, sim), PHASEWATCH_DATABASE_URL=url)
+    served.wait_ready()
+    eventually(lambda: len(stored(url)) >= 2, 15, "two runs stored")
+    before = len(stored(url))
+
+    command = [sys.executable, "-c", LOCKER, str(path), str(HELD_S)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as locker:
+        try:
+            assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+            eventually(lambda: "store: waiting" in problems(served), HELD_S, "the store waits")
+            assert quick_health(served)["database"] == "reachable"  # reads go on (WAL)
+            assert locker.wait(timeout=HELD_S + 30) == 0
+        finally:
+            if locker.poll() is None:
+                locker.kill()
+    eventually(lambda: "store:" not in problems(served), 30, "the stores caught up")
+    time.sleep(2 * INTERVAL_S)  # and went on
+
+    assert_no_run_skipped(served, url, before)
+    assert stop(served) == 0
+
+
+@pytest.mark.postgres
+def test_a_frozen_postgres_skips_no_run_and_healthz_says_timeout(
+    tmp_path: Path, cluster: PgCluster, sim: SimServer, serve: Callable[..., Serve]
+) -> None:
+    env = {"PHASEWATCH_DATABASE_URL": cluster.url, "PHASEWATCH_LEADER_CHECK_S": "1"}
+    served = serve("serve", targets(tmp_path, sim), **env)
+    served.wait_ready()
+    eventually(lambda: len(stored(cluster.url)) >= 2, 15, "two runs stored")
+    before = len(stored(cluster.url))
+
+    cluster.freeze()
+    try:
+        eventually(lambda: "store: waiting" in problems(served), 15, "the store waits")
+        health = quick_health(served)
+        assert (health["database"], health["status"]) == ("timeout", "degraded"), health
+        time.sleep(HELD_S / 2)  # more runs come due meanwhile
+        assert quick_health(served)["leader"] is True
+    finally:
+        cluster.thaw()
+    eventually(lambda: "store:" not in problems(served), 30, "the stores caught up")
+    eventually(lambda: not served.spooled_ids(), 20, "the spool flushed")
+    time.sleep(2 * INTERVAL_S)
+
+    assert_no_run_skipped(served, cluster.url, before)
+    assert quick_health(served)["status"] == "ok"
+    assert stop(served) == 0

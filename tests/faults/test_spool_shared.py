@@ -1,0 +1,100 @@
+"""Two ``serve`` processes on one spool directory and one database, as Compose replicas
+sharing a data volume are: one's runs in flight are never taken for the other's crash
+leftovers, and a process killed with ``kill -9`` still has its run recovered (aborted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.demo.simserver import SimServer
+from tests.faults.support import early_name, stop, stored, targets_file
+from tests.pgcluster import Serve, eventually
+
+pytestmark = pytest.mark.postgres
+
+INTERVAL_S = 40.0  # one run in the test's time
+SAMPLES = 20  # 1 s apart: a run in flight for 20 s, long enough to start a replica in
+RECOVERED = "left by a process that died"
+
+
+def long_runs(tmp_path: Path, sim: SimServer) -> Path:
+    name = early_name("long", INTERVAL_S)
+    return targets_file(
+        tmp_path, sim, name, interval=f"{INTERVAL_S}s", samples=str(SAMPLES), spacing="1s"
+    )
+
+
+def in_flight(spool: Path) -> list[str]:
+    """Run ids journalled in flight (by the leader: the only one probing)."""
+    found = []
+    for path in (spool / "inflight").glob("*.json"):
+        with contextlib.suppress(OSError, ValueError):  # gone, or being written
+            found.append(json.loads(path.read_text())["id"])
+    return found
+
+
+def replicas(
+    tmp_path: Path, postgres_url: str, serve: Callable[..., Serve], sim: SimServer
+) -> Callable[[str], Serve]:
+    config, spool = long_runs(tmp_path, sim), tmp_path / "shared-spool"
+    env = {
+        "PHASEWATCH_DATABASE_URL": postgres_url,
+        "PHASEWATCH_SPOOL_DIR": str(spool),
+        "PHASEWATCH_LEADER_CHECK_S": "1",
+    }
+
+    def start(name: str) -> Serve:
+        served = serve(name, config, **env)
+        served.wait_ready()
+        return served
+
+    return start
+
+
+def test_a_second_serve_on_the_spool_leaves_the_leaders_run_in_flight_alone(
+    tmp_path: Path, postgres_url: str, serve: Callable[..., Serve], sim: SimServer
+) -> None:
+    start = replicas(tmp_path, postgres_url, serve, sim)
+    leader = start("leader")
+    spool = leader.spool_dir
+    eventually(lambda: bool(in_flight(spool)), 15, "the leader's run in flight")
+    (run_id,) = in_flight(spool)
+
+    second = start("second")  # its start looks for leftovers while the run is in flight
+    assert in_flight(spool) == [run_id]  # still: the second started during the run
+    done = eventually(lambda: any(r.id == run_id for r in stored(postgres_url)), 30, "run stored")
+
+    (run,) = [r for r in stored(postgres_url) if r.id == run_id]
+    assert (run.status, run.samples) == ("complete", SAMPLES), (run, done)
+    assert RECOVERED not in second.output()
+    assert all(r.status == "complete" for r in stored(postgres_url))
+    assert (stop(second), stop(leader)) == (0, 0)
+    assert not list((spool / "inflight").iterdir())  # both journals and locks gone
+
+
+def test_a_run_left_by_kill_9_is_recovered_by_the_live_replica_as_aborted(
+    tmp_path: Path, postgres_url: str, serve: Callable[..., Serve], sim: SimServer
+) -> None:
+    start = replicas(tmp_path, postgres_url, serve, sim)
+    doomed = start("doomed")
+    survivor = start("survivor")  # while the leader's first run is in flight
+    spool = doomed.spool_dir
+    eventually(lambda: bool(in_flight(spool)), 15, "the leader's run in flight")
+    (run_id,) = in_flight(spool)
+
+    doomed.process.send_signal(signal.SIGKILL)
+    doomed.process.wait(timeout=10)
+    eventually(lambda: any(r.id == run_id for r in stored(postgres_url)), 20, "run recovered")
+
+    (run,) = [r for r in stored(postgres_url) if r.id == run_id]
+    assert (run.status, run.samples) == ("aborted", 0)  # what its journal knew
+    assert f"run {run_id} of" in survivor.output() and RECOVERED in survivor.output()
+    assert not list((spool / "inflight").glob(f"{doomed.process.pid}-*"))  # lock and journal
+    assert stop(survivor) == 0
