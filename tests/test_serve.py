@@ -236,7 +236,7 @@ def test_serve_logs_once_when_a_target_starts_and_stops_failing_and_per_alert_ch
     assert len(failing) == 1 and len(again) == 1, server.output()
     assert "2/2 samples failed (2 × ConnectError: " in failing[0]
     assert [line for line in lines if fired in line][0].endswith(
-        "probe failing on flaky: no successful sample in 3 runs at test-vantage"
+        "probe failing on flaky: every request failed in 3 runs at test-vantage"
     )
     assert sum(fired in line for line in lines) == 1
     assert sum(resolved in line for line in lines) == 1

@@ -9,8 +9,10 @@ because setuptools cannot map a folder outside ``app/`` into a package found by
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -94,13 +96,32 @@ def is_current(engine: Engine) -> bool:
     return current_revision(engine) == head_revision()
 
 
+@dataclass
+class _Quiet:
+    """How many upgrades are keeping alembic quiet, and its level before the first: threads
+    (a migration in the background beside a command's) must not restore each other's."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    depth: int = 0
+    level: int = logging.NOTSET
+
+
+_QUIET = _Quiet()
+
+
 @contextmanager
 def _quiet_alembic() -> Iterator[None]:
     # Alembic logs every step at INFO; the CLI's own logging should not show them.
     logger = logging.getLogger("alembic")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
+    with _QUIET.lock:
+        if _QUIET.depth == 0:
+            _QUIET.level = logger.level
+            logger.setLevel(logging.WARNING)
+        _QUIET.depth += 1
     try:
         yield
     finally:
-        logger.setLevel(level)
+        with _QUIET.lock:
+            _QUIET.depth -= 1
+            if _QUIET.depth == 0:
+                logger.setLevel(_QUIET.level)

@@ -173,6 +173,9 @@ class Spool:
 
     def _append(self, path: Path, data: bytes) -> None:
         try:
+            # Made on first use, as the journal makes its own: a spool nobody wrote to yet
+            # (or whose folder was removed) is still a place to put a run.
+            self.directory.mkdir(parents=True, exist_ok=True)
             with self._shared():
                 append_durable(path, data)
         except OSError as exc:
