@@ -10,6 +10,7 @@ import asyncio
 import functools
 import logging
 import ssl
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -159,7 +160,7 @@ async def _send(
     """``request`` sent and the redirects it meets followed as ``spec`` says: the final
     response, its body still to read."""
     seen = [request.url]
-    response = await client.send(request, stream=True)
+    response = _closed_whole(await client.send(request, stream=True))
     while redirects.is_hop(spec, response):
         exchange.response = response
         try:
@@ -168,7 +169,40 @@ async def _send(
             await redirects.drain(response)
             _unbind(response)
         exchange.recorder.redirected()
-        response = await client.send(request, stream=True)
+        response = _closed_whole(await client.send(request, stream=True))
+    return response
+
+
+class _WholeClose(httpx.AsyncByteStream):
+    """A response's stream whose close the deadline cannot stop half-way.
+
+    httpcore shields its clean-up with anyio's cancel scope, which a plain asyncio
+    cancellation (``asyncio.timeout``, our deadline) passes straight through. A cut landing
+    inside the close (httpx closes the response as the last byte is read, inside the
+    deadline) left the connection checked out: the pool then made every later sample of
+    the run wait for the whole deadline. The close runs in a task of its own, which the cut
+    waits for (microseconds) before it goes on.
+    """
+
+    def __init__(self, stream: httpx.AsyncByteStream) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        # The inner iterator itself: no frame of ours per chunk.
+        return self._stream.__aiter__()
+
+    async def aclose(self) -> None:
+        closing = asyncio.ensure_future(self._stream.aclose())
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            await closing
+            raise
+
+
+def _closed_whole(response: httpx.Response) -> httpx.Response:
+    assert isinstance(response.stream, httpx.AsyncByteStream)
+    response.stream = _WholeClose(response.stream)
     return response
 
 
