@@ -7,6 +7,7 @@ busy (as a real server in another process does).
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -18,6 +19,7 @@ from dataclasses import replace
 import pytest
 
 from app.probe.client import make_client, probe_once
+from app.probe.run import probe_run
 from app.probe.sample import Status
 from app.probe.spec import Kind, ProbeSpec
 
@@ -51,20 +53,22 @@ def _read_request(conn: socket.socket, pending: bytes) -> bytes | None:
     return pending[length:]
 
 
-def _serve_connection(conn: socket.socket, answer: bytes, delay_s: float) -> None:
+def _serve_connection(conn: socket.socket, answer: bytes, delays: Iterator[float]) -> None:
     pending: bytes | None = b""
     with conn:
         try:
             while (pending := _read_request(conn, pending or b"")) is not None:
-                time.sleep(delay_s)
+                time.sleep(next(delays))
                 conn.sendall(answer)
         except OSError:
             pass
 
 
 @contextmanager
-def threaded_server(answer: bytes, delay_s: float = 0.0) -> Iterator[str]:
-    """Answers every request on every connection with ``answer`` after ``delay_s``."""
+def threaded_server(answer: bytes, *delays_s: float) -> Iterator[str]:
+    """Answers every request with ``answer``, the n-th after the n-th of ``delays_s``
+    (cycled; none: at once), on any connection."""
+    delays = itertools.cycle(delays_s or (0.0,))
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.05)  # a closed listener does not wake a blocked accept()
     stop = threading.Event()
@@ -78,7 +82,7 @@ def threaded_server(answer: bytes, delay_s: float = 0.0) -> Iterator[str]:
             except OSError:
                 return
             conn.settimeout(None)
-            args = (conn, answer, delay_s)
+            args = (conn, answer, delays)
             threading.Thread(target=_serve_connection, args=args, daemon=True).start()
 
     thread = threading.Thread(target=accept, daemon=True)
@@ -118,3 +122,60 @@ async def test_a_cut_while_the_answer_closes_leaves_the_pool_a_connection() -> N
     assert cut > 0
     assert after.status is Status.OK
     assert after.phases["connect"] < 0.2 * after.total_ms
+
+
+JSON_ANSWER = json.dumps({"choices": [{"index": 0, "message": {"content": "hi"}}]}).encode()
+
+
+@pytest.mark.parametrize("reused", [False, True], ids=["fresh", "pooled"])
+async def test_a_cut_before_the_headers_keeps_the_round_trip_as_network(reused: bool) -> None:
+    """No answer by the deadline: network is still the kernel's round trip of the socket
+    the request went out on (read as it closed; on a pooled connection, as the sample
+    before left it), not 0 with all the head in queue."""
+    delays = (0.0, 0.5) if reused else (0.5,)
+    with threaded_server(_answer(JSON_ANSWER, "application/json"), *delays) as url:
+        spec = stream_spec(url, body={"messages": []}, deadline_ms=100)
+        *before, sample = await probe_run(spec, 2 if reused else 1)
+    assert [s.status for s in before] == [Status.OK] * len(before)
+    assert sample.status is Status.DEADLINE_EXCEEDED
+    assert sample.connection_reused is reused
+    assert sample.rtt_ms is not None and sample.rtt_ms > 0
+    assert sample.phases["network"] == pytest.approx(sample.rtt_ms)
+    assert sample.provenance["network"] == "estimated"
+
+
+async def test_a_cut_stream_keeps_the_round_trip_as_network() -> None:
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    with threaded_server(head, 0.0) as url:  # headers, then nothing: no token by the deadline
+        spec = stream_spec(url, deadline_ms=100)
+        async with make_client(spec) as client:
+            sample = await probe_once(client, spec)
+    assert sample.status is Status.DEADLINE_EXCEEDED
+    assert sample.marks.response_headers is not None
+    assert sample.rtt_ms is not None and sample.rtt_ms > 0
+    assert sample.phases["network"] == pytest.approx(sample.rtt_ms)
+
+
+def _timed_stream() -> bytes:
+    """A stream whose server says how long it queued and prefilled (Server-Timing)."""
+    body = (_EVENT + b"\n\n") * 3 + b"data: [DONE]\n\n"
+    head = (
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        f"server-timing: queue;dur=10, prefill;dur=10\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def test_a_cut_keeps_the_network_an_earlier_sample_measured_against_the_server() -> None:
+    """The server accounts for its queue and prefill, so an answered sample measures network
+    (time to first token minus them); a cut one never gets that account, and takes the
+    run's last measured network instead of the kernel's loopback round trip."""
+    with threaded_server(_timed_stream(), 0.040, 0.5) as url:
+        answered, cut = await probe_run(stream_spec(url, deadline_ms=200), 2)
+    assert answered.status is Status.OK and cut.status is Status.DEADLINE_EXCEEDED
+    assert answered.provenance["network"] == "measured"
+    assert answered.phases["network"] > 10  # 40 ms to the first token, 20 ms accounted for
+    assert cut.phases["network"] == pytest.approx(answered.phases["network"])
+    assert cut.phases["queue"] == pytest.approx(200 - cut.phases["network"] - cut.phases["connect"])

@@ -31,7 +31,7 @@ from app.probe.readers import (
     StreamReader,
 )
 from app.probe.redact import Redactor
-from app.probe.rtt import response_socket, tcp_rtt_ms
+from app.probe.rtt import Earlier, response_stream, stream_rtt_ms
 from app.probe.sample import Marks, Sample, Status
 from app.probe.servertiming import timing_from_headers
 from app.probe.spec import Kind, ProbeSpec
@@ -84,7 +84,12 @@ class _Exchange:
     findings: Findings = field(default_factory=Findings)
     response: httpx.Response | None = None
     streaming: bool = False
-    rtt_ms: float | None = None
+
+    def kernel_rtt_ms(self) -> float | None:
+        """The RTT of the socket this request went out on, open or closed (a cut one is
+        closed by now): the response's connection, else the one made for the request."""
+        stream = response_stream(self.response) or self.recorder.fresh_stream
+        return stream_rtt_ms(stream)
 
 
 async def probe_once(
@@ -93,9 +98,17 @@ async def probe_once(
     index: int = 0,
     *,
     rtt_ms: float | None = None,
+    earlier: Earlier | None = None,
     cold_start: bool = False,
 ) -> Sample:
-    """Probe ``spec`` once. Never raises for anything the endpoint does: it is a sample."""
+    """Probe ``spec`` once. Never raises for anything the endpoint does: it is a sample.
+
+    ``rtt_ms`` is the run's round-trip estimate (``rtt: ttfb``); without it the kernel's
+    RTT of the request's socket is used, else the one ``earlier`` samples of the run read
+    (a request cut before its answer on a pooled connection leaves no socket of its own
+    to ask). A cut sample never gets the server's account of its time: the network an
+    earlier sample measured against that account, if any, is its estimate.
+    """
     started_at = clock.utcnow()
     redactor = Redactor.of(spec.headers)
     exchange = _Exchange(TraceRecorder(clock.now_ns()), redactor)
@@ -116,7 +129,15 @@ async def probe_once(
         end_ns = exchange.recorder.marks.stream_end or end_ns
         if exchange.response is not None and exchange.response.status_code >= 400:
             status = Status.HTTP_ERROR
-    sample = _sample(spec, exchange, index, started_at, status, end_ns, rtt_ms)
+    if rtt_ms is None:
+        rtt_ms = exchange.kernel_rtt_ms()
+    earlier = earlier or Earlier()
+    if rtt_ms is None:
+        rtt_ms = earlier.rtt_ms
+    network_ms = rtt_ms
+    if status is Status.DEADLINE_EXCEEDED and earlier.network_ms is not None:
+        network_ms = earlier.network_ms
+    sample = _sample(spec, exchange, index, started_at, status, end_ns, (rtt_ms, network_ms))
     sample.cold_start = cold_start
     outcome.describe(sample, exchange.response, exchange.findings.error, error, redactor)
     if error is not None:
@@ -149,7 +170,6 @@ async def _exchange(
                 break
         reader.close(recorder.now())
         recorder.mark("stream_end")
-        exchange.rtt_ms = tcp_rtt_ms(response_socket(response))
     finally:
         await response.aclose()
 
@@ -258,12 +278,13 @@ def _sample(
     started_at: datetime,
     status: Status,
     end_ns: int,
-    rtt_ms: float | None,
+    round_trip: tuple[float | None, float | None],
 ) -> Sample:
+    """``round_trip``: the RTT, and the network estimate taken from it or from earlier."""
+    rtt_ms, network_ms = round_trip
     marks = exchange.recorder.marks
     findings = exchange.findings
-    measured_rtt = rtt_ms if rtt_ms is not None else exchange.rtt_ms
-    breakdown = _breakdown(spec, exchange, marks, end_ns, measured_rtt)
+    breakdown = _breakdown(spec, exchange, marks, end_ns, network_ms)
     response = exchange.response
     return Sample(
         index=index,
@@ -281,7 +302,7 @@ def _sample(
         request_id=outcome.request_id(response, exchange.redactor),
         tokens=findings.tokens,
         server_timing=outcome.scrub_timing(findings.server_timing, exchange.redactor),
-        rtt_ms=measured_rtt,
+        rtt_ms=rtt_ms,
     )
 
 

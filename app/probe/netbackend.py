@@ -10,7 +10,9 @@ on, buffered up to a bound, so a read of data already in takes no loop turn.
 The contract is httpcore's ``AsyncNetworkBackend``/``AsyncNetworkStream``: timeouts are
 per call (``ConnectTimeout``/``ReadTimeout``/``WriteTimeout``), failures are httpcore's
 ``ConnectError``/``ReadError``/``WriteError``, cancellation passes through untouched.
-``get_extra_info("socket")`` is the real ``socket.socket`` (``rtt`` reads ``TCP_INFO``).
+``get_extra_info("socket")`` is the real ``socket.socket``; ``get_extra_info("tcp_rtt_ms")``
+is the kernel's smoothed RTT of it (``TCP_INFO``), read at the close once it is closed: a
+request cut at its deadline is closed before the probe can ask.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from httpcore import (
 )
 from httpcore._backends.base import SOCKET_OPTION
 from httpcore._utils import is_socket_readable
+
+from app.probe.rtt import tcp_rtt_ms
 
 # Reading pauses above this many buffered bytes, so a server that floods memory cannot.
 HIGH_WATER = 256 * 1024
@@ -146,6 +150,7 @@ class AsyncioStream(AsyncNetworkStream):
         # Kept now: once the socket is closed nobody can ask it any more.
         self._server_addr = _address(sock.getpeername)
         self._client_addr = _address(sock.getsockname)
+        self._closed_rtt_ms: float | None = None
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         self._flush()
@@ -185,6 +190,8 @@ class AsyncioStream(AsyncNetworkStream):
 
     async def aclose(self) -> None:
         self._flush()
+        if not self._transport.is_closing():
+            self._closed_rtt_ms = tcp_rtt_ms(self._sock)
         # As httpcore's anyio backend does (standard_compatible=False): no TLS close_notify
         # exchange, which would wait on a peer that may be gone.
         if self._tls:
@@ -233,6 +240,8 @@ class AsyncioStream(AsyncNetworkStream):
             return self._transport.get_extra_info("ssl_object") if self._tls else None
         if info == "is_readable":
             return self._readable()
+        if info == "tcp_rtt_ms":
+            return self._closed_rtt_ms if self._transport.is_closing() else tcp_rtt_ms(self._sock)
         return None
 
     def _readable(self) -> bool:

@@ -9,7 +9,7 @@ import httpx
 
 from app.probe import clock
 from app.probe.client import make_client, probe_once, warm_up
-from app.probe.rtt import fastest
+from app.probe.rtt import Earlier, fastest
 from app.probe.sample import Sample
 from app.probe.spec import ProbeSpec, RttMethod
 from app.probe.trace import TraceRecorder
@@ -36,12 +36,14 @@ async def probe_run(
         rtt_ms = await _ttfb_rtt(client, spec) if spec.rtt_method is RttMethod.TTFB else None
         cold = idle_since is None or clock.monotonic() - idle_since >= spec.cold_after_idle_s
         results: list[Sample] = []
+        earlier = Earlier()
         for index in range(samples):
             if index and spacing_s > 0:
                 await asyncio.sleep(spacing_s)
             sample = await probe_once(
-                client, spec, index, rtt_ms=rtt_ms, cold_start=cold and index == 0
+                client, spec, index, rtt_ms=rtt_ms, earlier=earlier, cold_start=cold and not index
             )
+            earlier = earlier.after(sample)
             results.append(sample)
             if on_sample is not None:
                 on_sample(sample)
