@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from app.probe.phases import http_phases, llm_phases
 from app.probe.sample import Marks, ServerTiming
@@ -227,51 +225,3 @@ def test_http_phases(case: Case) -> None:
     for name, provenance in case.provenance.items():
         assert result.provenance[name] == provenance, name
     assert abs(sum(result.phases.values()) - case.end_ms) < 0.01
-
-
-optional_ns = st.none() | st.integers(min_value=0, max_value=10**11)
-optional_ms = st.none() | st.floats(min_value=0, max_value=1e5)
-
-
-@given(
-    request_start=optional_ns,
-    headers=optional_ns,
-    first=optional_ns,
-    last=optional_ns,
-    first_byte=optional_ns,
-    end=st.integers(min_value=0, max_value=10**11),
-    queue=optional_ms,
-    prefill=optional_ms,
-    generation=optional_ms,
-    processing=optional_ms,
-    rtt=optional_ms,
-    streaming=st.booleans(),
-)
-def test_phases_always_add_up_and_are_never_negative(
-    request_start: int | None,
-    headers: int | None,
-    first: int | None,
-    last: int | None,
-    first_byte: int | None,
-    end: int,
-    queue: float | None,
-    prefill: float | None,
-    generation: float | None,
-    processing: float | None,
-    rtt: float | None,
-    streaming: bool,
-) -> None:
-    recorded = Marks(
-        request_start=request_start,
-        response_headers=headers,
-        first_byte=first_byte,
-        first_answer_token=first,
-        last_answer_token=last,
-    )
-    server = ServerTiming(queue, prefill, generation, processing)
-    for result in (
-        llm_phases(recorded, end, server, rtt, streaming=streaming),
-        http_phases(recorded, end, server, rtt),
-    ):
-        assert abs(sum(result.phases.values()) - end / MS) < 0.01
-        assert min(result.phases.values()) >= 0

@@ -20,22 +20,14 @@ import certifi
 import httpx
 
 from app.probe import clock, outcome, redirects
-from app.probe import phases as phase_model
+from app.probe.kinds import KINDS, Answer
 from app.probe.netbackend import AsyncioBackend
-from app.probe.readers import (
-    BodyReader,
-    CountingReader,
-    ErrorBodyReader,
-    Findings,
-    JsonAnswerReader,
-    StreamReader,
-)
+from app.probe.readers import BodyReader, ErrorBodyReader, Findings
 from app.probe.redact import Redactor
 from app.probe.rtt import Earlier, response_stream, stream_rtt_ms
-from app.probe.sample import Marks, Sample, Status
+from app.probe.sample import Sample, Status
 from app.probe.servertiming import timing_from_headers
-from app.probe.spec import Kind, ProbeSpec
-from app.probe.streams import OpenAIEventReader, read_anthropic_event
+from app.probe.spec import ProbeSpec
 from app.probe.trace import TraceRecorder
 
 log = logging.getLogger(__name__)
@@ -257,18 +249,10 @@ def _reader_for(spec: ProbeSpec, response: httpx.Response, exchange: _Exchange) 
     findings.server_timing.merge(timing_from_headers(response.headers, spec.server_timing_map))
     if response.status_code >= 400:
         return ErrorBodyReader(findings, exchange.redactor)
-    marks = exchange.recorder.marks
-    content_type = response.headers.get("content-type", "")
-    if spec.kind is Kind.HTTP:
-        return CountingReader(spec.max_body_bytes)
-    if content_type.startswith("text/event-stream"):
-        exchange.streaming = True
-        if spec.kind is Kind.ANTHROPIC:
-            return StreamReader(read_anthropic_event, marks, findings, spec.max_body_bytes)
-        openai = OpenAIEventReader()
-        limit = spec.max_body_bytes
-        return StreamReader(openai, marks, findings, limit, answer_chunk=openai.answer_chunk)
-    return JsonAnswerReader(findings, spec.max_body_bytes, openai=spec.kind is Kind.OPENAI)
+    answer = Answer(exchange.recorder.marks, findings, spec.max_body_bytes)
+    reader = KINDS[spec.kind].reader(response, answer)
+    exchange.streaming = reader.streaming
+    return reader
 
 
 def _sample(
@@ -284,7 +268,9 @@ def _sample(
     rtt_ms, network_ms = round_trip
     marks = exchange.recorder.marks
     findings = exchange.findings
-    breakdown = _breakdown(spec, exchange, marks, end_ns, network_ms)
+    server = exchange.findings.server_timing
+    kind = KINDS[spec.kind]
+    breakdown = kind.breakdown(marks, end_ns, server, network_ms, streaming=exchange.streaming)
     response = exchange.response
     return Sample(
         index=index,
@@ -304,15 +290,6 @@ def _sample(
         server_timing=outcome.scrub_timing(findings.server_timing, exchange.redactor),
         rtt_ms=rtt_ms,
     )
-
-
-def _breakdown(
-    spec: ProbeSpec, exchange: _Exchange, marks: Marks, end_ns: int, rtt_ms: float | None
-) -> phase_model.Breakdown:
-    server = exchange.findings.server_timing
-    if spec.kind is Kind.HTTP:
-        return phase_model.http_phases(marks, end_ns, server, rtt_ms)
-    return phase_model.llm_phases(marks, end_ns, server, rtt_ms, streaming=exchange.streaming)
 
 
 def _cutoff_error(spec: ProbeSpec) -> TimeoutError:
