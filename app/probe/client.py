@@ -10,7 +10,6 @@ import asyncio
 import functools
 import logging
 import ssl
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,7 +18,7 @@ import anyio
 import certifi
 import httpx
 
-from app.probe import clock, outcome, redirects
+from app.probe import clock, outcome, redirects, responses
 from app.probe.kinds import KINDS, Answer
 from app.probe.netbackend import AsyncioBackend
 from app.probe.readers import BodyReader, ErrorBodyReader, Findings
@@ -135,7 +134,7 @@ async def probe_once(
     if error is not None:
         # The scrubbed text, never the exception: its message may quote a secret.
         log.debug("probe of %s failed: %s: %s", spec.url, sample.error_class, sample.error)
-    _unbind(exchange.response)
+    responses.unbind(exchange.response)
     return sample
 
 
@@ -172,59 +171,17 @@ async def _send(
     """``request`` sent and the redirects it meets followed as ``spec`` says: the final
     response, its body still to read."""
     seen = [request.url]
-    response = _closed_whole(await client.send(request, stream=True))
+    response = responses.closed_whole(await client.send(request, stream=True))
     while redirects.is_hop(spec, response):
         exchange.response = response
         try:
             request = redirects.next_request(client, request, response, spec, seen)
         finally:
             await redirects.drain(response)
-            _unbind(response)
+            responses.unbind(response)
         exchange.recorder.redirected()
-        response = _closed_whole(await client.send(request, stream=True))
+        response = responses.closed_whole(await client.send(request, stream=True))
     return response
-
-
-class _WholeClose(httpx.AsyncByteStream):
-    """A response's stream whose close the deadline cannot stop half-way.
-
-    httpcore shields its clean-up with anyio's cancel scope, which a plain asyncio
-    cancellation (``asyncio.timeout``, our deadline) passes straight through. A cut landing
-    inside the close (httpx closes the response as the last byte is read, inside the
-    deadline) left the connection checked out: the pool then made every later sample of
-    the run wait for the whole deadline. The close runs in a task of its own, which the cut
-    waits for (microseconds) before it goes on.
-    """
-
-    def __init__(self, stream: httpx.AsyncByteStream) -> None:
-        self._stream = stream
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        # The inner iterator itself: no frame of ours per chunk.
-        return self._stream.__aiter__()
-
-    async def aclose(self) -> None:
-        closing = asyncio.ensure_future(self._stream.aclose())
-        try:
-            await asyncio.shield(closing)
-        except asyncio.CancelledError:
-            await closing
-            raise
-
-
-def _closed_whole(response: httpx.Response) -> httpx.Response:
-    assert isinstance(response.stream, httpx.AsyncByteStream)
-    response.stream = _WholeClose(response.stream)
-    return response
-
-
-def _unbind(response: httpx.Response | None) -> None:
-    """Break the closed response's reference cycle (httpx binds its stream to it), so that
-    refcounting frees the response, and through it the client's pool once the client is
-    closed, at once instead of at the next full garbage collection (a ~0.1 s pause in a
-    process running many probes)."""
-    if response is not None and response.is_closed:
-        response.stream = httpx.ByteStream(b"")
 
 
 def _build_request(
