@@ -237,6 +237,7 @@ def _sample(
         phases=breakdown.phases,
         provenance=breakdown.provenance,
         unsplit=breakdown.unsplit,
+        flags=breakdown.flags,
         marks=marks,
         http_status=None if response is None else response.status_code,
         http_version=None if response is None else response.http_version,

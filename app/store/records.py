@@ -25,6 +25,7 @@ DETAIL_KEYS = (
     "tokens",
     "server_timing",
     "unsplit",
+    "flags",
 )
 
 

@@ -21,7 +21,8 @@ class LlmKind:
     kind: Kind
     stream: Callable[[Answer], StreamReader]  # a reader for one stream of events
     body: Callable[[bytes], StreamFacts]  # the facts of one whole answer
-    phases: tuple[str, ...] = LLM_PHASES
+    # A whole answer whose server did not say how long it generated has one server phase.
+    phases: tuple[str, ...] = (*LLM_PHASES[:-1], "server", LLM_PHASES[-1])
     # They POST a body that a 301, 302 or 303 would turn into a GET.
     follows_redirects: bool = False
 
