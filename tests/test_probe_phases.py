@@ -292,6 +292,23 @@ HTTP_CASES = [
         flags=("server_timing_clamped",),
     ),
     Case(
+        "redirected: server is the final server's processing plus every hop before it",
+        marks(request_start=2, redirect_end=40, response_headers=52, stream_end=60),
+        60,
+        {"connect": 2, "network": 2, "server": 48, "transfer": 8},
+        {"network": "measured", "server": "server"},
+        server=ServerTiming(processing_ms=10, raw={"server-timing:total": 10}),
+        rtt_ms=1,  # 12 ms from the final request to its headers, 10 accounted for
+    ),
+    Case(
+        "redirected, nothing reported: the round trip no longer than the final request",
+        marks(request_start=2, redirect_end=40, response_headers=42, stream_end=50),
+        50,
+        {"connect": 2, "network": 2, "server": 38, "transfer": 8},
+        {"network": "estimated", "server": "estimated"},
+        rtt_ms=5,
+    ),
+    Case(
         "queue and prefill reported to a plain HTTP target add up to server time",
         marks(request_start=2, response_headers=122, stream_end=130),
         130,

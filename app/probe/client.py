@@ -18,6 +18,7 @@ import anyio
 import certifi
 import httpx
 
+from app import __version__
 from app.probe import clock, outcome, redirects, responses
 from app.probe.kinds import KINDS, Answer
 from app.probe.netbackend import AsyncioBackend
@@ -30,6 +31,9 @@ from app.probe.spec import ProbeSpec
 from app.probe.trace import TraceRecorder
 
 log = logging.getLogger(__name__)
+# Every probe request names us (a target's own User-Agent header wins): an operator reading
+# their access log can tell the probe's traffic from their users'.
+USER_AGENT = f"phasewatch/{__version__}"
 
 
 def make_client(spec: ProbeSpec, *, connections: int = 1) -> httpx.AsyncClient:
@@ -43,7 +47,11 @@ def make_client(spec: ProbeSpec, *, connections: int = 1) -> httpx.AsyncClient:
     # httpx does not take a network backend; its pool (httpcore's, pinned) does.
     transport._pool._network_backend = AsyncioBackend()
     return httpx.AsyncClient(
-        transport=transport, timeout=timeout, follow_redirects=False, trust_env=False
+        transport=transport,
+        timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,
+        headers={"user-agent": USER_AGENT},
     )
 
 

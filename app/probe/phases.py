@@ -209,7 +209,10 @@ def http_phases(marks: Marks, end_ns: int, server: ServerTiming, rtt_ms: float |
     """
     connected = _cut(marks.request_start, 0, end_ns)
     headers = _cut(marks.response_headers, connected, end_ns)
-    final = _cut(marks.redirect_end, connected, headers)  # the final request's start
+    # The final request's start: the first one's, or the redirects' end.
+    final = (
+        connected if marks.redirect_end is None else _cut(marks.redirect_end, connected, headers)
+    )
     processing, ignored = trusted_processing(server.processing_ms, _ms(headers - final), rtt_ms)
     reported = [
         ms for ms in (server.queue_ms, server.prefill_ms, server.generation_ms) if ms is not None
@@ -220,7 +223,8 @@ def http_phases(marks: Marks, end_ns: int, server: ServerTiming, rtt_ms: float |
     if server_ms is not None and marks.redirect_end is not None:
         server_ms += _ms(final - connected)
     head_ms = _ms(headers - connected)
-    network_ms, network_provenance, _ = estimate_network(head_ms, None, None, rtt_ms)
+    # The round trip is the final request's: no longer than it took, whatever the hops did.
+    network_ms, network_provenance, _ = estimate_network(_ms(headers - final), None, None, rtt_ms)
     head = split_head(head_ms, {"server": server_ms}, (network_ms, network_provenance))
     phases = {"connect": _ms(connected), **head.phases, "transfer": _ms(end_ns - headers)}
     provenance = {"connect": M, **head.provenance, "transfer": M}
