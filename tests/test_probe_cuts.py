@@ -179,3 +179,15 @@ async def test_a_cut_keeps_the_network_an_earlier_sample_measured_against_the_se
     assert answered.phases["network"] > 10  # 40 ms to the first token, 20 ms accounted for
     assert cut.phases["network"] == pytest.approx(answered.phases["network"])
     assert cut.phases["queue"] == pytest.approx(200 - cut.phases["network"] - cut.phases["connect"])
+
+
+async def test_a_pooled_connection_s_round_trip_is_not_its_server_s_time() -> None:
+    """Past its first exchanges the server ACKs each request only with its answer (delayed
+    ACK), so the kernel's smoothed RTT of a pooled connection climbs toward the server's
+    time, request by request; the least RTT it has seen stays the wire's."""
+    with threaded_server(_answer(JSON_ANSWER, "application/json"), 0.030) as url:
+        samples = await probe_run(ProbeSpec(url=url), 6)
+    assert all(s.status is Status.OK for s in samples)
+    assert all(s.connection_reused for s in samples[1:])
+    rtts = [s.rtt_ms for s in samples]
+    assert all(rtt is not None and rtt < 5.0 for rtt in rtts), rtts  # loopback, not 30 ms

@@ -11,7 +11,7 @@ The contract is httpcore's ``AsyncNetworkBackend``/``AsyncNetworkStream``: timeo
 per call (``ConnectTimeout``/``ReadTimeout``/``WriteTimeout``), failures are httpcore's
 ``ConnectError``/``ReadError``/``WriteError``, cancellation passes through untouched.
 ``get_extra_info("socket")`` is the real ``socket.socket``; ``get_extra_info("tcp_rtt_ms")``
-is the kernel's smoothed RTT of it (``TCP_INFO``), read at the close once it is closed: a
+is the kernel's RTT of it (``app.probe.rtt``), read at the close once it is closed: a
 request cut at its deadline is closed before the probe can ask.
 """
 

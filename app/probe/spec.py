@@ -21,7 +21,7 @@ class Kind(StrEnum):
 
 
 class RttMethod(StrEnum):
-    TCP = "tcp"  # handshake time on a fresh connection, kernel's smoothed RTT on a pooled one
+    TCP = "tcp"  # the least RTT the kernel has seen on the request's socket
     TTFB = "ttfb"  # fastest time to first byte of a trivial request to ``rtt_url``
 
 
