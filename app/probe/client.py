@@ -82,6 +82,7 @@ class _Exchange:
     redactor: Redactor
     findings: Findings = field(default_factory=Findings)
     response: httpx.Response | None = None
+    # Until an answer says otherwise (a cut before it), what the request asked for.
     streaming: bool = False
 
     def kernel_rtt_ms(self) -> float | None:
@@ -111,6 +112,7 @@ async def probe_once(
     started_at = clock.utcnow()
     redactor = Redactor.of(spec.headers)
     exchange = _Exchange(TraceRecorder(clock.now_ns()), redactor)
+    exchange.streaming = _asks_for_stream(spec)
     cutoff_ns = int(spec.cutoff_s * 1e9)
     status, error = Status.OK, None
     cutoff = asyncio.timeout(spec.cutoff_s)
@@ -256,6 +258,11 @@ def _sample(
         server_timing=outcome.scrub_timing(findings.server_timing, exchange.redactor),
         rtt_ms=rtt_ms,
     )
+
+
+def _asks_for_stream(spec: ProbeSpec) -> bool:
+    """A JSON body with ``"stream": true`` (OpenAI's and Anthropic's way of asking)."""
+    return isinstance(spec.body, dict) and spec.body.get("stream") is True
 
 
 def _cutoff_error(spec: ProbeSpec) -> TimeoutError:
