@@ -4,8 +4,9 @@ request, in the order they finish (it serves one at a time).
 
 The server runs under ``PHASEWATCH_LLM_PYTHON`` (default: this interpreter) with
 ``llama_cpp.server`` importable there; ``.ci/test`` installs the wheel from
-``../shared/llm/wheels`` into the venv. The model is ``PHASEWATCH_LLM_MODEL`` (default
-``../shared/llm/tiny-random-llama.gguf``). See ../shared/llm/README.md for how it behaves.
+``$PHASEWATCH_LLM_DIR/wheels`` (default ``../shared/llm``) into the venv. The model is
+``PHASEWATCH_LLM_MODEL`` (default ``$PHASEWATCH_LLM_DIR/tiny-random-llama.gguf``). See
+../shared/llm/README.md for how the server behaves.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any
 from tests.real.parts import ROOT, free_port, missing, stop, wait_until_answering
 
 REQUIRE = "PHASEWATCH_REQUIRE_LLM"
-WHEELS = ROOT.parent / "shared" / "llm"
-MODEL = Path(os.environ.get("PHASEWATCH_LLM_MODEL", WHEELS / "tiny-random-llama.gguf"))
+SHARED = Path(os.environ.get("PHASEWATCH_LLM_DIR", ROOT.parent / "shared" / "llm"))
+MODEL = Path(os.environ.get("PHASEWATCH_LLM_MODEL", SHARED / "tiny-random-llama.gguf"))
 # Random weights emit byte tokens, which the server holds back while streaming; banning
 # them (and the end-of-sequence token, 2) gives a clean stream exactly max_tokens long.
 CLEAN = {str(token): -100 for token in range(259)}
@@ -127,7 +128,7 @@ def check_installed() -> None:
             "llama.cpp",
             REQUIRE,
             f"{python()} cannot import llama_cpp.server (PHASEWATCH_LLM_PYTHON); "
-            f"pip install {WHEELS}/wheels/llama_cpp_python-*.whl uvicorn fastapi sse-starlette "
+            f"pip install {SHARED}/wheels/llama_cpp_python-*.whl uvicorn fastapi sse-starlette "
             "starlette-context pydantic-settings (.ci/test does)",
         )
 
