@@ -69,6 +69,8 @@ class Target(BaseModel):
     spacing: Seconds = 0.0
     jitter: Seconds = 0.0
     deadline_ms: float | None = Field(default=None, gt=0)
+    # After a sample cut at its deadline; None: the deadline, at most 5 s (docs/phases.md).
+    cooldown: Seconds | None = None
     timeout: Seconds = Field(default=60.0, gt=0)
     http2: bool = False
     verify: bool | str = True
@@ -136,6 +138,7 @@ class Target(BaseModel):
             rtt_method=self.rtt,
             rtt_url=self.rtt_url,
             max_redirects=self.max_redirects,
+            cooldown_s=self.cooldown,
         )
 
     def public(self) -> dict[str, Any]:

@@ -191,3 +191,15 @@ async def test_a_pooled_connection_s_round_trip_is_not_its_server_s_time() -> No
     assert all(s.connection_reused for s in samples[1:])
     rtts = [s.rtt_ms for s in samples]
     assert all(rtt is not None and rtt < 5.0 for rtt in rtts), rtts  # loopback, not 30 ms
+
+
+@pytest.mark.parametrize(("cooldown", "pause"), [(None, 0.2), (0.5, 0.5), (0.0, 0.0)])
+async def test_a_cut_is_followed_by_a_cool_down(cooldown: float | None, pause: float) -> None:
+    """Before the next sample: the deadline by default (a server that keeps working on a
+    cancelled request has had that long again to finish it), or the target's cool-down."""
+    with threaded_server(_answer(JSON_ANSWER, "application/json"), 0.4, 0.0) as url:
+        spec = ProbeSpec(url=url, deadline_ms=200, cooldown_s=cooldown)
+        cut, after = await probe_run(spec, 2)
+    assert cut.status is Status.DEADLINE_EXCEEDED and after.status is Status.OK
+    gap = (after.started_at - cut.started_at).total_seconds()
+    assert gap >= 0.2 + pause  # the deadline, then the pause (a lower bound: load adds)

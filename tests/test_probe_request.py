@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -65,3 +67,38 @@ async def test_openai_kinds_send_it_too() -> None:
         spec = ProbeSpec(url=url, kind=Kind.OPENAI, method="POST", body={"messages": []})
         await probe_run(spec, 1)
     assert header(seen[0][0], b"user-agent") == f"phasewatch/{__version__}".encode()
+
+
+async def test_a_body_with_a_nonce_is_new_for_every_request_and_i_counts() -> None:
+    body = {"messages": [{"role": "user", "content": "{{nonce}} sample {{ i }} of the run"}]}
+    async with recording() as (url, seen):
+        spec = ProbeSpec(url=url, kind=Kind.OPENAI, method="POST", body=body)
+        samples = await probe_run(spec, 3)
+    assert all(s.status.value == "ok" for s in samples)
+    contents = [json.loads(sent)["messages"][0]["content"] for _, sent in seen]
+    nonces = [content.split()[0] for content in contents]
+    assert len(set(nonces)) == 3 and all(re.fullmatch("[0-9a-f]{16}", n) for n in nonces)
+    assert [content.split(" ", 1)[1] for content in contents] == [
+        f"sample {i} of the run" for i in range(3)
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"prompt": "{{nonce}}"}', '{"prompt": "{{nonce}}"}'],
+    ids=["bytes", "text"],
+)
+async def test_a_body_given_as_text_is_templated_too(body: bytes | str) -> None:
+    async with recording() as (url, seen):
+        await probe_run(ProbeSpec(url=url, method="POST", body=body), 2)
+    prompts = [json.loads(sent)["prompt"] for _, sent in seen]
+    assert prompts[0] != prompts[1] and "{{" not in prompts[0]
+
+
+async def test_other_braces_and_bodies_without_placeholders_go_as_they_are() -> None:
+    body = {"prompt": "{{name}} and {{ nonce"}
+    async with recording() as (url, seen):
+        spec = ProbeSpec(url=url, method="POST", body=body)
+        assert not spec.templated
+        await probe_run(spec, 1)
+    assert json.loads(seen[0][1]) == body

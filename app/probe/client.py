@@ -19,7 +19,7 @@ import certifi
 import httpx
 
 from app import __version__
-from app.probe import clock, outcome, redirects, responses
+from app.probe import clock, outcome, redirects, responses, template
 from app.probe.kinds import KINDS, Answer
 from app.probe.netbackend import AsyncioBackend
 from app.probe.readers import BodyReader, ErrorBodyReader, Findings
@@ -80,6 +80,7 @@ class _Exchange:
 
     recorder: TraceRecorder
     redactor: Redactor
+    index: int = 0  # the sample's in its run: {{i}} in the body
     findings: Findings = field(default_factory=Findings)
     response: httpx.Response | None = None
     # Until an answer says otherwise (a cut before it), what the request asked for.
@@ -111,7 +112,7 @@ async def probe_once(
     """
     started_at = clock.utcnow()
     redactor = Redactor.of(spec.headers)
-    exchange = _Exchange(TraceRecorder(clock.now_ns()), redactor)
+    exchange = _Exchange(TraceRecorder(clock.now_ns()), redactor, index)
     exchange.streaming = _asks_for_stream(spec)
     cutoff_ns = int(spec.cutoff_s * 1e9)
     status, error = Status.OK, None
@@ -152,7 +153,7 @@ async def _exchange(
     client: httpx.AsyncClient, spec: ProbeSpec, exchange: _Exchange, cutoff: asyncio.Timeout
 ) -> None:
     recorder = exchange.recorder
-    request = _build_request(client, spec, recorder)
+    request = _build_request(client, spec, recorder, exchange.index)
     # Time zero is the hand-over to httpx, as curl's clock starts with its transfer:
     # building the request (~0.2 ms) is the probe's work, not the endpoint's time.
     recorder.start_ns = clock.now_ns()
@@ -195,13 +196,16 @@ async def _send(
 
 
 def _build_request(
-    client: httpx.AsyncClient, spec: ProbeSpec, recorder: TraceRecorder
+    client: httpx.AsyncClient, spec: ProbeSpec, recorder: TraceRecorder, index: int
 ) -> httpx.Request:
+    payload = spec.body
+    if spec.templated:
+        payload = template.render(payload, index)  # before time zero: not the endpoint's
     body: dict[str, Any] = {}
-    if isinstance(spec.body, bytes | str):
-        body["content"] = spec.body
-    elif spec.body is not None:
-        body["json"] = spec.body
+    if isinstance(payload, bytes | str):
+        body["content"] = payload
+    elif payload is not None:
+        body["json"] = payload
     return client.build_request(
         spec.method,
         spec.url,

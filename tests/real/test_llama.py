@@ -128,3 +128,46 @@ async def test_two_callers_at_once_queue_behind_each_other(llama: LlamaServer) -
     assert statistics.median(s.phases["queue"] for s in samples) > 0.3 * busy
     for sample in samples:
         assert sample.phases["generation"] < 1.25 * max(p.total_ms for p in perf)
+
+
+async def test_a_nonce_at_the_prompts_start_measures_prefill_on_every_sample(
+    llama: LlamaServer,
+) -> None:
+    """A 1,200-token prompt sent again is a prefix-cache hit: prefill in sample 0 only, and
+    the run's note says so. With ``{{nonce}}`` first, every sample evaluates it whole."""
+    text = prompt(400, seed=11)
+    same = await probed(llama, spec(llama, chat_body(text, 8, stream=True)), 5)
+    fresh = await probed(llama, spec(llama, chat_body("{{nonce}} " + text, 8, stream=True)), 5)
+    assert [perf.cached_prefix > 1000 for _, perf in same] == [False] + [True] * 4
+    notes = summarize([s for s, _ in same]).notes
+    assert [note.kind for note in notes] == ["first_sample_outlier"]
+    assert "in queue" in notes[0].text  # prefill, unsplit from queue on these streams
+    for sample, perf in fresh:
+        assert perf.prompt_tokens > 1000 and perf.cached_prefix < 10
+        # The head holds the prefill: most of llama.cpp's time for an 8-token answer.
+        head = sample.phases["queue"] + sample.phases["prefill"]
+        assert head > 0.6 * perf.total_ms, (sample.phases, perf)
+    assert summarize([s for s, _ in fresh]).notes == ()
+
+
+@pytest.mark.parametrize("cooldown", [0.0, 3.0], ids=["no-cooldown", "cooldown"])
+async def test_a_cool_down_keeps_a_cancelled_answer_off_the_next_sample(
+    llama: LlamaServer, cooldown: float
+) -> None:
+    """llama.cpp finishes a whole answer whose client left at the 60 ms deadline: a new
+    1,900-token prompt, 0.2-1.5 s here. The next sample sends it again, a cache hit of
+    ~5 ms, but without a cool-down it waits behind the cancelled answer and is cut too.
+    After a cool-down long enough its server time is its own."""
+    body = chat_body(prompt(630, seed=20 + int(cooldown)), 4, stream=False)
+    probe_spec = spec(llama, body, deadline_ms=60, cooldown_s=cooldown)
+    llama.settle(1.5)  # nothing of an earlier test still running
+    before = len(llama.perf())
+    cut, after = await probe_run(probe_spec, 2)
+    assert cut.status is Status.DEADLINE_EXCEEDED
+    assert after.marks.request_start is not None  # the pool gave it a connection at once
+    if not cooldown:
+        assert after.status is Status.DEADLINE_EXCEEDED, after.phases
+        return
+    own = llama.wait_for(before + 2)[before + 1]
+    assert after.status is Status.OK and own.cached_prefix > 1000
+    assert server_side(after) - own.total_ms <= max(20.0, 0.5 * own.total_ms), (after, own)
