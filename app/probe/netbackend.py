@@ -59,6 +59,10 @@ class _Buffered(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
+        # The socket's RTT, read as the connection ends (whoever ends it): asyncio closes
+        # the socket right after connection_lost, and nobody can ask it then.
+        self.sock: socket.socket | None = None
+        self.closed_rtt_ms: float | None = None
         self.chunks: deque[bytes] = deque()
         self.size = 0
         self.eof = False
@@ -82,10 +86,12 @@ class _Buffered(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self.eof = True
+        self.keep_rtt()
         self._wake_reader()
         return False  # the transport closes: a server that is done sending is done reading
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.keep_rtt()
         self.eof = True
         if exc is not None and self.error is None:
             self.error = exc
@@ -98,6 +104,10 @@ class _Buffered(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.writing_paused = False
         self._wake_writer()
+
+    def keep_rtt(self) -> None:
+        if self.closed_rtt_ms is None and self.sock is not None:
+            self.closed_rtt_ms = tcp_rtt_ms(self.sock)
 
     # One waiter each way: HTTP/2 may wait to write while it waits to read.
     def readable(self) -> asyncio.Future[None]:
@@ -150,7 +160,7 @@ class AsyncioStream(AsyncNetworkStream):
         # Kept now: once the socket is closed nobody can ask it any more.
         self._server_addr = _address(sock.getpeername)
         self._client_addr = _address(sock.getsockname)
-        self._closed_rtt_ms: float | None = None
+        protocol.sock = sock
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         self._flush()
@@ -191,7 +201,7 @@ class AsyncioStream(AsyncNetworkStream):
     async def aclose(self) -> None:
         self._flush()
         if not self._transport.is_closing():
-            self._closed_rtt_ms = tcp_rtt_ms(self._sock)
+            self._protocol.keep_rtt()
         # As httpcore's anyio backend does (standard_compatible=False): no TLS close_notify
         # exchange, which would wait on a peer that may be gone.
         if self._tls:
@@ -241,7 +251,8 @@ class AsyncioStream(AsyncNetworkStream):
         if info == "is_readable":
             return self._readable()
         if info == "tcp_rtt_ms":
-            return self._closed_rtt_ms if self._transport.is_closing() else tcp_rtt_ms(self._sock)
+            closed = self._transport.is_closing() or self._protocol.eof
+            return self._protocol.closed_rtt_ms if closed else tcp_rtt_ms(self._sock)
         return None
 
     def _readable(self) -> bool:
