@@ -83,4 +83,4 @@ def _excess_phase(first: _Timed, others: Sequence[_Timed]) -> str:
         return first.phases[name] - statistics.median(s.phases.get(name, 0.0) for s in others)
 
     names = [name for name in first.phases if name != "connect"]
-    return max(names, key=excess)
+    return max(names, key=excess, default="no phase")

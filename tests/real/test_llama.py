@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pytest
 
+from app.analysis.notes import first_sample_outlier
 from app.analysis.summary import summarize
 from app.probe.run import probe_run
 from app.probe.sample import Sample, Status
@@ -29,6 +31,15 @@ from tests.real.rawclient import RawAnswer, RawClient
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
 SERVER_SIDE = ("queue", "prefill", "generation", "server")
+
+
+@dataclass
+class Timed:
+    """llama.cpp's account of a request, as the notes read a sample."""
+
+    status: str
+    total_ms: float
+    phases: dict[str, float]
 
 
 def spec(server: LlamaServer, body: object, **fields: object) -> ProbeSpec:
@@ -134,7 +145,9 @@ async def test_a_nonce_at_the_prompts_start_measures_prefill_on_every_sample(
     llama: LlamaServer,
 ) -> None:
     """A 1,200-token prompt sent again is a prefix-cache hit: prefill in sample 0 only, and
-    the run's note says so. With ``{{nonce}}`` first, every sample evaluates it whole."""
+    the run's note says so. With ``{{nonce}}`` first, every sample evaluates it whole, and
+    the note is there only when llama.cpp's own totals show such an outlier too (on a busy
+    machine it once took 1,442 ms for the first of five, then 119-151 ms)."""
     text = prompt(400, seed=11)
     same = await probed(llama, spec(llama, chat_body(text, 8, stream=True)), 5)
     fresh = await probed(llama, spec(llama, chat_body("{{nonce}} " + text, 8, stream=True)), 5)
@@ -147,7 +160,9 @@ async def test_a_nonce_at_the_prompts_start_measures_prefill_on_every_sample(
         # The head holds the prefill: most of llama.cpp's time for an 8-token answer.
         head = sample.phases["queue"] + sample.phases["prefill"]
         assert head > 0.6 * perf.total_ms, (sample.phases, perf)
-    assert summarize([s for s, _ in fresh]).notes == ()
+    own = [Timed("ok", perf.total_ms, {"server": perf.total_ms}) for _, perf in fresh]
+    expected = first_sample_outlier(own) is not None
+    assert bool(summarize([s for s, _ in fresh]).notes) is expected, [p for _, p in fresh]
 
 
 @pytest.mark.parametrize("cooldown", [0.0, 3.0], ids=["no-cooldown", "cooldown"])
