@@ -131,15 +131,8 @@ async def probe_once(
         end_ns = exchange.recorder.marks.stream_end or end_ns
         if exchange.response is not None and exchange.response.status_code >= 400:
             status = Status.HTTP_ERROR
-    if rtt_ms is None:
-        rtt_ms = exchange.kernel_rtt_ms()
-    earlier = earlier or Earlier()
-    if rtt_ms is None:
-        rtt_ms = earlier.rtt_ms
-    network_ms = rtt_ms
-    if status is Status.DEADLINE_EXCEEDED and earlier.network_ms is not None:
-        network_ms = earlier.network_ms
-    sample = _sample(spec, exchange, index, started_at, status, end_ns, (rtt_ms, network_ms))
+    round_trip = _round_trip(exchange, status, rtt_ms, earlier or Earlier())
+    sample = _sample(spec, exchange, index, started_at, status, end_ns, round_trip)
     sample.cold_start = cold_start
     outcome.describe(sample, exchange.response, exchange.findings.error, error, redactor)
     if error is not None:
@@ -262,6 +255,19 @@ def _sample(
         server_timing=outcome.scrub_timing(findings.server_timing, exchange.redactor),
         rtt_ms=rtt_ms,
     )
+
+
+def _round_trip(
+    exchange: _Exchange, status: Status, rtt_ms: float | None, earlier: Earlier
+) -> tuple[float | None, float | None]:
+    """The sample's RTT, and the network estimate its breakdown takes (see probe_once)."""
+    if rtt_ms is None:
+        rtt_ms = exchange.kernel_rtt_ms()
+    if rtt_ms is None:
+        rtt_ms = earlier.rtt_ms
+    if status is Status.DEADLINE_EXCEEDED and earlier.network_ms is not None:
+        return rtt_ms, earlier.network_ms
+    return rtt_ms, rtt_ms
 
 
 def _asks_for_stream(spec: ProbeSpec) -> bool:
