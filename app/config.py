@@ -32,6 +32,7 @@ from app.analysis.detectors import DetectorParams
 from app.durations import Seconds
 from app.envvars import UnsetVariable, expand
 from app.probe.headername import HeaderName
+from app.probe.kinds import KINDS as PROBE_KINDS
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP, PHASES
 from app.probe.spec import DEFAULT_MAX_REDIRECTS, Kind, ProbeSpec, RttMethod
@@ -68,6 +69,8 @@ class Target(BaseModel):
     spacing: Seconds = 0.0
     jitter: Seconds = 0.0
     deadline_ms: float | None = Field(default=None, gt=0)
+    # After a sample cut at its deadline; None: the deadline, at most 5 s (docs/phases.md).
+    cooldown: Seconds | None = None
     timeout: Seconds = Field(default=60.0, gt=0)
     http2: bool = False
     verify: bool | str = True
@@ -107,7 +110,7 @@ class Target(BaseModel):
     @model_validator(mode="after")
     def _redirects_for_http(self) -> Target:
         asked = "follow_redirects" in self.model_fields_set and self.follow_redirects
-        if asked and self.kind is not Kind.HTTP:
+        if asked and not PROBE_KINDS[self.kind].follows_redirects:
             raise ValueError(
                 f"follow_redirects: {self.kind.value} targets do not follow redirects "
                 "(a 301, 302 or 303 would turn their POST into a GET); set url to where it points"
@@ -135,6 +138,7 @@ class Target(BaseModel):
             rtt_method=self.rtt,
             rtt_url=self.rtt_url,
             max_redirects=self.max_redirects,
+            cooldown_s=self.cooldown,
         )
 
     def public(self) -> dict[str, Any]:

@@ -72,3 +72,5 @@ def print_summary(console: Console, summary: Summary, unsplit: set[str], samples
         console.print(
             "(+…): the server reported no timing, so these phases could not be told apart"
         )
+    for note in summary.notes:
+        console.print(f"[yellow]note:[/yellow] {note.text}", highlight=False)

@@ -26,11 +26,12 @@ import httpx
 from app.demo.sim import SimConfig
 from app.demo.simproc import SimProcess
 from app.probe.client import make_client, probe_once
+from app.probe.kinds.openai import read_openai_event
 from app.probe.readers import Findings, StreamReader
 from app.probe.sample import Marks, Status
 from app.probe.servertiming import timing_from_usage, tokens_from_usage
 from app.probe.spec import ProbeSpec
-from app.probe.streams import SSEDecoder, read_openai_event
+from app.probe.sse import SSEDecoder
 from bench.common import (
     STREAM_BODY,
     RunClock,

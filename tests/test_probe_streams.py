@@ -9,19 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from app.probe.facts import StreamFacts
+from app.probe.kinds.anthropic import read_anthropic_body, read_anthropic_event
+from app.probe.kinds.openai import OpenAIEventReader, read_openai_body, read_openai_event
 from app.probe.readers import Findings, StreamReader
 from app.probe.sample import Marks, ServerTiming, Tokens
-from app.probe.streams import (
-    OpenAIEventReader,
-    SSEDecoder,
-    SSEEvent,
-    StreamFacts,
-    StreamFormatError,
-    read_anthropic_body,
-    read_anthropic_event,
-    read_openai_body,
-    read_openai_event,
-)
+from app.probe.sse import SSEDecoder, SSEEvent, StreamFormatError
 
 DATA = Path(__file__).parent / "data" / "streams"
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from app.analysis.notes import Note, run_notes
 from app.probe.sample import Status
 
 QUANTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
@@ -53,6 +54,8 @@ class Summary:
     total: dict[str, float]
     phases: dict[str, PhaseStats] = field(default_factory=dict)
     dominant: str | None = None
+    # What the numbers alone would hide (app.analysis.notes): one run's samples only.
+    notes: tuple[Note, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +65,7 @@ class Summary:
             "total": {k: round(v, 3) for k, v in self.total.items()},
             "phases": {name: stats.to_json() for name, stats in self.phases.items()},
             "dominant": self.dominant,
+            "notes": [note.to_json() for note in self.notes],
         }
 
 
@@ -86,7 +90,8 @@ def dominant_phase(phase_shares: dict[str, float]) -> str | None:
     return max(phase_shares, key=lambda name: phase_shares[name])
 
 
-def summarize(samples: Iterable[Timed]) -> Summary:
+def summarize(samples: Iterable[Timed], *, one_run: bool = True) -> Summary:
+    """``samples`` of one run in their order (then with its notes), or of any window."""
     samples = list(samples)
     timed = [s for s in samples if s.status in TIMED]
     names = _phase_names(timed)
@@ -99,6 +104,7 @@ def summarize(samples: Iterable[Timed]) -> Summary:
         total=total,
         phases={name: PhaseStats(per_phase[name], phase_shares[name]) for name in names},
         dominant=dominant_phase(phase_shares),
+        notes=run_notes(samples) if one_run else (),
     )
 
 

@@ -18,26 +18,22 @@ import anyio
 import certifi
 import httpx
 
-from app.probe import clock, outcome, redirects
-from app.probe import phases as phase_model
+from app import __version__
+from app.probe import clock, outcome, redirects, responses, template
+from app.probe.kinds import KINDS, Answer
 from app.probe.netbackend import AsyncioBackend
-from app.probe.readers import (
-    BodyReader,
-    CountingReader,
-    ErrorBodyReader,
-    Findings,
-    JsonAnswerReader,
-    StreamReader,
-)
+from app.probe.readers import BodyReader, ErrorBodyReader, Findings
 from app.probe.redact import Redactor
-from app.probe.rtt import response_socket, tcp_rtt_ms
-from app.probe.sample import Marks, Sample, Status
+from app.probe.rtt import Earlier, response_stream, stream_rtt_ms
+from app.probe.sample import Sample, Status
 from app.probe.servertiming import timing_from_headers
-from app.probe.spec import Kind, ProbeSpec
-from app.probe.streams import OpenAIEventReader, read_anthropic_event
+from app.probe.spec import ProbeSpec
 from app.probe.trace import TraceRecorder
 
 log = logging.getLogger(__name__)
+# Every probe request names us (a target's own User-Agent header wins): an operator reading
+# their access log can tell the probe's traffic from their users'.
+USER_AGENT = f"phasewatch/{__version__}"
 
 
 def make_client(spec: ProbeSpec, *, connections: int = 1) -> httpx.AsyncClient:
@@ -51,7 +47,11 @@ def make_client(spec: ProbeSpec, *, connections: int = 1) -> httpx.AsyncClient:
     # httpx does not take a network backend; its pool (httpcore's, pinned) does.
     transport._pool._network_backend = AsyncioBackend()
     return httpx.AsyncClient(
-        transport=transport, timeout=timeout, follow_redirects=False, trust_env=False
+        transport=transport,
+        timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,
+        headers={"user-agent": USER_AGENT},
     )
 
 
@@ -80,10 +80,17 @@ class _Exchange:
 
     recorder: TraceRecorder
     redactor: Redactor
+    index: int = 0  # the sample's in its run: {{i}} in the body
     findings: Findings = field(default_factory=Findings)
     response: httpx.Response | None = None
+    # Until an answer says otherwise (a cut before it), what the request asked for.
     streaming: bool = False
-    rtt_ms: float | None = None
+
+    def kernel_rtt_ms(self) -> float | None:
+        """The RTT of the socket this request went out on, open or closed (a cut one is
+        closed by now): the response's connection, else the one made for the request."""
+        stream = response_stream(self.response) or self.recorder.fresh_stream
+        return stream_rtt_ms(stream)
 
 
 async def probe_once(
@@ -92,12 +99,21 @@ async def probe_once(
     index: int = 0,
     *,
     rtt_ms: float | None = None,
+    earlier: Earlier | None = None,
     cold_start: bool = False,
 ) -> Sample:
-    """Probe ``spec`` once. Never raises for anything the endpoint does: it is a sample."""
+    """Probe ``spec`` once. Never raises for anything the endpoint does: it is a sample.
+
+    ``rtt_ms`` is the run's round-trip estimate (``rtt: ttfb``); without it the kernel's
+    RTT of the request's socket is used, else the one ``earlier`` samples of the run read
+    (a request cut before its answer on a pooled connection leaves no socket of its own
+    to ask). A cut sample never gets the server's account of its time: the network an
+    earlier sample measured against that account, if any, is its estimate.
+    """
     started_at = clock.utcnow()
     redactor = Redactor.of(spec.headers)
-    exchange = _Exchange(TraceRecorder(clock.now_ns()), redactor)
+    exchange = _Exchange(TraceRecorder(clock.now_ns()), redactor, index)
+    exchange.streaming = _asks_for_stream(spec)
     cutoff_ns = int(spec.cutoff_s * 1e9)
     status, error = Status.OK, None
     cutoff = asyncio.timeout(spec.cutoff_s)
@@ -115,13 +131,14 @@ async def probe_once(
         end_ns = exchange.recorder.marks.stream_end or end_ns
         if exchange.response is not None and exchange.response.status_code >= 400:
             status = Status.HTTP_ERROR
-    sample = _sample(spec, exchange, index, started_at, status, end_ns, rtt_ms)
+    round_trip = _round_trip(exchange, status, rtt_ms, earlier or Earlier())
+    sample = _sample(spec, exchange, index, started_at, status, end_ns, round_trip)
     sample.cold_start = cold_start
     outcome.describe(sample, exchange.response, exchange.findings.error, error, redactor)
     if error is not None:
         # The scrubbed text, never the exception: its message may quote a secret.
         log.debug("probe of %s failed: %s: %s", spec.url, sample.error_class, sample.error)
-    _unbind(exchange.response)
+    responses.unbind(exchange.response)
     return sample
 
 
@@ -129,7 +146,7 @@ async def _exchange(
     client: httpx.AsyncClient, spec: ProbeSpec, exchange: _Exchange, cutoff: asyncio.Timeout
 ) -> None:
     recorder = exchange.recorder
-    request = _build_request(client, spec, recorder)
+    request = _build_request(client, spec, recorder, exchange.index)
     # Time zero is the hand-over to httpx, as curl's clock starts with its transfer:
     # building the request (~0.2 ms) is the probe's work, not the endpoint's time.
     recorder.start_ns = clock.now_ns()
@@ -148,7 +165,6 @@ async def _exchange(
                 break
         reader.close(recorder.now())
         recorder.mark("stream_end")
-        exchange.rtt_ms = tcp_rtt_ms(response_socket(response))
     finally:
         await response.aclose()
 
@@ -159,36 +175,30 @@ async def _send(
     """``request`` sent and the redirects it meets followed as ``spec`` says: the final
     response, its body still to read."""
     seen = [request.url]
-    response = await client.send(request, stream=True)
+    response = responses.closed_whole(await client.send(request, stream=True))
     while redirects.is_hop(spec, response):
         exchange.response = response
         try:
             request = redirects.next_request(client, request, response, spec, seen)
         finally:
             await redirects.drain(response)
-            _unbind(response)
+            responses.unbind(response)
         exchange.recorder.redirected()
-        response = await client.send(request, stream=True)
+        response = responses.closed_whole(await client.send(request, stream=True))
     return response
 
 
-def _unbind(response: httpx.Response | None) -> None:
-    """Break the closed response's reference cycle (httpx binds its stream to it), so that
-    refcounting frees the response, and through it the client's pool once the client is
-    closed, at once instead of at the next full garbage collection (a ~0.1 s pause in a
-    process running many probes)."""
-    if response is not None and response.is_closed:
-        response.stream = httpx.ByteStream(b"")
-
-
 def _build_request(
-    client: httpx.AsyncClient, spec: ProbeSpec, recorder: TraceRecorder
+    client: httpx.AsyncClient, spec: ProbeSpec, recorder: TraceRecorder, index: int
 ) -> httpx.Request:
+    payload = spec.body
+    if spec.templated:
+        payload = template.render(payload, index)  # before time zero: not the endpoint's
     body: dict[str, Any] = {}
-    if isinstance(spec.body, bytes | str):
-        body["content"] = spec.body
-    elif spec.body is not None:
-        body["json"] = spec.body
+    if isinstance(payload, bytes | str):
+        body["content"] = payload
+    elif payload is not None:
+        body["json"] = payload
     return client.build_request(
         spec.method,
         spec.url,
@@ -203,18 +213,10 @@ def _reader_for(spec: ProbeSpec, response: httpx.Response, exchange: _Exchange) 
     findings.server_timing.merge(timing_from_headers(response.headers, spec.server_timing_map))
     if response.status_code >= 400:
         return ErrorBodyReader(findings, exchange.redactor)
-    marks = exchange.recorder.marks
-    content_type = response.headers.get("content-type", "")
-    if spec.kind is Kind.HTTP:
-        return CountingReader(spec.max_body_bytes)
-    if content_type.startswith("text/event-stream"):
-        exchange.streaming = True
-        if spec.kind is Kind.ANTHROPIC:
-            return StreamReader(read_anthropic_event, marks, findings, spec.max_body_bytes)
-        openai = OpenAIEventReader()
-        limit = spec.max_body_bytes
-        return StreamReader(openai, marks, findings, limit, answer_chunk=openai.answer_chunk)
-    return JsonAnswerReader(findings, spec.max_body_bytes, openai=spec.kind is Kind.OPENAI)
+    answer = Answer(exchange.recorder.marks, findings, spec.max_body_bytes)
+    reader = KINDS[spec.kind].reader(response, answer)
+    exchange.streaming = reader.streaming
+    return reader
 
 
 def _sample(
@@ -224,12 +226,15 @@ def _sample(
     started_at: datetime,
     status: Status,
     end_ns: int,
-    rtt_ms: float | None,
+    round_trip: tuple[float | None, float | None],
 ) -> Sample:
+    """``round_trip``: the RTT, and the network estimate taken from it or from earlier."""
+    rtt_ms, network_ms = round_trip
     marks = exchange.recorder.marks
     findings = exchange.findings
-    measured_rtt = rtt_ms if rtt_ms is not None else exchange.rtt_ms
-    breakdown = _breakdown(spec, exchange, marks, end_ns, measured_rtt)
+    server = exchange.findings.server_timing
+    kind = KINDS[spec.kind]
+    breakdown = kind.breakdown(marks, end_ns, server, network_ms, streaming=exchange.streaming)
     response = exchange.response
     return Sample(
         index=index,
@@ -239,6 +244,7 @@ def _sample(
         phases=breakdown.phases,
         provenance=breakdown.provenance,
         unsplit=breakdown.unsplit,
+        flags=breakdown.flags,
         marks=marks,
         http_status=None if response is None else response.status_code,
         http_version=None if response is None else response.http_version,
@@ -247,17 +253,26 @@ def _sample(
         request_id=outcome.request_id(response, exchange.redactor),
         tokens=findings.tokens,
         server_timing=outcome.scrub_timing(findings.server_timing, exchange.redactor),
-        rtt_ms=measured_rtt,
+        rtt_ms=rtt_ms,
     )
 
 
-def _breakdown(
-    spec: ProbeSpec, exchange: _Exchange, marks: Marks, end_ns: int, rtt_ms: float | None
-) -> phase_model.Breakdown:
-    server = exchange.findings.server_timing
-    if spec.kind is Kind.HTTP:
-        return phase_model.http_phases(marks, end_ns, server, rtt_ms)
-    return phase_model.llm_phases(marks, end_ns, server, rtt_ms, streaming=exchange.streaming)
+def _round_trip(
+    exchange: _Exchange, status: Status, rtt_ms: float | None, earlier: Earlier
+) -> tuple[float | None, float | None]:
+    """The sample's RTT, and the network estimate its breakdown takes (see probe_once)."""
+    if rtt_ms is None:
+        rtt_ms = exchange.kernel_rtt_ms()
+    if rtt_ms is None:
+        rtt_ms = earlier.rtt_ms
+    if status is Status.DEADLINE_EXCEEDED and earlier.network_ms is not None:
+        return rtt_ms, earlier.network_ms
+    return rtt_ms, rtt_ms
+
+
+def _asks_for_stream(spec: ProbeSpec) -> bool:
+    """A JSON body with ``"stream": true`` (OpenAI's and Anthropic's way of asking)."""
+    return isinstance(spec.body, dict) and spec.body.get("stream") is True
 
 
 def _cutoff_error(spec: ProbeSpec) -> TimeoutError:

@@ -10,7 +10,9 @@ on, buffered up to a bound, so a read of data already in takes no loop turn.
 The contract is httpcore's ``AsyncNetworkBackend``/``AsyncNetworkStream``: timeouts are
 per call (``ConnectTimeout``/``ReadTimeout``/``WriteTimeout``), failures are httpcore's
 ``ConnectError``/``ReadError``/``WriteError``, cancellation passes through untouched.
-``get_extra_info("socket")`` is the real ``socket.socket`` (``rtt`` reads ``TCP_INFO``).
+``get_extra_info("socket")`` is the real ``socket.socket``; ``get_extra_info("tcp_rtt_ms")``
+is the kernel's RTT of it (``app.probe.rtt``), read at the close once it is closed: a
+request cut at its deadline is closed before the probe can ask.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from httpcore import (
 from httpcore._backends.base import SOCKET_OPTION
 from httpcore._utils import is_socket_readable
 
+from app.probe.rtt import tcp_rtt_ms
+
 # Reading pauses above this many buffered bytes, so a server that floods memory cannot.
 HIGH_WATER = 256 * 1024
 LOW_WATER = 64 * 1024
@@ -55,6 +59,10 @@ class _Buffered(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
+        # The socket's RTT, read as the connection ends (whoever ends it): asyncio closes
+        # the socket right after connection_lost, and nobody can ask it then.
+        self.sock: socket.socket | None = None
+        self.closed_rtt_ms: float | None = None
         self.chunks: deque[bytes] = deque()
         self.size = 0
         self.eof = False
@@ -78,10 +86,12 @@ class _Buffered(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self.eof = True
+        self.keep_rtt()
         self._wake_reader()
         return False  # the transport closes: a server that is done sending is done reading
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.keep_rtt()
         self.eof = True
         if exc is not None and self.error is None:
             self.error = exc
@@ -94,6 +104,10 @@ class _Buffered(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.writing_paused = False
         self._wake_writer()
+
+    def keep_rtt(self) -> None:
+        if self.closed_rtt_ms is None and self.sock is not None:
+            self.closed_rtt_ms = tcp_rtt_ms(self.sock)
 
     # One waiter each way: HTTP/2 may wait to write while it waits to read.
     def readable(self) -> asyncio.Future[None]:
@@ -146,6 +160,7 @@ class AsyncioStream(AsyncNetworkStream):
         # Kept now: once the socket is closed nobody can ask it any more.
         self._server_addr = _address(sock.getpeername)
         self._client_addr = _address(sock.getsockname)
+        protocol.sock = sock
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         self._flush()
@@ -185,6 +200,8 @@ class AsyncioStream(AsyncNetworkStream):
 
     async def aclose(self) -> None:
         self._flush()
+        if not self._transport.is_closing():
+            self._protocol.keep_rtt()
         # As httpcore's anyio backend does (standard_compatible=False): no TLS close_notify
         # exchange, which would wait on a peer that may be gone.
         if self._tls:
@@ -233,6 +250,9 @@ class AsyncioStream(AsyncNetworkStream):
             return self._transport.get_extra_info("ssl_object") if self._tls else None
         if info == "is_readable":
             return self._readable()
+        if info == "tcp_rtt_ms":
+            closed = self._transport.is_closing() or self._protocol.eof
+            return self._protocol.closed_rtt_ms if closed else tcp_rtt_ms(self._sock)
         return None
 
     def _readable(self) -> bool:

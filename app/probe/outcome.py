@@ -9,7 +9,7 @@ import httpx
 
 from app.probe.redact import Redactor
 from app.probe.sample import Sample, ServerTiming, Status
-from app.probe.streams import StreamFormatError
+from app.probe.sse import StreamFormatError
 
 ERROR_TEXT_LIMIT = 500
 REQUEST_ID_LIMIT = 200

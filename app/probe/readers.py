@@ -12,15 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.probe.facts import StreamFacts
 from app.probe.redact import Redactor
 from app.probe.sample import Marks, ServerTiming, Tokens
-from app.probe.streams import (
-    SSEDecoder,
-    SSEEvent,
-    StreamFacts,
-    read_anthropic_body,
-    read_openai_body,
-)
+from app.probe.sse import SSEDecoder, SSEEvent
 
 ERROR_EXCERPT_BYTES = 64 * 1024
 
@@ -51,6 +46,12 @@ class Findings:
 
 
 class BodyReader(Protocol):
+    """Reads one answer's body as it arrives: ``feed`` every chunk at its arrival time,
+    ``close`` once after the last. ``streaming``: tokens arrive as they are made, so their
+    marks time the generation (a whole answer's arrive at once, after it)."""
+
+    streaming: bool
+
     def feed(self, chunk: bytes, now_ns: int) -> None: ...
 
     def close(self, now_ns: int) -> None: ...
@@ -69,6 +70,8 @@ class _Budget:
 
 class StreamReader:
     """Server-sent events: marks the first and last reasoning and answer tokens."""
+
+    streaming = True
 
     def __init__(
         self,
@@ -121,21 +124,24 @@ class StreamReader:
 
 
 class JsonAnswerReader:
-    """A whole (non-streaming) answer: kept up to the limit, read when complete."""
+    """A whole (non-streaming) answer: kept up to the limit, read by ``parse`` when complete."""
 
-    def __init__(self, findings: Findings, limit: int, *, openai: bool) -> None:
+    streaming = False
+
+    def __init__(
+        self, parse: Callable[[bytes], StreamFacts], findings: Findings, limit: int
+    ) -> None:
+        self.parse = parse
         self.findings = findings
         self.budget = _Budget(limit)
         self.parts: list[bytes] = []
-        self.openai = openai
 
     def feed(self, chunk: bytes, now_ns: int) -> None:
         self.budget.spend(len(chunk))
         self.parts.append(chunk)
 
     def close(self, now_ns: int) -> None:
-        body = b"".join(self.parts)
-        facts = read_openai_body(body) if self.openai else read_anthropic_body(body)
+        facts = self.parse(b"".join(self.parts))
         self.findings.add(facts)
         if facts.error is not None:
             raise StreamReportedError(facts.error)
@@ -143,6 +149,8 @@ class JsonAnswerReader:
 
 class CountingReader:
     """A plain HTTP body: only its size matters."""
+
+    streaming = False
 
     def __init__(self, limit: int) -> None:
         self.budget = _Budget(limit)
@@ -156,6 +164,8 @@ class CountingReader:
 
 class ErrorBodyReader:
     """An error response: the start of its body becomes the sample's error message."""
+
+    streaming = False
 
     def __init__(self, findings: Findings, redactor: Redactor) -> None:
         self.findings = findings

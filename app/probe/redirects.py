@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import httpx
 
+from app.probe.kinds import KINDS
 from app.probe.readers import ProbeError
-from app.probe.spec import Kind, ProbeSpec
+from app.probe.spec import ProbeSpec
 
 # A hop's body is read (so its connection can be used again) up to this, else dropped.
 HOP_BODY_LIMIT = 64 * 1024
@@ -35,7 +36,7 @@ def is_hop(spec: ProbeSpec, response: httpx.Response) -> bool:
     """``response`` is a redirect the probe must follow, or fail on."""
     if not response.has_redirect_location:
         return False
-    return spec.kind is not Kind.HTTP or spec.max_redirects > 0
+    return not KINDS[spec.kind].follows_redirects or spec.max_redirects > 0
 
 
 def next_request(
@@ -50,7 +51,7 @@ def next_request(
     ``seen`` holds the URLs of the chain so far, the first request's included.
     """
     hop = f"{response.status_code} to {response.headers['location']}"
-    if spec.kind is not Kind.HTTP:
+    if not KINDS[spec.kind].follows_redirects:
         raise RedirectNotFollowed(f"{hop}: {spec.kind.value} targets do not follow redirects")
     if len(seen) > spec.max_redirects:
         raise TooManyRedirects(f"more than {spec.max_redirects} redirects; the last: {hop}")

@@ -9,8 +9,8 @@ import httpx
 
 from app.probe import clock
 from app.probe.client import make_client, probe_once, warm_up
-from app.probe.rtt import fastest
-from app.probe.sample import Sample
+from app.probe.rtt import Earlier, fastest
+from app.probe.sample import Sample, Status
 from app.probe.spec import ProbeSpec, RttMethod
 from app.probe.trace import TraceRecorder
 
@@ -36,12 +36,14 @@ async def probe_run(
         rtt_ms = await _ttfb_rtt(client, spec) if spec.rtt_method is RttMethod.TTFB else None
         cold = idle_since is None or clock.monotonic() - idle_since >= spec.cold_after_idle_s
         results: list[Sample] = []
+        earlier = Earlier()
         for index in range(samples):
-            if index and spacing_s > 0:
-                await asyncio.sleep(spacing_s)
+            if index:
+                await _pause(spec, spacing_s, results[-1])
             sample = await probe_once(
-                client, spec, index, rtt_ms=rtt_ms, cold_start=cold and index == 0
+                client, spec, index, rtt_ms=rtt_ms, earlier=earlier, cold_start=cold and not index
             )
+            earlier = earlier.after(sample)
             results.append(sample)
             if on_sample is not None:
                 on_sample(sample)
@@ -49,6 +51,17 @@ async def probe_run(
     finally:
         if own_client:
             await client.aclose()
+
+
+async def _pause(spec: ProbeSpec, spacing_s: float, last: Sample) -> None:
+    """The spacing between samples; after a cut, at least the cool-down: a server that
+    keeps working on a request its client cancelled (llama.cpp does, for a whole answer)
+    would otherwise bill the next sample for it, as queue."""
+    pause = spacing_s
+    if last.status is Status.DEADLINE_EXCEEDED:
+        pause = max(pause, spec.cooldown_after_cut_s)
+    if pause > 0:
+        await asyncio.sleep(pause)
 
 
 async def _ttfb_rtt(client: httpx.AsyncClient, spec: ProbeSpec) -> float | None:

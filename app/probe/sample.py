@@ -120,6 +120,10 @@ class Sample:
     # Phases whose time could not be told apart: e.g. ("queue", "prefill") when the
     # server reported nothing and queue holds the rest of the time to first token.
     unsplit: tuple[str, ...] = ()
+    # What the breakdown had to say about the server's account of itself:
+    # "server_timing_ignored" (zero, or leaving more network than the round trip allows:
+    # not used), "server_timing_clamped" (more than we measured: scaled or cut to fit).
+    flags: tuple[str, ...] = ()
     cold_start: bool = False
 
     def to_json(self) -> dict[str, Any]:
@@ -133,6 +137,7 @@ class Sample:
             "phases": {k: round(v, 4) for k, v in self.phases.items()},
             "provenance": {k: v.value for k, v in self.provenance.items()},
             "unsplit": list(self.unsplit),
+            "flags": list(self.flags),
             "http_status": self.http_status,
             "http_version": self.http_version,
             "connection_reused": self.connection_reused,

@@ -7,11 +7,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from app.probe import template
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP
 
 # What `follow_redirects: true` allows (browsers allow 20, curl 50; a monitored endpoint
 # that needs more than a few is broken).
 DEFAULT_MAX_REDIRECTS = 10
+# The default cool-down after a cut is the deadline, at most this (a cut by the 60 s hard
+# timeout is no reason to stop probing for a minute).
+MAX_DEFAULT_COOLDOWN_S = 5.0
 
 
 class Kind(StrEnum):
@@ -21,7 +25,7 @@ class Kind(StrEnum):
 
 
 class RttMethod(StrEnum):
-    TCP = "tcp"  # handshake time on a fresh connection, kernel's smoothed RTT on a pooled one
+    TCP = "tcp"  # the least RTT the kernel has seen on the request's socket
     TTFB = "ttfb"  # fastest time to first byte of a trivial request to ``rtt_url``
 
 
@@ -48,6 +52,22 @@ class ProbeSpec:
     cold_after_idle_s: float = 60.0
     # Redirects ``kind: http`` follows (0: a redirect is the answer); see app.probe.redirects.
     max_redirects: int = DEFAULT_MAX_REDIRECTS
+    # The pause after a sample cut at its deadline, so that a server still working on the
+    # cancelled request does not bill the next sample for it. None: the default below.
+    cooldown_s: float | None = None
+    # Whether the body has {{nonce}} or {{i}} to fill in for every request (app.probe.template).
+    templated: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "templated", template.has_placeholders(self.body))
+
+    @property
+    def cooldown_after_cut_s(self) -> float:
+        """``cooldown_s``, else the deadline itself up to ``MAX_DEFAULT_COOLDOWN_S``: a request
+        cut at its deadline had at least that long to go (docs/phases.md)."""
+        if self.cooldown_s is not None:
+            return self.cooldown_s
+        return min(self.cutoff_s, MAX_DEFAULT_COOLDOWN_S)
 
     @property
     def cutoff_s(self) -> float:

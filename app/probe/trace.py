@@ -29,6 +29,8 @@ _EVENT_MARKS = {
     "http2.receive_response_body.complete": "stream_end",
 }
 
+_STREAM_EVENTS = frozenset({"connection.connect_tcp.complete", "connection.start_tls.complete"})
+
 
 class TraceRecorder:
     """Turns trace events into marks, in nanoseconds since ``start_ns``."""
@@ -36,7 +38,8 @@ class TraceRecorder:
     def __init__(self, start_ns: int) -> None:
         self.start_ns = start_ns
         self.marks = Marks()
-        self.fresh_socket: Any = None
+        # The network stream of a connection made for this request (TLS over it, if any).
+        self.fresh_stream: Any = None
 
     def now(self) -> int:
         return clock.now_ns() - self.start_ns
@@ -45,8 +48,8 @@ class TraceRecorder:
         field_name = _EVENT_MARKS.get(event)
         if field_name is not None and getattr(self.marks, field_name) is None:
             setattr(self.marks, field_name, self.now())
-        if event == "connection.connect_tcp.complete":
-            self.fresh_socket = info.get("return_value")
+        if event in _STREAM_EVENTS:
+            self.fresh_stream = info.get("return_value")
 
     def mark(self, field_name: str) -> int:
         """Set a mark from our own read loop, once; returns the time it holds."""

@@ -272,7 +272,8 @@ def _breakdown(
 ) -> Breakdown:
     expected = sum(head.n_samples for head in window.heads)
     if len(window.samples) == expected:
-        summary, provenance = summarize(window.samples), _provenance(window.samples)
+        summary = summarize(window.samples, one_run=False)
+        provenance = _provenance(window.samples)
         source = "samples"
     else:
         digest = merge_digests(_run_digests(session, [head.id for head in window.heads]))

@@ -27,6 +27,7 @@ DETAIL_KEYS = (
     "tokens",
     "server_timing",
     "unsplit",
+    "flags",
 )
 
 
