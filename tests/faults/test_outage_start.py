@@ -37,8 +37,9 @@ def spooling_while_down(
     return served
 
 
-def all_arrived(served: Serve, url: str) -> None:
-    spooled = served.spooled_ids()
+def all_arrived(served: Serve, url: str, spooled: list[str]) -> None:
+    """``spooled``: read before the database could take them (a flush may beat a later read)."""
+    assert spooled
     eventually(lambda: not served.spooled_ids(), 30, "the spool flushed")
     runs = stored(url)
     ids = [run.id for run in runs]
@@ -53,8 +54,9 @@ def test_serve_starts_while_postgres_is_down_then_migrates_and_flushes_when_it_i
     tmp_path: Path, cluster: PgCluster, sim: SimServer, serve: Callable[..., Serve]
 ) -> None:
     served = spooling_while_down(tmp_path, cluster, sim, serve)
+    spooled = served.spooled_ids()
     cluster.start()
-    all_arrived(served, cluster.url)
+    all_arrived(served, cluster.url, spooled)
     assert "migrating the database" in served.output()
     assert quick_health(served)["status"] == "ok"
     assert stop(served) == 0
@@ -71,8 +73,9 @@ def test_no_migrate_waits_for_the_schema_then_flushes(
     before = len(served.spooled_ids())
     eventually(lambda: len(served.spooled_ids()) > before, 10, "still probing into the spool")
 
+    spooled = served.spooled_ids()
     upgrade = [sys.executable, "-m", "app", "db", "upgrade", "--database-url", cluster.url]
     subprocess.run(upgrade, check=True, timeout=60, env=os.environ, capture_output=True)
-    all_arrived(served, cluster.url)
+    all_arrived(served, cluster.url, spooled)
     assert "migrating the database" not in served.output()
     assert stop(served) == 0
