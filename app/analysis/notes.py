@@ -11,11 +11,14 @@ prompt new. A first sample's new connection is left out: that is ``connect``'s, 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from app.probe.sample import Status
+
+if TYPE_CHECKING:  # summary imports this module; the protocol is only a type here
+    from app.analysis.summary import Timed
 
 # The first sample, after connecting, at least this many times the slowest other one and
 # this many times their median … (on a busy machine one request of a run can take twice
@@ -36,25 +39,12 @@ class Note:
         return {"kind": self.kind, "text": self.text}
 
 
-class _Timed(Protocol):
-    """The sample fields read here (``Timed`` of app.analysis.summary, which imports this)."""
-
-    @property
-    def status(self) -> str: ...
-
-    @property
-    def total_ms(self) -> float: ...
-
-    @property
-    def phases(self) -> Mapping[str, float]: ...
-
-
-def run_notes(samples: Sequence[_Timed]) -> tuple[Note, ...]:
+def run_notes(samples: Sequence[Timed]) -> tuple[Note, ...]:
     note = first_sample_outlier(samples)
     return () if note is None else (note,)
 
 
-def first_sample_outlier(samples: Sequence[_Timed]) -> Note | None:
+def first_sample_outlier(samples: Sequence[Timed]) -> Note | None:
     answered = [s for s in samples if s.status == Status.OK]
     if len(answered) <= MIN_OTHERS or samples[0] is not answered[0]:
         return None
@@ -74,11 +64,11 @@ def first_sample_outlier(samples: Sequence[_Timed]) -> Note | None:
     return Note("first_sample_outlier", text)
 
 
-def _after_connect(sample: _Timed) -> float:
+def _after_connect(sample: Timed) -> float:
     return sample.total_ms - sample.phases.get("connect", 0.0)
 
 
-def _excess_phase(first: _Timed, others: Sequence[_Timed]) -> str:
+def _excess_phase(first: Timed, others: Sequence[Timed]) -> str:
     def excess(name: str) -> float:
         return first.phases[name] - statistics.median(s.phases.get(name, 0.0) for s in others)
 
