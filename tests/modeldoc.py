@@ -1,4 +1,5 @@
-"""docs/configuration.md's reference tables, rendered from the pydantic models themselves.
+"""The reference tables of docs/configuration.md and docs/detection.md, rendered from the
+pydantic models themselves.
 
 Each table sits between ``<!-- rendered: NAME -->`` and ``<!-- end rendered -->``; the
 prose around it is written by hand. A row is a field: its name, type (with its bounds),
@@ -24,12 +25,13 @@ from app.alerts.notifiers.alertmanager import AlertmanagerConfig
 from app.alerts.notifiers.base import BasicAuth
 from app.alerts.notifiers.slack import SlackConfig
 from app.alerts.notifiers.webhook import WebhookConfig
-from app.analysis.detectors import DetectorParams
+from app.analysis.detectors.params import BurnWindowParams, DetectorParams, SloParams
 from app.config import Settings, Target, TargetsFile
 from app.durations import parse_duration
 from app.probe.headername import HeaderName
 
-DOC = Path(__file__).parent.parent / "docs" / "configuration.md"
+ROOT = Path(__file__).parent.parent
+DOCS = (ROOT / "docs" / "configuration.md", ROOT / "docs" / "detection.md")
 
 # name in the doc → (model, how a field is named in its first column)
 TABLES: dict[str, tuple[type[BaseModel], Callable[[str], str]]] = {
@@ -40,6 +42,9 @@ TABLES: dict[str, tuple[type[BaseModel], Callable[[str], str]]] = {
     "notifier-slack": (SlackConfig, lambda name: f"`{name}`"),
     "notifier-alertmanager": (AlertmanagerConfig, lambda name: f"`{name}`"),
     "basic-auth": (BasicAuth, lambda name: f"`{name}`"),
+    "alerts": (DetectorParams, lambda name: f"`{name}`"),
+    "alerts-slo": (SloParams, lambda name: f"`slo.{name}`"),
+    "burn-window": (BurnWindowParams, lambda name: f"`{name}`"),
 }
 # Models a field may hold, by the name the doc gives them (a link or a section below).
 MODEL_NAMES: dict[type[BaseModel], str] = {
@@ -49,6 +54,8 @@ MODEL_NAMES: dict[type[BaseModel], str] = {
     WebhookConfig: "`webhook`",
     SlackConfig: "`slack`",
     AlertmanagerConfig: "`alertmanager`",
+    SloParams: "SLO settings (below)",
+    BurnWindowParams: "window pair (below)",
 }
 _BLOCK = re.compile(r"(<!-- rendered: ([\w-]+) -->\n)(.*?)(<!-- end rendered -->)", re.DOTALL)
 HEADER = ("| {first} | type | default | what |", "|---|---|---|---|")
@@ -94,11 +101,27 @@ def literal(value: Any, duration: bool = False) -> str:
         return duration_text(float(value))
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, BaseModel):
+        return literal(
+            {
+                k: _Written(literal(getattr(value, k), is_duration(f.metadata)))
+                for k, f in type(value).model_fields.items()
+            }
+        )
+    if isinstance(value, _Written):
+        return value.text
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {literal(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(literal(v) for v in value) + "]"
     return str(value)
+
+
+class _Written:
+    """A value already written as a literal."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def duration_text(seconds: float) -> str:
@@ -183,6 +206,7 @@ def _flat(metadata: Iterable[Any]) -> Iterable[Any]:
 
 
 if __name__ == "__main__":
-    text = DOC.read_text()
-    DOC.write_text(update(text))
-    sys.stdout.write(f"{DOC}: {len(_BLOCK.findall(text))} tables written\n")
+    for doc in DOCS:
+        text = doc.read_text()
+        doc.write_text(update(text))
+        sys.stdout.write(f"{doc}: {len(_BLOCK.findall(text))} tables written\n")
