@@ -102,14 +102,7 @@ def literal(value: Any, duration: bool = False) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, BaseModel):
-        return literal(
-            {
-                k: _Written(literal(getattr(value, k), is_duration(f.metadata)))
-                for k, f in type(value).model_fields.items()
-            }
-        )
-    if isinstance(value, _Written):
-        return value.text
+        return _model_literal(value)
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {literal(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
@@ -117,11 +110,11 @@ def literal(value: Any, duration: bool = False) -> str:
     return str(value)
 
 
-class _Written:
-    """A value already written as a literal."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
+def _model_literal(value: BaseModel) -> str:
+    """A model as a YAML flow mapping of its fields: ``{long: 1h, short: 5m, burn: 14.4}``."""
+    fields = type(value).model_fields.items()
+    written = (f"{k}: {literal(getattr(value, k), is_duration(f.metadata))}" for k, f in fields)
+    return "{" + ", ".join(written) + "}"
 
 
 def duration_text(seconds: float) -> str:
@@ -147,7 +140,7 @@ def type_name(annotation: Any, metadata: Iterable[Any] = ()) -> str:
             return "header name"
         return type_name(inner, [*extra, *metadata])
     name = "duration" if is_duration(metadata) else _plain_type(annotation)
-    return " ".join([name, *bounds(metadata)]).strip().rstrip(",")
+    return " ".join([name, *bounds(metadata)])
 
 
 def _plain_type(annotation: Any) -> str:
