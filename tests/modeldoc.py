@@ -21,11 +21,6 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
-from app.alerts.notifiers.alertmanager import AlertmanagerConfig
-from app.alerts.notifiers.base import BasicAuth
-from app.alerts.notifiers.slack import SlackConfig
-from app.alerts.notifiers.webhook import WebhookConfig
-from app.analysis.detectors.params import BurnWindowParams, DetectorParams, SloParams
 from app.config import Settings, Target, TargetsFile
 from app.durations import parse_duration
 from app.probe.headername import HeaderName
@@ -33,29 +28,53 @@ from app.probe.headername import HeaderName
 ROOT = Path(__file__).parent.parent
 DOCS = (ROOT / "docs" / "configuration.md", ROOT / "docs" / "detection.md")
 
+
+def models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation holds: inside unions, ``Annotated``, maps, lists."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in get_args(annotation) for model in models_in(arg)]
+
+
+def _field_model(model: type[BaseModel], field: str) -> type[BaseModel]:
+    (found,) = models_in(model.model_fields[field].annotation)
+    return found
+
+
+# Reached from the three models the config package exports, wherever the others live.
+NOTIFIERS = {
+    get_args(config.model_fields["type"].annotation)[0]: config
+    for config in models_in(TargetsFile.model_fields["notifiers"].annotation)
+}
+BASIC_AUTH = _field_model(NOTIFIERS["alertmanager"], "basic_auth")
+DETECTOR_PARAMS = _field_model(Target, "alerts")
+SLO_PARAMS = _field_model(DETECTOR_PARAMS, "slo")
+BURN_WINDOW = _field_model(SLO_PARAMS, "page")
+
+
+def _named(name: str) -> str:
+    return f"`{name}`"
+
+
 # name in the doc → (model, how a field is named in its first column)
 TABLES: dict[str, tuple[type[BaseModel], Callable[[str], str]]] = {
     "settings": (Settings, lambda name: f"`PHASEWATCH_{name.upper()}`"),
-    "targets-file": (TargetsFile, lambda name: f"`{name}`"),
-    "target": (Target, lambda name: f"`{name}`"),
-    "notifier-webhook": (WebhookConfig, lambda name: f"`{name}`"),
-    "notifier-slack": (SlackConfig, lambda name: f"`{name}`"),
-    "notifier-alertmanager": (AlertmanagerConfig, lambda name: f"`{name}`"),
-    "basic-auth": (BasicAuth, lambda name: f"`{name}`"),
-    "alerts": (DetectorParams, lambda name: f"`{name}`"),
-    "alerts-slo": (SloParams, lambda name: f"`slo.{name}`"),
-    "burn-window": (BurnWindowParams, lambda name: f"`{name}`"),
+    "targets-file": (TargetsFile, _named),
+    "target": (Target, _named),
+    **{f"notifier-{kind}": (config, _named) for kind, config in NOTIFIERS.items()},
+    "basic-auth": (BASIC_AUTH, _named),
+    "alerts": (DETECTOR_PARAMS, _named),
+    "alerts-slo": (SLO_PARAMS, lambda name: f"`slo.{name}`"),
+    "burn-window": (BURN_WINDOW, _named),
 }
 # Models a field may hold, by the name the doc gives them (a link or a section below).
 MODEL_NAMES: dict[type[BaseModel], str] = {
     Target: "target (below)",
-    DetectorParams: "detector settings ([detection.md](detection.md))",
-    BasicAuth: "`{username, password}` (below)",
-    WebhookConfig: "`webhook`",
-    SlackConfig: "`slack`",
-    AlertmanagerConfig: "`alertmanager`",
-    SloParams: "SLO settings (below)",
-    BurnWindowParams: "window pair (below)",
+    DETECTOR_PARAMS: "detector settings ([detection.md](detection.md))",
+    BASIC_AUTH: "`{username, password}` (below)",
+    SLO_PARAMS: "SLO settings (below)",
+    BURN_WINDOW: "window pair (below)",
+    **{config: f"`{kind}`" for kind, config in NOTIFIERS.items()},
 }
 _BLOCK = re.compile(r"(<!-- rendered: ([\w-]+) -->\n)(.*?)(<!-- end rendered -->)", re.DOTALL)
 HEADER = ("| {first} | type | default | what |", "|---|---|---|---|")
