@@ -37,6 +37,7 @@ from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP, PHASES
 from app.probe.spec import DEFAULT_MAX_REDIRECTS, Kind, ProbeSpec, RttMethod
 from app.safeyaml import LineIndex, YamlRefused, read_document
+from app.vantages import VantageAccess, VantageName
 
 DEFAULT_CONFIG_PATH = Path("phasewatch.yaml")
 DEFAULT_DATABASE_URL = "sqlite:///./phasewatch.db"
@@ -90,6 +91,9 @@ class Target(BaseModel):
     )
     alerts: DetectorParams = Field(default_factory=DetectorParams, description="Detector settings.")
     notifiers: list[str] = Field(default_factory=list, description="Names; none listed: all.")
+    vantages: list[VantageName] | None = Field(
+        None, description="Where it is probed (agents, the server's own); none: the server."
+    )
 
     @field_validator("headers")
     @classmethod
@@ -173,6 +177,9 @@ class TargetsFile(BaseModel):
         default_factory=dict, description="By name."
     )
     targets: list[Target] = Field(default_factory=list, description="What to probe.")
+    vantages: dict[VantageName, VantageAccess] = Field(
+        default_factory=dict, description="Agents allowed to report, by vantage name."
+    )
 
     @field_validator("targets")
     @classmethod
@@ -302,8 +309,8 @@ def _expand_headers(
     problems: list[str] = []
     for index, target in enumerate(raw.get("targets") or []):
         headers = target.get("headers") if isinstance(target, dict) else None
-        if not isinstance(headers, dict):
-            continue
+        if not isinstance(headers, dict) or "vantages" in target:
+            continue  # probed at vantages: each expands the templates itself (app.vantages)
         for name, value in headers.items():
             if not isinstance(value, str):
                 continue

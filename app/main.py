@@ -26,6 +26,7 @@ from app.store.history import DatabaseHistory
 from app.store.leader import Leadership
 from app.store.spool import Spool
 from app.upkeep import Upkeep
+from app.vantagebook import VantageBook
 from app.web import api as web_api
 from app.web import errors, health, metrics, pages
 from app.web.auth import document_open_writes
@@ -101,6 +102,7 @@ def create_app(
     )
     app.state.service = service
     app.state.metrics = observed
+    app.state.vantages = VantageBook()  # agents' last pushes (app.web.api.agent)
     errors.install(app)
     app.include_router(health.router)
     app.include_router(web_api.router)

@@ -1,0 +1,72 @@
+"""What the server knows of each agent between pushes: last seen, clock skew, version,
+runs pushed, runs it says are waiting in its spool, and targets it refused. In memory: an
+agent that reports again after a restart fills it anew."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class VantageState:
+    vantage: str
+    last_seen: datetime | None = None
+    # Server receive time minus the agent's send time, at the last push: its clock's
+    # lead (negative) or lag, plus the push's transit.
+    skew_s: float | None = None
+    version: str | None = None
+    runs: int = 0
+    pending: int | None = None
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class VantageBook:
+    _states: dict[str, VantageState] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def pushed(
+        self, vantage: str, now: datetime, sent_at: datetime | None, version: str | None
+    ) -> VantageState:
+        skew = None if sent_at is None else (now - sent_at).total_seconds()
+        with self._lock:
+            old = self._states.get(vantage) or VantageState(vantage)
+            new = replace(
+                old,
+                last_seen=now,
+                skew_s=skew if skew is not None else old.skew_s,
+                version=version or old.version,
+                runs=old.runs + 1,
+            )
+            self._states[vantage] = new
+            return new
+
+    def reported(
+        self,
+        vantage: str,
+        now: datetime,
+        refused: dict[str, str],
+        pending: int | None,
+        version: str | None,
+    ) -> VantageState:
+        with self._lock:
+            old = self._states.get(vantage) or VantageState(vantage)
+            new = replace(
+                old,
+                last_seen=now,
+                refused=dict(refused),
+                pending=pending,
+                version=version or old.version,
+            )
+            self._states[vantage] = new
+            return new
+
+    def get(self, vantage: str) -> VantageState:
+        with self._lock:
+            return self._states.get(vantage) or VantageState(vantage)
+
+    def all(self) -> list[VantageState]:
+        with self._lock:
+            return sorted(self._states.values(), key=lambda state: state.vantage)
