@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 
 from app.alerts.notifiers.base import expand_env
 from app.envvars import UnsetVariable, expand
+from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 
 if TYPE_CHECKING:
     from app.config import Target
@@ -77,6 +78,10 @@ def probed_here(
             headers = expanded_headers(target.headers, environ)
         except UnsetVariable as exc:
             refused[target.name] = str(exc)
+            continue
+        bad = [name for name, value in headers.items() if has_control_character(value)]
+        if bad:  # never the value in the reason: it is likely a secret
+            refused[target.name] = f"{bad[0]}: {CONTROL_CHARACTER_PROBLEM}"
             continue
         runnable.append(target.model_copy(update={"headers": headers}))
     return runnable, refused
