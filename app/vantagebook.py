@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
+
+SILENT_INTERVALS = 3
 
 
 @dataclass(frozen=True)
 class VantageState:
     vantage: str
-    last_seen: datetime | None = None
+    last_seen: datetime | None = None  # any request
+    last_pushed: datetime | None = None  # a run
     # Server receive time minus the agent's send time, at the last push: its clock's
     # lead (negative) or lag, plus the push's transit.
     skew_s: float | None = None
@@ -22,8 +25,20 @@ class VantageState:
     refused: dict[str, str] = field(default_factory=dict)
 
 
+def is_silent(
+    state: VantageState, interval_s: float | None, since: datetime, now: datetime
+) -> bool:
+    """No push for ``SILENT_INTERVALS`` of its shortest assigned interval (counted from the
+    server's start for one not heard from since): it has stopped reporting."""
+    if interval_s is None:
+        return False  # nothing assigned: nothing to report
+    heard = state.last_pushed or since
+    return (now - heard).total_seconds() > SILENT_INTERVALS * interval_s
+
+
 @dataclass
 class VantageBook:
+    since: datetime = field(default_factory=lambda: datetime.now(UTC))
     _states: dict[str, VantageState] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -36,6 +51,7 @@ class VantageBook:
             new = replace(
                 old,
                 last_seen=now,
+                last_pushed=now,
                 skew_s=skew if skew is not None else old.skew_s,
                 version=version or old.version,
                 runs=old.runs + 1,

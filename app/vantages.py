@@ -85,3 +85,8 @@ def probed_here(
             continue
         runnable.append(target.model_copy(update={"headers": headers}))
     return runnable, refused
+
+
+def shortest_interval(targets: Iterable[Target], vantage: str) -> float | None:
+    """The shortest interval among the targets assigned to an agent; None: none assigned."""
+    return min((t.interval for t in assigned(targets, vantage)), default=None)

@@ -19,6 +19,7 @@ from app.agent.wire import CONFIG_PATH, RUNS_PATH, SENT_AT_HEADER, STATUS_PATH, 
 from app.config import Settings, load_targets
 from app.main import create_app
 from app.store.records import RunRecord
+from app.vantagebook import VantageState, is_silent
 from app.web.api.agent import MAX_RUN_BYTES, MAX_WIRE_BYTES
 from tests.runfactory import make_run, record_of
 
@@ -234,3 +235,45 @@ def test_a_target_at_vantages_keeps_its_templates_and_needs_no_variable(tmp_path
     assert loaded.targets[0].headers == {"Authorization": "Bearer ${OPENAI_API_KEY}"}
     assert loaded.vantages["fra-1"].token.get_secret_value() == FRA
     assert FRA not in repr(loaded)
+
+
+async def test_the_vantages_list_and_metrics_show_what_each_agent_reported(
+    client: httpx.AsyncClient,
+) -> None:
+    report = {"refused": {"translate": "environment variable X is not set"}, "pending": 2}
+    assert (await client.post(STATUS_PATH, json=report, headers=agent("seoul-1", SEOUL))).is_success
+    pushed = await client.post(RUNS_PATH, content=packed(run()), headers=GZIP | agent("fra-1", FRA))
+    assert pushed.is_success
+    listed = {v["name"]: v for v in (await client.get("/api/v1/vantages")).json()}
+    assert list(listed) == ["server-1", "fra-1", "seoul-1"]
+    assert listed["server-1"]["server"] and listed["server-1"]["targets"] == ["translate", "local"]
+    assert listed["fra-1"]["runs_pushed"] == 1 and listed["fra-1"]["last_pushed"] is not None
+    assert listed["seoul-1"]["targets"] == ["translate", "seoul-only"]
+    assert (listed["seoul-1"]["refused"], listed["seoul-1"]["pending"]) == (report["refused"], 2)
+    assert not listed["fra-1"]["silent"] and not listed["seoul-1"]["silent"]  # just started
+    metrics = (await client.get("/metrics")).text
+    assert 'phasewatch_agent_runs_pushed{vantage="fra-1"} 1.0' in metrics
+    assert 'phasewatch_agent_refused_targets{vantage="seoul-1"} 1.0' in metrics
+    assert 'phasewatch_agent_silent{vantage="fra-1"} 0.0' in metrics
+    # The pushed run is counted per (target, vantage) like a local one.
+    assert 'phasewatch_runs_stored_total{target="translate",vantage="fra-1"} 1.0' in metrics
+
+
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("last_pushed", "interval_s", "now", "silent"),
+    [
+        (None, 60.0, T0 + timedelta(seconds=180), False),  # 3 intervals since the start
+        (None, 60.0, T0 + timedelta(seconds=181), True),
+        (T0 + timedelta(hours=1), 60.0, T0 + timedelta(hours=1, seconds=179), False),
+        (T0 + timedelta(hours=1), 60.0, T0 + timedelta(hours=1, seconds=181), True),
+        (T0, None, T0 + timedelta(days=9), False),  # nothing assigned
+    ],
+)
+def test_a_vantage_is_silent_after_three_of_its_shortest_intervals(
+    last_pushed: datetime | None, interval_s: float | None, now: datetime, silent: bool
+) -> None:
+    state = VantageState("fra-1", last_pushed=last_pushed)
+    assert is_silent(state, interval_s, T0, now) is silent

@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 from app.demo.simserver import SimServer
 from app.store.db import make_engine, make_sessions
-from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.models import Base, RunRow, SampleRow, TargetRow
 from tests.test_serve import FAST, eventually, free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -81,9 +81,9 @@ def config_file(tmp_path: Path, sim: SimServer) -> Path:
     return path
 
 
-def start_serve(tmp_path: Path, config: Path, port: int) -> Process:
+def start_serve(tmp_path: Path, config: Path, port: int, db_url: str) -> Process:
     env = {
-        "PHASEWATCH_DATABASE_URL": f"sqlite:///{tmp_path}/pw.db",
+        "PHASEWATCH_DATABASE_URL": db_url,
         "PHASEWATCH_SPOOL_DIR": str(tmp_path / "server-spool"),
         "PHASEWATCH_VANTAGE": "server-1",
         "PROBE_KEY": "server-key",
@@ -124,9 +124,9 @@ def spooled(tmp_path: Path, vantage: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def stored(tmp_path: Path) -> tuple[list[tuple[str, str, str]], list[str]]:
+def stored(db_url: str) -> tuple[list[tuple[str, str, str]], list[str]]:
     """(vantage, target, status) of every run, and every sample's request id."""
-    engine = make_engine(f"sqlite:///{tmp_path}/pw.db")
+    engine = make_engine(db_url)
     try:
         with make_sessions(engine)() as session:
             query = select(RunRow.vantage, TargetRow.name, RunRow.status).join(TargetRow)
@@ -137,30 +137,50 @@ def stored(tmp_path: Path) -> tuple[list[tuple[str, str, str]], list[str]]:
         engine.dispose()
 
 
+def database_dump(db_url: str) -> str:
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as connection:
+            tables = Base.metadata.sorted_tables
+            return "\n".join(repr(row) for t in tables for row in connection.execute(t.select()))
+    finally:
+        engine.dispose()
+
+
+def refused_at(port: int, vantage: str) -> dict[str, str]:
+    answer = httpx.get(f"http://127.0.0.1:{port}/api/v1/vantages", timeout=5)
+    found = {v["name"]: v["refused"] for v in answer.json()} if answer.is_success else {}
+    return dict(found.get(vantage) or {})
+
+
 def test_agents_push_from_their_vantages_spool_through_an_outage_and_lose_nothing(
-    tmp_path: Path, sim: SimServer, processes: list[Process]
+    tmp_path: Path, sim: SimServer, processes: list[Process], db_url: str
 ) -> None:
     config = config_file(tmp_path, sim)
     port = free_port()
-    processes.append(start_serve(tmp_path, config, port))
+    processes.append(start_serve(tmp_path, config, port, db_url))
     for vantage in TOKENS:
         extra = {"ONLY_ON_B": "b-value"} if vantage == "agent-b" else {}
         processes.append(start_agent(tmp_path, port, vantage, PROBE_KEY=SECRET, **extra))
     everyone = {"agent-a", "agent-b", "server-1"}
     eventually(lambda: listed_vantages(port) == everyone, 30, "runs from every vantage")
+    # agent-a lacks ONLY_ON_B: it refuses that target, says so in its log and to the server.
+    refusal = {"b-only-var": "environment variable ONLY_ON_B is not set"}
+    eventually(lambda: refused_at(port, "agent-a") == refusal, 10, "the refusal reported")
+    assert refused_at(port, "agent-b") == {}
 
     processes[0].stop()  # the server goes away; the agents probe on, into their spools
     eventually(lambda: all(spooled(tmp_path, v) >= 3 for v in TOKENS), 30, "runs spooled")
-    processes.append(start_serve(tmp_path, config, port))
+    processes.append(start_serve(tmp_path, config, port, db_url))
     eventually(lambda: not any(spooled(tmp_path, v) for v in TOKENS), 60, "spools flushed")
     for process in processes[1:3]:
         process.stop()
     processes[3].stop()
 
-    runs, request_ids = stored(tmp_path)
+    runs, request_ids = stored(db_url)
     assert {(v, t) for v, t, _ in runs} == {
         *((vantage, "edge") for vantage in everyone),
-        ("agent-b", "b-only-var"),  # agent-a lacks ONLY_ON_B: it refuses the target
+        ("agent-b", "b-only-var"),
     }
     assert "environment variable ONLY_ON_B is not set" in processes[1].output()
     assert max(Counter(request_ids).values()) == 1  # no sample stored twice
@@ -173,5 +193,5 @@ def test_agents_push_from_their_vantages_spool_through_an_outage_and_lose_nothin
     # The outage's runs arrived: agent-a went on probing while the server was away.
     assert sum(1 for v, t, _ in runs if (v, t) == ("agent-a", "edge")) >= 3 + 3
     # The agent's secret never reached the server: not in its database, nor its log.
-    assert SECRET.encode() not in (tmp_path / "pw.db").read_bytes()
+    assert SECRET not in database_dump(db_url)
     assert SECRET not in processes[0].output() + processes[3].output()

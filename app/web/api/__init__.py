@@ -15,10 +15,23 @@ from app.web.api import (
     samples,
     silences,
     targets,
+    vantages,
 )
 from app.web.errors import errors
 
 # Any request may come with a Host that is not allowed (app.web.hosts).
 router = APIRouter(prefix="/api/v1", responses=errors(400))
-for module in (meta, targets, runs, samples, breakdown, history, compare, alerts, silences, agent):
+for module in (
+    meta,
+    targets,
+    runs,
+    samples,
+    breakdown,
+    history,
+    compare,
+    alerts,
+    silences,
+    agent,
+    vantages,
+):
     router.include_router(module.router)
