@@ -26,14 +26,12 @@ from app.store.history import DatabaseHistory
 from app.store.leader import Leadership
 from app.store.spool import Spool
 from app.upkeep import Upkeep
-from app.vantagebook import VantageBook
-from app.vantages import shortest_interval
 from app.web import api as web_api
 from app.web import errors, health, metrics, pages
+from app.web.api import agent
 from app.web.auth import document_open_writes
 from app.web.hosts import allowed_hosts
 from app.web.pages import STATIC_DIR
-from app.web.vantagemetrics import VantageCollector
 from app.writer import Writer
 
 
@@ -104,10 +102,7 @@ def create_app(
     )
     app.state.service = service
     app.state.metrics = observed
-    app.state.vantages = book = VantageBook()  # agents' last pushes (app.web.api.agent)
-    observed.registry.register(
-        VantageCollector(book, lambda name: shortest_interval(service.targets.targets, name))
-    )
+    agent.install(app, service, observed)  # the server's side of `phasewatch agent`
     errors.install(app)
     app.include_router(health.router)
     app.include_router(web_api.router)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,11 +19,12 @@ from fastapi import FastAPI
 
 from app.agent.wire import CONFIG_PATH, RUNS_PATH, SENT_AT_HEADER, STATUS_PATH, VANTAGE_HEADER
 from app.config import Settings, load_targets
+from app.evaluations import Evaluations
 from app.main import create_app
 from app.store.records import RunRecord
 from app.vantagebook import VantageState, is_silent
 from app.web.api.agent import MAX_RUN_BYTES, MAX_WIRE_BYTES
-from tests.runfactory import make_run, record_of
+from tests.runfactory import failed_run, make_run, record_of
 
 pytestmark = pytest.mark.anyio
 FRA, SEOUL = "fra-token-0123456789abcdef", "seoul-token-0123456789abcdef"
@@ -56,6 +59,7 @@ async def app(db_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
     settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
     built = create_app(settings, targets)
     yield built
+    assert built.state.evaluations.wait_idle(30)  # pushed runs' evaluations are done
     built.state.service.engine.dispose()
 
 
@@ -277,3 +281,38 @@ def test_a_vantage_is_silent_after_three_of_its_shortest_intervals(
 ) -> None:
     state = VantageState("fra-1", last_pushed=last_pushed)
     assert is_silent(state, interval_s, T0, now) is silent
+
+
+async def test_pushed_runs_are_evaluated_like_local_ones(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    start = datetime.now(UTC) - timedelta(minutes=10)
+    for k in range(4):  # every sample failing: probe_failing at fra-1
+        made = failed_run(start + timedelta(minutes=k), target="translate", vantage="fra-1")
+        body = packed(record_of(made))
+        assert (
+            await client.post(RUNS_PATH, content=body, headers=GZIP | agent("fra-1", FRA))
+        ).is_success
+    assert app.state.evaluations.wait_idle(30)
+    alerts = (await client.get("/api/v1/alerts", params={"target": "translate"})).json()["items"]
+    assert [(a["kind"], a["vantage"]) for a in alerts] == [("probe_failing", "fra-1")]
+
+
+def test_evaluation_keeps_up_run_by_run_and_coalesces_a_backlog() -> None:
+    release, evaluated = threading.Event(), []
+
+    def evaluate(record: RunRecord) -> None:
+        release.wait(10)
+        evaluated.append(record.id)
+
+    evaluations = Evaluations(evaluate)
+    first, second, third = (run() for _ in range(3))
+    other = run(vantage="seoul-1")
+    evaluations.submit(first)  # taken at once; evaluation holds until released
+    while evaluations.pending():
+        time.sleep(0.01)
+    for record in (second, other, third):  # second and third: one (target, vantage)
+        evaluations.submit(record)
+    release.set()
+    assert evaluations.wait_idle(10)
+    assert evaluated == [first.id, third.id, other.id] and evaluations.coalesced == 1

@@ -11,11 +11,14 @@ push answers ``stored: false`` and stores nothing. While the database is away th
 from __future__ import annotations
 
 import json
+import threading
 import zlib
+from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -30,13 +33,17 @@ from app.agent.wire import (
     PushAnswer,
     assignment_version,
 )
+from app.config import TargetsFile
+from app.evaluations import Evaluations
+from app.metrics import RunMetrics
 from app.pipeline import is_transient, utcnow
 from app.service import Service
-from app.store.records import COMPLETE, RunRecord
+from app.store.records import RunRecord
 from app.vantagebook import VantageBook
-from app.vantages import assigned, token_of
+from app.vantages import assigned, shortest_interval, token_of
 from app.web.deps import ServiceDep
 from app.web.errors import ErrorOut
+from app.web.vantagemetrics import VantageCollector
 
 router = APIRouter(prefix="/agent", tags=["agents"])
 MAX_WIRE_BYTES = 4 << 20  # a push as sent (compressed)
@@ -45,6 +52,19 @@ REFRESH_S = 30.0
 _bearer = HTTPBearer(
     auto_error=False, scheme_name="AgentToken", description="The agent's token, one per vantage."
 )
+
+
+def install(app: FastAPI, service: Service, observed: RunMetrics) -> None:
+    """What these routes keep between requests, on ``app.state``; the vantages' gauges."""
+    app.state.vantages = book = VantageBook()
+    app.state.assignments = Assignments()
+    app.state.evaluations = Evaluations(service.alerts.evaluate_after)
+    shortest = partial(_shortest, service)
+    observed.registry.register(VantageCollector(book, shortest))
+
+
+def _shortest(service: Service, vantage: str) -> float | None:
+    return shortest_interval(service.targets.targets, vantage)
 
 
 def _described(*pairs: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
@@ -63,7 +83,7 @@ PUSH_ERRORS = AUTH_ERRORS | _described(
 )
 
 
-def book(request: Request) -> VantageBook:
+async def book(request: Request) -> VantageBook:
     found: VantageBook = request.app.state.vantages
     return found
 
@@ -71,7 +91,7 @@ def book(request: Request) -> VantageBook:
 BookDep = Annotated[VantageBook, Depends(book)]
 
 
-def agent_vantage(
+async def agent_vantage(
     service: ServiceDep,
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -103,13 +123,47 @@ def assignment(service: Service, vantage: str) -> Assignment:
     )
 
 
+@dataclass
+class Assignments:
+    """Each vantage's assignment, built once per targets file (a reload makes a new one):
+    a push checks its target against it without dumping every target again."""
+
+    _for: TargetsFile | None = None
+    _built: dict[str, tuple[Assignment, frozenset[str]]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, service: Service, vantage: str) -> tuple[Assignment, frozenset[str]]:
+        with self._lock:
+            if self._for is not service.targets:
+                self._for, self._built = service.targets, {}
+            found = self._built.get(vantage)
+            if found is None:
+                made = assignment(service, vantage)
+                found = made, frozenset(str(t["name"]) for t in made.targets)
+                self._built[vantage] = found
+            return found
+
+
+async def assignments(request: Request) -> Assignments:
+    found: Assignments = request.app.state.assignments
+    return found
+
+
+AssignmentsDep = Annotated[Assignments, Depends(assignments)]
+
+
 @router.get("/config", response_model=Assignment, responses=AUTH_ERRORS)
 def get_config(
-    service: ServiceDep, vantage: VantageDep, vantages: BookDep, request: Request
+    service: ServiceDep,
+    vantage: VantageDep,
+    vantages: BookDep,
+    built: AssignmentsDep,
+    request: Request,
 ) -> Assignment:
     """The targets this agent probes, with header templates (never their values)."""
-    vantages.reported(vantage, utcnow(), vantages.get(vantage).refused, None, _version(request))
-    return assignment(service, vantage)
+    state = vantages.get(vantage)
+    vantages.reported(vantage, utcnow(), state.refused, state.pending, _version(request))
+    return built.get(service, vantage)[0]
 
 
 @router.post("/status", status_code=204, responses=AUTH_ERRORS | _described((422, "Not valid.")))
@@ -123,17 +177,24 @@ def post_status(
 
 @router.post("/runs", response_model=PushAnswer, responses=PUSH_ERRORS)
 async def push_run(
-    service: ServiceDep, vantage: VantageDep, vantages: BookDep, request: Request
+    service: ServiceDep,
+    vantage: VantageDep,
+    vantages: BookDep,
+    built: AssignmentsDep,
+    request: Request,
 ) -> Response:
     """Store one run the agent measured (``RunRecord`` JSON); a replay stores nothing."""
     record = _run_of(await _body(request))
     now = utcnow()
-    current = assignment(service, vantage)
+    current, names = built.get(service, vantage)
     if record.vantage != vantage:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "this token writes only its own vantage")
-    if record.target not in {target["name"] for target in current.targets}:
+    if record.target not in names:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "that target is not assigned here")
     stored = await run_in_threadpool(_store, service, record)
+    if stored:
+        request.app.state.metrics.observe_run(record)
+        request.app.state.evaluations.submit(record)  # the push does not wait for it
     vantages.pushed(vantage, now, _sent_at(request), _version(request))
     answer = PushAnswer(stored=stored, config=current.version)
     return Response(
@@ -153,8 +214,6 @@ def _store(service: Service, record: RunRecord) -> bool:
         if not is_transient(exc):
             raise
         raise _away("the database is unreachable") from exc
-    if stored and record.status == COMPLETE and pipeline.after_store is not None:
-        pipeline.after_store(record)  # alert evaluation, as for a local run
     return stored
 
 
