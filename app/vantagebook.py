@@ -36,11 +36,31 @@ def is_silent(
     return (now - heard).total_seconds() > SILENT_INTERVALS * interval_s
 
 
+@dataclass(frozen=True)
+class PushLimit:
+    """Pushes a vantage may make: ``per_s`` sustained, ``burst`` at once (a spool flushed
+    after an outage goes at ``per_s``; the agent retries a refused push with backoff)."""
+
+    per_s: float = 50.0
+    burst: float = 1000.0
+
+
 @dataclass
 class VantageBook:
     since: datetime = field(default_factory=lambda: datetime.now(UTC))
+    limit: PushLimit = field(default_factory=PushLimit)
     _states: dict[str, VantageState] = field(default_factory=dict)
+    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # tokens, at
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def admit(self, vantage: str, monotonic_s: float) -> bool:
+        """Take one push from ``vantage``'s bucket; False: over its limit, refuse it."""
+        with self._lock:
+            tokens, at = self._buckets.get(vantage, (self.limit.burst, monotonic_s))
+            tokens = min(self.limit.burst, tokens + (monotonic_s - at) * self.limit.per_s)
+            admitted = tokens >= 1.0
+            self._buckets[vantage] = (tokens - 1.0 if admitted else tokens, monotonic_s)
+            return admitted
 
     def pushed(
         self, vantage: str, now: datetime, sent_at: datetime | None, version: str | None

@@ -22,7 +22,7 @@ from app.config import Settings, load_targets
 from app.evaluations import Evaluations
 from app.main import create_app
 from app.store.records import RunRecord
-from app.vantagebook import VantageState, is_silent
+from app.vantagebook import PushLimit, VantageBook, VantageState, is_silent
 from app.web.api.agent import MAX_RUN_BYTES, MAX_WIRE_BYTES
 from tests.runfactory import failed_run, make_run, record_of
 
@@ -316,3 +316,34 @@ def test_evaluation_keeps_up_run_by_run_and_coalesces_a_backlog() -> None:
     release.set()
     assert evaluations.wait_idle(10)
     assert evaluated == [first.id, third.id, other.id] and evaluations.coalesced == 1
+
+
+async def test_a_vantage_pushing_over_its_limit_is_told_to_come_back(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    app.state.vantages.limit = PushLimit(per_s=0.001, burst=2)
+    headers = GZIP | agent("fra-1", FRA)
+    codes = [(await client.post(RUNS_PATH, content=packed(run()), headers=headers)).status_code]
+    codes += [(await client.post(RUNS_PATH, content=packed(run()), headers=headers)).status_code]
+    over = await client.post(RUNS_PATH, content=packed(run()), headers=headers)
+    assert codes == [200, 200] and over.status_code == 429 and over.headers["Retry-After"] == "1"
+    other = await client.post(
+        RUNS_PATH, content=packed(run(vantage="seoul-1")), headers=GZIP | agent("seoul-1", SEOUL)
+    )
+    assert other.status_code == 200  # each vantage has a bucket of its own
+    assert len((await client.get("/api/v1/runs")).json()["items"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("pushes_at", "admitted"),
+    [
+        ([0.0, 0.0, 0.0], [True, True, False]),
+        ([0.0, 0.0, 0.0, 1.0], [True, True, False, True]),  # one more a second
+        ([0.0, 0.0, 10.0, 10.0, 10.0], [True, True, True, True, False]),  # never over burst
+    ],
+)
+def test_the_push_limit_is_a_bucket_per_vantage(
+    pushes_at: list[float], admitted: list[bool]
+) -> None:
+    book = VantageBook(limit=PushLimit(per_s=1.0, burst=2))
+    assert [book.admit("fra-1", at) for at in pushes_at] == admitted

@@ -1,7 +1,7 @@
 """`phasewatch serve` and two `phasewatch agent`s as real processes on loopback, probing the
 demo's simulated endpoint: runs from every vantage are listed with their vantage; the server
 stopped for a while, the agents spool, and once it is back every sample the endpoint answered
-is stored exactly once."""
+is stored exactly once; an agent killed is listed as silent until it reports again."""
 
 from __future__ import annotations
 
@@ -63,6 +63,7 @@ def processes() -> Iterator[list[Process]]:
         if process.process.poll() is None:
             process.process.kill()
             process.process.wait()
+        process.log.close()
 
 
 def config_file(tmp_path: Path, sim: SimServer) -> Path:
@@ -147,6 +148,11 @@ def database_dump(db_url: str) -> str:
         engine.dispose()
 
 
+def silent(port: int) -> set[str] | None:
+    answer = httpx.get(f"http://127.0.0.1:{port}/api/v1/vantages", timeout=5)
+    return {v["name"] for v in answer.json() if v["silent"]} if answer.is_success else None
+
+
 def refused_at(port: int, vantage: str) -> dict[str, str]:
     answer = httpx.get(f"http://127.0.0.1:{port}/api/v1/vantages", timeout=5)
     found = {v["name"]: v["refused"] for v in answer.json()} if answer.is_success else {}
@@ -173,9 +179,15 @@ def test_agents_push_from_their_vantages_spool_through_an_outage_and_lose_nothin
     eventually(lambda: all(spooled(tmp_path, v) >= 3 for v in TOKENS), 30, "runs spooled")
     processes.append(start_serve(tmp_path, config, port, db_url))
     eventually(lambda: not any(spooled(tmp_path, v) for v in TOKENS), 60, "spools flushed")
-    for process in processes[1:3]:
+    eventually(lambda: silent(port) == set(), 10, "no vantage silent")
+    processes[2].process.kill()  # agent-b crashes: after 3 of its intervals it is silent
+    processes[2].process.wait()
+    processes[2].log.close()
+    eventually(lambda: silent(port) == {"agent-b"}, 15, "agent-b silent")
+    processes.append(start_agent(tmp_path, port, "agent-b", PROBE_KEY=SECRET, ONLY_ON_B="b"))
+    eventually(lambda: silent(port) == set(), 15, "agent-b heard again")
+    for process in (processes[1], processes[4], processes[3]):
         process.stop()
-    processes[3].stop()
 
     runs, request_ids = stored(db_url)
     assert {(v, t) for v, t, _ in runs} == {

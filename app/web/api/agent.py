@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -79,6 +80,7 @@ PUSH_ERRORS = AUTH_ERRORS | _described(
     (413, "The push is larger than the server takes."),
     (415, "The body's encoding is neither gzip nor identity."),
     (422, "The body is not a run (`RunRecord` JSON)."),
+    (429, "This vantage pushes faster than its limit: push again later (Retry-After)."),
     (503, "The database is away: push the run again later (Retry-After)."),
 )
 
@@ -184,6 +186,12 @@ async def push_run(
     request: Request,
 ) -> Response:
     """Store one run the agent measured (``RunRecord`` JSON); a replay stores nothing."""
+    if not vantages.admit(vantage, time.monotonic()):
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            "over this vantage's push limit",
+            headers={"Retry-After": "1"},
+        )
     record = _run_of(await _body(request))
     now = utcnow()
     current, names = built.get(service, vantage)
