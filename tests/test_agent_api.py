@@ -347,3 +347,24 @@ def test_the_push_limit_is_a_bucket_per_vantage(
 ) -> None:
     book = VantageBook(limit=PushLimit(per_s=1.0, burst=2))
     assert [book.admit("fra-1", at) for at in pushes_at] == admitted
+
+
+async def test_the_vantages_page_shows_each_agent_and_what_it_refused(
+    client: httpx.AsyncClient,
+) -> None:
+    report = {"refused": {"seoul-only": "environment variable X is not set"}, "pending": 5}
+    assert (await client.post(STATUS_PATH, json=report, headers=agent("seoul-1", SEOUL))).is_success
+    ahead = {SENT_AT_HEADER: (datetime.now(UTC) + timedelta(hours=1)).isoformat()}
+    headers = GZIP | agent("fra-1", FRA) | ahead
+    assert (await client.post(RUNS_PATH, content=packed(run()), headers=headers)).is_success
+    page = await client.get("/vantages")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    rows = {
+        name: page.text.split(f'data-vantage="{name}"', 1)[1].split("</tr>", 1)[0]
+        for name in ("server-1", "fra-1", "seoul-1")
+    }
+    assert "this server" in rows["server-1"]
+    assert "reporting" in rows["fra-1"] and "-3" in rows["fra-1"]  # an hour ahead: −3600 s
+    assert "no run pushed yet" in rows["seoul-1"] and ">5<" in rows["seoul-1"]
+    assert "seoul-only: environment variable X is not set" in rows["seoul-1"]
+    assert FRA not in page.text and SEOUL not in page.text and SECRET not in page.text
