@@ -1,7 +1,7 @@
 """`phasewatch agent`'s runner in-process against a real server (uvicorn on loopback): it
 probes its assignment with header templates filled from its own environment, refuses and
 reports a target it lacks a variable for, follows an assignment change the server names,
-and sets aside a run the server refuses for good."""
+sets aside a run the server refuses for good, and pushes a run its crash cut as aborted."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import pytest
 from app.agent.client import ServerClient
 from app.agent.runner import Agent
 from app.config import load_targets
+from app.store.records import ABORTED, RunRecord
+from app.store.spool import Spool
 from tests.apiapp import Api, api
 from tests.cliserver import Recorder, serving
 from tests.runfactory import make_run, record_of
@@ -129,3 +131,22 @@ def test_a_run_the_server_refuses_for_good_is_set_aside(server: Api, tmp_path: P
     assert str(forged.id) in rejected  # ... and waits in rejected.jsonl, kept
     assert vantages_of(server) == []
     agent.client.close()
+
+
+@pytest.mark.anyio
+async def test_a_run_cut_by_a_crash_is_pushed_as_aborted_when_the_agent_starts(
+    server: Api, tmp_path: Path
+) -> None:
+    made = record_of(
+        make_run(np.random.default_rng(2), datetime.now(UTC), target="keyed", vantage="fra-1", n=2)
+    )
+    cut = RunRecord(made.id, made.target, made.vantage, made.started_at, ABORTED, made.samples[:1])
+    crashed = Spool(tmp_path / "agent-spool")  # the journal of an agent that died mid-run
+    assert crashed.begin(cut)
+    crashed.close()
+
+    def arrived() -> bool:
+        runs = server.client.get("/api/v1/runs", params={"limit": 500}).json()["items"]
+        return any(r["id"] == str(cut.id) and r["status"] == "aborted" for r in runs)
+
+    await run_agent(make_agent(server, tmp_path), (arrived, nothing))
