@@ -368,3 +368,12 @@ async def test_the_vantages_page_shows_each_agent_and_what_it_refused(
     assert "no run pushed yet" in rows["seoul-1"] and ">5<" in rows["seoul-1"]
     assert "seoul-only: environment variable X is not set" in rows["seoul-1"]
     assert FRA not in page.text and SEOUL not in page.text and SECRET not in page.text
+
+
+async def test_the_overview_shows_an_agents_runs_in_its_own_row(
+    client: httpx.AsyncClient,
+) -> None:
+    pushed = await client.post(RUNS_PATH, content=packed(run()), headers=GZIP | agent("fra-1", FRA))
+    assert pushed.is_success
+    overview = (await client.get("/")).text
+    assert '<tr data-target="translate" data-vantage="fra-1">' in overview
