@@ -27,10 +27,10 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from app.alerts.notifiers import KINDS, NotifierConfig
 from app.analysis.detectors import DetectorParams
 from app.durations import Seconds
 from app.envvars import UnsetVariable, expand
+from app.notifiers import KINDS, NotifierConfig
 from app.probe.headername import HeaderName
 from app.probe.kinds import KINDS as PROBE_KINDS
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
@@ -159,7 +159,7 @@ class TargetsFile(BaseModel):
     vantage: str | None = Field(default=None, min_length=1, max_length=200)
     database_url: str | None = None
     raw_retention_days: int | None = Field(default=None, ge=1)
-    # By name; a target lists the ones it uses (none listed: all). See app/alerts/notifiers.
+    # By name; a target lists the ones it uses (none listed: all). See app/notifiers.
     notifiers: dict[NotifierName, NotifierConfig] = Field(default_factory=dict)
     targets: list[Target] = Field(default_factory=list)
 

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.store.records import COMPLETE, RunRecord
+from app.store.records import RunRecord, RunStatus
 from app.store.spool import Spool
 from app.threads import NoWaitThreadPool
 
@@ -133,7 +133,7 @@ class Writer:
         finally:
             self.current, self._since = None, None
         self.spool.end(record.id)
-        if stored and record.status == COMPLETE:  # as ``Pipeline.after_store`` promises
+        if stored and record.status == RunStatus.COMPLETE:  # as ``Pipeline.after_store`` promises
             self._after(record)
 
     def _flush_now(self) -> None:

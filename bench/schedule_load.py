@@ -34,10 +34,11 @@ from app.demo.sim import SimConfig
 from app.demo.simproc import SimProcess
 from app.pipeline import Pipeline
 from app.scheduler import Watch, first_run_offset
+from app.service import target_values
 from app.store.db import make_sessions
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import sync_targets
 from app.store.spool import Spool
+from app.store.targets import sync_targets
 from bench.common import LoopLag, machine_info, pct, print_table
 from bench.store_common import (
     add_database_options,
@@ -182,7 +183,7 @@ def measure(url: str, args: argparse.Namespace) -> list[str]:
         pipeline = Pipeline(make_sessions(engine), Spool(Path(spool_dir)), "bench")
         targets = make_targets(sim.url, args.targets, args.interval, args.samples)
         with pipeline.sessions.begin() as session:
-            sync_targets(session, targets, datetime.now(UTC))
+            sync_targets(session, target_values(targets), datetime.now(UTC))
         wait_quiet(args.wait_quiet)
         print(f"running {len(targets)} targets every {args.interval:g} s for {args.duration:g} s")
         watch, events, window, lag, cpu = asyncio.run(

@@ -25,9 +25,11 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
+from app.service import target_values
 from app.store.db import make_sessions
-from app.store.queries import store_run, sync_targets
+from app.store.queries import store_run
 from app.store.records import RunRecord
+from app.store.targets import sync_targets
 from bench.common import machine_info, pct, print_table
 from bench.store_candidates import StoreRun, check_summaries, ingest_ladder
 from bench.store_common import (
@@ -205,7 +207,7 @@ def prepared(url: str) -> Engine:
     sessions = make_sessions(engine)
     with sessions.begin() as session:
         targets = [Target(name=target_name(t), url="https://x.example/") for t in range(TARGETS)]
-        sync_targets(session, targets, datetime.now(UTC))
+        sync_targets(session, target_values(targets), datetime.now(UTC))
     store_all(sessions, make_runs(20, WARM_UP_RUNS, seed=99), budget_s=30)
     return engine
 

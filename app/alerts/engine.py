@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -36,12 +36,12 @@ from app.alerts import rows, silences
 from app.alerts.evaluate import Evaluator
 from app.alerts.identity import Alert, Transition
 from app.alerts.state import State
+from app.clock import utcnow
 from app.store.models import AlertRow, DetectorStateRow, SilenceRow
-from app.store.records import RunRecord
+from app.store.records import RunRecord, RunStatus
 
 log = logging.getLogger(__name__)
 
-COMPLETE = "complete"
 # Resolved alerts this recent are read back as held back from firing again; longer
 # hold times than this are cut short by a restart.
 COOLING_LOOKBACK = timedelta(days=2)
@@ -57,10 +57,6 @@ class AlertNotFound(AlertError):
 
 class AlertNotOpen(AlertError):
     pass
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def log_announced(transitions: Iterable[Transition]) -> None:
@@ -87,7 +83,7 @@ class AlertEngine:
         sessions: sessionmaker[Session],
         evaluator: Evaluator,
         notifiers_for: Callable[[str], list[str]],
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         wants_refresh: Callable[[str], bool] = lambda _notifier: True,
     ) -> None:
         self.sessions = sessions
@@ -106,7 +102,7 @@ class AlertEngine:
 
     def evaluate_after(self, run: RunRecord) -> list[Transition]:
         """Evaluate ``run``'s target and vantage now that ``run`` is stored; persist it all."""
-        if run.status != COMPLETE:
+        if run.status != RunStatus.COMPLETE:
             return []
         with self._lock:
             self._restore()

@@ -6,7 +6,7 @@ import gc
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,55 +34,14 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from app.config import Target
 from app.store.db import write_lock
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
-
-UNKNOWN_KIND = "unknown"
-
-
-def sync_targets(session: Session, targets: Iterable[Target], now: datetime) -> dict[str, int]:
-    """Make the targets table say what the file says; targets gone from it become inactive."""
-    rows = {row.name: row for row in session.scalars(select(TargetRow))}
-    wanted = {target.name: target for target in targets}
-    for name, target in wanted.items():
-        row = rows.get(name) or TargetRow(name=name)
-        row.kind, row.url, row.interval_s = target.kind.value, target.url, target.interval
-        row.config, row.active, row.updated_at = target.public(), True, now
-        session.add(row)
-    for name, row in rows.items():
-        if name not in wanted and row.active:
-            row.active, row.updated_at = False, now
-    session.flush()
-    return {row.name: row.id for row in session.scalars(select(TargetRow))}
-
-
-def target_id(session: Session, name: str, now: datetime) -> int:
-    """The id of a target, created bare if only its runs are known (imports, agents).
-
-    Two writers may create the same bare target at once: ON CONFLICT DO NOTHING lets the
-    second wait for the first and then find its row, instead of failing on the unique name.
-    """
-    found = session.scalar(select(TargetRow.id).where(TargetRow.name == name))
-    if found is not None:
-        return found
-    bare = {"name": name, "kind": UNKNOWN_KIND, "url": "", "interval_s": 0.0, "config": {}}
-    values = {**bare, "active": False, "updated_at": now}
-    session.execute(insert_unless_present(session, TargetRow, ["name"]).values(values))
-    return session.scalars(select(TargetRow.id).where(TargetRow.name == name)).one()
-
-
-def insert_unless_present(session: Session, entity: Any, keys: list[str]) -> Insert:
-    """INSERT ... ON CONFLICT (keys) DO NOTHING, which both our databases speak."""
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    return insert(entity).on_conflict_do_nothing(index_elements=keys)
-
+from app.store.targets import target_id
 
 _RUNS: Table = RunRow.__table__  # type: ignore[assignment]
 _SAMPLES: Table = SampleRow.__table__  # type: ignore[assignment]

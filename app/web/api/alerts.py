@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from app.alerts import views
 from app.alerts.engine import AlertNotFound, AlertNotOpen
 from app.alerts.views import AlertDetail, AlertView, Page
-from app.pipeline import utcnow
+from app.clock import utcnow
 from app.service import Service
 from app.store.models import AlertTransitionRow
 from app.web.api.params import NO_NUL, CursorParam, TargetParam, VantageParam

@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.convertors import Convertor, register_url_convertor
 
-from app.pipeline import utcnow
+from app.clock import utcnow
 from app.store.csvlayout import parse_timestamp
 from app.store.models import RunRow, TargetRow
 from app.web.errors import Responses, errors

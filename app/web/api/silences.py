@@ -15,8 +15,8 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from app.alerts.silences import Matcher, SilenceNotFound, matchers_of
+from app.clock import utcnow
 from app.durations import parse_duration
-from app.pipeline import utcnow
 from app.store.models import SilenceRow
 from app.web.api.params import NO_NUL, in_range
 from app.web.auth import WRITE_ERRORS, WriteAccess

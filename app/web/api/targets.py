@@ -10,8 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.analysis.detectors.deadline import SloStatus
-from app.pipeline import utcnow
-from app.store import reads
+from app.clock import utcnow
+from app.store.breakdown import breakdown, last_runs
 from app.store.models import TargetRow
 from app.store.slo import target_slo
 from app.web.api.params import TARGET_ERRORS, RecentWindowDep, not_found
@@ -36,7 +36,7 @@ def get_target(name: str, session: SessionDep, window: RecentWindowDep) -> Targe
     if row is None:
         raise not_found(f"no target {name!r}")
     seen = _vantages(session).get(row.id, {})
-    found = [reads.breakdown(session, name, window.start, window.end, v) for v in sorted(seen)]
+    found = [breakdown(session, name, window.start, window.end, v) for v in sorted(seen)]
     slo = target_slo(session, name, window.end) or {}
     return TargetDetail(
         **_target_out(row, seen).model_dump(),
@@ -53,7 +53,7 @@ def _with_slo(breakdown: dict[str, Any], slo: dict[str | None, SloStatus]) -> Br
 
 def _vantages(session: Session) -> dict[int, dict[str, datetime]]:
     found: dict[int, dict[str, datetime]] = {}
-    for (target, vantage), at in reads.last_runs(session, utcnow()).items():
+    for (target, vantage), at in last_runs(session, utcnow()).items():
         found.setdefault(target, {})[vantage] = at
     return found
 

@@ -12,9 +12,9 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.pipeline import utcnow
+from app.clock import utcnow
+from app.store.breakdown import breakdown
 from app.store.models import TargetRow
-from app.store.reads import breakdown
 from app.web.deps import SessionDep
 from app.web.pages import view
 from app.web.pages.render import error_page, not_found, page

@@ -13,11 +13,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.alerts.views import AlertView, open_alerts_by_series
-from app.pipeline import utcnow
+from app.analysis.breakdown import Breakdown
+from app.clock import utcnow
 from app.report import PHASE_COLOURS
+from app.store.breakdown import current_breakdowns
 from app.store.models import TargetRow
-from app.store.reads import Breakdown, current_breakdowns, sparklines
 from app.store.rollups import CATCH_UP_EVERY_S
+from app.store.sparklines import sparklines
 from app.web.deps import SessionDep
 from app.web.pages import view
 from app.web.pages.render import page

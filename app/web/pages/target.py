@@ -14,10 +14,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.alerts.views import AlertView, list_alerts
-from app.pipeline import utcnow
+from app.analysis.breakdown import Breakdown
+from app.clock import utcnow
+from app.store.breakdown import breakdown
 from app.store.models import RunRow, TargetRow
 from app.store.queries import run_summaries
-from app.store.reads import Breakdown, breakdown
 from app.store.slo import target_slo
 from app.web.deps import SessionDep
 from app.web.pages.render import error_page, not_found, page

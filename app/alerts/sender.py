@@ -34,23 +34,20 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session, aliased, sessionmaker
 
-from app.alerts.notifiers.base import Delivery, Notifier, TransportError, scrub
+from app.clock import utcnow
+from app.notifiers.base import Delivery, Notifier, TransportError, scrub
 from app.store.models import AlertRow, DeliveryRow
 
 log = logging.getLogger(__name__)
 
 PENDING, SENT, FAILED, SILENCED = "pending", "sent", "failed", "silenced"
 _ERROR_LIMIT = 1000
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)
