@@ -117,6 +117,19 @@ def ends_at(session: Session, transition: Transition, now: datetime) -> datetime
     return now + ENDS_AFTER_INTERVALS * timedelta(seconds=seconds)
 
 
+def note_acknowledgement(session: Session, alert_id: uuid.UUID, note: dict[str, Any]) -> None:
+    """``note`` (who acknowledged, and why) in the numbers of the alert's latest
+    acknowledgement transition; nothing when it has none."""
+    step = session.scalars(
+        select(AlertTransitionRow)
+        .where(AlertTransitionRow.alert_id == alert_id, AlertTransitionRow.acknowledged)
+        .order_by(AlertTransitionRow.id.desc())
+        .limit(1)
+    ).first()
+    if step is not None:
+        step.numbers = {**step.numbers, **note}
+
+
 def save_vantage(
     session: Session, target: str, vantage: str, state: VantageState, now: datetime
 ) -> None:

@@ -154,6 +154,10 @@ def silence_rows(session: Session, now: datetime, active_only: bool) -> list[Sil
     return list(session.scalars(query))
 
 
+def silence_row(session: Session, silence_id: uuid.UUID) -> SilenceRow | None:
+    return session.get(SilenceRow, silence_id)
+
+
 def expire(session: Session, silence_id: uuid.UUID | str, now: datetime) -> SilenceRow:
     """End a silence now; one that already ended stays as it was."""
     row = session.get(SilenceRow, _uuid(silence_id, SilenceNotFound))

@@ -1,25 +1,24 @@
 """Alerts as readers see them: pydantic views over the alert rows, shared by the API and the
 dashboard, so both show the same alert the same way.
 
-Lists are newest first (by when the episode opened) and paged by a keyset cursor, which
-stays correct while new alerts open: a page never repeats or skips one.
+Lists are newest first (by when the episode opened) and paged by a keyset cursor
+(app.store.paging), which stays correct while new alerts open.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.alerts.rows import OPEN_STATES, identity_of
 from app.alerts.summary import summarize_alert
 from app.store.models import AlertRow, AlertTransitionRow
+from app.store.paging import Keyset, keyset_page
 
 STATES = ("pending", "firing", "recovering", "resolved", "inactive")
 OPEN = "open"  # a pseudo-state: pending, firing or recovering
@@ -74,8 +73,7 @@ class AlertDetail(AlertView):
     transitions: list[TransitionView] = Field(description="oldest first")
 
 
-class BadCursor(ValueError):
-    """The cursor was not one this API handed out."""
+ALERTS = Keyset((AlertRow.opened_at, AlertRow.id), (uuid.UUID,))
 
 
 def list_alerts(
@@ -90,19 +88,10 @@ def list_alerts(
 ) -> Page[AlertView]:
     """Alerts newest first; ``state`` may be ``open``. ``BadCursor`` for a foreign cursor."""
     query = _filtered(select(AlertRow), state, target, vantage, kind)
-    if cursor is not None:
-        opened_at, last_id = decode_cursor(cursor)
-        query = query.where(
-            or_(
-                AlertRow.opened_at < opened_at,
-                and_(AlertRow.opened_at == opened_at, AlertRow.id < last_id),
-            )
-        )
-    query = query.order_by(AlertRow.opened_at.desc(), AlertRow.id.desc()).limit(limit + 1)
-    found = list(session.scalars(query))
-    items = [alert_view(row) for row in found[:limit]]
-    next_cursor = encode_cursor(found[limit - 1]) if len(found) > limit else None
-    return Page[AlertView](items=items, next_cursor=next_cursor)
+    rows, after = keyset_page(
+        session, query, ALERTS, cursor, limit, lambda r: (r[0].opened_at, r[0].id)
+    )
+    return Page[AlertView](items=[alert_view(row) for (row,) in rows], next_cursor=after)
 
 
 def alert_detail(session: Session, alert_id: str | uuid.UUID) -> AlertDetail | None:
@@ -207,24 +196,6 @@ def _precedence(row: AlertRow) -> tuple[int, int, float]:
         _STATE_RANK.get(row.state, len(_STATE_RANK)),
         -row.opened_at.timestamp(),
     )
-
-
-def encode_cursor(row: AlertRow) -> str:
-    raw = f"{row.opened_at.isoformat()}|{row.id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        opened_at, last_id = raw.split("|")
-        at = datetime.fromisoformat(opened_at)
-        key = uuid.UUID(last_id)
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise BadCursor(f"not a cursor from this API: {cursor!r}") from exc
-    if at.tzinfo is None:
-        raise BadCursor(f"not a cursor from this API: {cursor!r}")
-    return at, key
 
 
 def _uuid(value: str | uuid.UUID) -> uuid.UUID | None:

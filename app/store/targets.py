@@ -71,3 +71,28 @@ def insert_unless_present(session: Session, entity: Any, keys: list[str]) -> Ins
     """INSERT ... ON CONFLICT (keys) DO NOTHING, which both our databases speak."""
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     return insert(entity).on_conflict_do_nothing(index_elements=keys)
+
+
+def all_targets(session: Session) -> list[TargetRow]:
+    """Every target known (from the targets file or by its runs), by name."""
+    return list(session.scalars(select(TargetRow).order_by(TargetRow.name)))
+
+
+def target_row(session: Session, name: str) -> TargetRow | None:
+    return session.scalar(select(TargetRow).where(TargetRow.name == name))
+
+
+def target_names(session: Session) -> list[str]:
+    return list(session.scalars(select(TargetRow.name).order_by(TargetRow.name)))
+
+
+def target_intervals(session: Session) -> dict[str, float]:
+    """Each target's interval in seconds, by name."""
+    return {row.name: row.interval_s for row in session.execute(_INTERVALS)}
+
+
+def interval_of(session: Session, target: int) -> float | None:
+    return session.scalar(select(TargetRow.interval_s).where(TargetRow.id == target))
+
+
+_INTERVALS = select(TargetRow.name, TargetRow.interval_s)

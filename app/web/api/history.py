@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from sqlalchemy import select
 
 from app.analysis.series import pick_bucket
 from app.clock import utcnow
-from app.store.models import TargetRow
+from app.store.targets import interval_of
 from app.store.timeseries import bucket_count, time_series
 from app.web.api.params import (
     TARGET_ERRORS,
@@ -50,7 +49,7 @@ def get_history(
     if bucket is not None and bucket % 60:
         raise bad_request(f"bucket must be a multiple of 60 seconds, not {bucket}")
     target = target_id_or_404(session, name)
-    interval = session.scalar(select(TargetRow.interval_s).where(TargetRow.id == target))
+    interval = interval_of(session, target)
     step = bucket or pick_bucket(window.start, window.end, interval or 0.0)
     count = bucket_count(window.start, window.end, step)
     if count > MAX_BUCKETS:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from app.alerts.silences import Matcher, SilenceNotFound, matchers_of
+from app.alerts.silences import Matcher, SilenceNotFound, matchers_of, silence_row
 from app.clock import utcnow
 from app.durations import parse_duration
 from app.store.models import SilenceRow
@@ -86,7 +86,7 @@ async def list_silences(
 async def get_silence(silence_id: str, service: ServiceDep) -> SilenceView:
     key = _uuid_or_404(silence_id)
     with service.pipeline.sessions() as session:
-        row = session.get(SilenceRow, key)
+        row = silence_row(session, key)
     if row is None:
         raise _not_found(silence_id)
     return silence_view(row, utcnow())
