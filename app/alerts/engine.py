@@ -37,8 +37,9 @@ from app.alerts.evaluate import Evaluator
 from app.alerts.identity import Alert, Transition
 from app.alerts.state import State
 from app.clock import utcnow
-from app.store.models import AlertRow, DetectorStateRow, SilenceRow
+from app.store.models import AlertRow, DetectorStateRow
 from app.store.records import RunRecord, RunStatus
+from app.store.silencerows import SilenceRecord
 
 log = logging.getLogger(__name__)
 
@@ -145,18 +146,18 @@ class AlertEngine:
         ends_at: datetime,
         created_by: str,
         comment: str = "",
-    ) -> SilenceRow:
+    ) -> SilenceRecord:
         """``ValueError`` for no matchers, an invalid regex, or an end not after the start."""
         with self.sessions.begin() as session:
             return silences.add_silence(
                 session, matchers, starts_at, ends_at, created_by, comment, self.clock()
             )
 
-    def list_silences(self, active_only: bool = False) -> list[SilenceRow]:
+    def list_silences(self, active_only: bool = False) -> list[SilenceRecord]:
         with self.sessions() as session:
             return silences.silence_rows(session, self.clock(), active_only)
 
-    def expire_silence(self, silence_id: uuid.UUID | str, now: datetime) -> SilenceRow:
+    def expire_silence(self, silence_id: uuid.UUID | str, now: datetime) -> SilenceRecord:
         """``SilenceNotFound`` for an unknown id."""
         with self.sessions.begin() as session:
             return silences.expire(session, silence_id, now)

@@ -14,6 +14,7 @@ from app.alerts.evaluate import VantageState
 from app.alerts.identity import Alert, Identity, Transition
 from app.alerts.state import Cooling, Position, State
 from app.analysis.tail import TailState
+from app.store.alertreads import AlertRecord
 from app.store.models import (
     AlertRow,
     AlertTransitionRow,
@@ -151,7 +152,7 @@ def cooling_of(row: AlertRow) -> Cooling:
     return Cooling(quiet_since=row.resolved_at or row.updated_at)
 
 
-def identity_of(row: AlertRow) -> Identity:
+def identity_of(row: AlertRow | AlertRecord) -> Identity:
     return Identity(
         row.kind, row.target, row.vantage, row.scope, row.from_phase, row.to_phase, row.severity
     )

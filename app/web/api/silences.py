@@ -17,7 +17,7 @@ from pydantic.alias_generators import to_camel
 from app.alerts.silences import Matcher, SilenceNotFound, matchers_of, silence_row
 from app.clock import utcnow
 from app.durations import parse_duration
-from app.store.models import SilenceRow
+from app.store.silencerows import SilenceRecord
 from app.web.api.params import NO_NUL, in_range
 from app.web.auth import WRITE_ERRORS, WriteAccess
 from app.web.deps import ServiceDep
@@ -175,7 +175,7 @@ def matcher_of(body: MatcherBody) -> Matcher:
         raise _invalid(str(exc)) from None
 
 
-def silence_view(row: SilenceRow, now: datetime) -> SilenceView:
+def silence_view(row: SilenceRecord, now: datetime) -> SilenceView:
     return SilenceView(
         id=str(row.id),
         matchers=[
@@ -191,7 +191,7 @@ def silence_view(row: SilenceRow, now: datetime) -> SilenceView:
     )
 
 
-def silence_state(row: SilenceRow, now: datetime) -> Literal["active", "pending", "expired"]:
+def silence_state(row: SilenceRecord, now: datetime) -> Literal["active", "pending", "expired"]:
     if row.ends_at <= now:
         return "expired"
     return "active" if row.starts_at <= now else "pending"
