@@ -30,9 +30,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PHASEWATCH_", extra="ignore")
 
     config: Path = Field(DEFAULT_CONFIG_PATH, description="Path of the targets file.")
-    database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite file.")
-    vantage: str | None = Field(None, description="Name of this probing location.")
-    raw_retention_days: int | None = Field(None, ge=1, description="Days raw samples are kept.")
+    database_url: str | None = Field(
+        None, description=f"SQLAlchemy URL; default `{DEFAULT_DATABASE_URL}`."
+    )
+    vantage: str | None = Field(None, description="This probing location; default host name.")
+    raw_retention_days: int | None = Field(None, ge=1, description="Raw samples kept; default 30.")
     spool_dir: Path = Field(Path("./phasewatch-spool"), description="Runs wait here for the DB.")
     host: str = Field("127.0.0.1", description="Address `serve` binds.")
     port: int = Field(8080, ge=0, le=65535, description="Port `serve` binds.")

@@ -32,6 +32,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     SecretStr,
     ValidationInfo,
 )
@@ -86,8 +87,8 @@ class BasicAuth(BaseModel):
     # Errors never echo what was given: it may be a secret.
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
-    username: Annotated[str, BeforeValidator(expand_field)]
-    password: Secret
+    username: Annotated[str, BeforeValidator(expand_field)] = Field(description="`${ENV}` expands.")
+    password: Secret = Field(description="`${ENV}` expands.")
 
 
 # --- The delivery -----------------------------------------------------------------------
