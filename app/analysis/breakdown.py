@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from app.analysis.digest import QUANTILES, Digest, merged_provenance
 from app.analysis.runs import phase_order
+from app.analysis.series import window_json
 from app.analysis.summary import TIMED, Summary
 
 
@@ -57,10 +58,7 @@ class Breakdown:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "target": self.target,
-            "vantage": self.vantage,
-            "from": self.start.isoformat(),
-            "to": self.end.isoformat(),
+            **window_json(self.target, self.vantage, self.start, self.end),
             "runs": self.runs,
             "n": self.n,
             "errors": self.errors,

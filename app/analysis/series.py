@@ -40,6 +40,11 @@ def pick_bucket(start: datetime, end: datetime, interval_s: float = 0.0) -> int:
     return DAY * max(math.ceil(span / DAY / TARGET_BUCKETS), math.ceil(interval_s / DAY))
 
 
+def window_json(target: str, vantage: str | None, start: datetime, end: datetime) -> dict[str, Any]:
+    """What every answer about a window of one target begins with."""
+    return {"target": target, "vantage": vantage, "from": start.isoformat(), "to": end.isoformat()}
+
+
 def rounded(values: Series, digits: int) -> Series:
     return [None if v is None else round(v, digits) for v in values]
 

@@ -18,7 +18,14 @@ from sqlalchemy import ColumnElement, Select, select
 from sqlalchemy.orm import Session
 
 from app.analysis.digest import Digest
-from app.analysis.series import Series, digest_columns, pick_bucket, rounded, summary_columns
+from app.analysis.series import (
+    Series,
+    digest_columns,
+    pick_bucket,
+    rounded,
+    summary_columns,
+    window_json,
+)
 from app.store.models import RollupRow, RunDigestRow
 from app.store.rollups import FINE_PERIODS, PERIODS, POOLED, fine_rollups_from, period_start
 from app.store.targets import target_key
@@ -47,10 +54,7 @@ class TimeSeries:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "target": self.target,
-            "vantage": self.vantage,
-            "from": self.start.isoformat(),
-            "to": self.end.isoformat(),
+            **window_json(self.target, self.vantage, self.start, self.end),
             "bucket_seconds": self.bucket_seconds,
             "source": self.source,
             "phases": self.phases,
