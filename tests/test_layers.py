@@ -113,3 +113,12 @@ def test_no_cycle_between_the_packages_and_modules_of_app() -> None:
         for group in cycles(graph)
     }
     assert not found, f"import cycles: {found}"
+
+
+@pytest.mark.parametrize(
+    "path", sorted((APP / "alerts").rglob("*.py")), ids=lambda p: p.relative_to(APP).as_posix()
+)
+def test_alerts_reach_the_tables_through_store_functions_only(path: Path) -> None:
+    """The ORM rows stay in app/store: alerts read and write plain values."""
+    bad = {name for name in imported(path) if name in ("app.store.models", "sqlalchemy")}
+    assert not bad, f"{path.name} imports {sorted(bad)}"

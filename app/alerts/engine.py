@@ -29,7 +29,6 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts import rows, silences
@@ -37,7 +36,8 @@ from app.alerts.evaluate import Evaluator
 from app.alerts.identity import Alert, Transition
 from app.alerts.state import State
 from app.clock import utcnow
-from app.store.models import AlertRow, DetectorStateRow
+from app.store import alertwrites
+from app.store.alertreads import alert_by_id
 from app.store.records import RunRecord, RunStatus
 from app.store.silencerows import SilenceRecord
 
@@ -126,9 +126,7 @@ class AlertEngine:
                     raise AlertNotOpen(f"alert {alert_id} is not open")
                 with self.sessions.begin() as session:
                     self._persist(session, alert.identity.target, [transition], alerts, now)
-                    row = session.get(AlertRow, uuid.UUID(alert.id))
-                    assert row is not None
-                    row.acknowledged_at, row.acknowledged_by = now, by
+                    alertwrites.mark_acknowledged(session, uuid.UUID(alert.id), now, by)
         log_announced([transition])
         return transition
 
@@ -186,7 +184,7 @@ class AlertEngine:
                 for notifier in dict.fromkeys(self.notifiers_for(target)):
                     if transition.refresh and not self.wants_refresh(notifier):
                         continue
-                    session.add(rows.delivery(alert, step, notifier, payload, silenced, now))
+                    rows.add_delivery(session, alert, step, notifier, payload, silenced, now)
         self._save_vantages(session, target, now)
 
     def _save_vantages(self, session: Session, target: str, now: datetime) -> None:
@@ -200,20 +198,10 @@ class AlertEngine:
         if self._restored:
             return
         with self.sessions() as session:
-            open_rows = session.scalars(
-                select(AlertRow)
-                .where(AlertRow.state.in_(rows.OPEN_STATES))
-                .order_by(AlertRow.opened_at)
-            ).all()
-            states = session.scalars(select(DetectorStateRow)).all()
-            resolved = session.scalars(
-                select(AlertRow)
-                .where(
-                    AlertRow.state == State.RESOLVED.value,
-                    AlertRow.resolved_at >= self.clock() - COOLING_LOOKBACK,
-                )
-                .order_by(AlertRow.resolved_at)
-            ).all()
+            open_rows = alertwrites.alerts_opened_in(session, rows.OPEN_STATES)
+            states = alertwrites.detector_states(session)
+            since = self.clock() - COOLING_LOOKBACK
+            resolved = alertwrites.resolved_since(session, State.RESOLVED.value, since)
             alerts = [rows.alert_of(row) for row in open_rows]
             vantages = {(row.target, row.vantage): rows.vantage_of(row) for row in states}
         self.evaluator.alerts.update({alert.identity: alert for alert in alerts})
@@ -239,7 +227,7 @@ class AlertEngine:
         except ValueError:
             raise AlertNotFound(f"no alert {alert_id!r}") from None
         with self.sessions() as session:
-            row = session.get(AlertRow, key)
+            row = alert_by_id(session, key)
         if row is None:
             raise AlertNotFound(f"no alert {alert_id!r}")
         raise AlertNotOpen(f"alert {alert_id} is {row.state}, not open")

@@ -96,3 +96,7 @@ def interval_of(session: Session, target: int) -> float | None:
 
 
 _INTERVALS = select(TargetRow.name, TargetRow.interval_s)
+
+
+def interval_by_name(session: Session, name: str) -> float | None:
+    return session.scalar(select(TargetRow.interval_s).where(TargetRow.name == name))
