@@ -15,8 +15,8 @@ from app.alerts.identity import Alert, Identity, Transition
 from app.alerts.state import Cooling, Position, State
 from app.analysis.tail import TailState
 from app.store import alertwrites
-from app.store.alertreads import AlertRecord
-from app.store.alertwrites import DetectorState, TransitionValues
+from app.store.alertreads import AlertRecord, TransitionRecord
+from app.store.alertwrites import DetectorState
 from app.store.targets import interval_by_name
 
 PENDING, SILENCED = "pending", "silenced"
@@ -55,8 +55,7 @@ def save_alert(session: Session, alert: Alert, transition: Transition, now: date
 
 def save_transition(session: Session, transition: Transition) -> int:
     """The transition's row; its id, for the deliveries."""
-    values = TransitionValues(
-        alert_id=uuid.UUID(transition.alert_id),
+    values = TransitionRecord(
         at=transition.at,
         before=transition.before.value,
         after=transition.after.value,
@@ -64,7 +63,7 @@ def save_transition(session: Session, transition: Transition) -> int:
         numbers=transition.numbers,
         acknowledged=transition.acknowledged,
     )
-    return alertwrites.save_transition(session, values)
+    return alertwrites.save_transition(session, uuid.UUID(transition.alert_id), values)
 
 
 def payload(transition: Transition, alert: Alert, until: datetime) -> dict[str, Any]:

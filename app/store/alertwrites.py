@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.store.alertreads import AlertRecord
+from app.store.alertreads import AlertRecord, TransitionRecord
 from app.store.models import AlertRow, AlertTransitionRow, DeliveryRow, DetectorStateRow
 
 
@@ -30,17 +30,6 @@ class AlertChange:
     summary: str
     numbers: dict[str, Any]
     updated_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class TransitionValues:
-    alert_id: uuid.UUID
-    at: datetime
-    before: str
-    after: str
-    summary: str
-    numbers: dict[str, Any]
-    acknowledged: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +69,10 @@ def save_alert(session: Session, change: AlertChange) -> None:
     row.summary, row.numbers, row.updated_at = change.summary, change.numbers, change.updated_at
 
 
-def save_transition(session: Session, values: TransitionValues) -> int:
+def save_transition(session: Session, alert_id: uuid.UUID, values: TransitionRecord) -> int:
     """The transition's row; its id, for the deliveries."""
     row = AlertTransitionRow(
-        alert_id=values.alert_id,
+        alert_id=alert_id,
         at=values.at,
         before=values.before,
         after=values.after,
