@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import Session
 
 from app.analysis.breakdown import Breakdown, from_columns, from_summary, provenance_counts
 from app.analysis.digest import Digest, merge_digests
 from app.analysis.series import DAY, digest_columns
 from app.analysis.summary import summarize
+from app.store.browse import where_run_of
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
 from app.store.records import RunStatus
 from app.store.rollups import POOLED
@@ -180,14 +181,8 @@ def _heads(
 ) -> Select[uuid.UUID, int, str, datetime, int]:
     query = select(
         RunRow.id, RunRow.target_id, RunRow.vantage, RunRow.started_at, RunRow.n_samples
-    ).where(
-        RunRow.status == RunStatus.COMPLETE, RunRow.started_at >= start, RunRow.started_at < end
-    )
-    if target is not None:
-        query = query.where(RunRow.target_id == target)
-    if vantage is not None:
-        query = query.where(RunRow.vantage == vantage)
-    return query
+    ).where(*_complete_in(start, end))
+    return where_run_of(query, target, vantage)
 
 
 def _samples(
@@ -203,15 +198,17 @@ def _samples(
             SampleRow.provenance,
         )
         .join(RunRow, RunRow.id == SampleRow.run_id)
-        .where(
-            RunRow.status == RunStatus.COMPLETE, RunRow.started_at >= start, RunRow.started_at < end
-        )
+        .where(*_complete_in(start, end))
     )
-    if target is not None:
-        query = query.where(RunRow.target_id == target)
-    if vantage is not None:
-        query = query.where(RunRow.vantage == vantage)
-    return query
+    return where_run_of(query, target, vantage)
+
+
+def _complete_in(start: datetime, end: datetime) -> list[ColumnElement[bool]]:
+    return [
+        RunRow.status == RunStatus.COMPLETE,
+        RunRow.started_at >= start,
+        RunRow.started_at < end,
+    ]
 
 
 def _last_run_at(

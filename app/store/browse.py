@@ -35,7 +35,7 @@ def runs_page(
 ) -> tuple[list[tuple[RunRow, str]], str | None]:
     """Runs that started in [start, end) with their target's name, and the next cursor."""
     query = _runs().where(RunRow.started_at >= span[0], RunRow.started_at < span[1])
-    query = _of(query, target, vantage)
+    query = where_run_of(query, target, vantage)
     rows, after = keyset_page(
         session, query, RUNS, cursor, limit, lambda row: (row[0].started_at, row[0].id)
     )
@@ -68,7 +68,7 @@ def samples_page(
         .join(TargetRow, TargetRow.id == RunRow.target_id)
         .where(SampleRow.started_at >= span[0], SampleRow.started_at < span[1])
     )
-    query = _of(query, target, vantage)
+    query = where_run_of(query, target, vantage)
     rows, after = keyset_page(
         session, query, SAMPLES, cursor, limit, lambda r: (r[0].started_at, r[0].run_id, r[0].idx)
     )
@@ -99,7 +99,8 @@ def _runs() -> Select[RunRow, str]:
     return select(RunRow, TargetRow.name).join(TargetRow, TargetRow.id == RunRow.target_id)
 
 
-def _of(query: Q, target: int | None, vantage: str | None) -> Q:
+def where_run_of(query: Q, target: int | None, vantage: str | None) -> Q:
+    """``query`` kept to the runs of one target and one vantage, where they are given."""
     if target is not None:
         query = query.where(RunRow.target_id == target)
     if vantage is not None:
