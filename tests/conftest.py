@@ -16,8 +16,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.demo.sim import SimConfig
+from app.demo.simserver import SimServer
 from app.store.db import make_engine, make_sessions, normalize_url
 from app.store.migrate import upgrade
+from tests.helpers import FAST_SIM
 
 
 @pytest.fixture
@@ -42,6 +45,22 @@ def ca_file(tls_ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> str
     path = tmp_path_factory.mktemp("ca") / "ca.pem"
     tls_ca.cert_pem.write_to_path(str(path))
     return str(path)
+
+
+# --- The simulated endpoint ------------------------------------------------------------------
+# `sim` is the simulator on a loopback port (its own thread) for the test; a module that wants
+# other delays overrides `sim_config`.
+
+
+@pytest.fixture
+def sim_config() -> SimConfig:
+    return FAST_SIM
+
+
+@pytest.fixture
+def sim(sim_config: SimConfig) -> Iterator[SimServer]:
+    with SimServer(sim_config) as server:
+        yield server
 
 
 # --- Databases ------------------------------------------------------------------------------
