@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -31,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.alerts.identity import Identity, Transition
 from app.alerts.state import State
 from app.store.models import AlertRow, AlertTransitionRow, DeliveryRow
+from tests.helpers import eventually, free_port
 
 HANG = "hang"
 WAIT_S = 20.0  # the longest any test waits for a process or a notification
@@ -220,21 +220,8 @@ def _ready(url: str, process: subprocess.Popen[bytes]) -> bool:
     return False
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def wait_until(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {WAIT_S} s")
+    return eventually(check, WAIT_S, what)
 
 
 # --- Outbox rows ---------------------------------------------------------------------------

@@ -30,7 +30,8 @@ from typer.exceptions import TyperException
 from app.cli import cli
 from app.config import Settings
 from app.web.health import router as health_router
-from tests.test_serve import Served, eventually
+from tests.helpers import eventually
+from tests.test_serve import Served
 
 ROOT = Path(__file__).parent.parent
 COMPOSE_TEXT = (ROOT / "docker-compose.yml").read_text()

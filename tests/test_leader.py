@@ -15,18 +15,17 @@ import pytest
 from sqlalchemy import Engine, pool, select, text
 
 from app.config import Settings
-from app.demo.sim import SimConfig
 from app.demo.simserver import SimServer
 from app.main import build_service
 from app.service import Service
 from app.store.db import make_engine, make_sessions
 from app.store.leader import LOCK_KEY, Leadership
 from app.store.models import RunRow, TargetRow
-from tests.pgcluster import Serve, eventually, serving
+from tests.helpers import eventually
+from tests.pgcluster import Serve, serving
 
 pytestmark = pytest.mark.postgres
 
-FAST = SimConfig(one_way_ms=1, queue_median_ms=2, queue_sigma=0, prefill_ms=1, tokens=3)
 INTERVAL_S = 1.0
 CHECK_S = 1.0  # PHASEWATCH_LEADER_CHECK_S for the replicas
 TARGETS = ("alpha", "beta")
@@ -201,12 +200,6 @@ def test_replicas_starting_together_on_an_empty_database_all_start(
 
 
 # --- Two `phasewatch serve` replicas ---------------------------------------------------------
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,9 +26,8 @@ BODY = {"model": "sim", "stream": True, "messages": []}
 
 
 @pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
+def sim_config() -> SimConfig:
+    return FAST
 
 
 def chat_target(sim: SimServer, **fields: object) -> Target:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,27 +14,10 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from app.demo.sim import SimConfig
 from app.demo.simserver import SimServer
 from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, TargetRow
-
-FAST = SimConfig(one_way_ms=1, queue_median_ms=2, queue_sigma=0, prefill_ms=1, tokens=3)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def eventually(check: Callable[[], bool], within_s: float, what: str) -> None:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not within {within_s} s: {what}")
+from tests.helpers import eventually, free_port
 
 
 class Served:
@@ -86,12 +68,6 @@ class Served:
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(timeout=15)
         return time.monotonic() - began
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
 
 
 @pytest.fixture

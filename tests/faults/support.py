@@ -17,14 +17,12 @@ from pathlib import Path
 
 from sqlalchemy import func, pool, select
 
-from app.demo.sim import SimConfig
 from app.demo.simserver import SimServer
 from app.scheduler import first_run_offset
 from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, SampleRow
 from tests.pgcluster import Serve
 
-FAST = SimConfig(one_way_ms=1, queue_median_ms=2, queue_sigma=0, prefill_ms=1, tokens=3)
 HEALTHZ_QUICK_S = 1.0
 STOP_HARD_S = 30.0  # SIGTERM to exit: the test fails, not hangs, past this (the promise is 5 s)
 SKIPPED = "maximum number of running instances"

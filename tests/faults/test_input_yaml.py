@@ -14,7 +14,8 @@ from app.config import ConfigError, load_targets
 from app.demo.simserver import SimServer
 from app.safeyaml import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES
 from tests.faults.limited import run_limited
-from tests.test_serve import FAST, Served, eventually, targets_file
+from tests.helpers import eventually
+from tests.test_serve import Served, targets_file
 
 # Ten lines, nine lists of nine: 9⁹ (387 million) strings once every alias is followed.
 # The aliases of line 7 are the first to pass the budget.
@@ -122,12 +123,6 @@ def test_aliases_up_to_the_budget_load_and_one_more_is_refused(tmp_path: Path) -
         f"{path}:4: aliases stand for more than {MAX_ALIAS_NODES} nodes, the limit for a "
         "targets file (an alias bomb?)"
     ]
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ import pytest
 from app.demo.simserver import SimServer
 from tests.faults.support import SKIPPED, gaps_s, problems, quick_health, stop, stored
 from tests.faults.support import targets_file as write_targets
-from tests.pgcluster import PgCluster, Serve, eventually
+from tests.helpers import eventually
+from tests.pgcluster import PgCluster, Serve
 
 INTERVAL_S = 1.0
 HELD_S = 8.0  # longer than the old 20 s store budget's share of an interval, many times over

@@ -15,7 +15,8 @@ import pytest
 
 from app.demo.simserver import SimServer
 from tests.faults.support import early_name, stop, stored, targets_file
-from tests.pgcluster import Serve, eventually
+from tests.helpers import eventually
+from tests.pgcluster import Serve
 
 pytestmark = pytest.mark.postgres
 
