@@ -601,6 +601,7 @@ def healthcheck_runner(argv: list[str]) -> Callable[[int], int]:
     return run
 
 
+@pytest.mark.process
 def test_the_healthcheck_passes_while_serve_answers_and_fails_once_it_stops(
     tmp_path: Path,
 ) -> None:

@@ -271,6 +271,7 @@ def leads(replica: Serve) -> bool:
     return health is not None and health["leader"] is True
 
 
+@pytest.mark.process
 def test_one_replica_schedules_and_the_other_takes_over_when_it_is_killed(
     tmp_path: Path, sim: SimServer, postgres_url: str, replicas: Callable[..., Serve]
 ) -> None:

@@ -284,6 +284,7 @@ def _version() -> str:
     return __version__
 
 
+@pytest.mark.process
 def test_serve_exposes_its_scheduled_runs(tmp_path: Path) -> None:
     """The real process: the scheduler's runs reach /metrics through the pipeline's hook."""
     with SimServer(FAST_SIM) as sim:

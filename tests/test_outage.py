@@ -20,7 +20,7 @@ from app.store.models import RunRow, SampleRow
 from tests.helpers import eventually
 from tests.pgcluster import PgCluster, Serve, private_cluster, serving
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.process, pytest.mark.postgres]
 
 INTERVAL_S = 1.0
 SAMPLES = 2

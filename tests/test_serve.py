@@ -19,6 +19,8 @@ from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, TargetRow
 from tests.helpers import eventually, free_port
 
+pytestmark = pytest.mark.process
+
 
 class Served:
     def __init__(self, tmp_path: Path, config: Path, *args: str) -> None:

@@ -63,6 +63,7 @@ def idle_rss_mb(tmp_path_factory: pytest.TempPathFactory) -> float:
     return run_limited(["check-config", "--help"], tmp_path_factory.mktemp("idle")).peak_rss_mb
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("case", list(HOSTILE))
 def test_check_config_refuses_in_one_line_naming_file_line_and_reason(
     tmp_path: Path, case: str, idle_rss_mb: float
@@ -77,6 +78,7 @@ def test_check_config_refuses_in_one_line_naming_file_line_and_reason(
     assert done.peak_rss_mb - idle_rss_mb < 90, (done.peak_rss_mb, idle_rss_mb)
 
 
+@pytest.mark.process
 def test_serve_refuses_to_start_on_bytes_that_are_not_utf8(tmp_path: Path) -> None:
     path, expected = hostile(tmp_path, "not-utf8")
     done = run_limited(["serve", "--config", str(path)], tmp_path)
@@ -147,6 +149,7 @@ def peak_rss_mb(pid: int) -> float:
     return int(line.split()[1]) / 1024
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("case", ["bomb", "not-utf8", "oversized"])
 def test_a_running_serve_refuses_the_reload_in_one_line_and_keeps_probing(
     tmp_path: Path, sim: SimServer, serving: Callable[[Path], Served], case: str

@@ -18,7 +18,7 @@ from tests.faults.support import quick_health, stop, stored, targets_file
 from tests.helpers import eventually
 from tests.pgcluster import PgCluster, Serve
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.process, pytest.mark.postgres]
 
 SAMPLES = 2
 

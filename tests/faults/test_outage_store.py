@@ -19,6 +19,8 @@ from tests.faults.support import targets_file as write_targets
 from tests.helpers import eventually
 from tests.pgcluster import PgCluster, Serve
 
+pytestmark = pytest.mark.process
+
 INTERVAL_S = 1.0
 HELD_S = 8.0  # longer than the old 20 s store budget's share of an interval, many times over
 # Another process's write lock on the file, held for HELD_S and then let go by itself.

@@ -18,6 +18,8 @@ from tests.faults.support import journalled_for, stop, stored, targets_file
 from tests.helpers import eventually
 from tests.pgcluster import PgCluster, Serve
 
+pytestmark = pytest.mark.process
+
 PARTIAL_POST = (
     b"POST /api/v1/silences HTTP/1.1\r\nHost: 127.0.0.1\r\n"
     b"Content-Type: application/json\r\nContent-Length: 4096\r\n\r\n"
