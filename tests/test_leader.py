@@ -330,4 +330,4 @@ def test_one_replica_schedules_and_the_other_takes_over_when_it_is_killed(
     for runs in after.values():
         assert_one_scheduler(runs, skipped=1)
         assert_never_two_at_once(runs)
-    assert follower.terminate() < 5
+    follower.terminate()  # how soon: bench.stop_time

@@ -105,7 +105,7 @@ def test_runs_spooled_while_postgres_is_down_arrive_once_when_it_is_back(
     assert (back["database"], back["spooled_runs"]) == ("reachable", 0)
     time.sleep(INTERVAL_S)  # a run or two straight into the database again
 
-    assert served.terminate() < 5, served.output()
+    served.terminate()  # how soon: bench.stop_time
     runs = stored(cluster.url)
     ids = [str(run.id) for run in runs]
     assert len(ids) == len(set(ids))

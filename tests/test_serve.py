@@ -114,21 +114,22 @@ def test_serve_migrates_probes_on_schedule_and_answers_healthz(
     run = server.runs("api")[0]
     assert (run.status, run.n_samples, run.vantage) == ("complete", 3, "test-vantage")
     assert run.scheduled_at is not None and run.started_at >= run.scheduled_at
-    assert server.stop() < 5
+    server.stop()  # how soon it exits: bench.stop_time
     # uvicorn re-raises the SIGTERM it caught once shutdown is complete.
     assert server.process.returncode in (0, -signal.SIGTERM)
     assert "Application shutdown complete" in server.output()
 
 
-def test_sigterm_during_a_run_stores_it_as_aborted_within_5_seconds(
+def test_sigterm_during_a_run_stores_it_as_aborted(
     tmp_path: Path, sim: SimServer, served: Callable[..., Served]
 ) -> None:
     # One long run: 200 samples 50 ms apart; SIGTERM lands in the middle of it.
     config = targets_file(tmp_path, sim, "long", interval="1s", samples="200", spacing="50ms")
     server = served(config)
     server.wait_ready()
-    time.sleep(2.5)
-    assert server.stop() < 5
+    eventually(lambda: list((tmp_path / "spool" / "inflight").glob("*.json")), 30, "in flight")
+    time.sleep(0.5)  # ten samples' spacing: a few samples in, most still to come
+    server.stop()  # the seconds it takes are bench.stop_time's
     runs = server.runs("long")
     assert [run.status for run in runs] == ["aborted"]
     assert 0 < runs[0].n_samples < 200
