@@ -7,6 +7,7 @@ about speed; a speed claim belongs in bench/.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -37,6 +38,17 @@ def eventually(check: Callable[[], T], within_s: float = 30.0, what: str = "") -
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {within_s} s: {what or check}")
         time.sleep(POLL_S)
+
+
+async def until(check: Callable[[], object], within_s: float = 30.0, what: str = "") -> None:
+    """``eventually`` on an event loop: it yields between looks, so the loop runs on. The timeout
+    is a liveness bound (the thing never happened), not a speed claim."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"not within {within_s} s: {what or check}")
+        await asyncio.sleep(0.01)
 
 
 def free_port() -> int:

@@ -18,6 +18,7 @@ from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, SampleRow
 from app.store.records import RunRecord
 from app.store.spool import Spool
+from tests.helpers import until
 
 pytestmark = pytest.mark.anyio
 
@@ -95,7 +96,7 @@ async def test_a_run_cancelled_by_shutdown_is_stored_as_aborted(
 ) -> None:
     pipeline = Pipeline(sessions, Spool(tmp_path / "spool"), vantage="here")
     task = asyncio.create_task(pipeline.run(chat_target(sim, samples=100, spacing=0.02)))
-    await asyncio.sleep(0.5)
+    await until(lambda: len(sim.truths()) >= 3, what="three samples answered")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
@@ -12,6 +11,7 @@ from apscheduler.schedulers.base import STATE_PAUSED
 
 from app.config import Target
 from app.scheduler import Watch, first_run_offset
+from tests.helpers import until
 
 pytestmark = pytest.mark.anyio
 
@@ -57,17 +57,6 @@ class Recorder:
 
     def due(self, name: str) -> list[datetime]:
         return [due for called, due in self.calls if called == name and due is not None]
-
-
-async def until(check: Callable[[], object], within_s: float = 30.0, what: str = "") -> None:
-    """``eventually`` for the event loop: yields to the scheduler between looks. The timeout
-    is a liveness bound (the thing never happened), not a speed claim."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within_s
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"not within {within_s} s: {what or check}")
-        await asyncio.sleep(0.01)
 
 
 def slots(due: list[datetime], first: datetime, interval_s: float) -> list[float]:
