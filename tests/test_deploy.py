@@ -620,7 +620,4 @@ def test_the_healthcheck_passes_while_serve_answers_and_fails_once_it_stops(
         server.stop()
         assert all(check(server.port) != 0 for check in checks)
     finally:
-        if server.process.poll() is None:
-            server.process.kill()
-            server.process.wait()
-        server.log.close()
+        server.kill()

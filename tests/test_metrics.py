@@ -300,7 +300,7 @@ def test_serve_exposes_its_scheduled_runs(tmp_path: Path) -> None:
             stored = len(server.runs("api"))
         finally:
             server.stop()
-            server.log.close()
+            server.kill()
     found = parsed(response.text)
     where = {"target": "api", "vantage": "test-vantage"}
     runs = value(found, "phasewatch_runs_stored_total", **where)

@@ -31,7 +31,8 @@ from app.store.records import RunRecord
 from app.web.pages import view
 from app.web.pages.overview import overview_rows
 from app.web.pages.target import alert_marks, fitting_range
-from tests.historyfactory import Filled, Fleet, Server, fill, targets_of
+from tests.apiapp import in_process
+from tests.historyfactory import Filled, Fleet, fill, targets_of
 
 
 def small_fleet(now: datetime) -> Fleet:
@@ -49,12 +50,12 @@ def small_fleet(now: datetime) -> Fleet:
 
 @dataclass
 class Site:
-    base: str
+    client: httpx.Client  # the app over ASGI: pages are the point here, not the socket
     filled: Filled
     url: str
 
     def get(self, path: str) -> httpx.Response:
-        return httpx.get(self.base + path, timeout=30)
+        return self.client.get(path)
 
 
 @contextmanager
@@ -66,8 +67,11 @@ def serving(db_url: str, tmp_path: Path, fleet: Fleet) -> Iterator[Site]:
         database_url=db_url, spool_dir=tmp_path / "spool", vantage="eu", config=tmp_path / "no"
     )
     app = create_app(settings, TargetsFile(targets=targets_of(fleet)))
-    with Server(app) as server:
-        yield Site(server.base, filled, db_url)
+    try:
+        with in_process(app) as client:
+            yield Site(client, filled, db_url)
+    finally:
+        app.state.service.engine.dispose()
 
 
 @pytest.fixture

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,41 +15,23 @@ from app.demo.simserver import SimServer
 from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, TargetRow
 from tests.helpers import eventually, free_port
+from tests.pgcluster import Serve
 
 pytestmark = pytest.mark.process
 
 
-class Served:
+class Served(Serve):
+    """``phasewatch serve`` on a SQLite file in ``tmp_path`` (tests.pgcluster's ``Serve``,
+    the one launcher, with this module's database, spool and vantage), and its runs."""
+
     def __init__(self, tmp_path: Path, config: Path, *args: str) -> None:
-        self.port = free_port()
         self.url = f"sqlite:///{tmp_path}/pw.db"
-        self.log = (tmp_path / "serve.log").open("w+")
-        env = os.environ | {
+        env = {
             "PHASEWATCH_DATABASE_URL": self.url,
             "PHASEWATCH_SPOOL_DIR": str(tmp_path / "spool"),
             "PHASEWATCH_VANTAGE": "test-vantage",
         }
-        command = [sys.executable, "-m", "app", "serve", "--config", str(config)]
-        self.process = subprocess.Popen(
-            [*command, "--port", str(self.port), *args],
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def health(self) -> httpx.Response | None:
-        try:
-            return httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1)
-        except httpx.HTTPError:
-            return None
-
-    def wait_ready(self) -> None:
-        eventually(lambda: self.health() is not None or self.process.poll() is not None, 20, "up")
-        assert self.process.poll() is None, self.output()
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read()
+        super().__init__(tmp_path, config, env, args)
 
     def runs(self, target: str | None = None) -> list[RunRow]:
         engine = make_engine(self.url)
@@ -66,10 +45,7 @@ class Served:
             engine.dispose()
 
     def stop(self) -> float:
-        began = time.monotonic()
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=15)
-        return time.monotonic() - began
+        return self.terminate()
 
 
 @pytest.fixture
@@ -82,10 +58,7 @@ def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
 
     yield start
     for process in started:
-        if process.process.poll() is None:
-            process.process.kill()
-            process.process.wait()
-        process.log.close()
+        process.kill()
 
 
 def targets_file(tmp_path: Path, sim: SimServer, *targets: str, **fields: str) -> Path:
@@ -106,8 +79,8 @@ def test_serve_migrates_probes_on_schedule_and_answers_healthz(
     server = served(config)
     server.wait_ready()
     eventually(lambda: len(server.runs("api")) >= 2, 10, "two runs stored")
-    health = server.health()
-    assert health is not None and health.status_code == 200
+    health = httpx.get(f"http://127.0.0.1:{server.port}/healthz", timeout=5)
+    assert health.status_code == 200
     body = health.json()
     assert body["status"] == "ok" and body["leader"] is True and body["targets"] == 1
     assert body["vantage"] == "test-vantage"

@@ -137,10 +137,7 @@ def serving(tmp_path: Path) -> Iterator[Callable[[Path], Served]]:
 
     yield start
     for server in started:
-        if server.process.poll() is None:
-            server.process.kill()
-            server.process.wait()
-        server.log.close()
+        server.kill()
 
 
 def peak_rss_mb(pid: int) -> float:
