@@ -25,11 +25,11 @@ from app.alerts.summary import summarize_alert
 from app.config import Target
 from app.probe.spec import Kind
 from app.store.models import AlertRow, AlertTransitionRow
-from app.store.queries import store_run, sync_targets
+from app.store.queries import sync_targets
 from app.store.records import RunRecord
 from app.store.rollups import catch_up
 from tests.apiapp import serving
-from tests.runfactory import make_run, record_of
+from tests.runfactory import make_run, record_of, store_records
 
 BUSY_HOURS = range(14, 20)
 LLM_QUIET = {
@@ -156,9 +156,7 @@ def fill(sessions: sessionmaker[Session], fleet: Fleet) -> Filled:
 
 
 def _store(sessions: sessionmaker[Session], records: list[RunRecord], now: datetime) -> None:
-    with sessions.begin() as session:
-        for record in records:
-            store_run(session, record, now)
+    store_records(sessions, records, now)
 
 
 def add_fired_alert(

@@ -37,6 +37,7 @@ from app.store.queries import (
     store_run,
 )
 from app.store.records import RunRecord, SampleRecord
+from tests.runfactory import store_records
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -67,8 +68,8 @@ def run_of(n: int, target: str = "api", started: datetime = NOW, vantage: str = 
 
 
 def store(sessions: sessionmaker[Session], record: RunRecord) -> bool:
-    with write_transaction(sessions) as session:
-        return store_run(session, record, NOW)
+    (stored,) = store_records(sessions, [record], NOW)
+    return stored
 
 
 def stored_samples(sessions: sessionmaker[Session], run_id: uuid.UUID) -> list[SampleRecord]:
