@@ -187,6 +187,10 @@ class Serve:
             stderr=subprocess.STDOUT,
         )
 
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
     def health(self, timeout_s: float = 2.0) -> dict[str, object] | None:
         try:
             response = httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=timeout_s)

@@ -17,6 +17,7 @@ from sqlalchemy import func, pool, select
 from app.demo.simserver import SimServer
 from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, SampleRow
+from tests.faults.support import quick_health
 from tests.helpers import eventually
 from tests.pgcluster import PgCluster, Serve, private_cluster, serving
 
@@ -24,7 +25,6 @@ pytestmark = [pytest.mark.process, pytest.mark.postgres]
 
 INTERVAL_S = 1.0
 SAMPLES = 2
-HEALTHZ_QUICK_S = 1.0
 
 
 @pytest.fixture
@@ -56,16 +56,6 @@ def samples_per_run(url: str) -> dict[str, int]:
             return {str(run_id): count for run_id, count in session.execute(query)}
     finally:
         engine.dispose()
-
-
-def quick_health(served: Serve) -> dict[str, object]:
-    """/healthz answers, and fast, whatever the database does."""
-    began = time.monotonic()
-    health = served.health(timeout_s=5)
-    took = time.monotonic() - began
-    assert health is not None, served.output()
-    assert took < HEALTHZ_QUICK_S, f"/healthz took {took:.2f} s"
-    return health
 
 
 def test_runs_spooled_while_postgres_is_down_arrive_once_when_it_is_back(
