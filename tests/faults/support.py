@@ -36,6 +36,7 @@ class Run:
     status: str
     samples: int
     started_at: datetime
+    scheduled_at: datetime | None = None
 
 
 def targets_file(directory: Path, sim: SimServer, name: str, **fields: str) -> Path:
@@ -62,13 +63,20 @@ def stored(url: str) -> list[Run]:
             per_run = select(SampleRow.run_id, func.count()).group_by(SampleRow.run_id)
             counts = dict(session.execute(per_run).all())
             rows = session.scalars(select(RunRow).order_by(RunRow.started_at))
-            return [Run(str(r.id), r.status, counts.get(r.id, 0), r.started_at) for r in rows]
+            return [
+                Run(str(r.id), r.status, counts.get(r.id, 0), r.started_at, r.scheduled_at)
+                for r in rows
+            ]
     finally:
         engine.dispose()
 
 
 def gaps_s(runs: list[Run]) -> list[float]:
-    return [(b.started_at - a.started_at).total_seconds() for a, b in pairwise(runs)]
+    """Seconds between the due times of successive runs: a missing slot shows, however late
+    a loaded machine started them."""
+    due = [run.scheduled_at for run in runs]
+    assert None not in due, runs
+    return [(b - a).total_seconds() for a, b in pairwise(due) if a is not None and b is not None]
 
 
 def quick_health(served: Serve) -> dict[str, object]:
