@@ -10,7 +10,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -74,17 +74,17 @@ def serving(db_url: str, tmp_path: Path, fleet: Fleet) -> Iterator[Site]:
         app.state.service.engine.dispose()
 
 
-@pytest.fixture
-def site(db_url: str, tmp_path: Path) -> Iterator[Site]:
-    with serving(db_url, tmp_path, small_fleet(datetime.now(UTC))) as served:
+@pytest.fixture(scope="module")
+def site(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """Filled once per database: its tests only read (one that writes takes ``own_site``)."""
+    tmp_path = tmp_path_factory.mktemp("site")
+    with serving(module_db_url, tmp_path, small_fleet(datetime.now(UTC))) as served:
         yield served
 
 
 @pytest.fixture
-def tiny_site(db_url: str, tmp_path: Path) -> Iterator[Site]:
-    """One run per series: enough for pages that only need the names to exist."""
-    fleet = replace(small_fleet(datetime.now(UTC)), days=1 / 24, stopped={})
-    with serving(db_url, tmp_path, fleet) as served:
+def own_site(db_url: str, tmp_path: Path) -> Iterator[Site]:
+    with serving(db_url, tmp_path, small_fleet(datetime.now(UTC))) as served:
         yield served
 
 
@@ -224,7 +224,8 @@ def test_alert_list_filters_by_state_and_target(site: Site) -> None:
     assert site.filled.alert_id not in site.get("/alerts?target=chat-edge").text
 
 
-def test_an_alert_summary_is_escaped_not_run(site: Site) -> None:
+def test_an_alert_summary_is_escaped_not_run(own_site: Site) -> None:
+    site = own_site
     engine = make_engine(site.url)
     with make_sessions(engine).begin() as session:
         session.execute(update(AlertRow).values(summary='<script>alert("x")</script>'))
@@ -258,9 +259,9 @@ def test_compare_page_puts_targets_side_by_side(site: Site) -> None:
     ],
 )
 def test_unknown_names_and_bad_parameters_get_a_page_not_a_500(
-    tiny_site: Site, path: str, status: int, says: str
+    site: Site, path: str, status: int, says: str
 ) -> None:
-    response = tiny_site.get(path)
+    response = site.get(path)
     assert response.status_code == status
     assert response.headers["content-type"].startswith("text/html")
     assert says in response.text.replace("&#39;", "'")
