@@ -71,13 +71,15 @@ class Receiver:
             return self.script.pop(0) if self.script else 200
 
     def wait_for(self, check: Callable[[list[Any]], bool], path: str | None = None) -> list[Any]:
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
+        def received() -> list[Any] | None:
             bodies = self.bodies(path)
-            if check(bodies):
-                return bodies
-            time.sleep(0.05)
-        raise AssertionError(f"not received within {WAIT_S} s; got {self.bodies(path)}")
+            return bodies if check(bodies) else None
+
+        try:
+            found: list[Any] = eventually(received, WAIT_S, "the expected bodies")
+        except AssertionError as missing:
+            raise AssertionError(f"{missing}; got {self.bodies(path)}") from None
+        return found
 
 
 @contextmanager
