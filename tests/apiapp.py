@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import numpy as np
@@ -28,6 +28,7 @@ from tests.runfactory import failed_run, make_run, record_of
 
 TOKEN = "test-token-0123456789"
 EVERY = timedelta(minutes=1)
+Lifespan = Literal["auto", "on", "off"]
 
 
 def targets(*names: str, **fields: Any) -> TargetsFile:
@@ -108,7 +109,7 @@ class _ASGIOnPortal(httpx.BaseTransport):
 
         async def call() -> httpx.Response:
             response = await self._asgi.handle_async_request(inner)
-            content = b"".join([chunk async for chunk in response.stream])
+            content = await response.aread()
             return httpx.Response(response.status_code, headers=response.headers, content=content)
 
         return self._portal.call(call)
@@ -125,7 +126,7 @@ def in_process(app: FastAPI) -> Iterator[httpx.Client]:
 
 
 @contextmanager
-def serving(app: FastAPI, lifespan: str = "off") -> Iterator[str]:
+def serving(app: FastAPI, lifespan: Lifespan = "off") -> Iterator[str]:
     """``app`` under uvicorn on a free loopback port, in a thread; yields its base URL. For
     tests where the socket is the point (a browser, a process calling back)."""
     sock = socket.socket()

@@ -28,7 +28,7 @@ from app.store.models import AlertRow, AlertTransitionRow
 from app.store.queries import sync_targets
 from app.store.records import RunRecord
 from app.store.rollups import catch_up
-from tests.apiapp import serving
+from tests.apiapp import Lifespan, serving
 from tests.runfactory import make_run, record_of, store_records
 
 BUSY_HOURS = range(14, 20)
@@ -223,7 +223,7 @@ class Server:
     launcher). Lifespan off by default: nothing is scheduled or probed, so pages show
     exactly the generated history."""
 
-    def __init__(self, app: Any, lifespan: str = "off") -> None:
+    def __init__(self, app: Any, lifespan: Lifespan = "off") -> None:
         self.app = app
         self.base = ""
         self._lifespan = lifespan
