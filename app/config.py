@@ -58,31 +58,38 @@ class ConfigError(Exception):
 class Target(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
-    kind: Kind = Kind.HTTP
-    url: str = Field(pattern=r"^https?://")
-    method: str | None = None
-    headers: dict[HeaderName, str] = Field(default_factory=dict)
-    body: Any = None
-    interval: Seconds = Field(default=900.0, gt=0)
-    samples: int = Field(default=20, ge=1, le=10_000)
-    spacing: Seconds = 0.0
-    jitter: Seconds = 0.0
-    deadline_ms: float | None = Field(default=None, gt=0)
-    # After a sample cut at its deadline; None: the deadline, at most 5 s (docs/phases.md).
-    cooldown: Seconds | None = None
-    timeout: Seconds = Field(default=60.0, gt=0)
-    http2: bool = False
-    verify: bool | str = True
-    server_timing_map: dict[str, str] = Field(
-        default_factory=lambda: dict(DEFAULT_SERVER_TIMING_MAP)
+    name: str = Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$",
+        description="Unique in the file.",
     )
-    rtt: RttMethod = RttMethod.TCP
-    rtt_url: str | None = None
-    # true (up to DEFAULT_MAX_REDIRECTS), false, or how many; kind: http only.
-    follow_redirects: bool | Annotated[int, Field(ge=0, le=100)] = True
-    alerts: DetectorParams = Field(default_factory=DetectorParams)
-    notifiers: list[str] = Field(default_factory=list)
+    kind: Kind = Field(Kind.HTTP, description="How to read the answer: the probe kind.")
+    url: str = Field(pattern=r"^https?://", description="What to request.")
+    method: str | None = Field(None, description="Default: POST with a body, else GET.")
+    headers: dict[HeaderName, str] = Field(
+        default_factory=dict, description="`${ENV}` in a value expands."
+    )
+    body: Any = Field(None, description="JSON body; `{{nonce}}`, `{{i}}` filled in per request.")
+    interval: Seconds = Field(default=900.0, gt=0, description="A run every this long.")
+    samples: int = Field(default=20, ge=1, le=10_000, description="Requests per run, one by one.")
+    spacing: Seconds = Field(0.0, description="Pause between a run's requests.")
+    jitter: Seconds = Field(0.0, description="Runs start up to this much late, at random.")
+    deadline_ms: float | None = Field(None, gt=0, description="Cut then: a censored miss.")
+    cooldown: Seconds | None = Field(None, description="Pause after a sample cut at its deadline.")
+    timeout: Seconds = Field(default=60.0, gt=0, description="Hard limit for any request.")
+    http2: bool = Field(False, description="Offer HTTP/2.")
+    verify: bool | str = Field(True, description="TLS verification, or a CA bundle path.")
+    server_timing_map: dict[str, str] = Field(
+        default_factory=lambda: dict(DEFAULT_SERVER_TIMING_MAP), description="Metric → phase."
+    )
+    rtt: RttMethod = Field(RttMethod.TCP, description="Round-trip estimate if no server timing.")
+    rtt_url: str | None = Field(None, description="What `rtt: ttfb` requests.")
+    follow_redirects: bool | Annotated[int, Field(ge=0, le=100)] = Field(
+        True, description=f"`kind: http` only; `true`: up to {DEFAULT_MAX_REDIRECTS}."
+    )
+    alerts: DetectorParams = Field(default_factory=DetectorParams, description="Detector settings.")
+    notifiers: list[str] = Field(default_factory=list, description="Names; none listed: all.")
 
     @field_validator("headers")
     @classmethod
@@ -156,12 +163,16 @@ NotifierName = Annotated[
 class TargetsFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    vantage: str | None = Field(default=None, min_length=1, max_length=200)
-    database_url: str | None = None
-    raw_retention_days: int | None = Field(default=None, ge=1)
+    vantage: str | None = Field(
+        None, min_length=1, max_length=200, description="Default: host name."
+    )
+    database_url: str | None = Field(None, description="SQLAlchemy URL.")
+    raw_retention_days: int | None = Field(None, ge=1, description="Default 30.")
     # By name; a target lists the ones it uses (none listed: all). See app/alerts/notifiers.
-    notifiers: dict[NotifierName, NotifierConfig] = Field(default_factory=dict)
-    targets: list[Target] = Field(default_factory=list)
+    notifiers: dict[NotifierName, NotifierConfig] = Field(
+        default_factory=dict, description="By name."
+    )
+    targets: list[Target] = Field(default_factory=list, description="What to probe.")
 
     @field_validator("targets")
     @classmethod
@@ -202,9 +213,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PHASEWATCH_", extra="ignore")
 
     config: Path = Field(DEFAULT_CONFIG_PATH, description="Path of the targets file.")
-    database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite file.")
-    vantage: str | None = Field(None, description="Name of this probing location.")
-    raw_retention_days: int | None = Field(None, ge=1, description="Days raw samples are kept.")
+    database_url: str | None = Field(
+        None, description=f"SQLAlchemy URL; default `{DEFAULT_DATABASE_URL}`."
+    )
+    vantage: str | None = Field(None, description="This probing location; default host name.")
+    raw_retention_days: int | None = Field(None, ge=1, description="Raw samples kept; default 30.")
     spool_dir: Path = Field(Path("./phasewatch-spool"), description="Runs wait here for the DB.")
     host: str = Field("127.0.0.1", description="Address `serve` binds.")
     port: int = Field(8080, ge=0, le=65535, description="Port `serve` binds.")

@@ -33,6 +33,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     SecretStr,
     ValidationInfo,
 )
@@ -100,8 +101,8 @@ class BasicAuth(BaseModel):
     # Errors never echo what was given: it may be a secret.
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
-    username: Annotated[str, BeforeValidator(expand_env)]
-    password: Secret
+    username: Annotated[str, BeforeValidator(expand_env)] = Field(description="`${ENV}` expands.")
+    password: Secret = Field(description="`${ENV}` expands.")
 
 
 # --- The delivery -----------------------------------------------------------------------

@@ -25,8 +25,8 @@ class SlackConfig(BaseModel):
     # Errors never echo what was given: it may be a secret.
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
-    type: Literal["slack"]
-    url: SecretUrl
+    type: Literal["slack"] = Field(description="The notifier kind.")
+    url: SecretUrl = Field(description="The incoming-webhook URL; `${ENV}` expands.")
     timeout: float = Field(10.0, gt=0, le=120, description="Seconds for the whole exchange.")
 
 

@@ -79,8 +79,9 @@ _INTERVALS = select(TargetRow.name, TargetRow.interval_s)
 def overview(request: Request, session: SessionDep) -> HTMLResponse:
     now = utcnow()
     rows = overview_rows(
-        # Merged run digests, not raw samples: 200 targets' raw samples take seconds to
-        # decode (bench/README.md, Dashboard); the quantiles stay within 1 %, and a run
+        # Merged run digests, not raw samples: 200 targets' raw samples take far longer than
+        # the page's budget to decode (bench.dashboard_overview); the sketches' quantiles stay
+        # within their 1 % bound (app/analysis/sketch.py), and a run
         # counts once the rollup loop has digested it (the page says so).
         current_breakdowns(session, now, window=WINDOW, exact=False),
         sparklines(session, now, hours=SPARK_HOURS),
