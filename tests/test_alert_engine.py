@@ -4,7 +4,7 @@ and detector-state rows in one transaction; silences, acknowledgement, restarts.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -512,9 +512,8 @@ FAST = SimConfig(one_way_ms=2, queue_median_ms=5, queue_sigma=0, prefill_ms=2, t
 
 
 @pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
+def sim_config() -> SimConfig:
+    return FAST
 
 
 def sim_target(sim: SimServer) -> Target:

@@ -28,6 +28,7 @@ from app.store.queries import (
     sync_targets,
 )
 from app.store.records import RunRecord, SampleRecord
+from tests.runfactory import store_records
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KOLKATA = timezone(timedelta(hours=5, minutes=30))
@@ -73,8 +74,8 @@ def simple_run(n: int = 3, *, started: datetime = NOW, **options: Any) -> RunRec
 
 
 def store(sessions: sessionmaker[Session], record: RunRecord) -> bool:
-    with transaction(sessions) as session:
-        return store_run(session, record, NOW)
+    (stored,) = store_records(sessions, [record], NOW)
+    return stored
 
 
 def count(sessions: sessionmaker[Session], row: type[Any]) -> int:
