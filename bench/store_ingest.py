@@ -26,7 +26,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
 from app.store.db import make_sessions
-from app.store.queries import store_run, sync_targets
+from app.store.ingest import store_run
+from app.store.queries import sync_targets
 from app.store.records import RunRecord
 from bench.common import machine_info, pct, print_table
 from bench.store_candidates import StoreRun, check_summaries, ingest_ladder

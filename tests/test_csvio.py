@@ -24,9 +24,9 @@ from app.store.csvlayout import (
     phase_order,
 )
 from app.store.db import make_engine, transaction
+from app.store.ingest import store_run
 from app.store.migrate import is_current
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import store_run
 from app.store.records import RunRecord, SampleRecord
 from tests.clirun import run_cli as cli
 

@@ -16,8 +16,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.analysis.sketch import RELATIVE_ACCURACY
 from app.config import Settings, TargetsFile
 from app.main import build_service
+from app.store.ingest import store_run
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
-from app.store.queries import prune_samples, store_run
+from app.store.prune import prune_samples
 from app.store.reads import (
     breakdown,
     bucket_count,

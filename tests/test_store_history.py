@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunData
 from app.store.history import DatabaseHistory
+from app.store.ingest import store_run
 from app.store.models import SampleRow
-from app.store.queries import store_run
 from tests.runfactory import EVERY, T0, failed_run, make_run, record_of
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 from app.pipeline import is_transient
+from app.store.chart import RUN_CHART_COLUMNS, run_chart, run_summaries
 from app.store.db import (
     json_dumps,
     json_dumps_text,
@@ -29,14 +30,9 @@ from app.store.db import (
     write_lock,
     write_transaction,
 )
+from app.store.ingest import store_run
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import (
-    RUN_CHART_COLUMNS,
-    prune_samples,
-    run_chart,
-    run_summaries,
-    store_run,
-)
+from app.store.prune import prune_samples
 from app.store.records import RunRecord, SampleRecord
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

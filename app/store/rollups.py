@@ -13,7 +13,7 @@ has one writer), always in key order, so two writers never deadlock.
 
 Two ways in:
 * ``add_run(session, record, now, target_id)`` in the transaction that stores the run
-  (``app.store.queries.store_run``), or just after it;
+  (``app.store.ingest.store_run``), or just after it;
 * ``catch_up(sessions, since, now)`` for complete runs stored without it (spool flushes,
   imports, history older than this module), as long as their samples are still there.
 """
@@ -33,7 +33,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.analysis.digest import QUANTILES, Digest, digest_of, merge_digests
 from app.analysis.summary import Summary
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
-from app.store.queries import insert_unless_present, prune_rows
+from app.store.prune import prune_rows
+from app.store.queries import insert_unless_present
 from app.store.records import RunRecord
 
 COMPLETE = "complete"
