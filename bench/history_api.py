@@ -31,10 +31,10 @@ from sqlalchemy import func, select
 
 from app.config import Settings, TargetsFile
 from app.main import create_app
+from app.store.catchup import catch_up
 from app.store.db import make_sessions
 from app.store.migrate import upgrade
 from app.store.models import RollupRow, RunRow, SampleRow, TargetRow
-from app.store.rollups import catch_up
 from bench.common import machine_info, pct, print_table
 from bench.store_common import (
     PG_SERVER,

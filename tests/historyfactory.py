@@ -27,11 +27,11 @@ from app.alerts.identity import Identity
 from app.alerts.summary import summarize_alert
 from app.config import Target
 from app.probe.spec import Kind
+from app.store.catchup import catch_up
 from app.store.ingest import store_run
 from app.store.models import AlertRow, AlertTransitionRow
 from app.store.queries import sync_targets
 from app.store.records import RunRecord
-from app.store.rollups import catch_up
 from tests.runfactory import make_run, record_of
 
 BUSY_HOURS = range(14, 20)
