@@ -10,11 +10,12 @@ from typing import Any
 from sqlalchemy import Insert, Table, TextClause, bindparam, select, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import Session
 
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.queries import target_id
-from app.store.rawdriver import driver_statement
+from app.store.rawdriver import DriverStatement, driver_statement
 from app.store.records import RunRecord, SampleRecord
 
 _RUNS: Table = RunRow.__table__  # type: ignore[assignment]
@@ -99,12 +100,48 @@ def _store_postgres(
 
 
 def _store_sqlite(session: Session, record: RunRecord, params: dict[str, Any]) -> tuple[bool, bool]:
-    if session.execute(_SQLITE_RUN_INSERT, params).scalar() is None:
+    """Both statements compiled once per engine and run as driver SQL, for the reason
+    ``_store_postgres`` gives; the samples by one executemany of plain tuples."""
+    connection = session.connection()
+    run = driver_statement(connection.dialect, _SQLITE_RUN_INSERT)
+    if connection.exec_driver_sql(run.sql, run.bind(params)).scalar() is None:
         known = session.scalar(select(TargetRow.id).where(TargetRow.name == record.target))
         return False, known is not None
     if record.samples:
-        session.execute(_SAMPLE_INSERT, [_sample_values(record.id, s) for s in record.samples])
+        samples = driver_statement(connection.dialect, _SAMPLE_INSERT)
+        connection.exec_driver_sql(samples.sql, _sqlite_rows(samples, record))
     return True, True
+
+
+def _sqlite_rows(statement: DriverStatement, record: RunRecord) -> list[tuple[Any, ...]]:
+    """The samples as the driver's tuples, in ``_SAMPLE_INSERT``'s column order: the run id
+    processed once, the JSON columns straight through the engine's serializer (what the
+    JSON type's processor calls, without its per-value checks), the times through theirs."""
+    processors = dict(statement.processors)
+    run_id, when = processors["run_id"], processors["started_at"]
+    assert run_id is not None and when is not None
+    dumps = statement.json_serializer
+    run = run_id(record.id)
+    try:
+        return [
+            (
+                run,
+                s.idx,
+                when(s.started_at),
+                s.status,
+                s.error_class,
+                s.error,
+                s.http_status,
+                s.total_ms,
+                dumps(s.phases),
+                dumps(s.provenance),
+                dumps(s.marks),
+                dumps(s.details),
+            )
+            for s in record.samples
+        ]
+    except (TypeError, ValueError) as exc:
+        raise StatementError(str(exc), statement.sql, None, exc) from exc
 
 
 def _sample_document(sample: SampleRecord) -> dict[str, Any]:

@@ -3,12 +3,13 @@ few writes and reads where SQLAlchemy's per-execution work would be most of the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, Dialect, Select, TextClause
+from sqlalchemy import ClauseElement, Connection, Dialect, Select
 from sqlalchemy.exc import StatementError
 
 
@@ -24,6 +25,7 @@ class DriverStatement:
     processors: tuple[tuple[str, Callable[[Any], Any] | None], ...]
     positions: tuple[str, ...] | None  # qmark drivers (SQLite): the names in order
     defaults: dict[str, Any]
+    json_serializer: Callable[[Any], Any]  # the engine's, which its JSON columns use
 
     @classmethod
     def compile(cls, statement: Any, dialect: Dialect) -> DriverStatement:
@@ -33,7 +35,8 @@ class DriverStatement:
             for bind, name in compiled.bind_names.items()
         )
         positions = tuple(compiled.positiontup) if compiled.positiontup else None
-        return cls(compiled.string, processors, positions, dict(compiled.params))
+        dumps = getattr(dialect, "_json_serializer", None) or json.dumps
+        return cls(compiled.string, processors, positions, dict(compiled.params), dumps)
 
     def bind(self, params: dict[str, Any] | None = None) -> Any:
         """The driver's parameters; a value its type refuses raises ``StatementError``, as
@@ -51,12 +54,12 @@ class DriverStatement:
 
 # Statements run often, compiled once per engine's dialect (its JSON serializer is part
 # of the bind processing); gone with the engine.
-_driver_statements: WeakKeyDictionary[Dialect, dict[TextClause, DriverStatement]] = (
+_driver_statements: WeakKeyDictionary[Dialect, dict[ClauseElement, DriverStatement]] = (
     WeakKeyDictionary()
 )
 
 
-def driver_statement(dialect: Dialect, statement: TextClause) -> DriverStatement:
+def driver_statement(dialect: Dialect, statement: ClauseElement) -> DriverStatement:
     compiled = _driver_statements.setdefault(dialect, {})
     found = compiled.get(statement)
     if found is None:
