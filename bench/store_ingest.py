@@ -1,9 +1,13 @@
 """Ingest: how many samples per second ``store_run`` writes, a run per transaction.
 
 Exactly as the pipeline stores a finished run (``Pipeline.store``): one session, one
-transaction, ``store_run``, commit. Runs are built beforehand (``Synth``, not measured) for
-20 targets, one in three streaming from an LLM. The database starts empty and is dropped
-at the end. ``--profile`` prints where the time of one size went (cProfile, by own time).
+transaction, ``store_run``, commit. Beside it, in turn with it, the floor: the same
+statements with the same (already processed) parameters replayed on the driver's own
+connection, a run per transaction; the ratio of the two is what SQLAlchemy and our own
+Python cost on top of the driver and the database. Runs are built beforehand (``Synth``,
+not measured) for 20 targets, one in three streaming from an LLM. The database starts
+empty and is dropped at the end. ``--profile`` prints where the time of one size went
+(cProfile, by own time).
 
     .venv/bin/python -m bench.store_ingest --sizes 20,100,300 --samples 100000
 """
@@ -20,8 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
@@ -174,6 +179,78 @@ def _store_share(
     return latencies
 
 
+# The raw-driver floor -----------------------------------------------------------------------
+
+# One statement as the driver received it: SQL, parameters, executemany or not.
+DriverCall = tuple[str, Any, bool]
+
+
+def captured(engine: Engine, runs: list[RunRecord]) -> list[list[DriverCall]]:
+    """What ``store_run`` hands the driver for each run, parameters already processed
+    (JSON serialised, times converted): stored in a transaction that is rolled back."""
+    calls: list[list[DriverCall]] = []
+
+    def record(_conn: Any, _cursor: Any, sql: str, params: Any, _ctx: Any, many: bool) -> None:
+        calls[-1].append((sql, params, many))
+
+    with engine.connect() as connection:
+        transaction = connection.begin()
+        session = Session(bind=connection)
+        event.listen(connection, "before_cursor_execute", record)
+        for run in runs:
+            calls.append([])
+            store_run(session, run, datetime.now(UTC))
+        event.remove(connection, "before_cursor_execute", record)
+        session.close()
+        transaction.rollback()
+    return calls
+
+
+def replay(engine: Engine, calls: list[list[DriverCall]], budget_s: float) -> list[float]:
+    """The same statements on the driver's own connection, a run per transaction, as fast
+    as the driver and the database take them: the floor ``store_run`` is compared with."""
+    raw = engine.raw_connection()
+    driver: Any = raw.driver_connection
+    deadline = time.perf_counter() + budget_s
+    latencies: list[float] = []
+    try:
+        for run in calls:
+            before = time.perf_counter()
+            cursor = driver.cursor()
+            for sql, params, many in run:
+                if many:
+                    cursor.executemany(sql, params)
+                else:
+                    cursor.execute(sql, params)
+                    if cursor.description is not None:
+                        cursor.fetchall()
+            cursor.close()
+            driver.commit()
+            latencies.append(time.perf_counter() - before)
+            if before > deadline:
+                break
+    finally:
+        raw.close()
+    return latencies
+
+
+def measure_floor(engine: Engine, size: int, seed: int, args: argparse.Namespace) -> Result:
+    """``measure_once`` for the raw-driver replay of the same statements."""
+    calls = captured(engine, make_runs(size, max(1, args.samples // size), seed=seed))
+    wait_quiet(args.wait_quiet)
+    server_before, client_before = backend_cpu_s(engine), time.process_time()
+    started = time.perf_counter()
+    latencies = replay(engine, calls, args.max_seconds)
+    seconds = time.perf_counter() - started
+    client = time.process_time() - client_before
+    server_after = backend_cpu_s(engine)
+    server = None if server_after is None or server_before is None else server_after - server_before
+    cut = len(latencies) < len(calls)
+    return Result(
+        engine.dialect.name, size, len(latencies), seconds, latencies, cut, client, server
+    )
+
+
 def measure_once(
     engine: Engine,
     size: int,
@@ -220,18 +297,26 @@ def median_row(tries: list[Result], first: str | None = None) -> list[str]:
 
 
 def measure(url: str, args: argparse.Namespace) -> list[list[str]]:
-    """Per run size, the median of ``--repeat`` measurements, with their range."""
+    """Per run size, the median of ``--repeat`` measurements, with their range, and beside
+    it (taken in turn with it) the raw-driver floor and the ratio of the two."""
     engine = prepared(url)
     rows = []
     for size in args.sizes:
-        tries = [
-            measure_once(engine, size, size * 1000 + i, args, args.profile == size and i == 0)
-            for i in range(args.repeat)
-        ]
-        rows.append(median_row(tries))
-        print_table(HEADERS, [rows[-1]])
+        tries, floors = [], []
+        for i in range(args.repeat):
+            profile = args.profile == size and i == 0
+            tries.append(measure_once(engine, size, size * 1000 + i, args, profile))
+            floors.append(measure_floor(engine, size, size * 1000 + 500 + i, args))
+        ratio = _median(tries) / _median(floors)
+        rows.append(median_row(tries) + [f"{ratio:.2f}x"])
+        rows.append(median_row(floors, f"{engine.dialect.name}: raw driver") + ["1x"])
+        print_table(HEADERS + ["of the floor"], rows[-2:])
     engine.dispose()
     return rows
+
+
+def _median(tries: list[Result]) -> float:
+    return sorted(r.samples_per_s for r in tries)[len(tries) // 2]
 
 
 def measure_candidates(url: str, args: argparse.Namespace) -> list[list[str]]:
@@ -310,7 +395,7 @@ def main(argv: list[str] | None = None) -> None:
             rows += measure_candidates(url, args) if args.candidates else measure(url, args)
         print()
     print(f"## all (median of {args.repeat}; samples/s range in brackets)")
-    print_table(HEADERS, rows)
+    print_table(HEADERS if args.candidates else HEADERS + ["of the floor"], rows)
 
 
 if __name__ == "__main__":
