@@ -263,7 +263,7 @@ def measure(url: str, args: argparse.Namespace) -> list[str]:
             ["this event loop's lag (5 ms sleeps)", lag.summary()],
             ["sim endpoint's loop lag p99 / max ms", sim_lags],
             ["APScheduler events", str(dict(events.counts) or "none")],
-            ["runs spooled during the run", str(counts.spooled)],
+            ["runs spooled (while running and at stop)", str(counts.spooled)],
             ["runs left in the spool", str(spooled)],
             ["writer queue, deepest", str(counts.deepest_queue)],
             ["this process's CPU", f"{cpu * 100:.0f} % of one core"],
