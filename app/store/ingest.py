@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Insert, Table, TextClause, bindparam, select, text
@@ -117,10 +117,9 @@ def _sqlite_rows(statement: DriverStatement, record: RunRecord) -> list[tuple[An
     """The samples as the driver's tuples, in ``_SAMPLE_INSERT``'s column order: the run id
     processed once, the JSON columns straight through the engine's serializer (what the
     JSON type's processor calls, without its per-value checks), the times through theirs."""
-    processors = dict(statement.processors)
-    run_id, when = processors["run_id"], processors["started_at"]
-    assert run_id is not None and when is not None
-    dumps = statement.json_serializer
+    run_id = dict(statement.processors)["run_id"]
+    assert run_id is not None
+    dumps, when = statement.json_serializer, sqlite_time
     run = run_id(record.id)
     try:
         return [
@@ -142,6 +141,14 @@ def _sqlite_rows(statement: DriverStatement, record: RunRecord) -> list[tuple[An
         ]
     except (TypeError, ValueError) as exc:
         raise StatementError(str(exc), statement.sql, None, exc) from exc
+
+
+def sqlite_time(value: datetime) -> str:
+    """What ``UTCDateTime`` binds on SQLite (SQLAlchemy's DATETIME text, in UTC), from
+    ``isoformat`` in C instead of a format string over seven attributes."""
+    if value.tzinfo is None:
+        raise ValueError("naive datetime: phasewatch stores aware UTC times only")
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
 def _sample_document(sample: SampleRecord) -> dict[str, Any]:
