@@ -17,12 +17,15 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import math
 import os
 import pstats
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -234,21 +237,58 @@ def replay(engine: Engine, calls: list[list[DriverCall]], budget_s: float) -> li
     return latencies
 
 
-def measure_floor(engine: Engine, size: int, seed: int, args: argparse.Namespace) -> Result:
-    """``measure_once`` for the raw-driver replay of the same statements."""
-    calls = captured(engine, make_runs(size, max(1, args.samples // size), seed=seed))
+# Runs per turn when both are measured: each side gets this many samples, then the other.
+TURN_SAMPLES = 1000
+
+
+@dataclass
+class _Tally:
+    """One side's turns added up: wall time, CPU here and on the server, latencies."""
+
+    seconds: float = 0.0
+    client_s: float = 0.0
+    server_s: float | None = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    def turn(self, engine: Engine, work: Callable[[], list[float]]) -> None:
+        server_before, client_before = backend_cpu_s(engine), time.process_time()
+        started = time.perf_counter()
+        self.latencies += work()
+        self.seconds += time.perf_counter() - started
+        self.client_s += time.process_time() - client_before
+        server_after = backend_cpu_s(engine)
+        if server_after is None or server_before is None or self.server_s is None:
+            self.server_s = None
+        else:
+            self.server_s += server_after - server_before
+
+    def result(self, backend: str, size: int, cut: bool) -> Result:
+        runs, latencies = len(self.latencies), self.latencies
+        return Result(
+            backend, size, runs, self.seconds, latencies, cut, self.client_s, self.server_s
+        )
+
+
+def measure_side_by_side(
+    engine: Engine, size: int, seed: int, args: argparse.Namespace
+) -> tuple[Result, Result]:
+    """``store_run`` and the raw-driver floor taking turns (``TURN_SAMPLES`` each), so
+    that both see the same machine: on a shared one the load moves within seconds."""
+    count = max(1, args.samples // size)
+    runs, calls = make_runs(size, count, seed), captured(engine, make_runs(size, count, seed + 1))
+    sessions, turn = make_sessions(engine), max(1, TURN_SAMPLES // size)
+    real, floor = _Tally(), _Tally()
     wait_quiet(args.wait_quiet)
-    server_before, client_before = backend_cpu_s(engine), time.process_time()
-    started = time.perf_counter()
-    latencies = replay(engine, calls, args.max_seconds)
-    seconds = time.perf_counter() - started
-    client = time.process_time() - client_before
-    server_after = backend_cpu_s(engine)
-    server = None if server_after is None or server_before is None else server_after - server_before
-    cut = len(latencies) < len(calls)
-    return Result(
-        engine.dialect.name, size, len(latencies), seconds, latencies, cut, client, server
-    )
+    deadline, cut = time.perf_counter() + args.max_seconds, False
+    for start in range(0, count, turn):
+        mine, theirs = runs[start : start + turn], calls[start : start + turn]
+        real.turn(engine, partial(_store_share, sessions, mine, math.inf, store_run))
+        floor.turn(engine, partial(replay, engine, theirs, math.inf))
+        if time.perf_counter() > deadline:
+            cut = start + turn < count
+            break
+    backend = engine.dialect.name
+    return real.result(backend, size, cut), floor.result(backend, size, cut)
 
 
 def measure_once(
@@ -302,21 +342,22 @@ def measure(url: str, args: argparse.Namespace) -> list[list[str]]:
     engine = prepared(url)
     rows = []
     for size in args.sizes:
+        if args.profile == size:
+            measure_once(engine, size, size * 1000 + 999, args, profile=True)
         tries, floors = [], []
         for i in range(args.repeat):
-            profile = args.profile == size and i == 0
-            tries.append(measure_once(engine, size, size * 1000 + i, args, profile))
-            floors.append(measure_floor(engine, size, size * 1000 + 500 + i, args))
-        ratio = _median(tries) / _median(floors)
+            real, floor = measure_side_by_side(engine, size, size * 1000 + 10 * i, args)
+            tries.append(real)
+            floors.append(floor)
+        ratios = sorted(
+            r.samples_per_s / f.samples_per_s for r, f in zip(tries, floors, strict=True)
+        )
+        ratio = ratios[len(ratios) // 2]  # of each measurement and its floor, taken in turns
         rows.append(median_row(tries) + [f"{ratio:.2f}x"])
         rows.append(median_row(floors, f"{engine.dialect.name}: raw driver") + ["1x"])
         print_table(HEADERS + ["of the floor"], rows[-2:])
     engine.dispose()
     return rows
-
-
-def _median(tries: list[Result]) -> float:
-    return sorted(r.samples_per_s for r in tries)[len(tries) // 2]
 
 
 def measure_candidates(url: str, args: argparse.Namespace) -> list[list[str]]:
