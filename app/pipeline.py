@@ -25,7 +25,7 @@ from app.probe import clock
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from app.store.db import write_transaction
-from app.store.queries import store_run
+from app.store.ingest import store_run
 from app.store.records import ABORTED as ABORTED  # re-exported: a run's statuses
 from app.store.records import COMPLETE as COMPLETE
 from app.store.records import RunRecord, SampleRecord

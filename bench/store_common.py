@@ -36,9 +36,10 @@ from app.config import Target
 from app.probe.sample import HTTP_PHASES, LLM_PHASES
 from app.scheduler import first_run_offset
 from app.store.db import make_engine, make_sessions, normalize_url
+from app.store.ingest import _run_values, _sample_values
 from app.store.migrate import upgrade
 from app.store.models import TargetRow
-from app.store.queries import _run_values, _sample_values, sync_targets
+from app.store.queries import sync_targets
 from app.store.records import RunRecord, SampleRecord
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"

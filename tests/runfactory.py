@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunData, phase_order
 from app.store.db import write_transaction
-from app.store.queries import store_run
+from app.store.ingest import store_run
 from app.store.records import RunRecord, SampleRecord
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday, midnight UTC

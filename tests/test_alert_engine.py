@@ -30,6 +30,7 @@ from app.pipeline import Pipeline
 from app.probe.spec import Kind
 from app.store.db import make_engine, make_sessions
 from app.store.history import DatabaseHistory
+from app.store.ingest import store_run
 from app.store.models import (
     AlertRow,
     AlertTransitionRow,
@@ -38,7 +39,7 @@ from app.store.models import (
     RunRow,
     SilenceRow,
 )
-from app.store.queries import store_run, sync_targets
+from app.store.queries import sync_targets
 from app.store.records import RunRecord
 from app.store.spool import Spool
 from tests.runfactory import LLM, T0, failed_run, make_run, record_of

@@ -15,11 +15,12 @@ import pytest
 
 from app.analysis.sketch import RELATIVE_ACCURACY
 from app.config import TargetsFile
+from app.store.catchup import catch_up
 from app.store.csvexport import export_samples
+from app.store.ingest import store_run
 from app.store.migrate import head_revision
-from app.store.queries import store_run, sync_targets
+from app.store.queries import sync_targets
 from app.store.records import RunRecord
-from app.store.rollups import catch_up
 from app.web.schemas import HistoryOut
 from tests.apiapp import Api, api
 from tests.runfactory import LLM, make_run, record_of

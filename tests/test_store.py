@@ -17,16 +17,12 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
+from app.store.chart import run_summaries
 from app.store.db import transaction, write_lock_of
+from app.store.ingest import store_run
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import (
-    UNKNOWN_KIND,
-    next_batch_rows,
-    prune_samples,
-    run_summaries,
-    store_run,
-    sync_targets,
-)
+from app.store.prune import next_batch_rows, prune_samples
+from app.store.queries import UNKNOWN_KIND, sync_targets
 from app.store.records import RunRecord, SampleRecord
 from tests.runfactory import store_records
 
@@ -499,7 +495,7 @@ def test_prune_samples_deletes_oldest_first_batch_by_batch(
         oldest_left.append(oldest)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("app.store.queries.time.sleep", between_batches)
+        patch.setattr("app.store.prune.time.sleep", between_batches)
         assert prune_samples(engine, cutoff, rows_per_batch=2, pause_s=0) == 8
 
     assert oldest_left == [cutoff - timedelta(days=d) for d in (3, 2, 1)]

@@ -9,16 +9,18 @@ import math
 import threading
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event, func, select, update
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError, StatementError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 from app.pipeline import is_transient
+from app.store.chart import RUN_CHART_COLUMNS, run_chart, run_summaries
 from app.store.db import (
     json_dumps,
     json_dumps_text,
@@ -28,14 +30,9 @@ from app.store.db import (
     write_lock,
     write_transaction,
 )
+from app.store.ingest import sqlite_time, store_run
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import (
-    RUN_CHART_COLUMNS,
-    prune_samples,
-    run_chart,
-    run_summaries,
-    store_run,
-)
+from app.store.prune import prune_samples
 from app.store.records import RunRecord, SampleRecord
 from tests.runfactory import store_records
 
@@ -437,3 +434,24 @@ def test_a_connection_in_steady_use_is_not_pinged_and_its_loss_is_transient(
         assert store(sessions, run_of(2))  # the pool has replaced the dead connection
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
+        datetime(2026, 3, 1, 12, 0, 0, 1, tzinfo=UTC),
+        datetime(2026, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+        datetime(2026, 3, 1, 17, 30, 5, 123_456, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+        datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC),
+    ],
+)
+def test_sqlite_time_is_what_the_column_type_binds_on_sqlite(at: datetime) -> None:
+    dialect = sqlite.dialect()  # type: ignore[no-untyped-call]
+    process = SampleRow.__table__.c.started_at.type.dialect_impl(dialect).bind_processor(dialect)
+    assert sqlite_time(at) == process(at)
+
+
+def test_sqlite_time_refuses_a_naive_time() -> None:
+    with pytest.raises(ValueError, match="naive datetime"):
+        sqlite_time(datetime(2026, 3, 1, 12, 0))

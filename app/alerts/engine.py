@@ -36,6 +36,7 @@ from app.alerts import rows, silences
 from app.alerts.evaluate import Evaluator
 from app.alerts.identity import Alert, Transition
 from app.alerts.state import State
+from app.store.db import write_transaction
 from app.store.models import AlertRow, DetectorStateRow, SilenceRow
 from app.store.records import RunRecord
 
@@ -113,7 +114,8 @@ class AlertEngine:
             now = self.clock()
             with self._undo_on_error() as alerts:
                 transitions = self.evaluator.evaluate(run.target, run.vantage, now)
-                with self.sessions.begin() as session:
+                # On SQLite: in turn with the runs being stored, never polling for the lock.
+                with write_transaction(self.sessions) as session:
                     self._persist(session, run.target, transitions, alerts, now)
         log_announced(transitions)
         return transitions
@@ -127,7 +129,7 @@ class AlertEngine:
                 transition = self.evaluator.acknowledge(alert.id, now)
                 if transition is None:
                     raise AlertNotOpen(f"alert {alert_id} is not open")
-                with self.sessions.begin() as session:
+                with write_transaction(self.sessions) as session:
                     self._persist(session, alert.identity.target, [transition], alerts, now)
                     row = session.get(AlertRow, uuid.UUID(alert.id))
                     assert row is not None

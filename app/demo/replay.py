@@ -45,11 +45,11 @@ from app.pipeline import Pipeline
 from app.probe import clock
 from app.scheduler import first_run_offset
 from app.service import AlertRules
+from app.store.catchup import catch_up
 from app.store.db import make_engine, make_sessions
 from app.store.history import DatabaseHistory
 from app.store.queries import sync_targets
 from app.store.records import RunRecord
-from app.store.rollups import catch_up
 from app.store.spool import Spool
 
 log = logging.getLogger(__name__)

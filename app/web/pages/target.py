@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from app.alerts.views import AlertView, list_alerts
 from app.pipeline import utcnow
+from app.store.chart import run_summaries
 from app.store.models import RunRow, TargetRow
-from app.store.queries import run_summaries
 from app.store.reads import Breakdown, breakdown
 from app.store.slo import target_slo
 from app.web.deps import SessionDep
