@@ -26,7 +26,7 @@ from app.config import Target
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from app.store.db import write_transaction
-from app.store.queries import store_run
+from app.store.ingest import store_run
 from app.store.records import RunRecord, RunStatus, SampleRecord
 from app.store.spool import Spool
 from app.writer import Writer

@@ -37,9 +37,9 @@ from app.probe.sample import HTTP_PHASES, LLM_PHASES
 from app.scheduler import first_run_offset
 from app.service import target_values
 from app.store.db import make_engine, make_sessions, normalize_url
+from app.store.ingest import _run_values, _sample_values
 from app.store.migrate import upgrade
 from app.store.models import TargetRow
-from app.store.queries import _run_values, _sample_values
 from app.store.records import RunRecord, SampleRecord
 from app.store.targets import sync_targets
 

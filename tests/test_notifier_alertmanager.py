@@ -30,7 +30,7 @@ from tests.alertmanager import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.process, pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRING, RESOLVED = State.FIRING, State.RESOLVED
 
 

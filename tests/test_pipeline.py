@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, SampleRow
 from app.store.records import RunRecord, RunStatus
 from app.store.spool import Spool
+from tests.helpers import until
 
 pytestmark = pytest.mark.anyio
 
@@ -28,9 +28,8 @@ BODY = {"model": "sim", "stream": True, "messages": []}
 
 
 @pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
+def sim_config() -> SimConfig:
+    return FAST
 
 
 def chat_target(sim: SimServer, **fields: object) -> Target:
@@ -98,7 +97,7 @@ async def test_a_run_cancelled_by_shutdown_is_stored_as_aborted(
 ) -> None:
     pipeline = Pipeline(sessions, Spool(tmp_path / "spool"), vantage="here")
     task = asyncio.create_task(pipeline.run(chat_target(sim, samples=100, spacing=0.02)))
-    await asyncio.sleep(0.5)
+    await until(lambda: len(sim.truths()) >= 3, what="three samples answered")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -265,7 +265,7 @@ async def test_probe_reads_the_kernels_rtt_and_the_remote_address() -> None:
     assert first.remote_address == f"127.0.0.1:{sim.url.rsplit(':', 1)[1]}"
 
 
-async def test_probe_over_h2_with_tls_uses_the_backend(
+async def test_probe_over_h2_with_tls_marks_the_handshake_and_reads_the_rtt(
     tls_ca: trustme.CA, ca_file: str, tmp_path: Path
 ) -> None:
     cert = tls_ca.issue_cert("127.0.0.1")
@@ -280,6 +280,30 @@ async def test_probe_over_h2_with_tls_uses_the_backend(
     assert sample.http_version == "HTTP/2"
     assert sample.marks.tls_start is not None and sample.marks.tls_end is not None
     assert sample.rtt_ms is not None
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http/1.1", "h2-over-tls"])
+async def test_the_probes_client_talks_through_our_backend_not_httpcores(
+    tls: bool, tls_ca: trustme.CA, ca_file: str, tmp_path: Path
+) -> None:
+    """make_client installs AsyncioBackend on a private httpx attribute; an httpx or
+    httpcore upgrade that ignored it would fall back to httpcore's anyio backend silently.
+    httpcore hands the connection's stream to every response (its public
+    ``network_stream`` extension): it must be ours, and answer what only ours knows."""
+    certs: dict[str, str] = {}
+    if tls:
+        cert = tls_ca.issue_cert("127.0.0.1")
+        certs = {"certfile": str(tmp_path / "cert.pem"), "keyfile": str(tmp_path / "key.pem")}
+        cert.cert_chain_pems[0].write_to_path(certs["certfile"])
+        cert.private_key_pem.write_to_path(certs["keyfile"])
+    with SimServer(ACCEPTANCE, **certs) as sim:
+        spec = chat_spec(sim.url, http2=tls, verify=ca_file if tls else True)
+        async with make_client(spec) as client:
+            response = await client.get(f"{sim.url}/health")
+            stream = response.extensions["network_stream"]
+            assert isinstance(stream, AsyncioStream), type(stream)
+            assert stream.get_extra_info("tcp_rtt_ms") is not None  # httpcore's: None
+    assert response.http_version == ("HTTP/2" if tls else "HTTP/1.1")
 
 
 async def test_closed_client_is_freed_without_the_cyclic_collector() -> None:

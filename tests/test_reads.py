@@ -18,14 +18,15 @@ from app.analysis.sketch import RELATIVE_ACCURACY
 from app.config import Settings, TargetsFile
 from app.main import build_service
 from app.store.breakdown import breakdown, current_breakdowns, last_runs
+from app.store.catchup import _digests, _Plan, _plan, _undigested, _written, catch_up
+from app.store.ingest import store_run
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
-from app.store.queries import prune_samples, store_run
+from app.store.prune import prune_samples
 from app.store.records import RunRecord
 from app.store.rollups import (
     FINE_PERIODS,
     FINE_ROLLUPS_KEPT,
     add_run,
-    catch_up,
     prune_fine_rollups,
 )
 from app.store.sparklines import sparklines
@@ -292,6 +293,69 @@ def test_catch_up_adds_runs_stored_without_the_hook(sessions: sessionmaker[Sessi
             session, "chat", T0, T0 + timedelta(hours=2), bucket_seconds=3600, now=NOW
         )
     assert sum(found.runs) == 7
+
+
+def _planned(sessions: sessionmaker[Session]) -> _Plan:
+    """What catch_up would write on SQLite, computed now (outside any write transaction)."""
+    with sessions() as session:
+        heads = session.execute(_undigested(T0 - timedelta(days=1), None, None)).all()
+        return _plan(session, _digests(session, heads), NOW)
+
+
+def _daily(sessions: sessionmaker[Session]) -> list[tuple[str, int, int]]:
+    with sessions() as session:
+        rows = session.scalars(
+            select(RollupRow).where(RollupRow.period_s == 86400).order_by(RollupRow.vantage)
+        ).all()
+        return [(row.vantage, row.runs, row.n) for row in rows]
+
+
+def test_catch_up_counts_once_a_run_another_writer_counted_after_the_plan(
+    sessions: sessionmaker[Session],
+) -> None:
+    records = runs(3, n=10)
+    with sessions.begin() as session:
+        for record in records:
+            store_run(session, record, NOW)
+    plan = _planned(sessions)
+    with sessions.begin() as session:  # the store hook (or a second catch_up), meanwhile
+        assert add_run(session, records[0], NOW)
+    assert _written(sessions, plan) == 2  # the plan went stale: added the ordinary way
+    assert _daily(sessions) == [("*", 3, 30), ("eu", 3, 30)]
+
+
+def test_catch_up_merges_into_a_rollup_another_writer_changed_after_the_plan(
+    sessions: sessionmaker[Session],
+) -> None:
+    first, later = runs(2, n=10), runs(1, start=T0 + timedelta(minutes=30), n=10, seed=4)
+    store(sessions, first[:1])  # its rollups exist: the plan merges into them
+    with sessions.begin() as session:
+        store_run(session, first[1], NOW)
+    plan = _planned(sessions)
+    assert [row["run_id"] for row in plan.fresh] == [first[1].id] and plan.merged
+    store(sessions, later)  # merged into the same day's rollups, meanwhile
+    assert _written(sessions, plan) == 1
+    assert _daily(sessions) == [("*", 3, 30), ("eu", 3, 30)]
+    assert catch_up(sessions, T0 - timedelta(days=1), NOW) == 0
+
+
+def test_catch_up_writes_its_plan_when_nobody_wrote_meanwhile(
+    sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = runs(4, n=10)
+    store(sessions, records[:1])
+    with sessions.begin() as session:
+        for record in records[1:]:
+            store_run(session, record, NOW)
+    plan = _planned(sessions)
+    assert len(plan.fresh) == 3 and plan.merged
+
+    def not_stale(*_args: object) -> int:
+        raise AssertionError("the plan was current: nothing to add again")
+
+    monkeypatch.setattr("app.store.catchup.add_digests", not_stale)
+    assert _written(sessions, plan) == 3
+    assert _daily(sessions) == [("*", 4, 40), ("eu", 4, 40)]
 
 
 def test_catch_up_passes_over_runs_whose_samples_were_pruned(

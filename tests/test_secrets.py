@@ -36,7 +36,7 @@ from app.store.models import AlertRow, Base, RunRow, TargetRow
 from app.store.targets import sync_targets
 from tests.apiapp import TOKEN, http_routes, serving
 from tests.clirun import run_cli
-from tests.test_serve import FAST, free_port
+from tests.helpers import free_port
 
 SECRET = "sk-PLANTED-5f0c2e9a7b1d4c36a8e2f4b6d8c0a1e3"
 RUNS = 4  # enough for probe_failing to fire (pending after 3 failing runs, firing at 4)
@@ -85,12 +85,6 @@ def echo() -> Iterator[str]:
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
 
 
 def targets_yaml(echo: str, sim: str) -> str:

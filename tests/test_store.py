@@ -17,12 +17,15 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
-from app.service import target_values
+from app.store.chart import run_summaries
 from app.store.db import transaction, write_lock_of
+from app.store.ingest import store_run
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import next_batch_rows, prune_samples, run_summaries, store_run
-from app.store.records import RunRecord, SampleRecord
+from app.store.prune import next_batch_rows, prune_samples
+from app.service import target_values
 from app.store.targets import UNKNOWN_KIND, sync_targets
+from app.store.records import RunRecord, SampleRecord
+from tests.runfactory import store_records
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KOLKATA = timezone(timedelta(hours=5, minutes=30))
@@ -68,8 +71,8 @@ def simple_run(n: int = 3, *, started: datetime = NOW, **options: Any) -> RunRec
 
 
 def store(sessions: sessionmaker[Session], record: RunRecord) -> bool:
-    with transaction(sessions) as session:
-        return store_run(session, record, NOW)
+    (stored,) = store_records(sessions, [record], NOW)
+    return stored
 
 
 def count(sessions: sessionmaker[Session], row: type[Any]) -> int:
@@ -493,7 +496,7 @@ def test_prune_samples_deletes_oldest_first_batch_by_batch(
         oldest_left.append(oldest)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("app.store.queries.time.sleep", between_batches)
+        patch.setattr("app.store.prune.time.sleep", between_batches)
         assert prune_samples(engine, cutoff, rows_per_batch=2, pause_s=0) == 8
 
     assert oldest_left == [cutoff - timedelta(days=d) for d in (3, 2, 1)]

@@ -38,6 +38,7 @@ from app.alerts.state import State
 from app.clock import utcnow
 from app.store import alertwrites
 from app.store.alertreads import alert_by_id
+from app.store.db import write_transaction
 from app.store.records import RunRecord, RunStatus
 from app.store.silencerows import SilenceRecord
 
@@ -110,7 +111,8 @@ class AlertEngine:
             now = self.clock()
             with self._undo_on_error() as alerts:
                 transitions = self.evaluator.evaluate(run.target, run.vantage, now)
-                with self.sessions.begin() as session:
+                # On SQLite: in turn with the runs being stored, never polling for the lock.
+                with write_transaction(self.sessions) as session:
                     self._persist(session, run.target, transitions, alerts, now)
         log_announced(transitions)
         return transitions
@@ -124,7 +126,7 @@ class AlertEngine:
                 transition = self.evaluator.acknowledge(alert.id, now)
                 if transition is None:
                     raise AlertNotOpen(f"alert {alert_id} is not open")
-                with self.sessions.begin() as session:
+                with write_transaction(self.sessions) as session:
                     self._persist(session, alert.identity.target, [transition], alerts, now)
                     alertwrites.mark_acknowledged(session, uuid.UUID(alert.id), now, by)
         log_announced([transition])

@@ -45,10 +45,10 @@ from app.demo.virtual import VirtualClock, VirtualEventLoop
 from app.pipeline import Pipeline
 from app.scheduler import first_run_offset
 from app.service import AlertRules, target_values
+from app.store.catchup import catch_up
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
 from app.store.records import RunRecord
-from app.store.rollups import catch_up
 from app.store.spool import Spool
 from app.store.targets import sync_targets
 

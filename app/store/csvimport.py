@@ -33,7 +33,7 @@ from app.store.csvlayout import (
     phase_order,
 )
 from app.store.db import make_sessions, transaction
-from app.store.queries import store_run
+from app.store.ingest import store_run
 from app.store.records import RunRecord, RunStatus, SampleRecord
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from app.analysis.breakdown import Breakdown
 from app.clock import utcnow
 from app.store.breakdown import breakdown
 from app.store.browse import first_run_at, vantages_since
+from app.store.chart import run_summaries
 from app.store.models import RunRow
-from app.store.queries import run_summaries
 from app.store.slo import target_slo
 from app.store.targets import target_row
 from app.web.deps import SessionDep
