@@ -15,13 +15,13 @@ import pytest
 
 from app.analysis.sketch import RELATIVE_ACCURACY
 from app.config import TargetsFile
+from app.service import target_values
 from app.store.catchup import catch_up
 from app.store.csvexport import export_samples
 from app.store.ingest import store_run
 from app.store.migrate import head_revision
-from app.service import target_values
-from app.store.targets import sync_targets
 from app.store.records import RunRecord
+from app.store.targets import sync_targets
 from app.web.schemas import HistoryOut
 from tests.apiapp import Api, api
 from tests.runfactory import LLM, make_run, record_of

@@ -17,14 +17,14 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
+from app.service import target_values
 from app.store.chart import run_summaries
 from app.store.db import transaction, write_lock_of
 from app.store.ingest import store_run
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.prune import next_batch_rows, prune_samples
-from app.service import target_values
-from app.store.targets import UNKNOWN_KIND, sync_targets
 from app.store.records import RunRecord, SampleRecord
+from app.store.targets import UNKNOWN_KIND, sync_targets
 from tests.runfactory import store_records
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
