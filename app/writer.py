@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.store.records import COMPLETE, RunRecord
+from app.store.records import RunRecord, RunStatus
 from app.store.spool import Spool
 from app.threads import NoWaitThreadPool
 
@@ -152,7 +152,7 @@ class Writer:
         finally:
             self.current, self._since = None, None
         self.spool.end(record.id)
-        return stored and record.status == COMPLETE
+        return stored and record.status == RunStatus.COMPLETE
 
     def _flush_now(self) -> None:
         with self._held_lock:

@@ -24,10 +24,11 @@ from app.alerts.identity import Identity
 from app.alerts.summary import summarize_alert
 from app.config import Target
 from app.probe.spec import Kind
+from app.service import target_values
 from app.store.catchup import catch_up
 from app.store.models import AlertRow, AlertTransitionRow
-from app.store.queries import sync_targets
 from app.store.records import RunRecord
+from app.store.targets import sync_targets
 from tests.apiapp import Lifespan, serving
 from tests.runfactory import make_run, record_of, store_records
 
@@ -135,7 +136,7 @@ def fill(sessions: sessionmaker[Session], fleet: Fleet) -> Filled:
     """Write the fleet's targets, runs and (optionally) its alert; commit in batches."""
     filled = Filled(fleet)
     with sessions.begin() as session:
-        sync_targets(session, targets_of(fleet), fleet.now)
+        sync_targets(session, target_values(targets_of(fleet)), fleet.now)
     batch: list[RunRecord] = []
     for record in generate(fleet):
         filled.runs.setdefault((record.target, record.vantage), []).append(record)

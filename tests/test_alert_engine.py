@@ -28,8 +28,9 @@ from app.demo.simserver import SimServer
 from app.main import build_service
 from app.pipeline import Pipeline
 from app.probe.spec import Kind
+from app.service import target_values
 from app.store.db import make_engine, make_sessions
-from app.store.history import DatabaseHistory
+from app.store.dbhistory import DatabaseHistory
 from app.store.ingest import store_run
 from app.store.models import (
     AlertRow,
@@ -39,9 +40,9 @@ from app.store.models import (
     RunRow,
     SilenceRow,
 )
-from app.store.queries import sync_targets
 from app.store.records import RunRecord
 from app.store.spool import Spool
+from app.store.targets import sync_targets
 from tests.runfactory import LLM, T0, failed_run, make_run, record_of
 
 EVERY = timedelta(minutes=1)
@@ -63,7 +64,7 @@ class Watch:
 
     def __post_init__(self) -> None:
         with self.sessions.begin() as session:
-            sync_targets(session, [TARGET], T0)
+            sync_targets(session, target_values([TARGET]), T0)
         self.engine = self.restart()
 
     def restart(self) -> AlertEngine:

@@ -15,12 +15,13 @@ import pytest
 
 from app.analysis.sketch import RELATIVE_ACCURACY
 from app.config import TargetsFile
+from app.service import target_values
 from app.store.catchup import catch_up
 from app.store.csvexport import export_samples
 from app.store.ingest import store_run
 from app.store.migrate import head_revision
-from app.store.queries import sync_targets
 from app.store.records import RunRecord
+from app.store.targets import sync_targets
 from app.web.schemas import HistoryOut
 from tests.apiapp import Api, api
 from tests.runfactory import LLM, make_run, record_of
@@ -90,7 +91,7 @@ def filled(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     with api(module_db_url, tmp_path_factory.mktemp("api"), TARGETS) as served:
         sessions = served.service.pipeline.sessions
         with sessions.begin() as session:
-            sync_targets(session, TARGETS.targets, NOW)
+            sync_targets(session, target_values(TARGETS.targets), NOW)
             for record in records:
                 store_run(session, record, NOW)
         # One batched pass, as the service's rollup loop does it.

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alerts.notifiers import build_notifiers
-from app.alerts.notifiers.base import Delivery, fingerprint
-from app.alerts.notifiers.sender import Backoff, Sender
-from app.alerts.notifiers.webhook import Webhook, WebhookConfig, group_key, message
+from app.alerts.sender import Backoff, Sender
 from app.alerts.state import State
 from app.config import ConfigError, load_targets
+from app.notifiers import build_notifiers
+from app.notifiers.base import Delivery, fingerprint
+from app.notifiers.webhook import Webhook, WebhookConfig, group_key, message
 from tests.alertmanager import HANG, Outbox, Receiver, identity, payload, receiving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

@@ -14,13 +14,13 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alerts.notifiers import sender as sender_module
-from app.alerts.notifiers.base import Delivery, Notifier
-from app.alerts.notifiers.sender import Backoff, Sender
-from app.alerts.notifiers.webhook import Webhook, WebhookConfig
+from app.alerts import sender as sender_module
+from app.alerts.sender import Backoff, Sender
 from app.alerts.state import State
 from app.config import Settings, load_targets
 from app.main import build_service
+from app.notifiers.base import Delivery, Notifier
+from app.notifiers.webhook import Webhook, WebhookConfig
 from app.store.db import make_engine, make_sessions
 from tests.alertmanager import HANG, Outbox, Receiver, identity, receiving, wait_until
 

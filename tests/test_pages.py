@@ -21,12 +21,12 @@ import pytest
 from sqlalchemy import update
 
 from app.alerts.views import AlertView
+from app.analysis.breakdown import Breakdown, PhaseRow
 from app.analysis.sketch import RELATIVE_ACCURACY
 from app.config import Settings, TargetsFile
 from app.main import create_app
 from app.store.db import make_engine, make_sessions
 from app.store.models import AlertRow
-from app.store.reads import Breakdown, PhaseRow
 from app.store.records import RunRecord
 from app.web.pages import view
 from app.web.pages.overview import overview_rows

@@ -17,9 +17,10 @@ import pytest
 import trustme
 
 from app.demo.simserver import SimServer
-from app.probe import netbackend
+from app.probe import netconnect, netstream
 from app.probe.client import make_client, probe_once
-from app.probe.netbackend import AsyncioBackend, AsyncioStream
+from app.probe.netbackend import AsyncioBackend
+from app.probe.netstream import AsyncioStream
 from app.probe.sample import Status
 from app.probe.spec import Kind, ProbeSpec
 from tests import hostile
@@ -108,7 +109,7 @@ async def test_a_large_write_leaves_at_once() -> None:
         stream = await connect(listener.getsockname()[1])
         peer, _ = listener.accept()
         with peer:
-            await stream.write(b"x" * netbackend.HOLD_LIMIT, timeout=5)
+            await stream.write(b"x" * netstream.HOLD_LIMIT, timeout=5)
             assert select.select([peer], [], [], 5)[0] == [peer]
         await stream.aclose()
 
@@ -198,7 +199,7 @@ async def test_race_skips_an_address_that_refuses_for_the_next() -> None:
                 (socket.AF_INET, ("127.0.0.1", refused)),
                 (socket.AF_INET, ("127.0.0.1", port)),
             ]
-            sock = await netbackend._race(addresses, None, [])
+            sock = await netconnect.race(addresses, None, [])
         assert sock.getpeername() == ("127.0.0.1", port)
         sock.close()
 
@@ -220,7 +221,7 @@ async def test_reading_pauses_while_a_flood_is_not_read_then_everything_arrives(
         stream = await connect(port)
         await asyncio.sleep(0.3)  # the server writes as fast as the kernel lets it
         buffered = stream._protocol.size
-        assert 0 < buffered <= netbackend.HIGH_WATER + 256 * 1024
+        assert 0 < buffered <= netstream.HIGH_WATER + 256 * 1024
         total = 0
         while part := await stream.read(65536, timeout=5):
             total += len(part)

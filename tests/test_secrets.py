@@ -26,14 +26,14 @@ import pytest
 from sqlalchemy import select
 
 from app.cli.service import quiet_chatty_loggers
+from app.clock import utcnow
 from app.config import Settings, load_targets
 from app.demo.simserver import SimServer
 from app.main import create_app
-from app.pipeline import utcnow
 from app.probe.redact import Redactor, has_control_character, scrub_secrets
-from app.service import Service
+from app.service import Service, target_values
 from app.store.models import AlertRow, Base, RunRow, TargetRow
-from app.store.queries import sync_targets
+from app.store.targets import sync_targets
 from tests.apiapp import TOKEN, http_routes, serving
 from tests.clirun import run_cli
 from tests.helpers import free_port
@@ -116,7 +116,7 @@ def config(tmp_path: Path, echo: str, sim: SimServer, monkeypatch: pytest.Monkey
 def run_everything(service: Service) -> None:
     """What serve does, target by target: probe, store, evaluate alerts, notify."""
     with service.pipeline.sessions.begin() as session:
-        sync_targets(session, service.targets.targets, utcnow())
+        sync_targets(session, target_values(service.targets.targets), utcnow())
 
     async def probe_and_notify() -> None:
         for _ in range(RUNS):

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, delete, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunData
-from app.store.history import DatabaseHistory
+from app.store.dbhistory import DatabaseHistory
 from app.store.models import SampleRow
 from tests.runfactory import EVERY, T0, failed_run, make_run, record_of, store_records
 

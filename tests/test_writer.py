@@ -9,7 +9,7 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from app.store.records import COMPLETE, RunRecord
+from app.store.records import RunRecord, RunStatus
 from app.store.spool import Spool
 from app.writer import Writer
 
@@ -17,7 +17,9 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def run(target: str) -> RunRecord:
-    return RunRecord(id=uuid.uuid4(), target=target, vantage="eu", started_at=NOW, status=COMPLETE)
+    return RunRecord(
+        id=uuid.uuid4(), target=target, vantage="eu", started_at=NOW, status=RunStatus.COMPLETE
+    )
 
 
 def test_waiting_runs_are_stored_before_the_stored_ones_are_passed_on(tmp_path: Path) -> None:

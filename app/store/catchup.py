@@ -25,9 +25,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.analysis.digest import Digest, digest_of, merge_digests
 from app.store.db import write_transaction
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
-from app.store.queries import insert_unless_present
+from app.store.records import RunStatus
 from app.store.rollups import (
-    COMPLETE,
     DIGESTS,
     KEY_COLUMNS,
     ROLLUPS,
@@ -38,6 +37,7 @@ from app.store.rollups import (
     digest_values,
     rollup_values,
 )
+from app.store.targets import insert_unless_present
 
 CATCH_UP_BATCH = 200
 
@@ -206,7 +206,7 @@ def _undigested(
     query = (
         select(RunRow.id, RunRow.target_id, RunRow.vantage, RunRow.started_at, RunRow.n_samples)
         .outerjoin(RunDigestRow, RunDigestRow.run_id == RunRow.id)
-        .where(RunDigestRow.run_id.is_(None), RunRow.status == COMPLETE)
+        .where(RunDigestRow.run_id.is_(None), RunRow.status == RunStatus.COMPLETE)
         .where(RunRow.started_at >= since)
         .order_by(RunRow.started_at, RunRow.id)
     )

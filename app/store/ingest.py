@@ -14,9 +14,9 @@ from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import Session
 
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import target_id
 from app.store.rawdriver import DriverStatement, driver_statement
 from app.store.records import RunRecord, SampleRecord
+from app.store.targets import target_id
 
 _RUNS: Table = RunRow.__table__  # type: ignore[assignment]
 _SAMPLES: Table = SampleRow.__table__  # type: ignore[assignment]

@@ -34,10 +34,9 @@ from app.analysis.digest import QUANTILES, Digest, digest_of, merge_digests
 from app.analysis.summary import Summary
 from app.store.models import RollupRow, RunDigestRow, TargetRow
 from app.store.prune import prune_rows
-from app.store.queries import insert_unless_present
-from app.store.records import RunRecord
+from app.store.records import RunRecord, RunStatus
+from app.store.targets import insert_unless_present
 
-COMPLETE = "complete"
 PERIODS = (300, 900, 3600, 21600, 86400)  # 5 min, 15 min, 1 h, 6 h, 1 day
 # The vantage of the rollups that pool every vantage of a target: a history of all vantages
 # then reads one row per bucket, like a history of one. Never a vantage's own name ("*"
@@ -51,7 +50,7 @@ CATCH_UP_EVERY_S = 10.0
 # The 5- and 15-minute rollups hold about a row per run (for the vantage, and again pooled)
 # and were most of the disk a run keeps (bench/README.md, "Disk per run"). They are kept this
 # long; older windows cut into buckets that need them are merged from the run digests, which
-# are kept forever (``app.store.reads.history``): the same numbers, more rows to read.
+# are kept forever (``app.store.timeseries.time_series``): the same numbers, more rows to read.
 FINE_PERIODS = (300, 900)
 FINE_ROLLUPS_KEPT = timedelta(days=35)
 # Pruned a day later than reads stop using them: a read near the edge never finds them gone.
@@ -91,7 +90,7 @@ def add_run(session: Session, record: RunRecord, now: datetime, target: int | No
 
     ``target`` is the run's target id when the caller has it (``store_run`` does).
     """
-    if record.status != COMPLETE:
+    if record.status != RunStatus.COMPLETE:
         return False
     if target is None:
         target = session.scalar(select(TargetRow.id).where(TargetRow.name == record.target))
