@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from app.store.records import COMPLETE, RunRecord
+from app.store.records import RunRecord, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class Evaluations:
         self._thread: threading.Thread | None = None
 
     def submit(self, record: RunRecord) -> None:
-        if record.status != COMPLETE:
+        if record.status != RunStatus.COMPLETE:
             return
         with self._lock:
             key = (record.target, record.vantage)

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 
-from app.alerts.notifiers.base import expand_env
-from app.envvars import UnsetVariable, expand
+from app.envvars import UnsetVariable, expand, expand_field
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 
 if TYPE_CHECKING:
@@ -33,7 +32,7 @@ class VantageAccess(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
-    token: Annotated[SecretStr, BeforeValidator(expand_env)] = Field(
+    token: Annotated[SecretStr, BeforeValidator(expand_field)] = Field(
         min_length=16, description="The agent's bearer token; `${ENV}` expands."
     )
 

@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,6 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.helpers import eventually
 
 ROOT = Path(__file__).parent.parent
 COMPOSE_FILES = ("-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / ".ci/compose/ci.yml"))
@@ -115,13 +116,12 @@ class Stack:
 
 
 def wait_for(check: Callable[[], bool], within_s: float, what: str) -> None:
-    """Poll ``check`` until it holds; a liveness bound, generous, not a claim about speed."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
+    """``eventually``, with a service that is restarting or not up yet counting as "not yet"."""
+
+    def answered() -> bool:
         try:
-            if check():
-                return
+            return check()
         except (httpx.TransportError, AssertionError):
-            pass  # the service is restarting or not up yet
-        time.sleep(0.5)
-    raise AssertionError(f"not within {within_s:.0f} s: {what}")
+            return False
+
+    eventually(answered, within_s, what)

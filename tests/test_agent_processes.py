@@ -21,9 +21,9 @@ from sqlalchemy import select
 from app.demo.simserver import SimServer
 from app.store.db import make_engine, make_sessions
 from app.store.models import Base, RunRow, SampleRow, TargetRow
-from tests.test_serve import FAST, eventually, free_port
+from tests.helpers import eventually, free_port
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.process]
 TOKENS = {"agent-a": "token-a-0123456789abcdef", "agent-b": "token-b-0123456789abcdef"}
 SECRET = "sk-agent-a-secret-never-on-the-server"
 
@@ -47,12 +47,6 @@ class Process:
 
     def output(self) -> str:
         return self.path.read_text()
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
 
 
 @pytest.fixture

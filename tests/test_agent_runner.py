@@ -10,16 +10,19 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 
 from app.agent.client import ServerClient
 from app.agent.runner import Agent
-from app.config import load_targets
-from app.store.records import ABORTED, RunRecord
+from app.config import Settings, load_targets
+from app.main import create_app
+from app.store.records import RunRecord, RunStatus
 from app.store.spool import Spool
-from tests.apiapp import Api, api
-from tests.cliserver import Recorder, serving
+from tests.apiapp import Api, serving
+from tests.cliserver import Recorder
+from tests.cliserver import serving as endpoint_serving
 from tests.runfactory import make_run, record_of
 
 TOKEN = "fra-token-0123456789abcdef"
@@ -40,7 +43,7 @@ def targets_text(url: str, *extra: str) -> str:
 
 @pytest.fixture
 def endpoint() -> Iterator[tuple[Recorder, str]]:
-    with serving() as (recorder, url):
+    with endpoint_serving() as (recorder, url):
         yield recorder, url
 
 
@@ -48,9 +51,14 @@ def endpoint() -> Iterator[tuple[Recorder, str]]:
 def server(db_url: str, tmp_path: Path, endpoint: tuple[Recorder, str]) -> Iterator[Api]:
     path = tmp_path / "phasewatch.yaml"
     path.write_text(targets_text(endpoint[1]))
-    with api(db_url, tmp_path, load_targets(path, {})) as served:
-        yield served
-        assert served.app.state.evaluations.wait_idle(30)
+    settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
+    app = create_app(settings, load_targets(path, {}))
+    try:
+        with serving(app) as base, httpx.Client(base_url=base, timeout=30) as client:
+            yield Api(app, client)
+            assert app.state.evaluations.wait_idle(30)
+    finally:
+        app.state.service.engine.dispose()
 
 
 def vantages_of(server: Api) -> list[tuple[str, str]]:
@@ -140,7 +148,9 @@ async def test_a_run_cut_by_a_crash_is_pushed_as_aborted_when_the_agent_starts(
     made = record_of(
         make_run(np.random.default_rng(2), datetime.now(UTC), target="keyed", vantage="fra-1", n=2)
     )
-    cut = RunRecord(made.id, made.target, made.vantage, made.started_at, ABORTED, made.samples[:1])
+    cut = RunRecord(
+        made.id, made.target, made.vantage, made.started_at, RunStatus.ABORTED, made.samples[:1]
+    )
     crashed = Spool(tmp_path / "agent-spool")  # the journal of an agent that died mid-run
     assert crashed.begin(cut)
     crashed.close()

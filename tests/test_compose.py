@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.alertmanager import free_port
 from tests.composestack import Stack, build_images, docker_or_skip, wait_for
+from tests.helpers import free_port
 
 ARTIFACTS = Path(__file__).parent / "artifacts"  # the stack's logs, kept for a failed run
 INTERVAL_S = 3.0
@@ -38,7 +38,7 @@ TARGETS_FILE = {
     ]
 }
 
-pytestmark = [pytest.mark.timeout(900), pytest.mark.docker]
+pytestmark = [pytest.mark.process, pytest.mark.timeout(900), pytest.mark.docker]
 
 
 @pytest.fixture(scope="module")

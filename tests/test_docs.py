@@ -11,14 +11,14 @@ import pytest
 import yaml
 from pydantic import BaseModel, Field, TypeAdapter, create_model
 
-from app.alerts.notifiers.alertmanager import AlertmanagerConfig
-from app.alerts.notifiers.base import IDEMPOTENCY_HEADER, BasicAuth
-from app.alerts.notifiers.slack import SlackConfig
-from app.alerts.notifiers.webhook import WebhookConfig
 from app.analysis.detectors import DetectorParams
 from app.cli import cli
 from app.config import Settings, Target, TargetsFile, load_targets
 from app.main import create_app
+from app.notifiers.alertmanager import AlertmanagerConfig
+from app.notifiers.base import IDEMPOTENCY_HEADER, BasicAuth
+from app.notifiers.slack import SlackConfig
+from app.notifiers.webhook import WebhookConfig
 from app.safeyaml import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES
 from tests import clidoc, modeldoc
 

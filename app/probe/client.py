@@ -18,8 +18,8 @@ import anyio
 import certifi
 import httpx
 
-from app import __version__
-from app.probe import clock, outcome, redirects, responses, template
+from app import __version__, clock
+from app.probe import outcome, redirects, responses, template
 from app.probe.kinds import KINDS, Answer
 from app.probe.netbackend import AsyncioBackend
 from app.probe.readers import BodyReader, ErrorBodyReader, Findings

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from app.pipeline import utcnow
+from app.clock import utcnow
 from app.vantagebook import VantageBook, is_silent
 
 

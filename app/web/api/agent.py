@@ -34,10 +34,11 @@ from app.agent.wire import (
     PushAnswer,
     assignment_version,
 )
+from app.clock import utcnow
 from app.config import TargetsFile
 from app.evaluations import Evaluations
 from app.metrics import RunMetrics
-from app.pipeline import is_transient, utcnow
+from app.pipeline import is_transient
 from app.service import Service
 from app.store.records import RunRecord
 from app.vantagebook import VantageBook

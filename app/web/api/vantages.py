@@ -8,7 +8,7 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from app.pipeline import utcnow
+from app.clock import utcnow
 from app.vantagebook import is_silent
 from app.vantages import assigned, runs_at, shortest_interval
 from app.web.api.agent import BookDep

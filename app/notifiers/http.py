@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from app.alerts.notifiers.base import IDEMPOTENCY_HEADER, TransportError, scrub
+from app.notifiers.base import IDEMPOTENCY_HEADER, TransportError, scrub
 
 # None: the network. Tests may put an ``httpx.MockTransport`` here.
 transport: httpx.AsyncBaseTransport | None = None

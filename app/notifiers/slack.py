@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.alerts.notifiers import http
-from app.alerts.notifiers.base import Delivery, Notifier, SecretUrl, number_text
+from app.notifiers import http
+from app.notifiers.base import Delivery, Notifier, SecretUrl, number_text
 
 EMOJI = {"firing": "🔴", "recovering": "🟡", "resolved": "✅", "inactive": "✅"}
 TITLE = {"firing": "Firing", "recovering": "Recovering", "resolved": "Resolved"}

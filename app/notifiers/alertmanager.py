@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.alerts.notifiers import http
-from app.alerts.notifiers.base import BasicAuth, Delivery, Notifier, Secret, SecretUrl, rfc3339
+from app.notifiers import http
+from app.notifiers.base import BasicAuth, Delivery, Notifier, Secret, SecretUrl, rfc3339
 from app.probe.headername import HeaderName
 
 

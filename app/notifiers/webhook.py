@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.alerts.notifiers import http
-from app.alerts.notifiers.base import (
+from app.notifiers import http
+from app.notifiers.base import (
     Delivery,
     Notifier,
     Secret,
