@@ -12,29 +12,11 @@ from __future__ import annotations
 import hmac
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
-
-from app.envvars import UnsetVariable, expand, expand_field
+from app.config import Target
+from app.config.vantages import VantageAccess
+from app.envvars import UnsetVariable, expand
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
-
-if TYPE_CHECKING:
-    from app.config import Target
-
-VantageName = Annotated[
-    str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
-]
-
-
-class VantageAccess(BaseModel):
-    """One agent allowed to report: its token, a secret (``${ENV}`` expands)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
-
-    token: Annotated[SecretStr, BeforeValidator(expand_field)] = Field(
-        min_length=16, description="The agent's bearer token; `${ENV}` expands."
-    )
 
 
 def runs_at(target: Target, vantage: str, *, server: bool) -> bool:

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.analysis.detectors import DetectorParams
+from app.config.vantages import VantageAccess, VantageName
 from app.durations import Seconds
 from app.notifiers import NotifierConfig
 from app.probe.headername import HeaderName
@@ -15,7 +16,6 @@ from app.probe.kinds import KINDS as PROBE_KINDS
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP, PHASES
 from app.probe.spec import DEFAULT_MAX_REDIRECTS, Kind, ProbeSpec, RttMethod
-from app.vantages import VantageAccess, VantageName
 
 
 class Target(BaseModel):
