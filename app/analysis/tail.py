@@ -58,12 +58,13 @@ class Level:
 @dataclass(frozen=True, slots=True)
 class TailReference:
     levels: tuple[Level, ...]  # the p95 excess (a p99 CUSUM was tried: more false alarms)
-    excess: Array  # every reference sample's excess (end-to-end over its run's median) ...
-    totals: Array  # ... its end-to-end time ...
-    slots: NDArray[np.int64]  # ... the ``slot`` of its run ...
-    days: NDArray[np.int64]  # ... and its run's UTC day (ordinal)
+    # Every reference sample's excess (end-to-end over its run's median) and end-to-end
+    # time, by the ``slot`` of its run: slot s's are [slot_starts[s], slot_starts[s + 1]).
+    excess: Array
+    totals: Array
+    slot_starts: NDArray[np.int64]
+    by_slot_day: NDArray[np.int64]  # samples per slot and UTC day (from the first day)
     runs: int
-    by_slot_day: NDArray[np.int64]  # samples per (slot, day since the first)
     # The gate's baselines (app/analysis/tailgate.py) by the recent runs' slots: the same
     # hours are asked for run after run.
     baselines: dict[tuple[frozenset[int], int], object] = field(default_factory=dict, compare=False)
@@ -111,7 +112,11 @@ def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
     days = np.repeat(np.array([run.at.toordinal() for run, _ in shaped], dtype=np.int64), sizes)
     run_of = np.repeat(np.arange(len(shaped), dtype=np.int64), sizes)
     levels = tuple(_level(name, rate, values, slots, run_of) for name, rate in (("p95", 0.05),))
-    return TailReference(levels, values, totals, slots, days, len(shaped), _by_day(slots, days))
+    by_slot = np.argsort(slots, kind="stable")
+    starts = np.searchsorted(slots[by_slot], np.arange(SLOTS + 1))
+    return TailReference(
+        levels, values[by_slot], totals[by_slot], starts, _by_day(slots, days), len(shaped)
+    )
 
 
 def _level(
@@ -157,6 +162,6 @@ def cusum_step(score: float, run: RunData, level: Level, ratio: float) -> float:
         return score
     p0 = float(level.rate_by_slot[slot(run.at)])
     p1 = min(0.9, p0 * ratio)
-    above = int(np.sum(values > level.threshold))
+    above = int(np.count_nonzero(values > level.threshold))
     llr = above * math.log(p1 / p0) + (len(values) - above) * math.log((1 - p1) / (1 - p0))
     return max(0.0, score + llr / level.dispersion)

@@ -79,8 +79,7 @@ def magnitude_gate(
     """The p90 and p95 excess of ``recent`` against the reference's at the same hours of the
     same kind of day; None when there is nothing to compare, or too few normal days to know
     how far a day strays."""
-    shaped = [(run, excess(run)) for run in recent]
-    shaped = [(run, values) for run, values in shaped if len(values)]
+    shaped = [(run, values) for run in recent if len(values := excess(run))]
     if not shaped:
         return None
     baseline = _baseline(reference, frozenset(slot(run.at) for run, _ in shaped), min_days)
@@ -117,12 +116,11 @@ def _baseline(reference: TailReference, slots: frozenset[int], min_days: int) ->
     key = (slots, min_days)
     if key not in reference.baselines:
         chosen = _same_hours(reference, slots, min_days)
-        picked = np.zeros(len(reference.by_slot_day), dtype=bool)
-        picked[chosen] = True
-        inside = picked[reference.slots]
+        starts = reference.slot_starts.tolist()
+        spans = [slice(starts[s], starts[s + 1]) for s in chosen]
         reference.baselines[key] = Baseline(
-            _quantiles(reference.excess[inside]),
-            _quantiles(reference.totals[inside]),
+            _quantiles(np.concatenate([reference.excess[span] for span in spans])),
+            _quantiles(np.concatenate([reference.totals[span] for span in spans])),
             _days(reference, chosen),
         )
     baseline = reference.baselines[key]
