@@ -6,7 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.analysis.quantiles import row_quantiles, sorted_median, sorted_quantile
+from app.analysis.dominance import lead
+from app.analysis.quantiles import (
+    bootstrap,
+    interval,
+    row_quantiles,
+    sorted_median,
+    sorted_quantile,
+)
+from app.analysis.runs import common_phases, stacked_phases
+from tests.runfactory import EVERY, T0, make_run
 
 LEVELS = (0.0, 0.025, 0.5, 0.9, 0.95, 0.975, 0.99, 1.0)
 
@@ -32,3 +41,22 @@ def test_row_quantiles_are_numpys_along_rows() -> None:
     rows[7, 3] = np.nan
     for q in LEVELS:
         np.testing.assert_array_equal(row_quantiles(rows, q), np.quantile(rows, q, axis=1))
+
+
+def test_the_lead_bootstrap_gives_the_plain_expressions_interval_from_the_same_draws() -> None:
+    """``lead`` sorts each phase's draws contiguously; the plain statistic over
+    ``bootstrap``'s (replicates × draws × phases) gather gives the same interval."""
+    rng = np.random.default_rng(11)
+    runs = [make_run(rng, T0 + i * EVERY, run_sigma=0.3) for i in range(3)]
+    names = common_phases(runs)
+    values, sizes = stacked_phases(runs, names)
+    first, second = names.index("generation"), names.index("queue")
+
+    def share_lead(replicates: np.ndarray) -> np.ndarray:
+        medians = np.median(replicates, axis=1)
+        return (medians[:, first] - medians[:, second]) / medians.sum(axis=1)
+
+    plain = interval(bootstrap(values, sizes, share_lead, 400, np.random.default_rng(5)))
+    found = lead(runs, "generation", "queue", np.random.default_rng(5), 400)
+    assert (found.low, found.high) == plain
+    assert found.value == float(share_lead(values[None])[0])
