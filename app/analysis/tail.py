@@ -105,13 +105,17 @@ def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
     shaped = [(run, values) for run, values in shaped if len(values)]
     if not shaped:
         return None
-    sizes = np.array([len(values) for _, values in shaped], dtype=np.int64)
+    per_run = _Runs(
+        np.array([len(values) for _, values in shaped], dtype=np.int64),
+        np.array([slot(run.at) for run, _ in shaped], dtype=np.int64),
+    )
     values = np.concatenate([values for _, values in shaped])
     totals = np.concatenate([run.totals for run, _ in shaped])
-    slots = np.repeat(np.array([slot(run.at) for run, _ in shaped], dtype=np.int64), sizes)
-    days = np.repeat(np.array([run.at.toordinal() for run, _ in shaped], dtype=np.int64), sizes)
-    run_of = np.repeat(np.arange(len(shaped), dtype=np.int64), sizes)
-    levels = tuple(_level(name, rate, values, slots, run_of) for name, rate in (("p95", 0.05),))
+    slots = np.repeat(per_run.slots, per_run.sizes)
+    days = np.repeat(
+        np.array([run.at.toordinal() for run, _ in shaped], dtype=np.int64), per_run.sizes
+    )
+    levels = tuple(_level(name, rate, values, slots, per_run) for name, rate in (("p95", 0.05),))
     by_slot = np.argsort(slots, kind="stable")
     starts = np.searchsorted(slots[by_slot], np.arange(SLOTS + 1))
     return TailReference(
@@ -119,13 +123,15 @@ def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
     )
 
 
-def _level(
-    name: str,
-    base: float,
-    values: Array,
-    slots: NDArray[np.int64],
-    run_of: NDArray[np.int64],
-) -> Level:
+@dataclass(frozen=True, slots=True)
+class _Runs:
+    """The reference's runs, in order: each one's samples (their excess) and slot."""
+
+    sizes: NDArray[np.int64]
+    slots: NDArray[np.int64]
+
+
+def _level(name: str, base: float, values: Array, slots: NDArray[np.int64], runs: _Runs) -> Level:
     threshold = float(np.quantile(values, 1 - base))
     above = values > threshold
     counts = np.bincount(slots, weights=above, minlength=SLOTS)
@@ -135,16 +141,14 @@ def _level(
     # A kind of day seen little at an hour leans on that hour's rate over all days.
     rates = (counts + PRIOR_WEIGHT * np.tile(hourly, 2)) / (seen + PRIOR_WEIGHT)
     rates = np.clip(rates, base / 10, 0.5)
-    return Level(name, threshold, rates, _dispersion(above, slots, run_of, rates))
+    return Level(name, threshold, rates, _dispersion(above, runs, rates))
 
 
-def _dispersion(
-    above: NDArray[np.bool_], slots: NDArray[np.int64], run_of: NDArray[np.int64], rates: Array
-) -> float:
+def _dispersion(above: NDArray[np.bool_], runs: _Runs, rates: Array) -> float:
     """Variance of the runs' counts above the threshold over the binomial's (≥ 1)."""
-    _, starts, n = np.unique(run_of, return_index=True, return_counts=True)
-    p = rates[slots[starts]]
-    counts = np.bincount(run_of, weights=above)  # run_of numbers the runs 0, 1, …
+    n, p = runs.sizes, rates[runs.slots]
+    run_of = np.repeat(np.arange(len(n), dtype=np.int64), n)
+    counts = np.bincount(run_of, weights=above)
     ratio = float(np.sum((counts - n * p) ** 2) / max(np.sum(n * p * (1 - p)), 1e-9))
     return min(max(ratio, 1.0), MAX_DISPERSION)
 
