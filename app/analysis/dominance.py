@@ -43,11 +43,15 @@ def phase_mix(runs: Sequence[RunData]) -> Mix:
     if not runs:
         return _mix(runs)
     if len(runs) == 1:
-        return runs[0].memo("mix", lambda: _mix(runs))
+        return runs[0].memo("mix", _mix, runs)
     ids = tuple(id(run) for run in runs)  # with the run ids: these very runs
     key = ("mix", *(run.run_id for run in runs))
-    kept, mix = runs[-1].memo(key, lambda: (ids, _mix(runs)))
+    kept, mix = runs[-1].memo(key, _kept_mix, ids, runs)
     return mix if kept == ids else _mix(runs)
+
+
+def _kept_mix(ids: tuple[int, ...], runs: Sequence[RunData]) -> tuple[tuple[int, ...], Mix]:
+    return ids, _mix(runs)
 
 
 def _mix(runs: Sequence[RunData]) -> Mix:

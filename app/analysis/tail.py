@@ -89,15 +89,15 @@ class TailState:
 def excess(run: RunData) -> Array:
     """Each timed sample's end-to-end time over the run's median; empty for a run too
     small to have a body."""
+    return run.memo("excess", _excess, run)
 
-    def compute() -> Array:
-        if run.timed < MIN_RUN_SAMPLES:
-            return np.empty(0)
-        ordered, half = np.sort(run.totals), run.timed // 2
-        body = float(ordered[half] if run.timed % 2 else (ordered[half - 1] + ordered[half]) / 2)
-        return run.totals / body if body > 0 else np.empty(0)
 
-    return run.memo("excess", compute)
+def _excess(run: RunData) -> Array:
+    if run.timed < MIN_RUN_SAMPLES:
+        return np.empty(0)
+    ordered, half = np.sort(run.totals), run.timed // 2
+    body = float(ordered[half] if run.timed % 2 else (ordered[half - 1] + ordered[half]) / 2)
+    return run.totals / body if body > 0 else np.empty(0)
 
 
 def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
