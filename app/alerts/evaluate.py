@@ -60,6 +60,7 @@ class Evaluator:
         self.cooling: dict[Identity, Cooling] = {}
         self.vantages: dict[tuple[str, str], VantageState] = {}
         self._rounds: dict[str, dict[str, str]] = {}
+        self._identities: dict[tuple[str, str, str, str], Identity] = {}
         self.cross = CrossVantage(self)
 
     # Entry points ----------------------------------------------------------------
@@ -138,8 +139,17 @@ class Evaluator:
             detector = d.DETECTORS[name]
             for finding in detector.judge(inputs) if detector.judge else ():
                 severity = finding.severity or detector.severity
-                found[Identity(name, target, vantage, "vantage", severity=severity)] = finding
+                found[self._identity(name, target, vantage, severity)] = finding
         return found
+
+    def _identity(self, kind: str, target: str, vantage: str, severity: str) -> Identity:
+        """A per-vantage alert's identity, made once (several are asked for every run)."""
+        key = (kind, target, vantage, severity)
+        identity = self._identities.get(key)
+        if identity is None:
+            identity = Identity(kind, target, vantage, "vantage", severity=severity)
+            self._identities[key] = identity
+        return identity
 
     def _advance(
         self,
