@@ -10,7 +10,9 @@ error, of a single process.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import gc
 import heapq
 import multiprocessing
 import operator
@@ -26,6 +28,7 @@ from app.analysis.detectors import DetectorParams
 
 Numbered = list[tuple[int, list[Transition]]]
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+RARELY = (50_000, 20, 100)  # the collector's thresholds while replaying (defaults 700, 10, 10)
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,28 @@ def replay_file(
         yield from transitions
     if first is not None:
         raise BacktestError(first.error)
+
+
+def prepare_worker() -> None:
+    """A worker process's settings: the memory the CLI's own process keeps, and the
+    collector's thresholds of ``collecting_rarely`` for the worker's whole life."""
+    keep_freed_memory()
+    gc.set_threshold(*RARELY)
+
+
+@contextlib.contextmanager
+def collecting_rarely() -> Iterator[None]:
+    """The cyclic garbage collector a hundred times less often, meanwhile. A replay makes
+    some hundred thousand small objects a simulated day (runs, their memos, findings) that
+    reference counting frees or the history keeps for days, and almost no cycles: the
+    collector's passes over them find nothing to free (bench/README.md's backtest section
+    says what they cost); peak memory is the same."""
+    previous = gc.get_threshold()
+    gc.set_threshold(*RARELY)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
 
 
 def keep_freed_memory() -> None:

@@ -51,7 +51,7 @@ def backtest(
     """Print every alert transition the detectors would have made on these samples."""
     from app.alerts.backtest import BacktestError
     from app.alerts.backtestcoverage import Coverage
-    from app.alerts.backtestjobs import keep_freed_memory
+    from app.alerts.backtestjobs import collecting_rarely, keep_freed_memory
 
     keep_freed_memory()
     params_for = _params(config)
@@ -63,11 +63,12 @@ def backtest(
     transitions: list[Transition] = []
     workers = jobs if jobs is not None else min(2, os.cpu_count() or 1)
     try:
-        for transition in _moved(file, params_for, seed, workers, coverage):
-            if output is Format.JSONL:
-                sys.stdout.write(json.dumps(transition.to_json()) + "\n")
-            else:
-                transitions.append(transition)
+        with collecting_rarely():
+            for transition in _moved(file, params_for, seed, workers, coverage):
+                if output is Format.JSONL:
+                    sys.stdout.write(json.dumps(transition.to_json()) + "\n")
+                else:
+                    transitions.append(transition)
     except BacktestError as exc:
         fail(f"{file}: {exc}")
     if output is Format.TABLE:
@@ -101,7 +102,7 @@ def _moved(
     """The transitions that change a state: in this process (with a progress bar on a
     terminal) for one job, else from ``jobs`` workers."""
     from app.alerts.backtest import read_runs, replay
-    from app.alerts.backtestjobs import keep_freed_memory, replay_file
+    from app.alerts.backtestjobs import prepare_worker, replay_file
 
     if jobs > 1:
         yield from replay_file(
@@ -109,7 +110,7 @@ def _moved(
             params_for,
             seed=seed,
             jobs=jobs,
-            initializer=keep_freed_memory,
+            initializer=prepare_worker,
             coverage=coverage,
         )
         return
