@@ -47,7 +47,7 @@ class BacktestError(Exception):
 class _Reading:
     """A run whose rows are still being read; times are in the export's own text form."""
 
-    __slots__ = ("first", "kept", "last", "limit", "line", "rows")
+    __slots__ = ("at", "first", "kept", "last", "limit", "line", "rows")
 
     def __init__(self, first: str, line: int, max_span: timedelta, kept: bool) -> None:
         self.line, self.last, self.kept = line, first, kept
@@ -56,7 +56,8 @@ class _Reading:
 
     def start(self, first: str, max_span: timedelta) -> None:
         self.first = first  # its earliest sample's start, and the latest a sample may start
-        self.limit = format_timestamp(parse_timestamp(first) + max_span)
+        self.at = parse_timestamp(first)
+        self.limit = format_timestamp(self.at + max_span)
 
 
 def read_runs(
@@ -216,7 +217,7 @@ def _run(run_id: str, run: _Reading, phases: list[str]) -> RunData:
         run_id=run_id,
         target=rows[0][1],
         vantage=rows[0][2],
-        at=parse_timestamp(run.first),
+        at=run.at,
         phase_names=names,
         phases=matrix,
         totals=totals,

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 
 from app.analysis.quantiles import (
     DEFAULT_RESAMPLES,
@@ -59,9 +58,8 @@ class Gate:
 
 @dataclass(frozen=True, slots=True)
 class _Recent:
-    excess: Array  # run by run, for the bootstrap
-    sizes: NDArray[np.int64]
-    ordered_excess: Array  # the same, sorted, for the point estimates
+    excess: list[Array]  # run by run, for the bootstrap
+    ordered_excess: Array  # all of them, sorted, for the point estimates
     ordered_totals: Array
     body: float  # the median end-to-end time
 
@@ -79,21 +77,22 @@ def magnitude_gate(
     """The p90 and p95 excess of ``recent`` against the reference's at the same hours of the
     same kind of day; None when there is nothing to compare, or too few normal days to know
     how far a day strays."""
-    shaped = [(run, values) for run in recent if len(values := excess(run))]
-    if not shaped:
+    parts: list[Array] = []
+    totals: list[Array] = []
+    slots: set[int] = set()
+    for run in recent:
+        values = excess(run)
+        if len(values):
+            parts.append(values)
+            totals.append(run.totals)
+            slots.add(slot(run.at))
+    if not parts:
         return None
-    baseline = _baseline(reference, frozenset(slot(run.at) for run, _ in shaped), min_days)
+    baseline = _baseline(reference, frozenset(slots), min_days)
     if baseline.days < min_days:
         return None
-    values = np.concatenate([values for _, values in shaped])
-    totals = np.sort(np.concatenate([run.totals for run, _ in shaped]))
-    sample = _Recent(
-        values,
-        np.array([len(values) for _, values in shaped], dtype=np.int64),
-        np.sort(values),
-        totals,
-        sorted_median(totals),
-    )
+    ordered = np.sort(np.concatenate(totals))
+    sample = _Recent(parts, np.sort(np.concatenate(parts)), ordered, sorted_median(ordered))
     gates = [
         _gate(
             name,
@@ -180,7 +179,9 @@ def _gate(
         def quantile(rows: Array) -> Array:
             return row_quantiles(rows, q)
 
-        replicates = bootstrap(recent.excess, recent.sizes, quantile, resamples, rng)
+        sizes = np.array([len(values) for values in recent.excess], dtype=np.int64)
+        values = np.concatenate(recent.excess)
+        replicates = bootstrap(values, sizes, quantile, resamples, rng)
         ratio_low, _ = interval(replicates / before)
         low, high = (value * body for value in interval(replicates - before))
     return Gate(
