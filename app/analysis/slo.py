@@ -125,6 +125,16 @@ class MissLedger:
             last[0] - before[0], last[1] - before[1], last[2] - before[2], last[3] - before[3]
         )
 
+    def burns(self, start: datetime, objective: float, factor: float) -> bool:
+        """``since(start, at_least_one=True)`` burns at ``factor`` or more: the same
+        arithmetic as ``Counts.burn``, without a Counts (asked after every run)."""
+        first = bisect.bisect_left(self._times, start)
+        if first == len(self._times) and self._times:
+            first -= 1
+        last, before = self._prefix[-1], self._prefix[first]
+        timed = last[0] - before[0]
+        return timed != 0 and ((last[1] - before[1]) / timed) / (1 - objective) >= factor
+
     def prune(self, before: datetime) -> None:
         """Forget what started before ``before`` (older than the budget window)."""
         cut = bisect.bisect_left(self._times, before)
