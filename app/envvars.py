@@ -4,8 +4,12 @@ variable that is not set (an error, unless the command never sends what holds it
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationInfo
 
 REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -38,3 +42,17 @@ def expand(value: str, environ: Mapping[str, str], *, keep_unset: bool = False) 
 
 def has_reference(value: str) -> bool:
     return REFERENCE.search(value) is not None
+
+
+def expand_field(value: Any, info: ValidationInfo) -> Any:
+    """``expand`` as a pydantic before-validator: the environment and ``keep_unset`` come
+    from the validation context (``load_targets`` passes its own), else ``os.environ``."""
+    if not isinstance(value, str):
+        return value
+    context = validation_context(info)
+    environ: Mapping[str, str] = context.get("environ", os.environ)
+    return expand(value, environ, keep_unset=context.get("keep_unset", False))
+
+
+def validation_context(info: ValidationInfo) -> Mapping[str, Any]:
+    return info.context if isinstance(info.context, Mapping) else {}

@@ -13,16 +13,16 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from app import __version__
 from app.alerts.engine import AlertEngine
 from app.alerts.evaluate import Evaluator
-from app.alerts.notifiers import build_notifiers
-from app.alerts.notifiers.sender import Sender
+from app.alerts.sender import Sender
 from app.config import Settings, TargetsFile, load_targets
 from app.health import Health
 from app.metrics import RunMetrics, then
+from app.notifiers import build_notifiers
 from app.pipeline import Pipeline
 from app.scheduler import Watch
 from app.service import AlertRules, Service
 from app.store.db import make_engine, make_sessions
-from app.store.history import DatabaseHistory
+from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
 from app.store.spool import Spool
 from app.upkeep import Upkeep

@@ -33,7 +33,7 @@ from app import __version__
 from app.alerts.rows import OPEN_STATES
 from app.analysis.detectors.deadline import SloStatus
 from app.analysis.summary import TIMED, summarize
-from app.pipeline import utcnow
+from app.clock import utcnow
 from app.store.models import AlertRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
 from app.store.slo import target_slo

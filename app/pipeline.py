@@ -19,16 +19,15 @@ from datetime import datetime
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app import clock
 from app.analysis.summary import TIMED
+from app.clock import utcnow
 from app.config import Target
-from app.probe import clock
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from app.store.db import write_transaction
-from app.store.queries import store_run
-from app.store.records import ABORTED as ABORTED  # re-exported: a run's statuses
-from app.store.records import COMPLETE as COMPLETE
-from app.store.records import RunRecord, SampleRecord
+from app.store.ingest import store_run
+from app.store.records import RunRecord, RunStatus, SampleRecord
 from app.store.spool import Spool
 from app.writer import Writer
 
@@ -37,13 +36,6 @@ log = logging.getLogger(__name__)
 STORE_TIMEOUT_S = 20.0
 ERROR_CHARS = 160
 ABORT_STORE_TIMEOUT_S = 1.5  # at shutdown, within the 5 s SIGTERM promise
-
-
-def utcnow() -> datetime:
-    """The service's "now": the wall clock, or the story's inside ``phasewatch demo``, which
-    sets it for its dashboard with ``app.probe.clock.use`` (a context variable: a thread or
-    task of its own, never another's)."""
-    return clock.utcnow()
 
 
 def describe(exc: Exception) -> str:
@@ -131,7 +123,7 @@ class Pipeline:
             target=target.name,
             vantage=self.vantage,
             started_at=self.clock(),
-            status=ABORTED,
+            status=RunStatus.ABORTED,
             scheduled_at=scheduled_at,
         )
         self.spool.begin(run)
@@ -145,11 +137,11 @@ class Pipeline:
                 on_sample=samples.append,
             )
         except asyncio.CancelledError:
-            await self._keep(self._record(run, samples, ABORTED), ABORT_STORE_TIMEOUT_S)
+            await self._keep(self._record(run, samples, RunStatus.ABORTED), ABORT_STORE_TIMEOUT_S)
             raise
         finally:
             self.idle_since[target.name] = clock.monotonic()
-        record = self._record(run, samples, COMPLETE)
+        record = self._record(run, samples, RunStatus.COMPLETE)
         self.failing.note(record)
         if await self._keep(record, STORE_TIMEOUT_S):
             await self._after_store(record)

@@ -15,6 +15,7 @@ from apscheduler.events import EVENT_JOB_SUBMITTED, JobSubmissionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from app import clock
 from app.config import Target
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class Watch:
 
     def apply(self, targets: list[Target], now: datetime | None = None) -> Changes:
         """Make the jobs match ``targets``: add, remove, reschedule, without a restart."""
-        now = now or datetime.now(UTC)
+        now = now or clock.wall()
         wanted = {target.name: target for target in targets}
         removed = tuple(name for name in self.targets if name not in wanted)
         for name in removed:
@@ -106,7 +107,7 @@ class Watch:
             return
         due = self._due.pop(name, None)
         if due is not None:
-            self.lateness_s.append((datetime.now(UTC) - due).total_seconds())
+            self.lateness_s.append((clock.wall() - due).total_seconds())
         task = asyncio.current_task()
         assert task is not None
         self.running.add(task)

@@ -18,7 +18,7 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,9 +28,9 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
 from app.alerts.engine import AlertEngine
-from app.alerts.notifiers import KINDS, build_notifiers, names_for
-from app.alerts.notifiers.sender import Sender
+from app.alerts.sender import Sender
 from app.analysis.detectors import DetectorParams
+from app.clock import utcnow
 from app.config import (
     ConfigError,
     ResolvedSettings,
@@ -40,12 +40,13 @@ from app.config import (
     load_targets,
 )
 from app.health import Health
-from app.pipeline import Pipeline, is_transient, log_orphan, utcnow
+from app.notifiers import KINDS, build_notifiers, names_for
+from app.pipeline import Pipeline, is_transient, log_orphan
 from app.readiness import wait_for_schema
 from app.scheduler import Watch
 from app.stopping import stop_within_budget
 from app.store.leader import Leadership
-from app.store.queries import sync_targets
+from app.store.targets import TargetValues, sync_targets
 from app.upkeep import Upkeep
 from app.writer import Writer
 
@@ -251,7 +252,7 @@ class Service:
         for attempt in range(SYNC_ATTEMPTS):
             try:
                 with self.pipeline.sessions.begin() as session:
-                    sync_targets(session, targets.targets, utcnow())
+                    sync_targets(session, target_values(targets.targets), utcnow())
                 return
             except IntegrityError:
                 # Replicas starting (or reloading) together insert the same new target;
@@ -274,6 +275,11 @@ async def _forever(step: Callable[[], Awaitable[None]]) -> None:
         except Exception:
             log.exception("background step %s failed; retrying", step.__name__)
             await asyncio.sleep(1.0)
+
+
+def target_values(targets: Iterable[Target]) -> list[TargetValues]:
+    """The file's targets as the targets table stores them (header values redacted)."""
+    return [TargetValues(t.name, t.kind.value, t.url, t.interval, t.public()) for t in targets]
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

@@ -13,14 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sqlalchemy import Engine
 
+from app.alerts.sender import Sender
+from app.pipeline import Pipeline
+from app.scheduler import Watch
+from app.store.leader import Leadership
 from app.threads import bounded
-
-if TYPE_CHECKING:
-    from app.service import Service
+from app.writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,32 @@ def close_pool(engine: Engine, wait_s: float = POOL_GRACE_S - 0.1) -> None:
     engine.dispose()
 
 
-async def stop_within_budget(service: Service) -> None:
+class Stoppable(Protocol):
+    """What stopping needs of the service (app.service.Service), and nothing more."""
+
+    @property
+    def sender(self) -> Sender | None: ...
+
+    @property
+    def watch(self) -> Watch: ...
+
+    @property
+    def tasks(self) -> list[asyncio.Task[None]]: ...
+
+    @property
+    def writer(self) -> Writer: ...
+
+    @property
+    def pipeline(self) -> Pipeline: ...
+
+    @property
+    def leadership(self) -> Leadership: ...
+
+    @property
+    def engine(self) -> Engine: ...
+
+
+async def stop_within_budget(service: Stoppable) -> None:
     began = time.monotonic()
     log.info(
         "stopping: runs in flight get %.1f s, storing %.1f s more", RUNS_GRACE_S, STORE_GRACE_S

@@ -15,10 +15,12 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alerts.notifiers.sender import Sender
-from app.pipeline import is_transient, utcnow
-from app.store.queries import prune_samples
-from app.store.rollups import CATCH_UP_EVERY_S, catch_up, prune_fine_rollups
+from app.alerts.sender import Sender
+from app.clock import utcnow
+from app.pipeline import is_transient
+from app.store.catchup import catch_up
+from app.store.prune import prune_samples
+from app.store.rollups import CATCH_UP_EVERY_S, prune_fine_rollups
 
 log = logging.getLogger(__name__)
 

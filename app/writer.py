@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.store.records import COMPLETE, RunRecord
+from app.store.records import RunRecord, RunStatus
 from app.store.spool import Spool
 from app.threads import NoWaitThreadPool
 
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 CAPACITY = 256  # runs; 200 targets every 10 s fill it in 13 s of a hung database
 HELD_MAX = 1000
+BATCH_MAX = 32  # stored runs waiting to be passed on, at most
 _FLUSH, _STOP = "flush", "stop"
 
 
@@ -106,26 +107,44 @@ class Writer:
     # On the writer thread ---------------------------------------------------------
 
     def _work(self) -> None:
+        """Store each run as it comes; pass the stored ones on once no run waits to be
+        stored (or ``BATCH_MAX`` wait to be passed on), so a store never queues behind the
+        evaluations of the runs before it. A run's target seen among those waiting to be
+        passed on passes them on first: each evaluation sees its target's history up to
+        its own run, as if passed on at once. Runs not taken yet stay in the queue, where
+        ``close`` finds them."""
+        waiting: list[RunRecord] = []
         while True:
+            if waiting and (self._queue.empty() or len(waiting) >= BATCH_MAX):
+                waiting = self._after_all(waiting)
             item = self._queue.get()
+            if not isinstance(item, RunRecord) or any(r.target == item.target for r in waiting):
+                waiting = self._after_all(waiting)
             if item == _STOP:
                 return
             if item == _FLUSH:
                 self._flush_queued.clear()
                 self._flush_now()
-            elif isinstance(item, RunRecord):
-                self._keep(item)
+            elif isinstance(item, RunRecord) and self._keep(item):
+                waiting.append(item)
 
-    def _keep(self, record: RunRecord) -> None:
+    def _after_all(self, stored: list[RunRecord]) -> list[RunRecord]:
+        for record in stored:
+            self._after(record)
+        return []
+
+    def _keep(self, record: RunRecord) -> bool:
+        """Store (or spool) ``record``; True when it is stored and complete, to be passed
+        on (as ``Pipeline.after_store`` promises)."""
         if self._abandoned.is_set():
             self._overflow(record)  # shutdown gave up on the database
-            return
+            return False
         self.current, self._since = record, time.monotonic()
         try:
             stored = self.deliver(record)
         except OSError as exc:  # the database is away and the spool failed too
             self._hold(record, exc)
-            return
+            return False
         except Exception:
             log.exception("run %s could not be stored; set aside in rejected.jsonl", record.id)
             self._reject(record)
@@ -133,15 +152,15 @@ class Writer:
         finally:
             self.current, self._since = None, None
         self.spool.end(record.id)
-        if stored and record.status == COMPLETE:  # as ``Pipeline.after_store`` promises
-            self._after(record)
+        return stored and record.status == RunStatus.COMPLETE
 
     def _flush_now(self) -> None:
         with self._held_lock:
             held = list(self._held)
             self._held.clear()
         for record in held:
-            self._keep(record)
+            if self._keep(record):
+                self._after(record)
         if self._abandoned.is_set():
             return
         self._since = time.monotonic()

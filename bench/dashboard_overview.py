@@ -44,12 +44,14 @@ from app.alerts.views import open_alerts_by_series
 from app.analysis.digest import Digest, digest_of, merge_digests
 from app.config import Settings, Target, TargetsFile
 from app.main import create_app
+from app.service import target_values
+from app.store.breakdown import current_breakdowns
 from app.store.db import make_engine, make_sessions
 from app.store.migrate import upgrade
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
-from app.store.queries import sync_targets
-from app.store.reads import current_breakdowns, sparklines
 from app.store.rollups import period_start
+from app.store.sparklines import sparklines
+from app.store.targets import sync_targets
 from app.web.pages.overview import WINDOW, overview_rows, target_intervals
 from app.web.pages.render import templates
 from bench.common import RunClock, machine_info
@@ -139,7 +141,7 @@ def fill(sessions: sessionmaker[Session], scale: Scale, now: datetime) -> dict[s
     targets = targets_of(scale)
     names = [target.name for target in targets]
     with sessions.begin() as session:
-        ids = sync_targets(session, targets, now)
+        ids = sync_targets(session, target_values(targets), now)
     found = shapes()
     merged: dict[tuple[int, tuple[int, ...]], Digest] = {}
     counts = {"runs": 0, "samples": 0, "run_digests": 0, "rollups": 0}

@@ -1,16 +1,18 @@
-"""Scheduling: 200 targets every 10 s for 5 minutes through the real ``Watch`` and ``Pipeline``.
+"""Scheduling: the real service (``build_service``, as ``serve`` wires it) under load.
 
 Each target is an ``http`` target of 5 samples against ``GET /health`` of the simulated
 endpoint, served by ``app.demo.simproc`` in a process of its own (so its CPU does not
-disturb this process's event loop). Runs are stored as in ``serve``: ``Pipeline.run``
-probes on the loop and stores from a worker thread, into SQLite (WAL) by default.
+disturb this process's event loop). Everything ``serve`` runs runs here: the writer thread,
+alert evaluation after each run, the rollup, retention and outbox loops, the spool
+flusher, into SQLite (WAL) by default. ``--burners N`` starts N processes that each keep a
+core busy beside it (and kills them by PID at the end).
 
 Measured: start lateness (``Watch.lateness_s``: job start minus its due time), this
-event loop's lag, APScheduler's missed / max-instances events, and from the database:
-runs per target against the number of due times in the window, unique run ids, and
-the spacing of each target's runs.
+event loop's lag, APScheduler's missed / max-instances events, runs spooled, the writer's
+deepest backlog, and from the database: runs per target against the number of due times
+in the window, unique run ids, and the spacing of each target's runs (skips).
 
-    .venv/bin/python -m bench.schedule_load --duration 300
+    .venv/bin/python -m bench.schedule_load --targets 50 --samples 5 --burners 2 --duration 300
     .venv/bin/python -m bench.schedule_load --backends postgresql --duration 300
 """
 
@@ -18,9 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,15 +35,15 @@ from typing import Any
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 from sqlalchemy import Engine, select
 
-from app.config import Target
+from app.config import Settings, Target, TargetsFile
 from app.demo.sim import SimConfig
 from app.demo.simproc import SimProcess
-from app.pipeline import Pipeline
+from app.main import build_service
 from app.scheduler import Watch, first_run_offset
+from app.service import Service
 from app.store.db import make_sessions
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import sync_targets
-from app.store.spool import Spool
+from app.store.records import RunRecord
 from bench.common import LoopLag, machine_info, pct, print_table
 from bench.store_common import (
     add_database_options,
@@ -86,24 +92,64 @@ def make_targets(url: str, count: int, interval: float, samples: int) -> list[Ta
     ]
 
 
-async def run_watch(
-    pipeline: Pipeline, targets: list[Target], duration_s: float
-) -> tuple[Watch, Events, Window, LoopLag, float]:
-    watch = Watch(pipeline.run)
-    events = Events()
-    watch.scheduler.add_listener(
-        events, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR
-    )
+@dataclass
+class Counts:
+    """What the service did under load besides storing: runs spooled, the writer's backlog."""
+
+    spooled: int = 0
+    deepest_queue: int = 0
+
+
+@contextmanager
+def burners(count: int) -> Iterator[list[int]]:
+    """``count`` processes that each keep a core busy, killed by their PIDs at the end."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield [proc.pid for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def counting_spool(service: Service, counts: Counts) -> None:
+    """Count every run the service puts in its spool (the pipeline and writer share it)."""
+    spool = service.pipeline.spool
+    append = spool.append
+
+    def counted(record: RunRecord) -> None:
+        counts.spooled += 1
+        append(record)
+
+    spool.append = counted  # type: ignore[method-assign]
+
+
+async def _watch_queue(service: Service, counts: Counts) -> None:
+    while True:
+        counts.deepest_queue = max(counts.deepest_queue, service.writer._queue.qsize())
+        await asyncio.sleep(0.5)
+
+
+async def run_service(
+    service: Service, duration_s: float
+) -> tuple[Watch, Events, Window, LoopLag, float, Counts]:
+    """The service as ``serve`` runs it (rollups, alerts, outbox), for ``duration_s``."""
+    events, counts = Events(), Counts()
+    counting_spool(service, counts)
     cpu_before = time.process_time()
     async with LoopLag() as lag:
         start = datetime.now(UTC)
-        watch.apply(targets, now=start)
-        watch.start(paused=False)
+        await service.start()
+        service.watch.scheduler.add_listener(
+            events, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR
+        )
+        watcher = asyncio.create_task(_watch_queue(service, counts))
         await asyncio.sleep(duration_s)
         stop = datetime.now(UTC)
-        await watch.stop(STOP_GRACE_S)
+        watcher.cancel()
+        await service.stop()
     cpu = (time.process_time() - cpu_before) / duration_s
-    return watch, events, Window(start, stop), lag, cpu
+    return service.watch, events, Window(start, stop), lag, cpu, counts
 
 
 @dataclass
@@ -178,18 +224,25 @@ def measure(url: str, args: argparse.Namespace) -> list[str]:
         SimProcess(SimConfig(one_way_ms=0), http2=False, max_seconds=args.duration + 120) as sim,
         tempfile.TemporaryDirectory() as spool_dir,
     ):
-        engine = bench_engine(url)
-        pipeline = Pipeline(make_sessions(engine), Spool(Path(spool_dir)), "bench")
         targets = make_targets(sim.url, args.targets, args.interval, args.samples)
-        with pipeline.sessions.begin() as session:
-            sync_targets(session, targets, datetime.now(UTC))
+        settings = Settings(
+            config=Path(spool_dir) / "absent.yaml",
+            database_url=url,
+            spool_dir=Path(spool_dir) / "spool",
+            vantage="bench",
+        )
+        service = build_service(settings, TargetsFile(targets=targets))  # as ``serve`` does
         wait_quiet(args.wait_quiet)
         print(f"running {len(targets)} targets every {args.interval:g} s for {args.duration:g} s")
-        watch, events, window, lag, cpu = asyncio.run(
-            asyncio.wait_for(run_watch(pipeline, targets, args.duration), args.duration + 60)
-        )
+        with burners(args.burners) as pids:
+            if pids:
+                print(f"with {len(pids)} CPU burners beside it (PIDs {pids})")
+            watch, events, window, lag, cpu, counts = asyncio.run(
+                asyncio.wait_for(run_service(service, args.duration), args.duration + 60)
+            )
+        engine = bench_engine(url)
         stored = Stored.read(engine)
-        spooled = pipeline.spool.pending()
+        spooled = service.pipeline.spool.pending()
         sim_lag = sim.loop_lag()
         engine.dispose()
     late = [s * 1000 for s in watch.lateness_s]
@@ -210,7 +263,9 @@ def measure(url: str, args: argparse.Namespace) -> list[str]:
             ["this event loop's lag (5 ms sleeps)", lag.summary()],
             ["sim endpoint's loop lag p99 / max ms", sim_lags],
             ["APScheduler events", str(dict(events.counts) or "none")],
+            ["runs spooled (while running and at stop)", str(counts.spooled)],
             ["runs left in the spool", str(spooled)],
+            ["writer queue, deepest", str(counts.deepest_queue)],
             ["this process's CPU", f"{cpu * 100:.0f} % of one core"],
         ],
     )
@@ -238,6 +293,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--interval", type=float, default=10.0, help="seconds")
     parser.add_argument("--samples", type=int, default=5, help="samples per run")
     parser.add_argument("--duration", type=float, default=300.0, help="seconds (default 300)")
+    parser.add_argument(
+        "--burners", type=int, default=0, help="CPU-burning processes beside it (default 0)"
+    )
     return parser.parse_args(argv)
 
 

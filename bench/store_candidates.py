@@ -27,9 +27,10 @@ from app.analysis.summary import (
 )
 from app.analysis.summary import dominant_phase as dominant_of
 from app.probe.sample import Status
+from app.store.ingest import _sample_values, store_run
 from app.store.models import RunRow, SampleRow
-from app.store.queries import _sample_values, store_run, target_id
 from app.store.records import RunRecord, SampleRecord
+from app.store.targets import target_id
 
 StoreRun = Callable[[Session, RunRecord, datetime], bool]
 RUNS: Table = RunRow.__table__  # type: ignore[assignment]

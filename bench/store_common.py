@@ -35,11 +35,13 @@ from sqlalchemy.engine import make_url
 from app.config import Target
 from app.probe.sample import HTTP_PHASES, LLM_PHASES
 from app.scheduler import first_run_offset
+from app.service import target_values
 from app.store.db import make_engine, make_sessions, normalize_url
+from app.store.ingest import _run_values, _sample_values
 from app.store.migrate import upgrade
 from app.store.models import TargetRow
-from app.store.queries import _run_values, _sample_values, sync_targets
 from app.store.records import RunRecord, SampleRecord
+from app.store.targets import sync_targets
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 SQLITE_DIR = Path("/tmp/pw_bench")
@@ -459,7 +461,7 @@ def _stamp(
 def ensure_targets(engine: Engine, layout: Layout) -> dict[str, int]:
     with make_sessions(engine).begin() as session:
         targets = [layout.target(t) for t in range(layout.targets)]
-        sync_targets(session, targets, datetime.now(UTC))
+        sync_targets(session, target_values(targets), datetime.now(UTC))
         rows = session.execute(select(TargetRow.name, TargetRow.id)).tuples()
         return dict(rows.all())
 

@@ -1,9 +1,13 @@
 """Ingest: how many samples per second ``store_run`` writes, a run per transaction.
 
 Exactly as the pipeline stores a finished run (``Pipeline.store``): one session, one
-transaction, ``store_run``, commit. Runs are built beforehand (``Synth``, not measured) for
-20 targets, one in three streaming from an LLM. The database starts empty and is dropped
-at the end. ``--profile`` prints where the time of one size went (cProfile, by own time).
+transaction, ``store_run``, commit. Beside it, in turn with it, the floor: the same
+statements with the same (already processed) parameters replayed on the driver's own
+connection, a run per transaction; the ratio of the two is what SQLAlchemy and our own
+Python cost on top of the driver and the database. Runs are built beforehand (``Synth``,
+not measured) for 20 targets, one in three streaming from an LLM. The database starts
+empty and is dropped at the end. ``--profile`` prints where the time of one size went
+(cProfile, by own time).
 
     .venv/bin/python -m bench.store_ingest --sizes 20,100,300 --samples 100000
 """
@@ -13,21 +17,27 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import math
 import os
 import pstats
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
+from app.service import target_values
 from app.store.db import make_sessions
-from app.store.queries import store_run, sync_targets
+from app.store.ingest import store_run
 from app.store.records import RunRecord
+from app.store.targets import sync_targets
 from bench.common import machine_info, pct, print_table
 from bench.store_candidates import StoreRun, check_summaries, ingest_ladder
 from bench.store_common import (
@@ -173,6 +183,115 @@ def _store_share(
     return latencies
 
 
+# The raw-driver floor -----------------------------------------------------------------------
+
+# One statement as the driver received it: SQL, parameters, executemany or not.
+DriverCall = tuple[str, Any, bool]
+
+
+def captured(engine: Engine, runs: list[RunRecord]) -> list[list[DriverCall]]:
+    """What ``store_run`` hands the driver for each run, parameters already processed
+    (JSON serialised, times converted): stored in a transaction that is rolled back."""
+    calls: list[list[DriverCall]] = []
+
+    def record(_conn: Any, _cursor: Any, sql: str, params: Any, _ctx: Any, many: bool) -> None:
+        calls[-1].append((sql, params, many))
+
+    with engine.connect() as connection:
+        transaction = connection.begin()
+        session = Session(bind=connection)
+        event.listen(connection, "before_cursor_execute", record)
+        for run in runs:
+            calls.append([])
+            store_run(session, run, datetime.now(UTC))
+        event.remove(connection, "before_cursor_execute", record)
+        session.close()
+        transaction.rollback()
+    return calls
+
+
+def replay(engine: Engine, calls: list[list[DriverCall]], budget_s: float) -> list[float]:
+    """The same statements on the driver's own connection, a run per transaction, as fast
+    as the driver and the database take them: the floor ``store_run`` is compared with."""
+    raw = engine.raw_connection()
+    driver: Any = raw.driver_connection
+    deadline = time.perf_counter() + budget_s
+    latencies: list[float] = []
+    try:
+        for run in calls:
+            before = time.perf_counter()
+            cursor = driver.cursor()
+            for sql, params, many in run:
+                if many:
+                    cursor.executemany(sql, params)
+                else:
+                    cursor.execute(sql, params)
+                    if cursor.description is not None:
+                        cursor.fetchall()
+            cursor.close()
+            driver.commit()
+            latencies.append(time.perf_counter() - before)
+            if before > deadline:
+                break
+    finally:
+        raw.close()
+    return latencies
+
+
+# Runs per turn when both are measured: each side gets this many samples, then the other.
+TURN_SAMPLES = 1000
+
+
+@dataclass
+class _Tally:
+    """One side's turns added up: wall time, CPU here and on the server, latencies."""
+
+    seconds: float = 0.0
+    client_s: float = 0.0
+    server_s: float | None = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    def turn(self, engine: Engine, work: Callable[[], list[float]]) -> None:
+        server_before, client_before = backend_cpu_s(engine), time.process_time()
+        started = time.perf_counter()
+        self.latencies += work()
+        self.seconds += time.perf_counter() - started
+        self.client_s += time.process_time() - client_before
+        server_after = backend_cpu_s(engine)
+        if server_after is None or server_before is None or self.server_s is None:
+            self.server_s = None
+        else:
+            self.server_s += server_after - server_before
+
+    def result(self, backend: str, size: int, cut: bool) -> Result:
+        runs, latencies = len(self.latencies), self.latencies
+        return Result(
+            backend, size, runs, self.seconds, latencies, cut, self.client_s, self.server_s
+        )
+
+
+def measure_side_by_side(
+    engine: Engine, size: int, seed: int, args: argparse.Namespace
+) -> tuple[Result, Result]:
+    """``store_run`` and the raw-driver floor taking turns (``TURN_SAMPLES`` each), so
+    that both see the same machine: on a shared one the load moves within seconds."""
+    count = max(1, args.samples // size)
+    runs, calls = make_runs(size, count, seed), captured(engine, make_runs(size, count, seed + 1))
+    sessions, turn = make_sessions(engine), max(1, TURN_SAMPLES // size)
+    real, floor = _Tally(), _Tally()
+    wait_quiet(args.wait_quiet)
+    deadline, cut = time.perf_counter() + args.max_seconds, False
+    for start in range(0, count, turn):
+        mine, theirs = runs[start : start + turn], calls[start : start + turn]
+        real.turn(engine, partial(_store_share, sessions, mine, math.inf, store_run))
+        floor.turn(engine, partial(replay, engine, theirs, math.inf))
+        if time.perf_counter() > deadline:
+            cut = start + turn < count
+            break
+    backend = engine.dialect.name
+    return real.result(backend, size, cut), floor.result(backend, size, cut)
+
+
 def measure_once(
     engine: Engine,
     size: int,
@@ -205,7 +324,7 @@ def prepared(url: str) -> Engine:
     sessions = make_sessions(engine)
     with sessions.begin() as session:
         targets = [Target(name=target_name(t), url="https://x.example/") for t in range(TARGETS)]
-        sync_targets(session, targets, datetime.now(UTC))
+        sync_targets(session, target_values(targets), datetime.now(UTC))
     store_all(sessions, make_runs(20, WARM_UP_RUNS, seed=99), budget_s=30)
     return engine
 
@@ -219,16 +338,25 @@ def median_row(tries: list[Result], first: str | None = None) -> list[str]:
 
 
 def measure(url: str, args: argparse.Namespace) -> list[list[str]]:
-    """Per run size, the median of ``--repeat`` measurements, with their range."""
+    """Per run size, the median of ``--repeat`` measurements, with their range, and beside
+    it (taken in turn with it) the raw-driver floor and the ratio of the two."""
     engine = prepared(url)
     rows = []
     for size in args.sizes:
-        tries = [
-            measure_once(engine, size, size * 1000 + i, args, args.profile == size and i == 0)
-            for i in range(args.repeat)
-        ]
-        rows.append(median_row(tries))
-        print_table(HEADERS, [rows[-1]])
+        if args.profile == size:
+            measure_once(engine, size, size * 1000 + 999, args, profile=True)
+        tries, floors = [], []
+        for i in range(args.repeat):
+            real, floor = measure_side_by_side(engine, size, size * 1000 + 10 * i, args)
+            tries.append(real)
+            floors.append(floor)
+        ratios = sorted(
+            r.samples_per_s / f.samples_per_s for r, f in zip(tries, floors, strict=True)
+        )
+        ratio = ratios[len(ratios) // 2]  # of each measurement and its floor, taken in turns
+        rows.append(median_row(tries) + [f"{ratio:.2f}x"])
+        rows.append(median_row(floors, f"{engine.dialect.name}: raw driver") + ["1x"])
+        print_table(HEADERS + ["of the floor"], rows[-2:])
     engine.dispose()
     return rows
 
@@ -309,7 +437,7 @@ def main(argv: list[str] | None = None) -> None:
             rows += measure_candidates(url, args) if args.candidates else measure(url, args)
         print()
     print(f"## all (median of {args.repeat}; samples/s range in brackets)")
-    print_table(HEADERS, rows)
+    print_table(HEADERS if args.candidates else HEADERS + ["of the floor"], rows)
 
 
 if __name__ == "__main__":

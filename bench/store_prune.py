@@ -29,8 +29,9 @@ from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session
 
 from app.store.db import make_sessions, write_transaction
+from app.store.ingest import store_run
 from app.store.models import RunRow, SampleRow
-from app.store.queries import prune_samples, store_run
+from app.store.prune import prune_samples
 from bench.common import REPO_ROOT, machine_info, pct, print_table
 from bench.store_candidates import prune_samples_before
 from bench.store_common import (

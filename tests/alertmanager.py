@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -31,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.alerts.identity import Identity, Transition
 from app.alerts.state import State
 from app.store.models import AlertRow, AlertTransitionRow, DeliveryRow
+from tests.helpers import eventually, free_port
 
 HANG = "hang"
 WAIT_S = 20.0  # the longest any test waits for a process or a notification
@@ -71,13 +71,15 @@ class Receiver:
             return self.script.pop(0) if self.script else 200
 
     def wait_for(self, check: Callable[[list[Any]], bool], path: str | None = None) -> list[Any]:
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
+        def received() -> list[Any] | None:
             bodies = self.bodies(path)
-            if check(bodies):
-                return bodies
-            time.sleep(0.05)
-        raise AssertionError(f"not received within {WAIT_S} s; got {self.bodies(path)}")
+            return bodies if check(bodies) else None
+
+        try:
+            found: list[Any] = eventually(received, WAIT_S, "the expected bodies")
+        except AssertionError as missing:
+            raise AssertionError(f"{missing}; got {self.bodies(path)}") from None
+        return found
 
 
 @contextmanager
@@ -220,21 +222,8 @@ def _ready(url: str, process: subprocess.Popen[bytes]) -> bool:
     return False
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def wait_until(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {WAIT_S} s")
+    return eventually(check, WAIT_S, what)
 
 
 # --- Outbox rows ---------------------------------------------------------------------------

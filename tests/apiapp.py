@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import numpy as np
 import uvicorn
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from fastapi import FastAPI
 from fastapi.routing import iter_route_contexts
 
@@ -23,10 +23,12 @@ from app.alerts.identity import Transition
 from app.config import Settings, TargetsFile
 from app.main import create_app
 from app.service import Service
+from tests.helpers import eventually
 from tests.runfactory import failed_run, make_run, record_of
 
 TOKEN = "test-token-0123456789"
 EVERY = timedelta(minutes=1)
+Lifespan = Literal["auto", "on", "off"]
 
 
 def targets(*names: str, **fields: Any) -> TargetsFile:
@@ -86,27 +88,57 @@ def api(
     )
     app = create_app(settings, targets_file)
     try:
-        with serving(app) as base_url, httpx.Client(base_url=base_url, timeout=30) as client:
+        with in_process(app) as client:
             yield Api(app, client)
     finally:
         app.state.service.engine.dispose()
 
 
+class _ASGIOnPortal(httpx.BaseTransport):
+    """A sync transport into ``httpx.ASGITransport``, run on an event loop of its own thread
+    (what a server would give the app) and never through a socket."""
+
+    def __init__(self, app: FastAPI, portal: BlockingPortal) -> None:
+        # An exception in the app is a 500, as a real server answers.
+        self._asgi = httpx.ASGITransport(app, raise_app_exceptions=False)
+        self._portal = portal
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        inner = httpx.Request(request.method, request.url, headers=request.headers, content=body)
+
+        async def call() -> httpx.Response:
+            response = await self._asgi.handle_async_request(inner)
+            content = await response.aread()
+            return httpx.Response(response.status_code, headers=response.headers, content=content)
+
+        return self._portal.call(call)
+
+
 @contextmanager
-def serving(app: FastAPI) -> Iterator[str]:
-    """``app`` on a free loopback port, in a thread; yields its base URL."""
+def in_process(app: FastAPI) -> Iterator[httpx.Client]:
+    """A client of ``app`` over ASGI, lifespan off: for tests where a real server is not
+    the point. The base URL is a loopback one, as the app's host checks expect."""
+    with start_blocking_portal() as portal:
+        transport = _ASGIOnPortal(app, portal)
+        with httpx.Client(transport=transport, base_url="http://127.0.0.1:8000") as client:
+            yield client
+
+
+@contextmanager
+def serving(app: FastAPI, lifespan: Lifespan = "off") -> Iterator[str]:
+    """``app`` under uvicorn on a free loopback port, in a thread; yields its base URL. For
+    tests where the socket is the point (a browser, a process calling back)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False)
+    config = uvicorn.Config(app, lifespan=lifespan, log_config=None, access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert server.started, "the test server did not start"
     try:
+        eventually(lambda: server.started or not thread.is_alive(), 20, "uvicorn started")
+        assert server.started, "the test server did not start"
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True

@@ -16,8 +16,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.demo.sim import SimConfig
+from app.demo.simserver import SimServer
 from app.store.db import make_engine, make_sessions, normalize_url
 from app.store.migrate import upgrade
+from tests.helpers import FAST_SIM
 
 
 @pytest.fixture
@@ -44,6 +47,22 @@ def ca_file(tls_ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> str
     return str(path)
 
 
+# --- The simulated endpoint ------------------------------------------------------------------
+# `sim` is the simulator on a loopback port (its own thread) for the test; a module that wants
+# other delays overrides `sim_config`.
+
+
+@pytest.fixture
+def sim_config() -> SimConfig:
+    return FAST_SIM
+
+
+@pytest.fixture
+def sim(sim_config: SimConfig) -> Iterator[SimServer]:
+    with SimServer(sim_config) as server:
+        yield server
+
+
 # --- Databases ------------------------------------------------------------------------------
 # The contract for tests that need a database:
 #   db_url        an empty database migrated to head; every test using it runs twice, with
@@ -52,6 +71,8 @@ def ca_file(tls_ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> str
 #   sessions      make_sessions(engine)
 #   postgres_url  the same as db_url[postgresql], for PostgreSQL-only tests
 #   empty_db_url  like db_url but never migrated: for migration and `db upgrade` tests
+#   module_db_url like db_url, but one database for the whole module: for read-only data
+#                 a module-scoped fixture builds once
 # PostgreSQL is PHASEWATCH_TEST_POSTGRES_URL. Each pytest session gets a database of its own
 # (created, migrated once, dropped at the end) whose tables are emptied before every test.
 # When the server cannot be reached its tests skip, or fail if PHASEWATCH_REQUIRE_POSTGRES=1.
@@ -142,6 +163,22 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     path = tmp_path / "phasewatch.db"
     shutil.copyfile(request.getfixturevalue("_migrated_sqlite"), path)
     return f"sqlite:///{path}"
+
+
+@pytest.fixture(scope="module", params=DATABASES)
+def module_db_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A database at head of the module's own, for data built once and only read by its
+    tests (the per-test ``db_url`` empties PostgreSQL's shared database, so not that one)."""
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("module-db") / "phasewatch.db"
+        shutil.copyfile(request.getfixturevalue("_migrated_sqlite"), path)
+        yield f"sqlite:///{path}"
+        return
+    with _postgres_database(request.getfixturevalue("postgres_server")) as url:
+        upgrade(url)
+        yield url
 
 
 @pytest.fixture(params=DATABASES)

@@ -10,28 +10,27 @@ stores them); one target gets a fired
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
-import uvicorn
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts.identity import Identity
 from app.alerts.summary import summarize_alert
 from app.config import Target
 from app.probe.spec import Kind
+from app.service import target_values
+from app.store.catchup import catch_up
 from app.store.models import AlertRow, AlertTransitionRow
-from app.store.queries import store_run, sync_targets
 from app.store.records import RunRecord
-from app.store.rollups import catch_up
-from tests.runfactory import make_run, record_of
+from app.store.targets import sync_targets
+from tests.apiapp import Lifespan, serving
+from tests.runfactory import make_run, record_of, store_records
 
 BUSY_HOURS = range(14, 20)
 LLM_QUIET = {
@@ -137,7 +136,7 @@ def fill(sessions: sessionmaker[Session], fleet: Fleet) -> Filled:
     """Write the fleet's targets, runs and (optionally) its alert; commit in batches."""
     filled = Filled(fleet)
     with sessions.begin() as session:
-        sync_targets(session, targets_of(fleet), fleet.now)
+        sync_targets(session, target_values(targets_of(fleet)), fleet.now)
     batch: list[RunRecord] = []
     for record in generate(fleet):
         filled.runs.setdefault((record.target, record.vantage), []).append(record)
@@ -158,9 +157,7 @@ def fill(sessions: sessionmaker[Session], fleet: Fleet) -> Filled:
 
 
 def _store(sessions: sessionmaker[Session], records: list[RunRecord], now: datetime) -> None:
-    with sessions.begin() as session:
-        for record in records:
-            store_run(session, record, now)
+    store_records(sessions, records, now)
 
 
 def add_fired_alert(
@@ -222,36 +219,21 @@ def add_fired_alert(
     return str(alert_id), summary
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Server:
-    """An app under uvicorn on a free loopback port, in a thread. Lifespan off by default:
-    nothing is scheduled or probed, so pages show exactly the generated history."""
+    """An app under uvicorn on a free loopback port, in a thread (``apiapp.serving``, the one
+    launcher). Lifespan off by default: nothing is scheduled or probed, so pages show
+    exactly the generated history."""
 
-    def __init__(self, app: Any, lifespan: str = "off") -> None:
+    def __init__(self, app: Any, lifespan: Lifespan = "off") -> None:
         self.app = app
-        self.port = _free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, lifespan=lifespan, log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.base = ""
+        self._lifespan = lifespan
+        self._stack = ExitStack()
 
     def __enter__(self) -> Server:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.05)
+        self.base = self._stack.enter_context(serving(self.app, self._lifespan))
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        self._stack.close()
         self.app.state.service.engine.dispose()

@@ -17,7 +17,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ from typing import NoReturn
 import httpx
 import pytest
 
+from tests.helpers import eventually, free_port
+
 PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 PG_USER = "postgres"
 PG_CTL_TIMEOUT_S = 30
@@ -40,22 +41,6 @@ SETTINGS = {
     "full_page_writes": "off",
     "max_connections": "50",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def eventually(check: Callable[[], bool], within_s: float, what: str) -> float:
-    """Wait until ``check()``; returns the seconds it took, fails after ``within_s``."""
-    began = time.monotonic()
-    while time.monotonic() - began < within_s:
-        if check():
-            return time.monotonic() - began
-        time.sleep(0.1)
-    raise AssertionError(f"not within {within_s} s: {what}")
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -201,6 +186,10 @@ class Serve:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def health(self, timeout_s: float = 2.0) -> dict[str, object] | None:
         try:

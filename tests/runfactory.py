@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunData, phase_order
+from app.store.db import write_transaction
+from app.store.ingest import store_run
 from app.store.records import RunRecord, SampleRecord
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday, midnight UTC
@@ -116,3 +119,12 @@ def _is_uuid(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def store_records(
+    sessions: sessionmaker[Session], records: Iterable[RunRecord], now: datetime
+) -> list[bool]:
+    """Store runs as the pipeline does (``store_run`` in a write transaction), all in one;
+    for each, whether it was new."""
+    with write_transaction(sessions) as session:
+        return [store_run(session, record, now) for record in records]

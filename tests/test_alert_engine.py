@@ -4,7 +4,7 @@ and detector-state rows in one transaction; silences, acknowledgement, restarts.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,8 +28,10 @@ from app.demo.simserver import SimServer
 from app.main import build_service
 from app.pipeline import Pipeline
 from app.probe.spec import Kind
+from app.service import target_values
 from app.store.db import make_engine, make_sessions
-from app.store.history import DatabaseHistory
+from app.store.dbhistory import DatabaseHistory
+from app.store.ingest import store_run
 from app.store.models import (
     AlertRow,
     AlertTransitionRow,
@@ -38,9 +40,9 @@ from app.store.models import (
     RunRow,
     SilenceRow,
 )
-from app.store.queries import store_run, sync_targets
 from app.store.records import RunRecord
 from app.store.spool import Spool
+from app.store.targets import sync_targets
 from tests.runfactory import LLM, T0, failed_run, make_run, record_of
 
 EVERY = timedelta(minutes=1)
@@ -62,7 +64,7 @@ class Watch:
 
     def __post_init__(self) -> None:
         with self.sessions.begin() as session:
-            sync_targets(session, [TARGET], T0)
+            sync_targets(session, target_values([TARGET]), T0)
         self.engine = self.restart()
 
     def restart(self) -> AlertEngine:
@@ -512,9 +514,8 @@ FAST = SimConfig(one_way_ms=2, queue_median_ms=5, queue_sigma=0, prefill_ms=2, t
 
 
 @pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
+def sim_config() -> SimConfig:
+    return FAST
 
 
 def sim_target(sim: SimServer) -> Target:

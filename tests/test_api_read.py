@@ -8,7 +8,6 @@ import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,11 +15,13 @@ import pytest
 
 from app.analysis.sketch import RELATIVE_ACCURACY
 from app.config import TargetsFile
+from app.service import target_values
+from app.store.catchup import catch_up
 from app.store.csvexport import export_samples
+from app.store.ingest import store_run
 from app.store.migrate import head_revision
-from app.store.queries import store_run, sync_targets
 from app.store.records import RunRecord
-from app.store.rollups import catch_up
+from app.store.targets import sync_targets
 from app.web.schemas import HistoryOut
 from tests.apiapp import Api, api
 from tests.runfactory import LLM, make_run, record_of
@@ -68,10 +69,11 @@ class Filled:
         ]
 
 
-@pytest.fixture
-def filled(db_url: str, tmp_path: Path) -> Iterator[Filled]:
+@pytest.fixture(scope="module")
+def filled(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Filled]:
     """chat-prod from eu and us and chat-edge from eu, a run every 10 minutes for 6 hours;
-    chat-edge's network is 3x slower; a few censored and failed samples."""
+    chat-edge's network is 3x slower; a few censored and failed samples. Built once per
+    database: every test here only reads."""
     rng = np.random.default_rng(17)
     records = []
     for target, vantage, medians in (
@@ -86,10 +88,10 @@ def filled(db_url: str, tmp_path: Path) -> Iterator[Filled]:
                 rng, at, medians, n=12, censored=1, failed=1, target=target, vantage=vantage
             )
             records.append(record_of(run))
-    with api(db_url, tmp_path, TARGETS) as served:
+    with api(module_db_url, tmp_path_factory.mktemp("api"), TARGETS) as served:
         sessions = served.service.pipeline.sessions
         with sessions.begin() as session:
-            sync_targets(session, TARGETS.targets, NOW)
+            sync_targets(session, target_values(TARGETS.targets), NOW)
             for record in records:
                 store_run(session, record, NOW)
         # One batched pass, as the service's rollup loop does it.
@@ -109,9 +111,9 @@ def window(**extra: Any) -> dict[str, Any]:
     return {"from": START.isoformat(), "to": NOW.isoformat(), **extra}
 
 
-def test_version_names_the_database_and_its_revision(filled: Filled, db_url: str) -> None:
+def test_version_names_the_database_and_its_revision(filled: Filled, module_db_url: str) -> None:
     found = filled.get("/api/v1/version")
-    assert found["database"] == db_url.split(":")[0].split("+")[0]
+    assert found["database"] == module_db_url.split(":")[0].split("+")[0]
     assert found["schema_revision"] == head_revision()
 
 

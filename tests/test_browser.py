@@ -34,7 +34,7 @@ VIEWPORT = {"width": 1400, "height": 1000}
 
 # The first test also pays for the module's history (eight days, hourly, six series): about a
 # minute on two shared cores, more when they are busy.
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(420)]
 
 
 def _require_chromium() -> None:

@@ -25,7 +25,7 @@ from app.store.migrate import upgrade
 from tests.historyfactory import Fleet, Server, fill, targets_of
 from tests.test_browser import ARTIFACTS, CHROMIUM, VIEWPORT, _require_chromium
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 NOW = datetime.now(UTC)
 FIFTEEN = Fleet(

@@ -12,7 +12,7 @@ from app.demo.sim import SimConfig
 from app.demo.simserver import SimServer
 from tests.cliserver import probe, serving
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(120)]
 
 FAST = SimConfig(one_way_ms=2, queue_median_ms=5, queue_sigma=0, prefill_ms=2, tokens=4)
 MESSAGES = [{"role": "user", "content": "Count from 1 to 100."}]

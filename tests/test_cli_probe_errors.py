@@ -12,7 +12,7 @@ import pytest
 
 from tests.cliserver import probe, response, serving
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(120)]
 
 # An error page as nginx sends one: many lines, with a word past any one-line excerpt.
 PAGE = (

@@ -14,7 +14,7 @@ import trustme
 
 from tests.cliserver import OK, probe, response, serving
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(120)]
 
 NOT_FOUND = response(b"404 Not Found", b"text/html", b"<html><h1>404 Not Found</h1></html>")
 HTML_PAGE = response(b"200 OK", b"text/html", b"<html><body>a web page</body></html>")

@@ -26,9 +26,9 @@ from app.store.csvlayout import (
 from app.store.db import make_engine, transaction
 from app.store.migrate import is_current
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import store_run
 from app.store.records import RunRecord, SampleRecord
 from tests.clirun import run_cli as cli
+from tests.runfactory import store_records
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 LLM = {"connect": 1 / 3, "network": 0.1 + 0.2, "queue": 1e-7, "prefill": 1e16, "generation": 2.5}
@@ -81,9 +81,7 @@ def varied_runs() -> list[RunRecord]:
 
 
 def store(sessions: sessionmaker[Session], runs: list[RunRecord]) -> None:
-    with transaction(sessions) as session:
-        for record in runs:
-            store_run(session, record, T0)
+    store_records(sessions, runs, T0)
 
 
 def export_text(

@@ -28,6 +28,8 @@ import pytest
 from app.demo import story
 from tests.clirun import run_cli
 
+pytestmark = pytest.mark.process
+
 WAIT_FOR_ALERTS_S = 110.0  # bounded: the whole story takes well under this at --speed 0
 FIRING = re.compile(
     r"hour (?P<hour>\d+\.\d), \d\d:\d\dZ\] FIRING (?P<kind>\w+) (?P<target>\S+)"

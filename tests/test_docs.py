@@ -1,35 +1,40 @@
-"""The docs keep up: every setting, targets-file field and command is in the README."""
+"""The docs keep up: every setting, targets-file field, notifier key and command is documented,
+the reference tables are the models' own, and every link leads somewhere."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated
 
 import pytest
+import yaml
+from pydantic import BaseModel, Field, TypeAdapter, create_model
 
-from app.alerts.notifiers.alertmanager import AlertmanagerConfig
-from app.alerts.notifiers.base import IDEMPOTENCY_HEADER, BasicAuth
-from app.alerts.notifiers.slack import SlackConfig
-from app.alerts.notifiers.webhook import WebhookConfig
 from app.analysis.detectors import DetectorParams
 from app.cli import cli
 from app.config import Settings, Target, TargetsFile, load_targets
 from app.main import create_app
+from app.notifiers.alertmanager import AlertmanagerConfig
+from app.notifiers.base import IDEMPOTENCY_HEADER, BasicAuth
+from app.notifiers.slack import SlackConfig
+from app.notifiers.webhook import WebhookConfig
 from app.safeyaml import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES
-from tests import clidoc
+from tests import clidoc, modeldoc
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
+CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()
 
 
 @pytest.mark.parametrize("field", list(Settings.model_fields))
 def test_every_environment_variable_is_documented(field: str) -> None:
-    assert f"PHASEWATCH_{field.upper()}" in README
+    assert f"PHASEWATCH_{field.upper()}" in CONFIGURATION
 
 
 @pytest.mark.parametrize("field", [*TargetsFile.model_fields, *Target.model_fields])
 def test_every_targets_file_field_is_documented(field: str) -> None:
-    assert f"`{field}`" in README
+    assert f"`{field}`" in CONFIGURATION
 
 
 def command_names() -> list[str]:
@@ -71,7 +76,7 @@ NOTIFIER_FIELDS = sorted(
 
 @pytest.mark.parametrize("field", NOTIFIER_FIELDS)
 def test_every_notifier_field_is_documented(field: str) -> None:
-    notifiers = README.split("### Notifiers", 1)[1].split("\n## ", 1)[0]
+    notifiers = CONFIGURATION.split("## Notifiers", 1)[1].split("\n## ", 1)[0]
     assert f"`{field}`" in notifiers
 
 
@@ -105,12 +110,21 @@ def test_every_api_endpoint_is_documented(operation: str) -> None:
     assert f"`{operation}" in API
 
 
-def readme_targets_files() -> list[str]:
-    blocks = re.findall(r"```yaml\n(.*?)```", README, flags=re.DOTALL)
+DOCS = {"README.md": README} | {
+    f"docs/{path.name}": path.read_text() for path in sorted((ROOT / "docs").glob("*.md"))
+}
+
+
+def documented_targets_files() -> list[str]:
+    blocks = re.findall(r"```yaml\n(.*?)```", "\n".join(DOCS.values()), flags=re.DOTALL)
     return [block for block in blocks if "targets:" in block]
 
 
-@pytest.mark.parametrize("text", readme_targets_files())
+def test_the_readme_has_a_targets_file() -> None:
+    assert "targets:" in "".join(re.findall(r"```yaml\n(.*?)```", README, flags=re.DOTALL))
+
+
+@pytest.mark.parametrize("text", documented_targets_files())
 def test_every_targets_file_in_the_readme_is_valid(text: str, tmp_path: Path) -> None:
     path = tmp_path / "phasewatch.yaml"
     path.write_text(text)
@@ -120,6 +134,101 @@ def test_every_targets_file_in_the_readme_is_valid(text: str, tmp_path: Path) ->
 
 
 def test_the_targets_file_limits_are_the_loaders_own() -> None:
-    section = README.split("## The targets file", 1)[1].split("\n## ", 1)[0]
+    section = CONFIGURATION.split("## The targets file", 1)[1].split("\n## ", 1)[0]
     for limit in (f"{MAX_FILE_BYTES:,} bytes", f"{MAX_DEPTH} levels", f"{MAX_ALIAS_NODES:,} nodes"):
         assert limit in section
+
+
+@pytest.mark.parametrize("doc", modeldoc.DOCS, ids=lambda doc: doc.name)
+def test_the_reference_tables_are_the_models_own(doc: Path) -> None:
+    """Every field's name, type, default and description, as the model has them."""
+    written = doc.read_text()
+    assert written == modeldoc.update(written), (
+        f"docs/{doc.name} is out of date: .venv/bin/python -m tests.modeldoc"
+    )
+
+
+def test_every_model_has_its_table() -> None:
+    blocks = [
+        name
+        for doc in modeldoc.DOCS
+        for name in re.findall(r"<!-- rendered: ([\w-]+) -->", doc.read_text())
+    ]
+    assert sorted(blocks) == sorted(modeldoc.TABLES)
+
+
+MODEL_FIELDS = [
+    (name, field) for name, (model, _) in modeldoc.TABLES.items() for field in model.model_fields
+]
+
+
+@pytest.mark.parametrize(("table", "field"), MODEL_FIELDS)
+def test_every_field_says_what_it_is(table: str, field: str) -> None:
+    model = modeldoc.TABLES[table][0]
+    assert model.model_fields[field].description, f"{model.__name__}.{field}: Field(description=)"
+
+
+def test_a_changed_default_changes_the_table() -> None:
+    """The comparison above would miss a default the rendering left out; this would not."""
+    changed = create_model(
+        "Changed", __base__=Target, samples=(int, Field(21, ge=1, description="x"))
+    )
+    rows = [line for line in modeldoc.table("target").splitlines() if "`samples`" in line]
+    assert "`20`" in rows[0]
+    modeldoc.TABLES["changed"] = (changed, lambda name: f"`{name}`")
+    try:
+        rows = [line for line in modeldoc.table("changed").splitlines() if "`samples`" in line]
+    finally:
+        del modeldoc.TABLES["changed"]
+    assert "`21`" in rows[0] and "`20`" not in rows[0]
+
+
+def written_default(table: str, field: str) -> bool:
+    """Whether the table writes the field's default as a value (not required, none, or a
+    model's own defaults)."""
+    info = modeldoc.TABLES[table][0].model_fields[field]
+    if info.is_required():
+        return False
+    value = info.get_default(call_default_factory=True)
+    return value is not None and not isinstance(value, BaseModel)
+
+
+@pytest.mark.parametrize(
+    ("table", "field"), [pair for pair in MODEL_FIELDS if written_default(*pair)]
+)
+def test_every_rendered_default_reads_back_as_the_default(table: str, field: str) -> None:
+    """A default as the table writes it (``15m``, ``false``, ``[{long: 1h, …}]``) is what
+    the model reads from a targets file."""
+    info = modeldoc.TABLES[table][0].model_fields[field]
+    written = modeldoc.default(info).strip("`")
+    annotation = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+    read = TypeAdapter(annotation).validate_python(yaml.safe_load(written))
+    assert read == info.get_default(call_default_factory=True)
+
+
+def test_the_readme_is_a_map_not_a_manual() -> None:
+    assert len(README.splitlines()) <= 150
+    quick = README.split("## Quick start", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    assert quick.splitlines() == [
+        "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/phasewatch demo",
+        ".ci/test",
+    ]
+    for step in ("config", "scheduler", "probe", "store", "analysis", "alerts", "web"):
+        assert f"| {step} | `app/" in README, step
+
+
+@pytest.mark.parametrize(
+    ("doc", "target"),
+    [
+        (doc, link)
+        for doc, text in DOCS.items()
+        for link in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text)
+    ],
+)
+def test_every_link_leads_to_a_file(doc: str, target: str) -> None:
+    assert ((ROOT / doc).parent / target).exists(), f"{doc} links to {target}"
+
+
+@pytest.mark.parametrize("path", re.findall(r"`((?:app|tests|bench)/[\w/.]+)`", README))
+def test_every_path_the_readme_names_exists(path: str) -> None:
+    assert (ROOT / path).exists(), path

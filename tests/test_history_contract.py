@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.alerts.history import History, MemoryHistory
 from app.analysis.runs import RunCount, RunData
 from app.store.db import make_engine, make_sessions
-from app.store.history import DatabaseHistory
+from app.store.dbhistory import DatabaseHistory
+from app.store.ingest import store_run
 from app.store.models import SampleRow
-from app.store.queries import store_run
 from tests.runfactory import EVERY, T0, failed_run, make_run, record_of
 
 

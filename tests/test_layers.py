@@ -27,3 +27,98 @@ def imported(path: Path) -> set[str]:
 def test_analysis_imports_no_later_layer(path: Path) -> None:
     bad = {name for name in imported(path) if name.startswith(FORBIDDEN)}
     assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+APP = ANALYSIS.parent
+
+
+def unit_of(module: str) -> str | None:
+    """The top-level package or module of app/ that ``module`` belongs to (app.store, app.clock)."""
+    parts = module.split(".")
+    if parts[0] != "app" or len(parts) < 2:
+        return None
+    top = APP / parts[1]
+    return f"app.{parts[1]}" if top.is_dir() or top.with_suffix(".py").exists() else None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Unit -> the units it imports (any import: at the top, in a function, for types only)."""
+    graph: dict[str, set[str]] = {}
+    for path in APP.rglob("*.py"):
+        source = unit_of(".".join(("app", *path.relative_to(APP).with_suffix("").parts)))
+        if source is None:
+            continue
+        targets = {unit_of(name) for name in imported(path)}
+        graph.setdefault(source, set()).update(t for t in targets if t and t != source)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each strongly connected set of more than one unit, sorted (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while (top := stack.pop()) != node:
+                component.append(top)
+            component.append(node)
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+        ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+        ({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}}, [["a", "b"], ["c", "d"]]),
+    ],
+)
+def test_cycles_finds_every_strongly_connected_set(
+    graph: dict[str, set[str]], expected: list[list[str]]
+) -> None:
+    assert sorted(cycles(graph)) == expected
+
+
+def test_the_graph_sees_the_imports_that_made_the_old_cycle() -> None:
+    graph = import_graph()
+    # The edges that stay: the service wires the store; alerts read and write through it.
+    assert {"app.store", "app.config", "app.notifiers"} <= graph["app.service"]
+    assert "app.store" in graph["app.alerts"]
+    assert "app.notifiers" in graph["app.config"]
+
+
+def test_no_cycle_between_the_packages_and_modules_of_app() -> None:
+    graph = import_graph()
+    found = {
+        " <-> ".join(group): sorted(f"{a} -> {b}" for a in group for b in graph[a] if b in group)
+        for group in cycles(graph)
+    }
+    assert not found, f"import cycles: {found}"
+
+
+@pytest.mark.parametrize(
+    "path", sorted((APP / "alerts").rglob("*.py")), ids=lambda p: p.relative_to(APP).as_posix()
+)
+def test_alerts_reach_the_tables_through_store_functions_only(path: Path) -> None:
+    """The ORM rows stay in app/store: alerts read and write plain values."""
+    bad = {name for name in imported(path) if name in ("app.store.models", "sqlalchemy")}
+    assert not bad, f"{path.name} imports {sorted(bad)}"

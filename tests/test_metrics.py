@@ -21,8 +21,9 @@ from app.metrics import LATENCY_BUCKETS_S
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
 from tests.apiapp import Api, api, minutes_ago, targets
+from tests.helpers import FAST_SIM, eventually
 from tests.runfactory import LLM, make_run, record_of
-from tests.test_serve import FAST, Served, eventually, targets_file
+from tests.test_serve import Served, targets_file
 
 TIMED = ("ok", "deadline_exceeded")  # failed samples have no latency
 HTTP = {"connect": 2.0, "network": 20.0, "server": 300.0, "transfer": 4.0}
@@ -283,9 +284,10 @@ def _version() -> str:
     return __version__
 
 
+@pytest.mark.process
 def test_serve_exposes_its_scheduled_runs(tmp_path: Path) -> None:
     """The real process: the scheduler's runs reach /metrics through the pipeline's hook."""
-    with SimServer(FAST) as sim:
+    with SimServer(FAST_SIM) as sim:
         config = targets_file(tmp_path, sim, "api", interval="1s", samples="3")
         server = Served(tmp_path, config)
         try:
@@ -298,7 +300,7 @@ def test_serve_exposes_its_scheduled_runs(tmp_path: Path) -> None:
             stored = len(server.runs("api"))
         finally:
             server.stop()
-            server.log.close()
+            server.kill()
     found = parsed(response.text)
     where = {"target": "api", "vantage": "test-vantage"}
     runs = value(found, "phasewatch_runs_stored_total", **where)

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alerts.notifiers.alertmanager import Alertmanager, AlertmanagerConfig
-from app.alerts.notifiers.base import Delivery, fingerprint, parse_time
-from app.alerts.notifiers.sender import Sender
-from app.alerts.notifiers.webhook import message
+from app.alerts.sender import Sender
 from app.alerts.state import State
+from app.notifiers.alertmanager import Alertmanager, AlertmanagerConfig
+from app.notifiers.base import Delivery, fingerprint, parse_time
+from app.notifiers.webhook import message
 from tests.alertmanager import (
     Alertmanager as AlertmanagerProcess,
 )
@@ -30,7 +30,7 @@ from tests.alertmanager import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.process, pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRING, RESOLVED = State.FIRING, State.RESOLVED
 
 

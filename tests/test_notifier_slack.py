@@ -1,5 +1,5 @@
 """Slack incoming webhook. Slack is someone else's service, so these tests replace the one
-outbound seam (``app.alerts.notifiers.http.transport``) with a recording fake."""
+outbound seam (``app.notifiers.http.transport``) with a recording fake."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import httpx
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alerts.notifiers import http
-from app.alerts.notifiers.base import Delivery, TransportError
-from app.alerts.notifiers.sender import Sender
-from app.alerts.notifiers.slack import Slack, SlackConfig, message
+from app.alerts.sender import Sender
 from app.alerts.state import State
 from app.config import load_targets
+from app.notifiers import http
+from app.notifiers.base import Delivery, TransportError
+from app.notifiers.slack import Slack, SlackConfig, message
 from tests.alertmanager import Outbox, identity, payload
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

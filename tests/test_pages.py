@@ -10,7 +10,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,17 +21,18 @@ import pytest
 from sqlalchemy import update
 
 from app.alerts.views import AlertView
+from app.analysis.breakdown import Breakdown, PhaseRow
 from app.analysis.sketch import RELATIVE_ACCURACY
 from app.config import Settings, TargetsFile
 from app.main import create_app
 from app.store.db import make_engine, make_sessions
 from app.store.models import AlertRow
-from app.store.reads import Breakdown, PhaseRow
 from app.store.records import RunRecord
 from app.web.pages import view
 from app.web.pages.overview import overview_rows
 from app.web.pages.target import alert_marks, fitting_range
-from tests.historyfactory import Filled, Fleet, Server, fill, targets_of
+from tests.apiapp import in_process
+from tests.historyfactory import Filled, Fleet, fill, targets_of
 
 
 def small_fleet(now: datetime) -> Fleet:
@@ -49,12 +50,12 @@ def small_fleet(now: datetime) -> Fleet:
 
 @dataclass
 class Site:
-    base: str
+    client: httpx.Client  # the app over ASGI: pages are the point here, not the socket
     filled: Filled
     url: str
 
     def get(self, path: str) -> httpx.Response:
-        return httpx.get(self.base + path, timeout=30)
+        return self.client.get(path)
 
 
 @contextmanager
@@ -66,21 +67,24 @@ def serving(db_url: str, tmp_path: Path, fleet: Fleet) -> Iterator[Site]:
         database_url=db_url, spool_dir=tmp_path / "spool", vantage="eu", config=tmp_path / "no"
     )
     app = create_app(settings, TargetsFile(targets=targets_of(fleet)))
-    with Server(app) as server:
-        yield Site(server.base, filled, db_url)
+    try:
+        with in_process(app) as client:
+            yield Site(client, filled, db_url)
+    finally:
+        app.state.service.engine.dispose()
 
 
-@pytest.fixture
-def site(db_url: str, tmp_path: Path) -> Iterator[Site]:
-    with serving(db_url, tmp_path, small_fleet(datetime.now(UTC))) as served:
+@pytest.fixture(scope="module")
+def site(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """Filled once per database: its tests only read (one that writes takes ``own_site``)."""
+    tmp_path = tmp_path_factory.mktemp("site")
+    with serving(module_db_url, tmp_path, small_fleet(datetime.now(UTC))) as served:
         yield served
 
 
 @pytest.fixture
-def tiny_site(db_url: str, tmp_path: Path) -> Iterator[Site]:
-    """One run per series: enough for pages that only need the names to exist."""
-    fleet = replace(small_fleet(datetime.now(UTC)), days=1 / 24, stopped={})
-    with serving(db_url, tmp_path, fleet) as served:
+def own_site(db_url: str, tmp_path: Path) -> Iterator[Site]:
+    with serving(db_url, tmp_path, small_fleet(datetime.now(UTC))) as served:
         yield served
 
 
@@ -220,7 +224,8 @@ def test_alert_list_filters_by_state_and_target(site: Site) -> None:
     assert site.filled.alert_id not in site.get("/alerts?target=chat-edge").text
 
 
-def test_an_alert_summary_is_escaped_not_run(site: Site) -> None:
+def test_an_alert_summary_is_escaped_not_run(own_site: Site) -> None:
+    site = own_site
     engine = make_engine(site.url)
     with make_sessions(engine).begin() as session:
         session.execute(update(AlertRow).values(summary='<script>alert("x")</script>'))
@@ -254,9 +259,9 @@ def test_compare_page_puts_targets_side_by_side(site: Site) -> None:
     ],
 )
 def test_unknown_names_and_bad_parameters_get_a_page_not_a_500(
-    tiny_site: Site, path: str, status: int, says: str
+    site: Site, path: str, status: int, says: str
 ) -> None:
-    response = tiny_site.get(path)
+    response = site.get(path)
     assert response.status_code == status
     assert response.headers["content-type"].startswith("text/html")
     assert says in response.text.replace("&#39;", "'")

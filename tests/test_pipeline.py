@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.clock import utcnow
 from app.config import Target
 from app.demo.sim import SimConfig
 from app.demo.simserver import SimServer
-from app.pipeline import ABORTED, COMPLETE, Pipeline, utcnow
+from app.pipeline import Pipeline
 from app.probe.spec import Kind
 from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, SampleRow
-from app.store.records import RunRecord
+from app.store.records import RunRecord, RunStatus
 from app.store.spool import Spool
+from tests.helpers import until
 
 pytestmark = pytest.mark.anyio
 
@@ -27,9 +28,8 @@ BODY = {"model": "sim", "stream": True, "messages": []}
 
 
 @pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
+def sim_config() -> SimConfig:
+    return FAST
 
 
 def chat_target(sim: SimServer, **fields: object) -> Target:
@@ -66,7 +66,7 @@ async def test_a_run_is_stored_whole_with_its_summary(
     record = await pipeline.run(chat_target(sim))
     (run,) = stored_runs(sessions)
     assert (run.id, run.status, run.vantage, run.n_samples, run.n_ok) == (
-        record.id, COMPLETE, "here", 4, 4
+        record.id, RunStatus.COMPLETE, "here", 4, 4
     )  # fmt: skip
     assert run.summary["dominant"] == run.dominant_phase
     assert set(run.summary["phases"]["queue"]) == {"p50", "p90", "p95", "p99", "share"}
@@ -97,12 +97,12 @@ async def test_a_run_cancelled_by_shutdown_is_stored_as_aborted(
 ) -> None:
     pipeline = Pipeline(sessions, Spool(tmp_path / "spool"), vantage="here")
     task = asyncio.create_task(pipeline.run(chat_target(sim, samples=100, spacing=0.02)))
-    await asyncio.sleep(0.5)
+    await until(lambda: len(sim.truths()) >= 3, what="three samples answered")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     (run,) = stored_runs(sessions)
-    assert run.status == ABORTED
+    assert run.status == RunStatus.ABORTED
     assert 0 < run.n_samples < 100
     assert sample_count(sessions) == run.n_samples
 
@@ -113,14 +113,14 @@ async def test_a_run_cut_by_a_crash_is_recovered_as_aborted(
     import uuid
 
     crashed = Spool(tmp_path / "spool")
-    journal = RunRecord(uuid.uuid4(), "chat", "here", utcnow(), ABORTED)
+    journal = RunRecord(uuid.uuid4(), "chat", "here", utcnow(), RunStatus.ABORTED)
     crashed.begin(journal)  # the process died here, mid-run
     crashed.close()  # and its lock went with it
 
     restarted = Pipeline(sessions, Spool(tmp_path / "spool"), vantage="here")
     assert restarted.recover_orphans() == 1
     (run,) = stored_runs(sessions)
-    assert (run.id, run.status, run.n_samples) == (journal.id, ABORTED, 0)
+    assert (run.id, run.status, run.n_samples) == (journal.id, RunStatus.ABORTED, 0)
     assert restarted.recover_orphans() == 0
 
 

@@ -29,7 +29,7 @@ from app.probe.run import probe_run
 from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec, RttMethod
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.process, pytest.mark.anyio]
 
 ACCEPTANCE = SimConfig(
     one_way_ms=50,

@@ -17,9 +17,10 @@ import pytest
 import trustme
 
 from app.demo.simserver import SimServer
-from app.probe import netbackend
+from app.probe import netconnect, netstream
 from app.probe.client import make_client, probe_once
-from app.probe.netbackend import AsyncioBackend, AsyncioStream
+from app.probe.netbackend import AsyncioBackend
+from app.probe.netstream import AsyncioStream
 from app.probe.sample import Status
 from app.probe.spec import Kind, ProbeSpec
 from tests import hostile
@@ -108,7 +109,7 @@ async def test_a_large_write_leaves_at_once() -> None:
         stream = await connect(listener.getsockname()[1])
         peer, _ = listener.accept()
         with peer:
-            await stream.write(b"x" * netbackend.HOLD_LIMIT, timeout=5)
+            await stream.write(b"x" * netstream.HOLD_LIMIT, timeout=5)
             assert select.select([peer], [], [], 5)[0] == [peer]
         await stream.aclose()
 
@@ -198,7 +199,7 @@ async def test_race_skips_an_address_that_refuses_for_the_next() -> None:
                 (socket.AF_INET, ("127.0.0.1", refused)),
                 (socket.AF_INET, ("127.0.0.1", port)),
             ]
-            sock = await netbackend._race(addresses, None, [])
+            sock = await netconnect.race(addresses, None, [])
         assert sock.getpeername() == ("127.0.0.1", port)
         sock.close()
 
@@ -220,7 +221,7 @@ async def test_reading_pauses_while_a_flood_is_not_read_then_everything_arrives(
         stream = await connect(port)
         await asyncio.sleep(0.3)  # the server writes as fast as the kernel lets it
         buffered = stream._protocol.size
-        assert 0 < buffered <= netbackend.HIGH_WATER + 256 * 1024
+        assert 0 < buffered <= netstream.HIGH_WATER + 256 * 1024
         total = 0
         while part := await stream.read(65536, timeout=5):
             total += len(part)
@@ -264,7 +265,7 @@ async def test_probe_reads_the_kernels_rtt_and_the_remote_address() -> None:
     assert first.remote_address == f"127.0.0.1:{sim.url.rsplit(':', 1)[1]}"
 
 
-async def test_probe_over_h2_with_tls_uses_the_backend(
+async def test_probe_over_h2_with_tls_marks_the_handshake_and_reads_the_rtt(
     tls_ca: trustme.CA, ca_file: str, tmp_path: Path
 ) -> None:
     cert = tls_ca.issue_cert("127.0.0.1")
@@ -279,6 +280,30 @@ async def test_probe_over_h2_with_tls_uses_the_backend(
     assert sample.http_version == "HTTP/2"
     assert sample.marks.tls_start is not None and sample.marks.tls_end is not None
     assert sample.rtt_ms is not None
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http/1.1", "h2-over-tls"])
+async def test_the_probes_client_talks_through_our_backend_not_httpcores(
+    tls: bool, tls_ca: trustme.CA, ca_file: str, tmp_path: Path
+) -> None:
+    """make_client installs AsyncioBackend on a private httpx attribute; an httpx or
+    httpcore upgrade that ignored it would fall back to httpcore's anyio backend silently.
+    httpcore hands the connection's stream to every response (its public
+    ``network_stream`` extension): it must be ours, and answer what only ours knows."""
+    certs: dict[str, str] = {}
+    if tls:
+        cert = tls_ca.issue_cert("127.0.0.1")
+        certs = {"certfile": str(tmp_path / "cert.pem"), "keyfile": str(tmp_path / "key.pem")}
+        cert.cert_chain_pems[0].write_to_path(certs["certfile"])
+        cert.private_key_pem.write_to_path(certs["keyfile"])
+    with SimServer(ACCEPTANCE, **certs) as sim:
+        spec = chat_spec(sim.url, http2=tls, verify=ca_file if tls else True)
+        async with make_client(spec) as client:
+            response = await client.get(f"{sim.url}/health")
+            stream = response.extensions["network_stream"]
+            assert isinstance(stream, AsyncioStream), type(stream)
+            assert stream.get_extra_info("tcp_rtt_ms") is not None  # httpcore's: None
+    assert response.http_version == ("HTTP/2" if tls else "HTTP/1.1")
 
 
 async def test_closed_client_is_freed_without_the_cyclic_collector() -> None:

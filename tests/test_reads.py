@@ -13,29 +13,24 @@ import pytest
 from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.analysis.series import pick_bucket
 from app.analysis.sketch import RELATIVE_ACCURACY
 from app.config import Settings, TargetsFile
 from app.main import build_service
+from app.store.breakdown import breakdown, current_breakdowns, last_runs
+from app.store.catchup import _digests, _Plan, _plan, _undigested, _written, catch_up
+from app.store.ingest import store_run
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
-from app.store.queries import prune_samples, store_run
-from app.store.reads import (
-    breakdown,
-    bucket_count,
-    current_breakdowns,
-    history,
-    last_runs,
-    pick_bucket,
-    source_period,
-    sparklines,
-)
+from app.store.prune import prune_samples
 from app.store.records import RunRecord
 from app.store.rollups import (
     FINE_PERIODS,
     FINE_ROLLUPS_KEPT,
     add_run,
-    catch_up,
     prune_fine_rollups,
 )
+from app.store.sparklines import sparklines
+from app.store.timeseries import bucket_count, source_period, time_series
 from tests.runfactory import LLM, T0, make_run, record_of
 
 BOUND = RELATIVE_ACCURACY * (1 + 1e-9)
@@ -146,7 +141,9 @@ def test_history_bucket_quantiles_are_of_all_samples_not_means_of_runs(
     )  # fmt: skip
     store(sessions, fast + slow)
     with sessions() as session:
-        found = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600, now=NOW)
+        found = time_series(
+            session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600, now=NOW
+        )
     assert found.source == "rollups" and found.bucket_seconds == 3600
     assert found.time == [int((T0 + timedelta(hours=h)).timestamp()) for h in range(4)]
     for hour in range(4):
@@ -176,7 +173,7 @@ def test_history_from_run_digests_and_each_rollup_period_agree(
     store(sessions, records)
     start, end = T0, T0 + timedelta(hours=4)
     with sessions() as session:
-        found = history(session, "chat", start, end, bucket_seconds=bucket, now=NOW)
+        found = time_series(session, "chat", start, end, bucket_seconds=bucket, now=NOW)
     assert found.source == ("runs" if bucket == 60 else "rollups")
     assert len(found.time) == bucket_count(start, end, bucket)
     first = found.time[0]
@@ -198,11 +195,15 @@ def test_history_survives_pruning_of_raw_samples(
     records = runs(20, n=10)
     store(sessions, records)
     with sessions() as session:
-        before = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600, now=NOW)
+        before = time_series(
+            session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600, now=NOW
+        )
     prune_samples(engine, NOW)
     with sessions() as session:
         assert session.scalar(select(func.count()).select_from(SampleRow)) == 0
-        after = history(session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600, now=NOW)
+        after = time_series(
+            session, "chat", T0, T0 + timedelta(hours=4), bucket_seconds=3600, now=NOW
+        )
     assert after == before and sum(after.runs) == 20
 
 
@@ -220,8 +221,8 @@ def test_old_fine_buckets_merge_the_run_digests_and_the_fine_rollups_go(
     start, end = T0, T0 + timedelta(hours=4)
     later = NOW + FINE_ROLLUPS_KEPT  # T0's 5- and 15-minute rollups are past their keeping
     with sessions() as session:
-        recent = history(session, "chat", start, end, bucket_seconds=bucket, now=NOW)
-        old = history(session, "chat", start, end, bucket_seconds=bucket, now=later)
+        recent = time_series(session, "chat", start, end, bucket_seconds=bucket, now=NOW)
+        old = time_series(session, "chat", start, end, bucket_seconds=bucket, now=later)
     assert (recent.source, old.source) == ("rollups", "runs")
     assert old.runs == recent.runs and old.samples == recent.samples
     for name, values in recent.total.items():
@@ -236,7 +237,7 @@ def test_old_fine_buckets_merge_the_run_digests_and_the_fine_rollups_go(
     assert prune_fine_rollups(engine, later + timedelta(days=1)) == kept[300] + kept[900]
     assert fine_rollups(sessions) == {p: n for p, n in kept.items() if p not in FINE_PERIODS}
     with sessions() as session:
-        pruned = history(session, "chat", start, end, bucket_seconds=bucket, now=later)
+        pruned = time_series(session, "chat", start, end, bucket_seconds=bucket, now=later)
         assert session.scalar(select(func.count()).select_from(RunDigestRow)) == 30
     assert pruned == old
 
@@ -288,8 +289,73 @@ def test_catch_up_adds_runs_stored_without_the_hook(sessions: sessionmaker[Sessi
     assert catch_up(sessions, T0 - timedelta(days=1), NOW, batch=3) == 0
     with sessions() as session:
         assert session.scalar(select(func.count()).select_from(RunDigestRow)) == 7
-        found = history(session, "chat", T0, T0 + timedelta(hours=2), bucket_seconds=3600, now=NOW)
+        found = time_series(
+            session, "chat", T0, T0 + timedelta(hours=2), bucket_seconds=3600, now=NOW
+        )
     assert sum(found.runs) == 7
+
+
+def _planned(sessions: sessionmaker[Session]) -> _Plan:
+    """What catch_up would write on SQLite, computed now (outside any write transaction)."""
+    with sessions() as session:
+        heads = session.execute(_undigested(T0 - timedelta(days=1), None, None)).all()
+        return _plan(session, _digests(session, heads), NOW)
+
+
+def _daily(sessions: sessionmaker[Session]) -> list[tuple[str, int, int]]:
+    with sessions() as session:
+        rows = session.scalars(
+            select(RollupRow).where(RollupRow.period_s == 86400).order_by(RollupRow.vantage)
+        ).all()
+        return [(row.vantage, row.runs, row.n) for row in rows]
+
+
+def test_catch_up_counts_once_a_run_another_writer_counted_after_the_plan(
+    sessions: sessionmaker[Session],
+) -> None:
+    records = runs(3, n=10)
+    with sessions.begin() as session:
+        for record in records:
+            store_run(session, record, NOW)
+    plan = _planned(sessions)
+    with sessions.begin() as session:  # the store hook (or a second catch_up), meanwhile
+        assert add_run(session, records[0], NOW)
+    assert _written(sessions, plan) == 2  # the plan went stale: added the ordinary way
+    assert _daily(sessions) == [("*", 3, 30), ("eu", 3, 30)]
+
+
+def test_catch_up_merges_into_a_rollup_another_writer_changed_after_the_plan(
+    sessions: sessionmaker[Session],
+) -> None:
+    first, later = runs(2, n=10), runs(1, start=T0 + timedelta(minutes=30), n=10, seed=4)
+    store(sessions, first[:1])  # its rollups exist: the plan merges into them
+    with sessions.begin() as session:
+        store_run(session, first[1], NOW)
+    plan = _planned(sessions)
+    assert [row["run_id"] for row in plan.fresh] == [first[1].id] and plan.merged
+    store(sessions, later)  # merged into the same day's rollups, meanwhile
+    assert _written(sessions, plan) == 1
+    assert _daily(sessions) == [("*", 3, 30), ("eu", 3, 30)]
+    assert catch_up(sessions, T0 - timedelta(days=1), NOW) == 0
+
+
+def test_catch_up_writes_its_plan_when_nobody_wrote_meanwhile(
+    sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = runs(4, n=10)
+    store(sessions, records[:1])
+    with sessions.begin() as session:
+        for record in records[1:]:
+            store_run(session, record, NOW)
+    plan = _planned(sessions)
+    assert len(plan.fresh) == 3 and plan.merged
+
+    def not_stale(*_args: object) -> int:
+        raise AssertionError("the plan was current: nothing to add again")
+
+    monkeypatch.setattr("app.store.catchup.add_digests", not_stale)
+    assert _written(sessions, plan) == 3
+    assert _daily(sessions) == [("*", 4, 40), ("eu", 4, 40)]
 
 
 def test_catch_up_passes_over_runs_whose_samples_were_pruned(
@@ -415,25 +481,6 @@ def test_sparklines_give_hourly_medians_per_pair(sessions: sessionmaker[Session]
 def test_pick_bucket_keeps_to_about_500_buckets(span: timedelta, bucket: int) -> None:
     assert pick_bucket(T0, T0 + span) == bucket
     assert bucket_count(T0, T0 + span, bucket) <= 501
-
-
-@pytest.mark.parametrize(
-    ("span", "interval_s", "bucket"),
-    [
-        (timedelta(hours=1), 60, 60),
-        (timedelta(hours=1), 900, 900),  # the default interval: one run a bucket
-        (timedelta(hours=24), 900, 900),
-        (timedelta(hours=24), 600, 900),
-        (timedelta(hours=24), 1800, 3600),
-        (timedelta(days=7), 900, 3600),  # the range decides when it is the coarser
-        (timedelta(days=7), 86400, 86400),
-        (timedelta(days=30), 2 * 86400, 2 * 86400),
-    ],
-)
-def test_pick_bucket_is_no_finer_than_the_interval(
-    span: timedelta, interval_s: float, bucket: int
-) -> None:
-    assert pick_bucket(T0, T0 + span, interval_s) == bucket
 
 
 @pytest.mark.parametrize(

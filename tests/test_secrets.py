@@ -26,17 +26,17 @@ import pytest
 from sqlalchemy import select
 
 from app.cli.service import quiet_chatty_loggers
+from app.clock import utcnow
 from app.config import Settings, load_targets
 from app.demo.simserver import SimServer
 from app.main import create_app
-from app.pipeline import utcnow
 from app.probe.redact import Redactor, has_control_character, scrub_secrets
-from app.service import Service
+from app.service import Service, target_values
 from app.store.models import AlertRow, Base, RunRow, TargetRow
-from app.store.queries import sync_targets
+from app.store.targets import sync_targets
 from tests.apiapp import TOKEN, http_routes, serving
 from tests.clirun import run_cli
-from tests.test_serve import FAST, free_port
+from tests.helpers import free_port
 
 SECRET = "sk-PLANTED-5f0c2e9a7b1d4c36a8e2f4b6d8c0a1e3"
 RUNS = 4  # enough for probe_failing to fire (pending after 3 failing runs, firing at 4)
@@ -87,12 +87,6 @@ def echo() -> Iterator[str]:
     server.server_close()
 
 
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
-
-
 def targets_yaml(echo: str, sim: str) -> str:
     secret = '{Authorization: "Bearer ${PW_PLANTED_KEY}", x-api-key: "${PW_PLANTED_KEY}"}'
     return f"""
@@ -122,7 +116,7 @@ def config(tmp_path: Path, echo: str, sim: SimServer, monkeypatch: pytest.Monkey
 def run_everything(service: Service) -> None:
     """What serve does, target by target: probe, store, evaluate alerts, notify."""
     with service.pipeline.sessions.begin() as session:
-        sync_targets(session, service.targets.targets, utcnow())
+        sync_targets(session, target_values(service.targets.targets), utcnow())
 
     async def probe_and_notify() -> None:
         for _ in range(RUNS):

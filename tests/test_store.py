@@ -17,17 +17,15 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
+from app.service import target_values
+from app.store.chart import run_summaries
 from app.store.db import transaction, write_lock_of
+from app.store.ingest import store_run
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import (
-    UNKNOWN_KIND,
-    next_batch_rows,
-    prune_samples,
-    run_summaries,
-    store_run,
-    sync_targets,
-)
+from app.store.prune import next_batch_rows, prune_samples
 from app.store.records import RunRecord, SampleRecord
+from app.store.targets import UNKNOWN_KIND, sync_targets
+from tests.runfactory import store_records
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KOLKATA = timezone(timedelta(hours=5, minutes=30))
@@ -73,8 +71,8 @@ def simple_run(n: int = 3, *, started: datetime = NOW, **options: Any) -> RunRec
 
 
 def store(sessions: sessionmaker[Session], record: RunRecord) -> bool:
-    with transaction(sessions) as session:
-        return store_run(session, record, NOW)
+    (stored,) = store_records(sessions, [record], NOW)
+    return stored
 
 
 def count(sessions: sessionmaker[Session], row: type[Any]) -> int:
@@ -201,7 +199,7 @@ def test_two_writers_racing_on_one_run_id_leave_one_copy(
 ) -> None:
     if target_known:
         with transaction(sessions) as session:
-            sync_targets(session, [target("api")], NOW)
+            sync_targets(session, target_values([target("api")]), NOW)
     record = simple_run(5)
     first_has_written = threading.Event()
 
@@ -254,7 +252,7 @@ def test_a_run_of_an_unknown_target_creates_it_inactive_until_the_file_names_it(
     assert (bare.kind, bare.active) == (UNKNOWN_KIND, False)
 
     with transaction(sessions) as session:
-        ids = sync_targets(session, [target("agent-only")], NOW)
+        ids = sync_targets(session, target_values([target("agent-only")]), NOW)
 
     with sessions() as session:
         row = session.scalars(select(TargetRow)).one()
@@ -271,7 +269,7 @@ def test_sync_targets_adds_the_targets_of_the_file(sessions: sessionmaker[Sessio
     wanted = [target("api", interval="30s"), target("chat", kind="openai")]
 
     with transaction(sessions) as session:
-        ids = sync_targets(session, wanted, NOW)
+        ids = sync_targets(session, target_values(wanted), NOW)
 
     rows = targets_by_name(sessions)
     assert ids == {name: row.id for name, row in rows.items()}
@@ -290,12 +288,12 @@ def test_sync_targets_adds_the_targets_of_the_file(sessions: sessionmaker[Sessio
 
 def test_sync_targets_updates_a_changed_target_in_place(sessions: sessionmaker[Session]) -> None:
     with transaction(sessions) as session:
-        before = sync_targets(session, [target("api")], NOW)
+        before = sync_targets(session, target_values([target("api")]), NOW)
     later = NOW + timedelta(hours=1)
     changed = target("api", url="https://moved.example/v2", interval=60, samples=5)
 
     with transaction(sessions) as session:
-        after = sync_targets(session, [changed], later)
+        after = sync_targets(session, target_values([changed]), later)
 
     row = targets_by_name(sessions)["api"]
     assert after == before
@@ -311,11 +309,11 @@ def test_sync_targets_deactivates_targets_gone_from_the_file_and_revives_them(
     sessions: sessionmaker[Session],
 ) -> None:
     with transaction(sessions) as session:
-        sync_targets(session, [target("api"), target("chat")], NOW)
+        sync_targets(session, target_values([target("api"), target("chat")]), NOW)
     later = NOW + timedelta(hours=1)
 
     with transaction(sessions) as session:
-        ids = sync_targets(session, [target("api")], later)
+        ids = sync_targets(session, target_values([target("api")]), later)
 
     rows = targets_by_name(sessions)
     assert set(ids) == {"api", "chat"}
@@ -323,7 +321,7 @@ def test_sync_targets_deactivates_targets_gone_from_the_file_and_revives_them(
     assert rows["api"].active
 
     with transaction(sessions) as session:
-        sync_targets(session, [target("chat")], later)
+        sync_targets(session, target_values([target("chat")]), later)
     rows = targets_by_name(sessions)
     assert (rows["api"].active, rows["chat"].active) == (False, True)
     assert rows["chat"].id == ids["chat"]
@@ -336,7 +334,7 @@ def test_sync_targets_never_stores_a_header_value(
     headers = {"Authorization": f"Bearer {secret}", "X-Api-Key": secret}
 
     with transaction(sessions) as session:
-        sync_targets(session, [target("api", headers=headers)], NOW)
+        sync_targets(session, target_values([target("api", headers=headers)]), NOW)
 
     with engine.connect() as connection:
         rows = connection.exec_driver_sql("SELECT * FROM targets").all()
@@ -498,7 +496,7 @@ def test_prune_samples_deletes_oldest_first_batch_by_batch(
         oldest_left.append(oldest)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("app.store.queries.time.sleep", between_batches)
+        patch.setattr("app.store.prune.time.sleep", between_batches)
         assert prune_samples(engine, cutoff, rows_per_batch=2, pause_s=0) == 8
 
     assert oldest_left == [cutoff - timedelta(days=d) for d in (3, 2, 1)]

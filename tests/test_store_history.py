@@ -13,16 +13,13 @@ from sqlalchemy import Engine, delete, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunData
-from app.store.history import DatabaseHistory
+from app.store.dbhistory import DatabaseHistory
 from app.store.models import SampleRow
-from app.store.queries import store_run
-from tests.runfactory import EVERY, T0, failed_run, make_run, record_of
+from tests.runfactory import EVERY, T0, failed_run, make_run, record_of, store_records
 
 
 def store(sessions: sessionmaker[Session], *runs: RunData, status: str = "complete") -> None:
-    with sessions.begin() as session:
-        for run in runs:
-            store_run(session, replace(record_of(run), status=status), T0)
+    store_records(sessions, [replace(record_of(run), status=status) for run in runs], T0)
 
 
 def series(seed: int, count: int, vantage: str = "eu", start: datetime = T0) -> list[RunData]:

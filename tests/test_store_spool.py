@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from app.pipeline import ABORTED, utcnow
+from app.clock import utcnow
 from app.store.diskio import append_durable
-from app.store.records import RunRecord
+from app.store.records import RunRecord, RunStatus
 from app.store.spool import Spool
 
 
 def journal(target: str = "api") -> RunRecord:
-    return RunRecord(uuid.uuid4(), target, "here", utcnow(), ABORTED)
+    return RunRecord(uuid.uuid4(), target, "here", utcnow(), RunStatus.ABORTED)
 
 
 def test_a_live_owners_journal_is_never_adopted_and_a_dead_ones_is_adopted_once(

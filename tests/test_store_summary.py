@@ -7,13 +7,16 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pytest
 
 from app.analysis.summary import (
     FAILED,
+    QUANTILES,
     TIMED,
     PhaseStats,
     Summary,
+    column_percentiles,
     dominant_phase,
     percentiles,
     shares,
@@ -88,3 +91,22 @@ def test_summary_equals_the_phase_by_phase_computation_on_random_runs() -> None:
         samples = random_run(rng)
         assert summarize(samples, one_run=False) == phase_by_phase(samples)
         assert summarize(samples, one_run=False).to_json() == phase_by_phase(samples).to_json()
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 20, 21, 100, 301])
+def test_column_percentiles_are_numpy_s_to_the_last_bit(count: int) -> None:
+    rng = np.random.default_rng(count)
+    for trial in range(20):
+        matrix = rng.lognormal(3.0, 1.0, size=(count, 1 + trial % 7))
+        if trial % 3 == 0:
+            matrix = np.round(matrix)  # ties
+        if trial % 4 == 0:
+            matrix[:, 0] = 0.0  # a phase no sample has
+        expected = np.percentile(matrix, list(QUANTILES.values()), axis=0)
+        assert np.array_equal(column_percentiles(matrix), expected)
+
+
+def test_column_percentiles_leave_a_matrix_with_nan_to_numpy() -> None:
+    matrix = np.array([[1.0, np.nan], [2.0, 3.0], [4.0, 5.0]])
+    expected = np.percentile(matrix, list(QUANTILES.values()), axis=0)
+    assert np.array_equal(column_percentiles(matrix), expected, equal_nan=True)

@@ -7,19 +7,20 @@ from __future__ import annotations
 import gc
 import math
 import threading
-import time
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event, func, select, update
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError, StatementError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 from app.pipeline import is_transient
+from app.store.chart import RUN_CHART_COLUMNS, run_chart, run_summaries
 from app.store.db import (
     json_dumps,
     json_dumps_text,
@@ -29,15 +30,11 @@ from app.store.db import (
     write_lock,
     write_transaction,
 )
+from app.store.ingest import sqlite_time, store_run
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.queries import (
-    RUN_CHART_COLUMNS,
-    prune_samples,
-    run_chart,
-    run_summaries,
-    store_run,
-)
+from app.store.prune import prune_samples
 from app.store.records import RunRecord, SampleRecord
+from tests.runfactory import store_records
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -68,8 +65,8 @@ def run_of(n: int, target: str = "api", started: datetime = NOW, vantage: str = 
 
 
 def store(sessions: sessionmaker[Session], record: RunRecord) -> bool:
-    with write_transaction(sessions) as session:
-        return store_run(session, record, NOW)
+    (stored,) = store_records(sessions, [record], NOW)
+    return stored
 
 
 def stored_samples(sessions: sessionmaker[Session], run_id: uuid.UUID) -> list[SampleRecord]:
@@ -277,29 +274,47 @@ def test_a_prune_batch_waits_for_a_writer_holding_the_lock(
 def test_the_pipelines_writes_queue_behind_a_prune_batch_not_sqlites_busy_handler(
     sessions: sessionmaker[Session], engine: Engine
 ) -> None:
-    """A run stored while another thread's write transaction holds the database for 30 ms
-    waits about those 30 ms: SQLite's own busy handler would poll at 1, 2, 5, 10, 15, 20 ms...
-    """
+    """A run stored while another thread's write transaction holds the database waits in
+    our lock, not in SQLite's busy handler (which polls at 1, 2, 5, 10, 15, 20 ms...): on
+    SQLite none of the writer's statements reaches the database before the holder commits
+    (without the lock its INSERT does, and sits in the busy handler). How soon after the
+    commit it goes ahead is a speed, not checked here."""
     store(sessions, run_of(1))  # warm: target known, connection open
-    holding = threading.Event()
+    holding, release, committed = threading.Event(), threading.Event(), threading.Event()
+    early: list[str] = []  # the writer's statements sent while the holder had not committed
 
     def hold() -> None:
         with write_transaction(sessions) as session:
             session.execute(update(RunRow).values(vantage="held"))
             holding.set()
-            time.sleep(0.03)
+            release.wait(30)
+        committed.set()
 
-    thread = threading.Thread(target=hold)
-    thread.start()
-    holding.wait(5)
-    before = time.perf_counter()
-    store(sessions, run_of(3))
-    waited = time.perf_counter() - before
-    thread.join(5)
+    def sent(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if threading.current_thread() is writer and not committed.is_set():
+            early.append(statement)
 
-    # Held 30 ms; the busy handler's schedule would reach 33, 48 or 68 ms. Generous for a
-    # shared machine, but below what sleeping-and-polling costs once it starts missing.
-    assert waited < 0.2
+    stored = threading.Event()
+    writer = threading.Thread(target=lambda: (store(sessions, run_of(3)), stored.set()))
+    holder = threading.Thread(target=hold)
+    event.listen(engine, "before_cursor_execute", sent)
+    try:
+        holder.start()
+        assert holding.wait(10)
+        writer.start()
+        stored_while_held = stored.wait(within_while_held(engine))
+        release.set()
+        holder.join(10)
+        writer.join(10)
+    finally:
+        release.set()
+        event.remove(engine, "before_cursor_execute", sent)
+
+    assert stored.is_set()
+    if engine.dialect.name == "sqlite":
+        assert (stored_while_held, early) == (False, [])
+    else:  # PostgreSQL locks rows: the insert went ahead
+        assert stored_while_held
 
 
 # --- JSON ----------------------------------------------------------------------------------
@@ -419,3 +434,24 @@ def test_a_connection_in_steady_use_is_not_pinged_and_its_loss_is_transient(
         assert store(sessions, run_of(2))  # the pool has replaced the dead connection
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
+        datetime(2026, 3, 1, 12, 0, 0, 1, tzinfo=UTC),
+        datetime(2026, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+        datetime(2026, 3, 1, 17, 30, 5, 123_456, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+        datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC),
+    ],
+)
+def test_sqlite_time_is_what_the_column_type_binds_on_sqlite(at: datetime) -> None:
+    dialect = sqlite.dialect()  # type: ignore[no-untyped-call]
+    process = SampleRow.__table__.c.started_at.type.dialect_impl(dialect).bind_processor(dialect)
+    assert sqlite_time(at) == process(at)
+
+
+def test_sqlite_time_refuses_a_naive_time() -> None:
+    with pytest.raises(ValueError, match="naive datetime"):
+        sqlite_time(datetime(2026, 3, 1, 12, 0))

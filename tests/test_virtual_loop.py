@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from app import clock
 from app.demo.sim import SimConfig
 from app.demo.simserver import SimServer
 from app.demo.virtual import VirtualClock, VirtualEventLoop
-from app.probe import clock
 from app.probe.run import probe_run
 from app.probe.spec import Kind, ProbeSpec
 

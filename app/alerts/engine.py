@@ -26,22 +26,24 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts import rows, silences
 from app.alerts.evaluate import Evaluator
 from app.alerts.identity import Alert, Transition
 from app.alerts.state import State
-from app.store.models import AlertRow, DetectorStateRow, SilenceRow
-from app.store.records import RunRecord
+from app.clock import utcnow
+from app.store import alertwrites
+from app.store.alertreads import alert_by_id
+from app.store.db import write_transaction
+from app.store.records import RunRecord, RunStatus
+from app.store.silencerows import SilenceRecord
 
 log = logging.getLogger(__name__)
 
-COMPLETE = "complete"
 # Resolved alerts this recent are read back as held back from firing again; longer
 # hold times than this are cut short by a restart.
 COOLING_LOOKBACK = timedelta(days=2)
@@ -57,10 +59,6 @@ class AlertNotFound(AlertError):
 
 class AlertNotOpen(AlertError):
     pass
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def log_announced(transitions: Iterable[Transition]) -> None:
@@ -87,7 +85,7 @@ class AlertEngine:
         sessions: sessionmaker[Session],
         evaluator: Evaluator,
         notifiers_for: Callable[[str], list[str]],
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         wants_refresh: Callable[[str], bool] = lambda _notifier: True,
     ) -> None:
         self.sessions = sessions
@@ -106,14 +104,15 @@ class AlertEngine:
 
     def evaluate_after(self, run: RunRecord) -> list[Transition]:
         """Evaluate ``run``'s target and vantage now that ``run`` is stored; persist it all."""
-        if run.status != COMPLETE:
+        if run.status != RunStatus.COMPLETE:
             return []
         with self._lock:
             self._restore()
             now = self.clock()
             with self._undo_on_error() as alerts:
                 transitions = self.evaluator.evaluate(run.target, run.vantage, now)
-                with self.sessions.begin() as session:
+                # On SQLite: in turn with the runs being stored, never polling for the lock.
+                with write_transaction(self.sessions) as session:
                     self._persist(session, run.target, transitions, alerts, now)
         log_announced(transitions)
         return transitions
@@ -127,11 +126,9 @@ class AlertEngine:
                 transition = self.evaluator.acknowledge(alert.id, now)
                 if transition is None:
                     raise AlertNotOpen(f"alert {alert_id} is not open")
-                with self.sessions.begin() as session:
+                with write_transaction(self.sessions) as session:
                     self._persist(session, alert.identity.target, [transition], alerts, now)
-                    row = session.get(AlertRow, uuid.UUID(alert.id))
-                    assert row is not None
-                    row.acknowledged_at, row.acknowledged_by = now, by
+                    alertwrites.mark_acknowledged(session, uuid.UUID(alert.id), now, by)
         log_announced([transition])
         return transition
 
@@ -149,18 +146,18 @@ class AlertEngine:
         ends_at: datetime,
         created_by: str,
         comment: str = "",
-    ) -> SilenceRow:
+    ) -> SilenceRecord:
         """``ValueError`` for no matchers, an invalid regex, or an end not after the start."""
         with self.sessions.begin() as session:
             return silences.add_silence(
                 session, matchers, starts_at, ends_at, created_by, comment, self.clock()
             )
 
-    def list_silences(self, active_only: bool = False) -> list[SilenceRow]:
+    def list_silences(self, active_only: bool = False) -> list[SilenceRecord]:
         with self.sessions() as session:
             return silences.silence_rows(session, self.clock(), active_only)
 
-    def expire_silence(self, silence_id: uuid.UUID | str, now: datetime) -> SilenceRow:
+    def expire_silence(self, silence_id: uuid.UUID | str, now: datetime) -> SilenceRecord:
         """``SilenceNotFound`` for an unknown id."""
         with self.sessions.begin() as session:
             return silences.expire(session, silence_id, now)
@@ -189,7 +186,7 @@ class AlertEngine:
                 for notifier in dict.fromkeys(self.notifiers_for(target)):
                     if transition.refresh and not self.wants_refresh(notifier):
                         continue
-                    session.add(rows.delivery(alert, step, notifier, payload, silenced, now))
+                    rows.add_delivery(session, alert, step, notifier, payload, silenced, now)
         self._save_vantages(session, target, now)
 
     def _save_vantages(self, session: Session, target: str, now: datetime) -> None:
@@ -203,20 +200,10 @@ class AlertEngine:
         if self._restored:
             return
         with self.sessions() as session:
-            open_rows = session.scalars(
-                select(AlertRow)
-                .where(AlertRow.state.in_(rows.OPEN_STATES))
-                .order_by(AlertRow.opened_at)
-            ).all()
-            states = session.scalars(select(DetectorStateRow)).all()
-            resolved = session.scalars(
-                select(AlertRow)
-                .where(
-                    AlertRow.state == State.RESOLVED.value,
-                    AlertRow.resolved_at >= self.clock() - COOLING_LOOKBACK,
-                )
-                .order_by(AlertRow.resolved_at)
-            ).all()
+            open_rows = alertwrites.alerts_opened_in(session, rows.OPEN_STATES)
+            states = alertwrites.detector_states(session)
+            since = self.clock() - COOLING_LOOKBACK
+            resolved = alertwrites.resolved_since(session, State.RESOLVED.value, since)
             alerts = [rows.alert_of(row) for row in open_rows]
             vantages = {(row.target, row.vantage): rows.vantage_of(row) for row in states}
         self.evaluator.alerts.update({alert.identity: alert for alert in alerts})
@@ -242,7 +229,7 @@ class AlertEngine:
         except ValueError:
             raise AlertNotFound(f"no alert {alert_id!r}") from None
         with self.sessions() as session:
-            row = session.get(AlertRow, key)
+            row = alert_by_id(session, key)
         if row is None:
             raise AlertNotFound(f"no alert {alert_id!r}")
         raise AlertNotOpen(f"alert {alert_id} is {row.state}, not open")

@@ -1,5 +1,6 @@
-"""Alerts, transitions, notifications and detector state as rows, and back: the
-conversions ``AlertEngine`` writes in its transactions and reads on a restart."""
+"""Alerts, transitions, notifications and detector state as the store's plain values, and
+back: the conversions ``AlertEngine`` writes in its transactions and reads on a restart
+(the rows themselves are app.store.alertwrites')."""
 
 from __future__ import annotations
 
@@ -7,20 +8,16 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.alerts.evaluate import VantageState
 from app.alerts.identity import Alert, Identity, Transition
 from app.alerts.state import Cooling, Position, State
 from app.analysis.tail import TailState
-from app.store.models import (
-    AlertRow,
-    AlertTransitionRow,
-    DeliveryRow,
-    DetectorStateRow,
-    TargetRow,
-)
+from app.store import alertwrites
+from app.store.alertreads import AlertRecord, TransitionRecord
+from app.store.alertwrites import DetectorState
+from app.store.targets import interval_by_name
 
 PENDING, SILENCED = "pending", "silenced"
 OPEN_STATES = (State.PENDING.value, State.FIRING.value, State.RECOVERING.value)
@@ -39,31 +36,26 @@ def notified(transition: Transition) -> bool:
 
 
 def save_alert(session: Session, alert: Alert, transition: Transition, now: datetime) -> None:
-    row = session.get(AlertRow, uuid.UUID(alert.id))
-    if row is None:
-        identity = alert.identity
-        row = AlertRow(
-            id=uuid.UUID(alert.id),
-            kind=identity.kind,
-            target=identity.target,
-            vantage=identity.vantage,
-            scope=identity.scope,
-            from_phase=identity.from_phase,
-            to_phase=identity.to_phase,
-            severity=identity.severity,
-            opened_at=alert.opened_at,
-        )
-        session.add(row)
-    row.state = transition.after.value
-    row.streak = alert.position.streak if alert.position.state is transition.after else 0
-    row.fired_at, row.resolved_at = alert.fired_at, alert.resolved_at
-    row.summary, row.numbers = transition.summary, transition.numbers
-    row.updated_at = now
+    i = alert.identity
+    streak = alert.position.streak if alert.position.state is transition.after else 0
+    change = alertwrites.AlertChange(
+        id=uuid.UUID(alert.id),
+        identity=(i.kind, i.target, i.vantage, i.scope, i.from_phase, i.to_phase, i.severity),
+        opened_at=alert.opened_at,
+        state=transition.after.value,
+        streak=streak,
+        fired_at=alert.fired_at,
+        resolved_at=alert.resolved_at,
+        summary=transition.summary,
+        numbers=transition.numbers,
+        updated_at=now,
+    )
+    alertwrites.save_alert(session, change)
 
 
-def save_transition(session: Session, transition: Transition) -> AlertTransitionRow:
-    row = AlertTransitionRow(
-        alert_id=uuid.UUID(transition.alert_id),
+def save_transition(session: Session, transition: Transition) -> int:
+    """The transition's row; its id, for the deliveries."""
+    values = TransitionRecord(
         at=transition.at,
         before=transition.before.value,
         after=transition.after.value,
@@ -71,9 +63,7 @@ def save_transition(session: Session, transition: Transition) -> AlertTransition
         numbers=transition.numbers,
         acknowledged=transition.acknowledged,
     )
-    session.add(row)
-    session.flush()  # its id, for the deliveries
-    return row
+    return alertwrites.save_transition(session, uuid.UUID(transition.alert_id), values)
 
 
 def payload(transition: Transition, alert: Alert, until: datetime) -> dict[str, Any]:
@@ -85,24 +75,20 @@ def payload(transition: Transition, alert: Alert, until: datetime) -> dict[str, 
     }
 
 
-def delivery(
+def add_delivery(
+    session: Session,
     alert: Alert,
-    step: AlertTransitionRow | None,
+    step: int | None,
     notifier: str,
     payload: dict[str, Any],
     silenced: bool,
     now: datetime,
-) -> DeliveryRow:
-    return DeliveryRow(
-        alert_id=uuid.UUID(alert.id),
-        transition_id=None if step is None else step.id,
-        notifier=notifier,
-        payload=payload,
-        status=SILENCED if silenced else PENDING,
-        attempts=0,
-        next_attempt_at=now,
-        created_at=now,
-    )
+) -> None:
+    """An outbox row for ``notifier``, due now; ``step`` is its transition's id (None: a
+    refresh). A silenced one is written all the same, for the audit trail."""
+    status = SILENCED if silenced else PENDING
+    values = alertwrites.DeliveryValues(uuid.UUID(alert.id), step, notifier, payload, status, now)
+    alertwrites.add_delivery(session, values)
 
 
 def ends_at(session: Session, transition: Transition, now: datetime) -> datetime:
@@ -110,41 +96,47 @@ def ends_at(session: Session, transition: Transition, now: datetime) -> datetime
     target's intervals from now (a refresh moves it on); once resolved, the resolution."""
     if transition.after is not State.FIRING:
         return transition.at
-    interval = session.scalar(
-        select(TargetRow.interval_s).where(TargetRow.name == transition.identity.target)
-    )
+    interval = interval_by_name(session, transition.identity.target)
     seconds = interval if interval else DEFAULT_INTERVAL_S
     return now + ENDS_AFTER_INTERVALS * timedelta(seconds=seconds)
+
+
+def note_acknowledgement(session: Session, alert_id: uuid.UUID, note: dict[str, Any]) -> None:
+    """``note`` (who acknowledged, and why) in the numbers of the alert's latest
+    acknowledgement transition; nothing when it has none."""
+    alertwrites.note_on_acknowledgement(session, alert_id, note)
 
 
 def save_vantage(
     session: Session, target: str, vantage: str, state: VantageState, now: datetime
 ) -> None:
-    row = session.get(DetectorStateRow, (target, vantage))
-    if row is None:
-        row = DetectorStateRow(target=target, vantage=vantage)
-        session.add(row)
-    row.tail_score = float(state.tail.scores[0])
-    row.tail_runs = state.tail.runs
-    row.last_run_id = state.last_run
-    row.rebase_at = state.rebase_at
-    row.excluded = {"spans": [[_iso(start), _iso(end)] for start, end in state.excluded]}
-    row.updated_at = now
+    spans = {"spans": [[_iso(start), _iso(end)] for start, end in state.excluded]}
+    stored = DetectorState(
+        target,
+        vantage,
+        float(state.tail.scores[0]),
+        state.tail.runs,
+        state.last_run,
+        state.rebase_at,
+        spans,
+        now,
+    )
+    alertwrites.save_detector_state(session, stored)
 
 
-def cooling_of(row: AlertRow) -> Cooling:
+def cooling_of(row: AlertRecord) -> Cooling:
     """A resolved alert held back from firing again: quiet since it resolved (what its
     condition did since is not stored, so a restart can only lengthen the hold)."""
     return Cooling(quiet_since=row.resolved_at or row.updated_at)
 
 
-def identity_of(row: AlertRow) -> Identity:
+def identity_of(row: AlertRecord) -> Identity:
     return Identity(
         row.kind, row.target, row.vantage, row.scope, row.from_phase, row.to_phase, row.severity
     )
 
 
-def alert_of(row: AlertRow) -> Alert:
+def alert_of(row: AlertRecord) -> Alert:
     identity = identity_of(row)
     return Alert(
         id=str(row.id),
@@ -159,7 +151,7 @@ def alert_of(row: AlertRow) -> Alert:
     )
 
 
-def vantage_of(row: DetectorStateRow) -> VantageState:
+def vantage_of(row: DetectorState) -> VantageState:
     spans = row.excluded.get("spans", [])
     return VantageState(
         tail=TailState((row.tail_score,), row.tail_runs),

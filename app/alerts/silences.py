@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.store.models import SilenceRow
+from app.store import silencerows
+from app.store.silencerows import SilenceRecord
 
 
 class SilenceNotFound(LookupError):
@@ -83,7 +83,7 @@ class Silence:
     ends_at: datetime
 
     @classmethod
-    def of(cls, row: SilenceRow) -> Silence:
+    def of(cls, row: SilenceRecord) -> Silence:
         return cls(matchers_of(row), row.starts_at, row.ends_at)
 
     def active(self, now: datetime) -> bool:
@@ -93,7 +93,7 @@ class Silence:
         return all(matcher.matches(labels) for matcher in self.matchers)
 
 
-def matchers_of(row: SilenceRow) -> tuple[Matcher, ...]:
+def matchers_of(row: SilenceRecord) -> tuple[Matcher, ...]:
     return tuple(Matcher.parse(raw) for raw in row.matchers.get("matchers", []))
 
 
@@ -114,7 +114,7 @@ def validate(
     return parsed
 
 
-# Storage -----------------------------------------------------------------------------------
+# Storage (app.store.silencerows) ----------------------------------------------------------
 
 
 def add_silence(
@@ -125,43 +125,32 @@ def add_silence(
     created_by: str,
     comment: str,
     now: datetime,
-) -> SilenceRow:
+) -> SilenceRecord:
     parsed = validate(matchers, starts_at, ends_at)
-    row = SilenceRow(
-        id=uuid.uuid4(),
-        matchers={"matchers": [matcher.to_json() for matcher in parsed]},
-        starts_at=starts_at,
-        ends_at=ends_at,
-        created_by=created_by,
-        comment=comment,
-        created_at=now,
-    )
-    session.add(row)
-    session.flush()
-    return row
+    document = {"matchers": [matcher.to_json() for matcher in parsed]}
+    silence = SilenceRecord(uuid.uuid4(), document, starts_at, ends_at, created_by, comment, now)
+    return silencerows.insert_silence(session, silence)
 
 
 def active_silences(session: Session, now: datetime) -> list[Silence]:
-    query = select(SilenceRow).where(SilenceRow.starts_at <= now, SilenceRow.ends_at > now)
-    return [Silence.of(row) for row in session.scalars(query)]
+    return [Silence.of(record) for record in silencerows.silences_in_effect(session, now)]
 
 
-def silence_rows(session: Session, now: datetime, active_only: bool) -> list[SilenceRow]:
+def silence_rows(session: Session, now: datetime, active_only: bool) -> list[SilenceRecord]:
     """Silences, soonest to end first; ``active_only``: those in effect at ``now``."""
-    query = select(SilenceRow).order_by(SilenceRow.ends_at, SilenceRow.created_at)
-    if active_only:
-        query = query.where(SilenceRow.starts_at <= now, SilenceRow.ends_at > now)
-    return list(session.scalars(query))
+    return silencerows.all_silences(session, now, active_only)
 
 
-def expire(session: Session, silence_id: uuid.UUID | str, now: datetime) -> SilenceRow:
+def silence_row(session: Session, silence_id: uuid.UUID) -> SilenceRecord | None:
+    return silencerows.silence_by_id(session, silence_id)
+
+
+def expire(session: Session, silence_id: uuid.UUID | str, now: datetime) -> SilenceRecord:
     """End a silence now; one that already ended stays as it was."""
-    row = session.get(SilenceRow, _uuid(silence_id, SilenceNotFound))
-    if row is None:
+    found = silencerows.end_silence(session, _uuid(silence_id, SilenceNotFound), now)
+    if found is None:
         raise SilenceNotFound(f"no silence {silence_id}")
-    if row.ends_at > now:
-        row.starts_at, row.ends_at = min(row.starts_at, now), now
-    return row
+    return found
 
 
 def _uuid(value: uuid.UUID | str, missing: type[Exception]) -> uuid.UUID:

@@ -1,25 +1,30 @@
 """Alerts as readers see them: pydantic views over the alert rows, shared by the API and the
 dashboard, so both show the same alert the same way.
 
-Lists are newest first (by when the episode opened) and paged by a keyset cursor, which
-stays correct while new alerts open: a page never repeats or skips one.
+Lists are newest first (by when the episode opened) and paged by a keyset cursor
+(app.store.paging), which stays correct while new alerts open.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session
 
 from app.alerts.rows import OPEN_STATES, identity_of
 from app.alerts.summary import summarize_alert
-from app.store.models import AlertRow, AlertTransitionRow
+from app.store.alertreads import (
+    AlertFilter,
+    AlertRecord,
+    TransitionRecord,
+    alert_by_id,
+    alerts_in,
+    alerts_page,
+    transitions_of,
+)
 
 STATES = ("pending", "firing", "recovering", "resolved", "inactive")
 OPEN = "open"  # a pseudo-state: pending, firing or recovering
@@ -74,10 +79,6 @@ class AlertDetail(AlertView):
     transitions: list[TransitionView] = Field(description="oldest first")
 
 
-class BadCursor(ValueError):
-    """The cursor was not one this API handed out."""
-
-
 def list_alerts(
     session: Session,
     *,
@@ -89,33 +90,19 @@ def list_alerts(
     cursor: str | None = None,
 ) -> Page[AlertView]:
     """Alerts newest first; ``state`` may be ``open``. ``BadCursor`` for a foreign cursor."""
-    query = _filtered(select(AlertRow), state, target, vantage, kind)
-    if cursor is not None:
-        opened_at, last_id = decode_cursor(cursor)
-        query = query.where(
-            or_(
-                AlertRow.opened_at < opened_at,
-                and_(AlertRow.opened_at == opened_at, AlertRow.id < last_id),
-            )
-        )
-    query = query.order_by(AlertRow.opened_at.desc(), AlertRow.id.desc()).limit(limit + 1)
-    found = list(session.scalars(query))
-    items = [alert_view(row) for row in found[:limit]]
-    next_cursor = encode_cursor(found[limit - 1]) if len(found) > limit else None
-    return Page[AlertView](items=items, next_cursor=next_cursor)
+    states = OPEN_STATES if state == OPEN else None if state is None else (state,)
+    where = AlertFilter(states, target, vantage, kind)
+    rows, after = alerts_page(session, where, cursor, limit)
+    return Page[AlertView](items=[alert_view(row) for row in rows], next_cursor=after)
 
 
 def alert_detail(session: Session, alert_id: str | uuid.UUID) -> AlertDetail | None:
     """One alert with its transitions oldest first; None for an unknown (or malformed) id."""
     key = _uuid(alert_id)
-    row = session.get(AlertRow, key) if key is not None else None
+    row = alert_by_id(session, key) if key is not None else None
     if row is None:
         return None
-    steps = session.scalars(
-        select(AlertTransitionRow)
-        .where(AlertTransitionRow.alert_id == row.id)
-        .order_by(AlertTransitionRow.at, AlertTransitionRow.id)
-    )
+    steps = transitions_of(session, row.id)
     return AlertDetail(
         **alert_view(row).model_dump(),
         explanation=explanation(row),
@@ -126,9 +113,8 @@ def alert_detail(session: Session, alert_id: str | uuid.UUID) -> AlertDetail | N
 def open_alerts_by_series(session: Session) -> dict[tuple[str, str | None], AlertView]:
     """The most severe open alert of each (target, vantage); vantage None is an alert seen
     across vantages, which concerns every vantage of its target."""
-    rows = session.scalars(select(AlertRow).where(AlertRow.state.in_(OPEN_STATES)))
-    chosen: dict[tuple[str, str | None], AlertRow] = {}
-    for row in rows:
+    chosen: dict[tuple[str, str | None], AlertRecord] = {}
+    for row in alerts_in(session, OPEN_STATES):
         key = (row.target, row.vantage)
         if key not in chosen or _precedence(row) < _precedence(chosen[key]):
             chosen[key] = row
@@ -138,7 +124,7 @@ def open_alerts_by_series(session: Session) -> dict[tuple[str, str | None], Aler
 # Conversions -------------------------------------------------------------------------------
 
 
-def alert_view(row: AlertRow) -> AlertView:
+def alert_view(row: AlertRecord) -> AlertView:
     return AlertView(
         id=str(row.id),
         kind=row.kind,
@@ -163,7 +149,7 @@ def alert_view(row: AlertRow) -> AlertView:
     )
 
 
-def transition_view(row: AlertTransitionRow) -> TransitionView:
+def transition_view(row: TransitionRecord) -> TransitionView:
     return TransitionView(
         at=row.at,
         before=row.before,
@@ -174,7 +160,7 @@ def transition_view(row: AlertTransitionRow) -> TransitionView:
     )
 
 
-def explanation(row: AlertRow) -> str:
+def explanation(row: AlertRecord) -> str:
     # The stored summary was written when the numbers were; older rows may lack one.
     return row.summary or summarize_alert(identity_of(row), dict(row.numbers))
 
@@ -182,49 +168,12 @@ def explanation(row: AlertRow) -> str:
 # Queries and cursors -----------------------------------------------------------------------
 
 
-def _filtered(
-    query: Select[AlertRow],
-    state: str | None,
-    target: str | None,
-    vantage: str | None,
-    kind: str | None,
-) -> Select[AlertRow]:
-    if state == OPEN:
-        query = query.where(AlertRow.state.in_(OPEN_STATES))
-    elif state is not None:
-        query = query.where(AlertRow.state == state)
-    for column, value in ((AlertRow.target, target), (AlertRow.kind, kind)):
-        if value is not None:
-            query = query.where(column == value)
-    if vantage is not None:
-        query = query.where(AlertRow.vantage == vantage)
-    return query
-
-
-def _precedence(row: AlertRow) -> tuple[int, int, float]:
+def _precedence(row: AlertRecord) -> tuple[int, int, float]:
     return (
         _SEVERITY_RANK.get(row.severity, len(_SEVERITY_RANK)),
         _STATE_RANK.get(row.state, len(_STATE_RANK)),
         -row.opened_at.timestamp(),
     )
-
-
-def encode_cursor(row: AlertRow) -> str:
-    raw = f"{row.opened_at.isoformat()}|{row.id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        opened_at, last_id = raw.split("|")
-        at = datetime.fromisoformat(opened_at)
-        key = uuid.UUID(last_id)
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise BadCursor(f"not a cursor from this API: {cursor!r}") from exc
-    if at.tzinfo is None:
-        raise BadCursor(f"not a cursor from this API: {cursor!r}")
-    return at, key
 
 
 def _uuid(value: str | uuid.UUID) -> uuid.UUID | None:

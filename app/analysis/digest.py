@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.analysis.runs import phase_order
-from app.analysis.sketch import Sketch, merge
+from app.analysis.sketch import Sketch, merge, row_quantiles, stack
 from app.analysis.summary import (
     FAILED,
     TIMED,
@@ -71,13 +71,14 @@ class Digest:
 
     def summary(self) -> Summary:
         """The digest as summarize would report its samples (quantiles within 1 %)."""
-        per_phase = {name: sketch.quantiles(QUANTILES) for name, sketch in self.phases.items()}
+        total, *phases = _quantiles([self.total, *self.phases.values()])
+        per_phase = dict(zip(self.phases, phases, strict=True))
         phase_shares = shares({name: q["p50"] for name, q in per_phase.items()})
         return Summary(
             n=self.n,
             errors=self.errors,
             deadline_exceeded=self.deadline_exceeded,
-            total=self.total.quantiles(QUANTILES),
+            total=total,
             phases={name: PhaseStats(per_phase[name], phase_shares[name]) for name in per_phase},
             dominant=dominant_phase(phase_shares),
         )
@@ -86,6 +87,18 @@ class Digest:
         """How most of the phase's samples were measured ("" when none were)."""
         counts = self.provenance.get(phase, {})
         return max(sorted(counts), key=lambda label: counts[label]) if counts else ""
+
+
+def _quantiles(sketches: list[Sketch]) -> list[dict[str, float]]:
+    """Each sketch's ``Sketch.quantiles``, found for all of them in one pass (a rollup's
+    summary is computed whenever a run is merged into it)."""
+    low, matrix = stack([[sketch] for sketch in sketches])
+    found = row_quantiles(low, matrix, QUANTILES)
+    counts = matrix.sum(axis=1)
+    return [
+        {name: float(values[row]) for name, values in found.items()} if counts[row] else {}
+        for row in range(len(sketches))
+    ]
 
 
 def digest_of(samples: Iterable[Timed], runs: int = 1) -> Digest:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # summary imports this module; the protocol is only a type he
 
 # The first sample, after connecting, at least this many times the slowest other one and
 # this many times their median … (on a busy machine one request of a run can take twice
-# another's: llama.cpp, 731 ms against 343 with the cores oversubscribed, no cache at all)
+# another's with no cache involved: llama.cpp with its cores oversubscribed, bench.real_servers)
 OUTLIER_RATIO = 2.0
 OUTLIER_MEDIAN_RATIO = 3.0
 # … and at least this much slower (ms), so that a fast endpoint's jitter says nothing.

@@ -68,8 +68,8 @@ def demo(
 
 
 def _run(listener: socket.socket, workdir: Path, speed: float) -> None:
+    from app import clock
     from app.demo.replay import Replay
-    from app.probe import clock
     from app.store.migrate import upgrade
 
     database_url = f"sqlite:///{workdir / 'demo.db'}"

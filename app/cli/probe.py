@@ -222,8 +222,8 @@ def _endpoint(url: str | None, demo: bool) -> Iterator[tuple[str, Kind | None]]:
 
 def _run_with_progress(spec: ProbeSpec, samples: int, spacing: float, quiet: bool) -> list[Sample]:
     # Start-up's objects (modules, their caches, the command line) live for the process.
-    # Frozen, a full collection no longer walks them: it took 35-150 ms with them and could
-    # fall inside the first sample, holding its cut that long past --deadline-ms.
+    # Frozen, a full collection no longer walks them: walking them could fall inside the
+    # first sample and hold its cut that long past --deadline-ms (bench.first_deadline).
     gc.freeze()
     stderr = Console(stderr=True)
     columns = (TextColumn("probing"), BarColumn(), MofNCompleteColumn())

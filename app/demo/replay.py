@@ -25,12 +25,13 @@ import threading
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app import clock
 from app.alerts.engine import AlertEngine
 from app.alerts.evaluate import Evaluator
 from app.alerts.identity import Transition
@@ -42,15 +43,14 @@ from app.demo.simserver import SimServer
 from app.demo.simwire import sleep_until
 from app.demo.virtual import VirtualClock, VirtualEventLoop
 from app.pipeline import Pipeline
-from app.probe import clock
 from app.scheduler import first_run_offset
-from app.service import AlertRules
+from app.service import AlertRules, target_values
+from app.store.catchup import catch_up
 from app.store.db import make_engine, make_sessions
-from app.store.history import DatabaseHistory
-from app.store.queries import sync_targets
+from app.store.dbhistory import DatabaseHistory
 from app.store.records import RunRecord
-from app.store.rollups import catch_up
 from app.store.spool import Spool
+from app.store.targets import sync_targets
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class Replay:
         self.transitions: list[Transition] = []
         self.finished = threading.Event()
         self.error: BaseException | None = None
-        self._origin = datetime.now(UTC)
+        self._origin = clock.wall()
         self._story_start = self.clock.now()
         self._ready = threading.Event()
         self._go = threading.Event()
@@ -104,7 +104,7 @@ class Replay:
 
     def go(self) -> None:
         """Begin the story: its first hour is ``story.END_H`` hours before now."""
-        self._origin = datetime.now(UTC) - timedelta(hours=story.END_H)
+        self._origin = clock.wall() - timedelta(hours=story.END_H)
         self._go.set()
 
     def stop(self) -> None:
@@ -129,7 +129,7 @@ class Replay:
         if self._ended is None:
             return self.now()
         simulated, real = self._ended
-        return simulated + (datetime.now(UTC) - real)
+        return simulated + (clock.wall() - real)
 
     def story_hour(self, at: datetime) -> float:
         """The hour of the story (0 … ``story.END_H``) that simulated time ``at`` falls in."""
@@ -148,7 +148,7 @@ class Replay:
             self.error = exc
             log.exception("the demo's replay failed")
         finally:
-            self._ended = (self.now(), datetime.now(UTC))
+            self._ended = (self.now(), clock.wall())
             self._ready.set()
             self.finished.set()
 
@@ -236,7 +236,7 @@ def demo_targets_file(urls: dict[str, str]) -> dict[str, Any]:
 
 def _write_targets(sessions: Sessions, targets: TargetsFile) -> None:
     with sessions.begin() as session:
-        sync_targets(session, targets.targets, datetime.now(UTC))
+        sync_targets(session, target_values(targets.targets), clock.wall())
 
 
 def _settings(config: SimConfig) -> dict[str, Any]:

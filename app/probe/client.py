@@ -18,8 +18,8 @@ import anyio
 import certifi
 import httpx
 
-from app import __version__
-from app.probe import clock, outcome, redirects, responses, template
+from app import __version__, clock
+from app.probe import outcome, redirects, responses, template
 from app.probe.kinds import KINDS, Answer
 from app.probe.netbackend import AsyncioBackend
 from app.probe.readers import BodyReader, ErrorBodyReader, Findings
@@ -58,15 +58,16 @@ def make_client(spec: ProbeSpec, *, connections: int = 1) -> httpx.AsyncClient:
 async def warm_up() -> None:
     """Load what httpx loads lazily on its first request (anyio's asyncio backend).
 
-    Otherwise the first request of a process pays ~15 ms of imports inside ``connect``.
+    Otherwise the first request of a process pays for those imports inside ``connect``.
     """
     await anyio.sleep(0)
 
 
 @functools.cache
 def _verify(verify: bool | str) -> bool | ssl.SSLContext:
-    """One TLS context per setting, for the whole process: building one costs ~15 ms of
-    CPU (the CA bundle), which fifty clients starting together would spend blocking."""
+    """One TLS context per setting, for the whole process: building one parses the CA
+    bundle, CPU that fifty clients starting together would spend blocking
+    (bench.probe_concurrency)."""
     if verify is False:
         return False
     if isinstance(verify, str):
@@ -148,7 +149,7 @@ async def _exchange(
     recorder = exchange.recorder
     request = _build_request(client, spec, recorder, exchange.index)
     # Time zero is the hand-over to httpx, as curl's clock starts with its transfer:
-    # building the request (~0.2 ms) is the probe's work, not the endpoint's time.
+    # building the request is the probe's work, not the endpoint's (bench.probe_vs_curl).
     recorder.start_ns = clock.now_ns()
     cutoff.reschedule(asyncio.get_running_loop().time() + spec.cutoff_s)
     response = await _send(client, spec, exchange, request)

@@ -20,8 +20,8 @@ E = Provenance.ESTIMATED
 # headers is at most two round trips (request out and answer back, and a second for what
 # one segment does not carry) plus the 1 ms resolution of the integer-ms headers
 # (openai-processing-ms). More, and the server counted only part of its work: llama.cpp's
-# streams say 0-5 ms (building the response object) while its pre-header work took 2-3 ms
-# more, which would have been "network" against a 0.4 ms kernel round trip.
+# streams count only building the response object, not the pre-header work before it, which
+# would have been "network" against a loopback round trip far shorter (bench.real_servers).
 PLAUSIBLE_RTTS = 2.0
 RESOLUTION_MS = 1.0
 # Flags a breakdown can raise on its sample.

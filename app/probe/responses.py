@@ -45,7 +45,7 @@ def closed_whole(response: httpx.Response) -> httpx.Response:
 def unbind(response: httpx.Response | None) -> None:
     """Break the closed response's reference cycle (httpx binds its stream to it), so that
     refcounting frees the response, and through it the client's pool once the client is
-    closed, at once instead of at the next full garbage collection (a ~0.1 s pause in a
-    process running many probes)."""
+    closed, at once instead of at the next full garbage collection, whose pause grows with
+    every object still alive."""
     if response is not None and response.is_closed:
         response.stream = httpx.ByteStream(b"")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import httpx
 
-from app.probe import clock
+from app import clock
 from app.probe.client import make_client, probe_once, warm_up
 from app.probe.rtt import Earlier, fastest
 from app.probe.sample import Sample, Status

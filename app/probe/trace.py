@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.probe import clock
+from app import clock
 from app.probe.sample import Marks
 
 # event name -> Marks field set the first time the event is seen

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from sqlalchemy import Engine
 
+from app.clock import utcnow
 from app.store.csvlayout import (
     BASE_COLUMNS,
     STATUSES,
@@ -32,8 +33,8 @@ from app.store.csvlayout import (
     phase_order,
 )
 from app.store.db import make_sessions, transaction
-from app.store.queries import store_run
-from app.store.records import RunRecord, SampleRecord
+from app.store.ingest import store_run
+from app.store.records import RunRecord, RunStatus, SampleRecord
 
 if TYPE_CHECKING:
     from _csv import Reader
@@ -120,7 +121,7 @@ class _Table:
             vantage=run.vantage,
             started_at=min(s.started_at for s in samples),
             finished_at=finished,
-            status="complete",
+            status=RunStatus.COMPLETE,
             samples=samples,
         )
 
@@ -280,7 +281,7 @@ def _same_run(run: _Run, cell: dict[str, str], line: int, problems: _Problems) -
 
 
 def _store(engine: Engine, table: _Table) -> ImportResult:
-    now = datetime.now(UTC)
+    now = utcnow()
     runs = samples = present = 0
     with transaction(make_sessions(engine)) as session:
         for run_id, run in table.runs.items():

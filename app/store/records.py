@@ -9,13 +9,20 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from app.analysis.summary import summarize
 from app.probe.sample import Sample
 
-# A run's status: measured whole, or cut (by shutdown, or by a crash).
-COMPLETE, ABORTED = "complete", "aborted"
+
+class RunStatus(StrEnum):
+    """A run's status: measured whole, or cut (by shutdown, or by a crash)."""
+
+    COMPLETE = "complete"
+    ABORTED = "aborted"
+
+
 # What a stored sample keeps beyond its columns (see SampleRow.details).
 DETAIL_KEYS = (
     "http_version",

@@ -13,9 +13,9 @@ has one writer), always in key order, so two writers never deadlock.
 
 Two ways in:
 * ``add_run(session, record, now, target_id)`` in the transaction that stores the run
-  (``app.store.queries.store_run``), or just after it;
-* ``catch_up(sessions, since, now)`` for complete runs stored without it (spool flushes,
-  imports, history older than this module), as long as their samples are still there.
+  (``app.store.ingest.store_run``), or just after it;
+* ``app.store.catchup.catch_up(sessions, since, now)`` for complete runs stored without
+  it (the service's runs, spool flushes, imports), as long as their samples are still there.
 """
 
 from __future__ import annotations
@@ -27,23 +27,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, Select, Table, and_, or_, select, update
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import Engine, Table, and_, select, update
+from sqlalchemy.orm import Session
 
 from app.analysis.digest import QUANTILES, Digest, digest_of, merge_digests
 from app.analysis.summary import Summary
-from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
-from app.store.queries import insert_unless_present, prune_rows
-from app.store.records import RunRecord
+from app.store.models import RollupRow, RunDigestRow, TargetRow
+from app.store.prune import prune_rows
+from app.store.records import RunRecord, RunStatus
+from app.store.targets import insert_unless_present
 
-COMPLETE = "complete"
 PERIODS = (300, 900, 3600, 21600, 86400)  # 5 min, 15 min, 1 h, 6 h, 1 day
 # The vantage of the rollups that pool every vantage of a target: a history of all vantages
 # then reads one row per bucket, like a history of one. Never a vantage's own name ("*"
 # is not one any probe reports).
 POOLED = "*"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-CATCH_UP_BATCH = 200
 # History and the overview read run digests and rollups, added off the store's path (by the
 # service's rollup loop, this often) so that storing a run stays one statement; they trail
 # the runs by at most this much.
@@ -51,7 +50,7 @@ CATCH_UP_EVERY_S = 10.0
 # The 5- and 15-minute rollups hold about a row per run (for the vantage, and again pooled)
 # and were most of the disk a run keeps (bench/README.md, "Disk per run"). They are kept this
 # long; older windows cut into buckets that need them are merged from the run digests, which
-# are kept forever (``app.store.reads.history``): the same numbers, more rows to read.
+# are kept forever (``app.store.timeseries.time_series``): the same numbers, more rows to read.
 FINE_PERIODS = (300, 900)
 FINE_ROLLUPS_KEPT = timedelta(days=35)
 # Pruned a day later than reads stop using them: a read near the edge never finds them gone.
@@ -91,7 +90,7 @@ def add_run(session: Session, record: RunRecord, now: datetime, target: int | No
 
     ``target`` is the run's target id when the caller has it (``store_run`` does).
     """
-    if record.status != COMPLETE:
+    if record.status != RunStatus.COMPLETE:
         return False
     if target is None:
         target = session.scalar(select(TargetRow.id).where(TargetRow.name == record.target))
@@ -107,21 +106,21 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
     """Write the run digests not written yet and merge those into the rollups."""
     if not digests:
         return 0
-    statement = insert_unless_present(session, _DIGESTS, ["run_id"]).returning(_DIGESTS.c.run_id)
-    inserted = set(session.scalars(statement, [_digest_values(d) for d in digests]).all())
+    statement = insert_unless_present(session, DIGESTS, ["run_id"]).returning(DIGESTS.c.run_id)
+    inserted = set(session.scalars(statement, [digest_values(d) for d in digests]).all())
     fresh = [d for d in digests if d.run_id in inserted]
-    merged = {key: merge_digests(parts) for key, parts in sorted(_by_rollup(fresh).items())}
+    merged = {key: merge_digests(parts) for key, parts in sorted(by_rollup(fresh).items())}
     for key in sorted(merged.keys() - _insert_new(session, merged, now)):
         _merge_into(session, key, merged[key], now)
     return len(fresh)
 
 
 RollupKey = tuple[int, str, int, datetime]
-_DIGESTS: Table = RunDigestRow.__table__  # type: ignore[assignment]
-_ROLLUPS: Table = RollupRow.__table__  # type: ignore[assignment]
+DIGESTS: Table = RunDigestRow.__table__  # type: ignore[assignment]
+ROLLUPS: Table = RollupRow.__table__  # type: ignore[assignment]
 
 
-def _by_rollup(digests: Iterable[RunDigest]) -> dict[RollupKey, list[Digest]]:
+def by_rollup(digests: Iterable[RunDigest]) -> dict[RollupKey, list[Digest]]:
     groups: dict[RollupKey, list[Digest]] = defaultdict(list)
     for found in digests:
         for seconds in PERIODS:
@@ -139,11 +138,11 @@ def _insert_new(session: Session, merged: dict[RollupKey, Digest], now: datetime
     if not merged:
         return set()
     rows = [
-        {**dict(zip(_KEY_COLUMNS, key, strict=True)), **_rollup_values(digest, now)}
+        {**dict(zip(KEY_COLUMNS, key, strict=True)), **rollup_values(digest, now)}
         for key, digest in merged.items()
     ]
-    statement = insert_unless_present(session, _ROLLUPS, list(_KEY_COLUMNS)).returning(
-        *(_ROLLUPS.c[name] for name in _KEY_COLUMNS)
+    statement = insert_unless_present(session, ROLLUPS, list(KEY_COLUMNS)).returning(
+        *(ROLLUPS.c[name] for name in KEY_COLUMNS)
     )
     return {(t, v, p, start) for t, v, p, start in session.execute(statement, rows)}
 
@@ -153,10 +152,10 @@ def _merge_into(session: Session, key: RollupKey, digest: Digest, now: datetime)
     where = _rollup_key(key)
     stored = session.scalars(select(RollupRow.digest).where(where).with_for_update()).one()
     merged = merge_digests([Digest.from_json(stored), digest])
-    session.execute(update(RollupRow).where(where).values(_rollup_values(merged, now)))
+    session.execute(update(RollupRow).where(where).values(rollup_values(merged, now)))
 
 
-_KEY_COLUMNS = ("target_id", "vantage", "period_s", "period_start")
+KEY_COLUMNS = ("target_id", "vantage", "period_s", "period_start")
 
 
 def _rollup_key(key: RollupKey) -> Any:
@@ -169,7 +168,7 @@ def _rollup_key(key: RollupKey) -> Any:
     )
 
 
-def _rollup_values(digest: Digest, now: datetime) -> dict[str, Any]:
+def rollup_values(digest: Digest, now: datetime) -> dict[str, Any]:
     summary = digest.summary()
     return {
         "runs": digest.runs,
@@ -195,7 +194,7 @@ def _compact(digest: Digest, summary: Summary) -> dict[str, Any]:
     }
 
 
-def _digest_values(found: RunDigest) -> dict[str, Any]:
+def digest_values(found: RunDigest) -> dict[str, Any]:
     return {
         "run_id": found.run_id,
         "target_id": found.target_id,
@@ -203,80 +202,3 @@ def _digest_values(found: RunDigest) -> dict[str, Any]:
         "started_at": found.started_at,
         "digest": found.digest.to_json(),
     }
-
-
-# Catching up ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Sample:
-    status: str
-    total_ms: float
-    phases: dict[str, float]
-    provenance: dict[str, str]
-
-
-def catch_up(
-    sessions: sessionmaker[Session],
-    since: datetime,
-    now: datetime,
-    batch: int = CATCH_UP_BATCH,
-    target: int | None = None,
-) -> int:
-    """Add complete runs started since ``since`` (of one target id, or all) that have no
-    digest yet; returns how many.
-
-    A transaction per ``batch`` runs, oldest first. A run whose samples were pruned, wholly
-    or in part, is passed over: its digest would lie.
-    """
-    added, cursor = 0, None
-    while True:
-        with sessions.begin() as session:
-            heads = session.execute(_undigested(since, cursor, target).limit(batch)).all()
-            if not heads:
-                return added
-            samples = _samples(session, [head.id for head in heads])
-            digests = [
-                RunDigest(head.id, head.target_id, head.vantage, head.started_at, digest_of(found))
-                for head in heads
-                if len(found := samples.get(head.id, [])) == head.n_samples
-            ]
-            added += add_digests(session, digests, now)
-        cursor = (heads[-1].started_at, heads[-1].id)
-
-
-def _undigested(
-    since: datetime, cursor: tuple[datetime, uuid.UUID] | None, target: int | None
-) -> Select[uuid.UUID, int, str, datetime, int]:
-    query = (
-        select(RunRow.id, RunRow.target_id, RunRow.vantage, RunRow.started_at, RunRow.n_samples)
-        .outerjoin(RunDigestRow, RunDigestRow.run_id == RunRow.id)
-        .where(RunDigestRow.run_id.is_(None), RunRow.status == COMPLETE)
-        .where(RunRow.started_at >= since)
-        .order_by(RunRow.started_at, RunRow.id)
-    )
-    if target is not None:
-        query = query.where(RunRow.target_id == target)
-    if cursor is not None:
-        at, run_id = cursor
-        later = or_(RunRow.started_at > at, and_(RunRow.started_at == at, RunRow.id > run_id))
-        query = query.where(later)
-    return query
-
-
-def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[_Sample]]:
-    found: dict[uuid.UUID, list[_Sample]] = defaultdict(list)
-    if not ids:
-        return found
-    rows = session.execute(
-        select(
-            SampleRow.run_id,
-            SampleRow.status,
-            SampleRow.total_ms,
-            SampleRow.phases,
-            SampleRow.provenance,
-        ).where(SampleRow.run_id.in_(ids))
-    )
-    for run_id, status, total_ms, phases, provenance in rows:
-        found[run_id].append(_Sample(status, total_ms, phases, provenance))
-    return found

@@ -15,8 +15,7 @@ from app.analysis.detectors.deadline import SloStatus, slo_status, spans
 from app.analysis.detectors.params import SloParams
 from app.analysis.slo import Counts
 from app.store.models import RunRow, TargetRow
-
-COMPLETE = "complete"
+from app.store.records import RunStatus
 
 
 def slo_params(config: dict[str, Any]) -> SloParams | None:
@@ -44,7 +43,7 @@ def window_counts(
         select(RunRow.vantage, *columns)
         .where(
             RunRow.target_id == target_id,
-            RunRow.status == COMPLETE,
+            RunRow.status == RunStatus.COMPLETE,
             RunRow.started_at >= at - max(windows),
             RunRow.started_at < at,
         )

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from app.demo.simserver import SimServer
-from tests.faults.support import FAST
 from tests.pgcluster import PgCluster, Serve, private_cluster, serving
 from tests.test_serve import served  # noqa: F401  (a fixture, found by name)
 
@@ -18,12 +16,6 @@ from tests.test_serve import served  # noqa: F401  (a fixture, found by name)
 def cluster() -> Iterator[PgCluster]:
     with private_cluster() as started:
         yield started
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
 
 
 @pytest.fixture

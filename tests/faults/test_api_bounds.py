@@ -50,6 +50,7 @@ def assert_refused(response: httpx.Response, status: int, says: str = "") -> Non
     assert isinstance(detail, str) and says in detail, detail
 
 
+@pytest.mark.process
 def test_serve_refuses_a_silence_past_what_dates_hold_with_422(
     tmp_path: Path, served: Callable[..., Served], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -63,6 +63,7 @@ ANSWERS = [
 ]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("method", "path", "body", "status", "template"), ANSWERS)
 def test_every_error_answered_is_documented_on_its_route_in_the_shared_shape(
     client: httpx.Client, method: str, path: str, body: Any, status: int, template: str
@@ -75,6 +76,7 @@ def test_every_error_answered_is_documented_on_its_route_in_the_shared_shape(
     assert isinstance(response.json()["detail"], str)
 
 
+@pytest.mark.process
 def test_a_validation_error_is_a_sentence_and_a_list_of_problems(client: httpx.Client) -> None:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     body = {"matchers": [{"name": "1x", "value": "v"}], "createdBy": ""}
@@ -90,6 +92,7 @@ def test_a_validation_error_is_a_sentence_and_a_list_of_problems(client: httpx.C
     assert {"msg", "type"} <= set(answer["errors"][0])
 
 
+@pytest.mark.process
 def test_the_document_declares_no_other_error_shape(client: httpx.Client) -> None:
     spec = client.get("/openapi.json").json()
     assert "HTTPValidationError" not in spec["components"]["schemas"]
@@ -110,6 +113,7 @@ def test_the_document_declares_no_other_error_shape(client: httpx.Client) -> Non
                 assert content["application/json"]["schema"] == {"$ref": ERROR_REF}
 
 
+@pytest.mark.process
 def test_a_method_a_path_lacks_is_405_naming_every_method_it_has(client: httpx.Client) -> None:
     path = f"/api/v1/silences/{uuid.uuid4()}"
     response = client.request("OPTIONS", path)

@@ -28,7 +28,7 @@ from app.store.records import RunRecord
 from tests.runfactory import failed_run, make_run, record_of
 from tests.test_serve import Served
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 TOKEN = "schemathesis-token-0123456789"
 EXAMPLES = 25

@@ -40,6 +40,7 @@ def silent_url() -> Iterator[str]:
 
 
 # Deadlines that end before, around and well after start-up's allocations settle.
+@pytest.mark.process
 @pytest.mark.parametrize("deadline_ms", [40, 150, 400])
 def test_a_fresh_process_cuts_its_first_sample_at_the_deadline(
     silent_url: str, deadline_ms: int

@@ -27,6 +27,7 @@ def fetch(server: Served, path: str, host: str) -> httpx.Response:
     return httpx.get(url, headers={"Host": host}, timeout=10)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("blank", ["   ", "\t", " \n "])
 def test_serve_refuses_a_public_bind_with_a_token_of_white_space_only(
     blank: str, tmp_path: Path, served: Callable[..., Served], monkeypatch: pytest.MonkeyPatch
@@ -37,6 +38,7 @@ def test_serve_refuses_a_public_bind_with_a_token_of_white_space_only(
     assert "refusing to bind 0.0.0.0 without PHASEWATCH_API_TOKEN" in server.output()
 
 
+@pytest.mark.process
 def test_a_loopback_serve_answers_loopback_names_and_refuses_any_other_host(
     tmp_path: Path, served: Callable[..., Served], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -53,6 +55,7 @@ def test_a_loopback_serve_answers_loopback_names_and_refuses_any_other_host(
             assert (response.status_code, response.text) == (400, "Invalid host header")
 
 
+@pytest.mark.process
 def test_allowed_hosts_replaces_the_loopback_names(
     tmp_path: Path, served: Callable[..., Served], monkeypatch: pytest.MonkeyPatch
 ) -> None:

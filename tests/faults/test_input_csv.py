@@ -28,6 +28,7 @@ def stored(engine: Engine) -> tuple[int, int]:
     return int(runs or 0), int(samples or 0)
 
 
+@pytest.mark.process
 def test_import_refuses_a_repeated_row_naming_both_lines_and_stores_nothing(
     tmp_path: Path, db_url: str, engine: Engine
 ) -> None:
@@ -65,6 +66,7 @@ def test_every_repeat_names_the_first_line_it_repeats() -> None:
     ]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "other",
     [

@@ -52,6 +52,7 @@ def failing_runs(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.process
 def test_backtest_applies_the_files_alerts_without_its_variables_set(tmp_path: Path) -> None:
     samples = failing_runs(tmp_path)
     plain = run_limited(["backtest", str(samples), "--jobs", "1"], tmp_path)
@@ -62,6 +63,7 @@ def test_backtest_applies_the_files_alerts_without_its_variables_set(tmp_path: P
     assert "0 transition(s)" in done.out  # enabled: [dominant_shift] was read and applied
 
 
+@pytest.mark.process
 def test_backtest_still_refuses_what_is_wrong_with_the_alert_settings(tmp_path: Path) -> None:
     config = targets(tmp_path, TARGETS.replace("dominant_shift", "dominant_shfit"))
     done = run_limited(["backtest", str(failing_runs(tmp_path)), "--config", str(config)], tmp_path)
@@ -71,6 +73,7 @@ def test_backtest_still_refuses_what_is_wrong_with_the_alert_settings(tmp_path: 
     )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("command", [["check-config"], ["serve", "--config"]])
 def test_serve_and_check_config_still_need_every_variable(
     tmp_path: Path, command: list[str]
@@ -86,6 +89,7 @@ def test_serve_and_check_config_still_need_every_variable(
     ]
 
 
+@pytest.mark.process
 def test_probe_needs_its_header_variable_too(tmp_path: Path) -> None:
     header = "Authorization: Bearer ${PW_UNSET_KEY}"
     done = run_limited(["probe", "http://127.0.0.1:9/", "--header", header], tmp_path)
@@ -93,6 +97,7 @@ def test_probe_needs_its_header_variable_too(tmp_path: Path) -> None:
     assert "environment variable PW_UNSET_KEY is not set" in done.err
 
 
+@pytest.mark.process
 def test_db_upgrade_uses_the_files_database_without_its_variables_set(tmp_path: Path) -> None:
     # Before: the file was refused quietly and ./phasewatch.db was migrated instead.
     done = run_limited(["db", "upgrade", "--config", str(targets(tmp_path))], tmp_path)

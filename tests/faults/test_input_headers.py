@@ -45,6 +45,7 @@ TARGET_A = "targets:\n  - name: a\n    url: http://x/\n"
 TARGET = TARGET_A + "    headers:\n"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("header", "expected"),
     [
@@ -71,6 +72,7 @@ def test_check_config_refuses_a_header_http_cannot_send(
     assert "k3y" not in "".join(lines)  # a value is never quoted: it may be a secret
 
 
+@pytest.mark.process
 def test_check_config_refuses_a_notifier_header_name_with_a_space(tmp_path: Path) -> None:
     notifier = "notifiers:\n  hook:\n    type: webhook\n    url: http://x/\n"
     code, lines = check_config(tmp_path, notifier + "    headers: {X Token: v}\n" + TARGET_A)
@@ -80,12 +82,14 @@ def test_check_config_refuses_a_notifier_header_name_with_a_space(tmp_path: Path
     ), lines
 
 
+@pytest.mark.process
 def test_probe_refuses_a_header_name_with_a_space(tmp_path: Path) -> None:
     done = run_limited(["probe", "http://127.0.0.1:9/", "--header", "X Key: v"], tmp_path)
     assert done.code == 2
     assert done.err.startswith("phasewatch: error: Invalid value for --header: 'X Key' is not")
 
 
+@pytest.mark.process
 def test_a_good_header_still_passes(tmp_path: Path) -> None:
     code, lines = check_config(tmp_path, TARGET + f"      X{TCHARS}: 'Bearer ${{KEY}}'\n")
     assert code == 0, lines

@@ -14,7 +14,8 @@ from app.config import ConfigError, load_targets
 from app.demo.simserver import SimServer
 from app.safeyaml import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES
 from tests.faults.limited import run_limited
-from tests.test_serve import FAST, Served, eventually, targets_file
+from tests.helpers import eventually
+from tests.test_serve import Served, targets_file
 
 # Ten lines, nine lists of nine: 9⁹ (387 million) strings once every alias is followed.
 # The aliases of line 7 are the first to pass the budget.
@@ -62,6 +63,7 @@ def idle_rss_mb(tmp_path_factory: pytest.TempPathFactory) -> float:
     return run_limited(["check-config", "--help"], tmp_path_factory.mktemp("idle")).peak_rss_mb
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("case", list(HOSTILE))
 def test_check_config_refuses_in_one_line_naming_file_line_and_reason(
     tmp_path: Path, case: str, idle_rss_mb: float
@@ -76,6 +78,7 @@ def test_check_config_refuses_in_one_line_naming_file_line_and_reason(
     assert done.peak_rss_mb - idle_rss_mb < 90, (done.peak_rss_mb, idle_rss_mb)
 
 
+@pytest.mark.process
 def test_serve_refuses_to_start_on_bytes_that_are_not_utf8(tmp_path: Path) -> None:
     path, expected = hostile(tmp_path, "not-utf8")
     done = run_limited(["serve", "--config", str(path)], tmp_path)
@@ -125,12 +128,6 @@ def test_aliases_up_to_the_budget_load_and_one_more_is_refused(tmp_path: Path) -
 
 
 @pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(FAST) as server:
-        yield server
-
-
-@pytest.fixture
 def serving(tmp_path: Path) -> Iterator[Callable[[Path], Served]]:
     started: list[Served] = []
 
@@ -140,10 +137,7 @@ def serving(tmp_path: Path) -> Iterator[Callable[[Path], Served]]:
 
     yield start
     for server in started:
-        if server.process.poll() is None:
-            server.process.kill()
-            server.process.wait()
-        server.log.close()
+        server.kill()
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -152,6 +146,7 @@ def peak_rss_mb(pid: int) -> float:
     return int(line.split()[1]) / 1024
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("case", ["bomb", "not-utf8", "oversized"])
 def test_a_running_serve_refuses_the_reload_in_one_line_and_keeps_probing(
     tmp_path: Path, sim: SimServer, serving: Callable[[Path], Served], case: str

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alerts.notifiers.sender import Sender
-from app.alerts.notifiers.webhook import Webhook, WebhookConfig
+from app.alerts.sender import Sender
 from app.alerts.state import State
+from app.notifiers.webhook import Webhook, WebhookConfig
 from tests.alertmanager import HANG, Outbox, Received, Receiver, identity, receiving, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

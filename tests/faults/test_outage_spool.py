@@ -13,9 +13,14 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from app.demo.simserver import SimServer
 from tests.faults.support import problems, quick_health, stop, stored, targets_file
-from tests.pgcluster import Serve, eventually
+from tests.helpers import eventually
+from tests.pgcluster import Serve
+
+pytestmark = pytest.mark.process
 
 # $1 is the spool directory; the rest is serve, exec'd once the tmpfs is ready.
 READ_ONLY = (

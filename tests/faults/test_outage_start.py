@@ -15,9 +15,10 @@ import pytest
 
 from app.demo.simserver import SimServer
 from tests.faults.support import quick_health, stop, stored, targets_file
-from tests.pgcluster import PgCluster, Serve, eventually
+from tests.helpers import eventually
+from tests.pgcluster import PgCluster, Serve
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.process, pytest.mark.postgres]
 
 SAMPLES = 2
 

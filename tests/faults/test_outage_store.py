@@ -16,7 +16,10 @@ import pytest
 from app.demo.simserver import SimServer
 from tests.faults.support import SKIPPED, gaps_s, problems, quick_health, stop, stored
 from tests.faults.support import targets_file as write_targets
-from tests.pgcluster import PgCluster, Serve, eventually
+from tests.helpers import eventually
+from tests.pgcluster import PgCluster, Serve
+
+pytestmark = pytest.mark.process
 
 INTERVAL_S = 1.0
 HELD_S = 8.0  # longer than the old 20 s store budget's share of an interval, many times over
@@ -65,7 +68,8 @@ def test_a_locked_sqlite_file_skips_no_run_and_healthz_says_the_store_waits(
             if locker.poll() is None:
                 locker.kill()
     eventually(lambda: "store:" not in problems(served), 30, "the stores caught up")
-    time.sleep(2 * INTERVAL_S)  # and went on
+    caught_up = len(stored(url))
+    eventually(lambda: len(stored(url)) >= caught_up + 2, 30, "and went on")
 
     assert_no_run_skipped(served, url, before)
     assert stop(served) == 0
@@ -92,7 +96,8 @@ def test_a_frozen_postgres_skips_no_run_and_healthz_says_timeout(
         cluster.thaw()
     eventually(lambda: "store:" not in problems(served), 30, "the stores caught up")
     eventually(lambda: not served.spooled_ids(), 20, "the spool flushed")
-    time.sleep(2 * INTERVAL_S)
+    caught_up = len(stored(cluster.url))
+    eventually(lambda: len(stored(cluster.url)) >= caught_up + 2, 30, "and went on")
 
     assert_no_run_skipped(served, cluster.url, before)
     assert quick_health(served)["status"] == "ok"

@@ -15,7 +15,10 @@ import pytest
 
 from app.demo.simserver import SimServer
 from tests.faults.support import journalled_for, stop, stored, targets_file
-from tests.pgcluster import PgCluster, Serve, eventually
+from tests.helpers import eventually
+from tests.pgcluster import PgCluster, Serve
+
+pytestmark = pytest.mark.process
 
 PARTIAL_POST = (
     b"POST /api/v1/silences HTTP/1.1\r\nHost: 127.0.0.1\r\n"

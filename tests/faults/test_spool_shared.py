@@ -15,9 +15,10 @@ import pytest
 
 from app.demo.simserver import SimServer
 from tests.faults.support import early_name, stop, stored, targets_file
-from tests.pgcluster import Serve, eventually
+from tests.helpers import eventually
+from tests.pgcluster import Serve
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.process, pytest.mark.postgres]
 
 INTERVAL_S = 40.0  # one run in the test's time
 SAMPLES = 20  # 1 s apart: a run in flight for 20 s, long enough to start a replica in

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.real.parts import ROOT, free_port, missing, stop, wait_until_answering
+from tests.helpers import free_port
+from tests.real.parts import ROOT, missing, stop, wait_until_answering
 
 REQUIRE = "PHASEWATCH_REQUIRE_LLM"
 SHARED = Path(os.environ.get("PHASEWATCH_LLM_DIR", ROOT.parent / "shared" / "llm"))

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.real.parts import ROOT, free_port, missing, stop, wait_until_answering
+from tests.helpers import free_port
+from tests.real.parts import ROOT, missing, stop, wait_until_answering
 
 REQUIRE = "PHASEWATCH_REQUIRE_NGINX"
 BINARY = os.environ.get("PHASEWATCH_TEST_NGINX", "/usr/sbin/nginx")

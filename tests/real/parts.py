@@ -4,7 +4,6 @@ ports, waiting for a server to answer."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -22,13 +21,6 @@ def missing(what: str, require: str, how: str) -> None:
     if os.environ.get(require) == "1":
         pytest.fail(f"{message}; {require}=1 forbids skipping", pytrace=False)
     pytest.skip(message)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_until_answering(url: str, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -1,5 +1,5 @@
 """The detectors: from windows of runs to a signal (hit, hold, clear) and the numbers
-behind it — one module per detector, a dict as the registry (as app/alerts/notifiers).
+behind it — one module per detector, a dict as the registry (as app/notifiers).
 
 Pure: runs, references, parameters and a random generator in; no clock but the ``now``
 they are given, no database. Every threshold is a field of ``DetectorParams`` and can be

@@ -25,9 +25,11 @@ class BurnWindowParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    long: Seconds = Field(gt=0)
-    short: Seconds = Field(gt=0)
-    burn: float = Field(gt=0)
+    long: Seconds = Field(
+        gt=0, description="Burning this long: a real share of the budget is gone."
+    )
+    short: Seconds = Field(gt=0, description="And this long: it is still going now.")
+    burn: float = Field(gt=0, description="The burn rate both windows reach, × the budget's.")
 
     @model_validator(mode="after")
     def _short_is_shorter(self) -> BurnWindowParams:
@@ -50,14 +52,20 @@ class SloParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    objective: float = Field(0.99, gt=0, lt=1)
-    budget: Seconds = Field(30 * DAY, gt=0)
-    page: tuple[BurnWindowParams, ...] = (_pair(3600, 300, 14.4), _pair(21600, 1800, 6.0))
-    ticket: tuple[BurnWindowParams, ...] = (_pair(3 * DAY, 21600, 1.0),)
+    objective: float = Field(
+        0.99, gt=0, lt=1, description="Share of timed requests within `deadline_ms`."
+    )
+    budget: Seconds = Field(30 * DAY, gt=0, description="The error budget's window.")
+    page: tuple[BurnWindowParams, ...] = Field(
+        (_pair(3600, 300, 14.4), _pair(21600, 1800, 6.0)), description="Pairs that page (critical)."
+    )
+    ticket: tuple[BurnWindowParams, ...] = Field(
+        (_pair(3 * DAY, 21600, 1.0),), description="Pairs that open a ticket (warning)."
+    )
     # A probe sends a few requests a run: a long window must burn at its factor beyond
     # chance (exact binomial test at this level), its misses from more than one run.
-    alpha: float = Field(0.01, gt=0, lt=0.5)
-    min_runs_missing: int = Field(2, ge=1)
+    alpha: float = Field(0.01, gt=0, lt=0.5, description="Burning beyond chance at this level.")
+    min_runs_missing: int = Field(2, ge=1, description="Misses from at least this many runs.")
 
     @property
     def budget_window(self) -> timedelta:
@@ -69,37 +77,61 @@ class DetectorParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    recent_runs: int = Field(4, ge=2, le=100)
-    reference_days: float = Field(7.0, gt=0)
-    min_reference_runs: int = Field(24, ge=4)
+    recent_runs: int = Field(4, ge=2, le=100, description="The recent window: the newest runs.")
+    reference_days: float = Field(7.0, gt=0, description="The reference: days of runs before it.")
+    min_reference_runs: int = Field(
+        24, ge=4, description="With fewer reference runs, detectors comparing against it abstain."
+    )
     # A reference must have seen a whole day: busy hours are only "normal" once seen.
-    min_reference_days: float = Field(1.0, ge=0)
-    confirm: int = Field(2, ge=1, le=20)
-    recover: int = Field(2, ge=1, le=50)
+    min_reference_days: float = Field(
+        1.0, ge=0, description="Likewise with a reference spanning fewer days."
+    )
+    confirm: int = Field(2, ge=1, le=20, description="Hits in a row before an alert fires.")
+    recover: int = Field(2, ge=1, le=50, description="Clears in a row before it resolves.")
     # A firing alert whose condition clears stays firing until it has been clear this
     # long (Prometheus' keep_firing_for); a resolved one does not fire again for the same
     # key until its condition has been clear this long, or has held this long. A day: a
     # condition that comes back with each day's busy hours is one fact, not daily news.
-    keep_firing_for: Seconds = 0.0
-    refire_hold: Seconds = 24 * 3600.0
-    dominant_lead_pp: float = Field(5.0, gt=0, lt=100)
+    keep_firing_for: Seconds = Field(
+        0.0, description="A firing alert whose condition clears stays firing this long."
+    )
+    refire_hold: Seconds = Field(
+        24 * 3600.0,
+        description="A resolved key fires again only once quiet, or holding, this long.",
+    )
+    dominant_lead_pp: float = Field(
+        5.0, gt=0, lt=100, description="A challenger's least lead over the dominant phase, in pp."
+    )
     # The newest runs of the recent window that judge a leader change: with all four, one
     # pre-change run keeps the lead's lower bound at 0 for a run longer.
-    dominant_runs: int = Field(3, ge=2, le=100)
-    tail_ratio: float = Field(2.0, gt=1)  # the CUSUM's alternative: tail mass doubled
-    tail_threshold: float = Field(8.0, gt=0)
-    tail_min_relative: float = Field(0.05, ge=0)
-    tail_min_ms: float = Field(10.0, ge=0)
+    dominant_runs: int = Field(
+        3,
+        ge=2,
+        le=100,
+        description="The newest runs of the recent window that judge a leader change.",
+    )
+    tail_ratio: float = Field(2.0, gt=1, description="The CUSUM's alternative: tail mass × this.")
+    tail_threshold: float = Field(8.0, gt=0, description="The CUSUM's threshold.")
+    tail_min_relative: float = Field(0.05, ge=0, description="Least growth of the p90/p95 excess.")
+    tail_min_ms: float = Field(
+        10.0, ge=0, description="Least growth of that excess, and of the p90/p95, in ms."
+    )
     # Days of reference at the same hours before a tail is judged: a day-to-day difference
     # is only known once two days have been seen.
-    tail_min_days: int = Field(2, ge=0, le=7)
-    slo: SloParams = Field(default_factory=SloParams)
-    composition_min_distance: float = Field(0.5, gt=0)
-    composition_alpha: float = Field(0.01, gt=0, lt=1)
-    composition_confirm: int = Field(4, ge=1, le=50)
-    failing_runs: int = Field(3, ge=1)
-    resamples: int = Field(400, ge=50, le=10_000)
-    enabled: tuple[str, ...] = Field(default_factory=default_enabled)
+    tail_min_days: int = Field(2, ge=0, le=7, description="Days of reference at those hours.")
+    slo: SloParams = Field(default_factory=SloParams, description="The deadline as an SLO.")
+    composition_min_distance: float = Field(
+        0.5, gt=0, description="Least Aitchison distance the phase mix moves."
+    )
+    composition_alpha: float = Field(0.01, gt=0, lt=1, description="The permutation test's level.")
+    composition_confirm: int = Field(4, ge=1, le=50, description="Hits in a row before it warns.")
+    failing_runs: int = Field(3, ge=1, description="Runs in a row with every request failed.")
+    resamples: int = Field(
+        400, ge=50, le=10_000, description="Hierarchical bootstrap resamples behind each interval."
+    )
+    enabled: tuple[str, ...] = Field(
+        default_factory=default_enabled, description="The detectors that run for this target."
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -8,15 +8,15 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.alerts import views
 from app.alerts.engine import AlertNotFound, AlertNotOpen
+from app.alerts.rows import note_acknowledgement
 from app.alerts.views import AlertDetail, AlertView, Page
-from app.pipeline import utcnow
+from app.clock import utcnow
 from app.service import Service
-from app.store.models import AlertTransitionRow
+from app.store.paging import BadCursor
 from app.web.api.params import NO_NUL, CursorParam, TargetParam, VantageParam
 from app.web.auth import WRITE_ERRORS, WriteAccess
 from app.web.deps import ServiceDep, SessionDep
@@ -62,7 +62,7 @@ def list_alerts(
             limit=limit,
             cursor=cursor,
         )
-    except views.BadCursor as exc:
+    except BadCursor as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
 
 
@@ -98,14 +98,7 @@ def _acknowledge(service: Service, alert_id: str, body: Acknowledgement) -> None
 def _keep_comment(service: Service, alert_id: uuid.UUID, body: Acknowledgement) -> None:
     """Who acknowledged and why, on the acknowledgement's own transition."""
     with service.pipeline.sessions.begin() as session:
-        step = session.scalars(
-            select(AlertTransitionRow)
-            .where(AlertTransitionRow.alert_id == alert_id, AlertTransitionRow.acknowledged)
-            .order_by(AlertTransitionRow.id.desc())
-            .limit(1)
-        ).first()
-        if step is not None:
-            step.numbers = {**step.numbers, "by": body.by, "comment": body.comment}
+        note_acknowledgement(session, alert_id, {"by": body.by, "comment": body.comment})
 
 
 def _detail_or_404(session: Session, alert_id: str) -> AlertDetail:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.store import reads
+from app.store.breakdown import breakdown
 from app.store.slo import target_slo
 from app.web.api.params import (
     TARGET_ERRORS,
@@ -32,7 +32,7 @@ def get_breakdown(
     """
     target = target_id_or_404(session, name)
     check_vantage(session, target, name, vantage)
-    found = reads.breakdown(session, name, window.start, window.end, vantage)
+    found = breakdown(session, name, window.start, window.end, vantage)
     assert found is not None  # the target exists
     slo = (target_slo(session, name, window.end) or {}).get(vantage)
     return BreakdownOut.model_validate(found.to_json() | {"slo": slo and slo.to_json()})

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.store import reads
-from app.store.reads import Breakdown
+from app.analysis.breakdown import Breakdown
+from app.store.breakdown import breakdown
 from app.web.api.params import (
     TARGET_ERRORS,
     VantageParam,
@@ -39,7 +39,7 @@ def compare(
     names = _names(targets)
     for name in names:
         check_vantage(session, target_id_or_404(session, name), name, vantage)
-    found = [reads.breakdown(session, n, window.start, window.end, vantage) for n in names]
+    found = [breakdown(session, n, window.start, window.end, vantage) for n in names]
     present = [b for b in found if b is not None]
     return CompareOut(
         from_=window.start,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from sqlalchemy import select
 
-from app.pipeline import utcnow
-from app.store import reads
-from app.store.models import TargetRow
+from app.analysis.series import pick_bucket
+from app.clock import utcnow
+from app.store.targets import interval_of
+from app.store.timeseries import bucket_count, time_series
 from app.web.api.params import (
     TARGET_ERRORS,
     VantageParam,
@@ -49,14 +49,14 @@ def get_history(
     if bucket is not None and bucket % 60:
         raise bad_request(f"bucket must be a multiple of 60 seconds, not {bucket}")
     target = target_id_or_404(session, name)
-    interval = session.scalar(select(TargetRow.interval_s).where(TargetRow.id == target))
-    step = bucket or reads.pick_bucket(window.start, window.end, interval or 0.0)
-    count = reads.bucket_count(window.start, window.end, step)
+    interval = interval_of(session, target)
+    step = bucket or pick_bucket(window.start, window.end, interval or 0.0)
+    count = bucket_count(window.start, window.end, step)
     if count > MAX_BUCKETS:
         raise bad_request(
             f"{count} buckets of {step} s: at most {MAX_BUCKETS}; widen the bucket or narrow"
             " the window"
         )
     check_vantage(session, target, name, vantage)
-    found = reads.history(session, name, window.start, window.end, vantage, step, now=utcnow())
+    found = time_series(session, name, window.start, window.end, vantage, step, now=utcnow())
     return HistoryOut.model_validate(found.to_json())

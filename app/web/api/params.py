@@ -10,20 +10,18 @@ Text parameters hold no NUL character: PostgreSQL refuses it in text. Every prob
 
 from __future__ import annotations
 
-import base64
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, status
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.convertors import Convertor, register_url_convertor
 
-from app.pipeline import utcnow
+from app.clock import utcnow
+from app.store.browse import has_runs_from
 from app.store.csvlayout import parse_timestamp
-from app.store.models import RunRow, TargetRow
+from app.store.targets import target_key
 from app.web.errors import Responses, errors
 
 DEFAULT_SPAN = timedelta(hours=24)
@@ -116,7 +114,7 @@ CursorParam = Annotated[
 def target_id_or_404(session: Session, name: str) -> int:
     if "\x00" in name:  # no target has one; and PostgreSQL would refuse the query
         raise not_found(f"no target {name!r}")
-    found = session.scalar(select(TargetRow.id).where(TargetRow.name == name))
+    found = target_key(session, name)
     if found is None:
         raise not_found(f"no target {name!r}")
     return found
@@ -126,35 +124,8 @@ def check_vantage(session: Session, target: int, name: str, vantage: str | None)
     """404 for a vantage that never ran the target."""
     if vantage is None:
         return
-    query = select(RunRow.id).where(RunRow.target_id == target, RunRow.vantage == vantage)
-    if session.scalar(query.limit(1)) is None:
+    if not has_runs_from(session, target, vantage):
         raise not_found(f"target {name!r} has no runs from vantage {vantage!r}")
-
-
-# Keyset cursors: opaque to clients, the last item's sort key underneath.
-
-
-def encode_cursor(at: datetime, *keys: object) -> str:
-    raw = "|".join([at.isoformat(), *(str(key) for key in keys)])
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, parts: int) -> tuple[datetime, list[str]]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        at, *keys = raw.split("|")
-        if len(keys) != parts:
-            raise ValueError
-        return parse_timestamp(at), keys
-    except (ValueError, UnicodeDecodeError):
-        raise bad_request(f"not a cursor from this API: {cursor!r}") from None
-
-
-def cursor_uuid(text: str, cursor: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise bad_request(f"not a cursor from this API: {cursor!r}") from None
 
 
 QUERY_ERRORS = errors(422)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 
 from fastapi import APIRouter
-from sqlalchemy import Select, and_, or_, select
-from sqlalchemy.orm import Session
 
-from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.browse import run_with_target, runs_page, samples_of
+from app.store.models import RunRow, SampleRow
+from app.store.paging import BadCursor
 from app.web.api.params import (
     TARGET_ERRORS,
     CursorParam,
@@ -16,9 +16,7 @@ from app.web.api.params import (
     TargetParam,
     VantageParam,
     WindowDep,
-    cursor_uuid,
-    decode_cursor,
-    encode_cursor,
+    bad_request,
     not_found,
     target_id_or_404,
 )
@@ -40,41 +38,24 @@ def list_runs(
     cursor: CursorParam = None,
 ) -> RunPage:
     """Runs that started in [from, to) (default: the last 24 hours), newest first."""
-    query = _runs().where(RunRow.started_at >= window.start, RunRow.started_at < window.end)
-    if target is not None:
-        query = query.where(RunRow.target_id == target_id_or_404(session, target))
-    if vantage is not None:
-        query = query.where(RunRow.vantage == vantage)
-    if cursor is not None:
-        at, (last,) = decode_cursor(cursor, 1)
-        before = and_(RunRow.started_at == at, RunRow.id < cursor_uuid(last, cursor))
-        query = query.where(or_(RunRow.started_at < at, before))
-    rows = session.execute(query.limit(limit + 1)).all()
-    items = [run_out(run, name) for run, name in rows[:limit]]
-    more = len(rows) > limit
-    return RunPage(items=items, next_cursor=_cursor(items[-1]) if more else None)
+    key = None if target is None else target_id_or_404(session, target)
+    span = (window.start, window.end)
+    try:
+        rows, after = runs_page(session, span, key, vantage, cursor, limit)
+    except BadCursor as exc:
+        raise bad_request(str(exc)) from None
+    return RunPage(items=[run_out(run, name) for run, name in rows], next_cursor=after)
 
 
 @router.get("/runs/{run_id}", response_model=RunDetail, responses=RUN_ERRORS)
 def get_run(run_id: uuid.UUID, session: SessionDep) -> RunDetail:
     """One run, its summary and its samples in the order they were taken."""
-    found = session.execute(_runs().where(RunRow.id == run_id)).first()
+    found = run_with_target(session, run_id)
     if found is None:
         raise not_found(f"no run {str(run_id)!r}")
     run, name = found
-    return RunDetail(**run_out(run, name).model_dump(), samples=_samples(session, run, name))
-
-
-def _runs() -> Select[RunRow, str]:
-    return (
-        select(RunRow, TargetRow.name)
-        .join(TargetRow, TargetRow.id == RunRow.target_id)
-        .order_by(RunRow.started_at.desc(), RunRow.id.desc())
-    )
-
-
-def _cursor(run: RunOut) -> str:
-    return encode_cursor(run.started_at, run.id)
+    samples = [sample_out(row, name, run.vantage) for row in samples_of(session, run.id)]
+    return RunDetail(**run_out(run, name).model_dump(), samples=samples)
 
 
 def run_out(run: RunRow, target: str) -> RunOut:
@@ -99,13 +80,6 @@ def run_out(run: RunRow, target: str) -> RunOut:
         },
         summary=run.summary,
     )
-
-
-def _samples(session: Session, run: RunRow, target: str) -> list[SampleOut]:
-    rows = session.scalars(
-        select(SampleRow).where(SampleRow.run_id == run.id).order_by(SampleRow.idx)
-    )
-    return [sample_out(row, target, run.vantage) for row in rows]
 
 
 def sample_out(row: SampleRow, target: str, vantage: str) -> SampleOut:

@@ -9,11 +9,11 @@ from datetime import datetime
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
-from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.store.browse import samples_page
 from app.store.csvexport import export_samples
-from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.paging import BadCursor
 from app.web.api.params import (
     TARGET_ERRORS,
     CursorParam,
@@ -22,14 +22,11 @@ from app.web.api.params import (
     VantageParam,
     WindowDep,
     bad_request,
-    cursor_uuid,
-    decode_cursor,
-    encode_cursor,
     target_id_or_404,
 )
 from app.web.api.runs import sample_out
 from app.web.deps import ServiceDep, SessionDep
-from app.web.schemas import SampleOut, SamplePage
+from app.web.schemas import SamplePage
 
 router = APIRouter(tags=["samples"])
 
@@ -44,37 +41,13 @@ def list_samples(
     cursor: CursorParam = None,
 ) -> SamplePage:
     """Samples taken in [from, to) (default: the last 24 hours), newest first."""
-    query = (
-        select(SampleRow, TargetRow.name, RunRow.vantage)
-        .join(RunRow, RunRow.id == SampleRow.run_id)
-        .join(TargetRow, TargetRow.id == RunRow.target_id)
-        .where(SampleRow.started_at >= window.start, SampleRow.started_at < window.end)
-        .order_by(SampleRow.started_at.desc(), SampleRow.run_id.desc(), SampleRow.idx.desc())
-    )
-    if target is not None:
-        query = query.where(RunRow.target_id == target_id_or_404(session, target))
-    if vantage is not None:
-        query = query.where(RunRow.vantage == vantage)
-    if cursor is not None:
-        query = query.where(_before(cursor))
-    rows = session.execute(query.limit(limit + 1)).all()
-    items = [sample_out(row, name, v) for row, name, v in rows[:limit]]
-    more = len(rows) > limit
-    return SamplePage(items=items, next_cursor=_cursor(items[-1]) if more else None)
-
-
-def _before(cursor: str) -> ColumnElement[bool]:
-    at, (run, idx) = decode_cursor(cursor, 2)
-    run_id = cursor_uuid(run, cursor)
-    if not idx.isdigit():
-        raise bad_request(f"not a cursor from this API: {cursor!r}")
-    same_run = and_(SampleRow.run_id == run_id, SampleRow.idx < int(idx))
-    same_time = and_(SampleRow.started_at == at, or_(SampleRow.run_id < run_id, same_run))
-    return or_(SampleRow.started_at < at, same_time)
-
-
-def _cursor(sample: SampleOut) -> str:
-    return encode_cursor(sample.started_at, sample.run_id, sample.idx)
+    key = None if target is None else target_id_or_404(session, target)
+    span = (window.start, window.end)
+    try:
+        rows, after = samples_page(session, span, key, vantage, cursor, limit)
+    except BadCursor as exc:
+        raise bad_request(str(exc)) from None
+    return SamplePage(items=[sample_out(row, name, v) for row, name, v in rows], next_cursor=after)
 
 
 @router.get(

@@ -14,10 +14,10 @@ from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from app.alerts.silences import Matcher, SilenceNotFound, matchers_of
+from app.alerts.silences import Matcher, SilenceNotFound, matchers_of, silence_row
+from app.clock import utcnow
 from app.durations import parse_duration
-from app.pipeline import utcnow
-from app.store.models import SilenceRow
+from app.store.silencerows import SilenceRecord
 from app.web.api.params import NO_NUL, in_range
 from app.web.auth import WRITE_ERRORS, WriteAccess
 from app.web.deps import ServiceDep
@@ -86,7 +86,7 @@ async def list_silences(
 async def get_silence(silence_id: str, service: ServiceDep) -> SilenceView:
     key = _uuid_or_404(silence_id)
     with service.pipeline.sessions() as session:
-        row = session.get(SilenceRow, key)
+        row = silence_row(session, key)
     if row is None:
         raise _not_found(silence_id)
     return silence_view(row, utcnow())
@@ -175,7 +175,7 @@ def matcher_of(body: MatcherBody) -> Matcher:
         raise _invalid(str(exc)) from None
 
 
-def silence_view(row: SilenceRow, now: datetime) -> SilenceView:
+def silence_view(row: SilenceRecord, now: datetime) -> SilenceView:
     return SilenceView(
         id=str(row.id),
         matchers=[
@@ -191,7 +191,7 @@ def silence_view(row: SilenceRow, now: datetime) -> SilenceView:
     )
 
 
-def silence_state(row: SilenceRow, now: datetime) -> Literal["active", "pending", "expired"]:
+def silence_state(row: SilenceRecord, now: datetime) -> Literal["active", "pending", "expired"]:
     if row.ends_at <= now:
         return "expired"
     return "active" if row.starts_at <= now else "pending"

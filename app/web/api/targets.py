@@ -6,14 +6,14 @@ from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.analysis.detectors.deadline import SloStatus
-from app.pipeline import utcnow
-from app.store import reads
+from app.clock import utcnow
+from app.store.breakdown import breakdown, last_runs
 from app.store.models import TargetRow
 from app.store.slo import target_slo
+from app.store.targets import all_targets, target_row
 from app.web.api.params import TARGET_ERRORS, RecentWindowDep, not_found
 from app.web.deps import SessionDep
 from app.web.schemas import BreakdownOut, TargetDetail, TargetOut, VantageOut, redacted_url
@@ -24,7 +24,7 @@ router = APIRouter(tags=["targets"])
 @router.get("/targets", response_model=list[TargetOut])
 def list_targets(session: SessionDep) -> list[TargetOut]:
     """Every target known (from the targets file or by its runs), by name, with its vantages."""
-    rows = session.scalars(select(TargetRow).order_by(TargetRow.name)).all()
+    rows = all_targets(session)
     seen = _vantages(session)
     return [_target_out(row, seen.get(row.id, {})) for row in rows]
 
@@ -32,11 +32,11 @@ def list_targets(session: SessionDep) -> list[TargetOut]:
 @router.get("/targets/{name:target}", response_model=TargetDetail, responses=TARGET_ERRORS)
 def get_target(name: str, session: SessionDep, window: RecentWindowDep) -> TargetDetail:
     """One target, and the breakdown of the window (default: the last hour) per vantage."""
-    row = session.scalar(select(TargetRow).where(TargetRow.name == name))
+    row = target_row(session, name)
     if row is None:
         raise not_found(f"no target {name!r}")
     seen = _vantages(session).get(row.id, {})
-    found = [reads.breakdown(session, name, window.start, window.end, v) for v in sorted(seen)]
+    found = [breakdown(session, name, window.start, window.end, v) for v in sorted(seen)]
     slo = target_slo(session, name, window.end) or {}
     return TargetDetail(
         **_target_out(row, seen).model_dump(),
@@ -53,7 +53,7 @@ def _with_slo(breakdown: dict[str, Any], slo: dict[str | None, SloStatus]) -> Br
 
 def _vantages(session: Session) -> dict[int, dict[str, datetime]]:
     found: dict[int, dict[str, datetime]] = {}
-    for (target, vantage), at in reads.last_runs(session, utcnow()).items():
+    for (target, vantage), at in last_runs(session, utcnow()).items():
         found.setdefault(target, {})[vantage] = at
     return found
 

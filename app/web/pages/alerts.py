@@ -8,7 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from app.alerts.views import STATES, BadCursor, alert_detail, list_alerts
+from app.alerts.views import STATES, alert_detail, list_alerts
+from app.store.paging import BadCursor
 from app.web.deps import SessionDep
 from app.web.pages.render import error_page, not_found, page
 

@@ -9,12 +9,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.pipeline import utcnow
-from app.store.models import TargetRow
-from app.store.reads import breakdown
+from app.clock import utcnow
+from app.store.breakdown import breakdown
+from app.store.targets import target_names
 from app.web.deps import SessionDep
 from app.web.pages import view
 from app.web.pages.render import error_page, not_found, page
@@ -34,7 +33,7 @@ def parse_targets(values: Sequence[str]) -> list[str]:
 
 
 def known_targets(session: Session) -> list[str]:
-    return list(session.scalars(select(TargetRow.name).order_by(TargetRow.name)))
+    return target_names(session)
 
 
 @router.get("/compare", response_class=HTMLResponse, include_in_schema=False)

@@ -9,15 +9,15 @@ from datetime import datetime, timedelta
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from app.alerts.views import AlertView, open_alerts_by_series
-from app.pipeline import utcnow
+from app.analysis.breakdown import Breakdown
+from app.clock import utcnow
 from app.report import PHASE_COLOURS
-from app.store.models import TargetRow
-from app.store.reads import Breakdown, current_breakdowns, sparklines
+from app.store.breakdown import current_breakdowns
 from app.store.rollups import CATCH_UP_EVERY_S
+from app.store.sparklines import sparklines
+from app.store.targets import target_intervals
 from app.web.deps import SessionDep
 from app.web.pages import view
 from app.web.pages.render import page
@@ -68,19 +68,13 @@ def overview_rows(
     return rows
 
 
-def target_intervals(session: Session) -> dict[str, float]:
-    return {row[0]: row[1] for row in session.execute(_INTERVALS)}
-
-
-_INTERVALS = select(TargetRow.name, TargetRow.interval_s)
-
-
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def overview(request: Request, session: SessionDep) -> HTMLResponse:
     now = utcnow()
     rows = overview_rows(
-        # Merged run digests, not raw samples: 200 targets' raw samples take seconds to
-        # decode (bench/README.md, Dashboard); the quantiles stay within 1 %, and a run
+        # Merged run digests, not raw samples: 200 targets' raw samples take far longer than
+        # the page's budget to decode (bench.dashboard_overview); the sketches' quantiles stay
+        # within their 1 % bound (app/analysis/sketch.py), and a run
         # counts once the rollup loop has digested it (the page says so).
         current_breakdowns(session, now, window=WINDOW, exact=False),
         sparklines(session, now, hours=SPARK_HOURS),

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from app import __version__
-from app.pipeline import utcnow
+from app.clock import utcnow
 from app.report import PHASE_COLOURS
 from app.web.pages import view
 

@@ -10,15 +10,17 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.alerts.views import AlertView, list_alerts
-from app.pipeline import utcnow
-from app.store.models import RunRow, TargetRow
-from app.store.queries import run_summaries
-from app.store.reads import Breakdown, breakdown
+from app.analysis.breakdown import Breakdown
+from app.clock import utcnow
+from app.store.breakdown import breakdown
+from app.store.browse import first_run_at, vantages_since
+from app.store.chart import run_summaries
+from app.store.models import RunRow
 from app.store.slo import target_slo
+from app.store.targets import target_row
 from app.web.deps import SessionDep
 from app.web.pages.render import error_page, not_found, page
 
@@ -40,16 +42,6 @@ VANTAGES_WITHIN = timedelta(days=90)
 TIMELINE_ALERTS = 20
 
 
-def vantages_of(session: Session, target: str, since: datetime) -> list[str]:
-    found = session.scalars(
-        select(RunRow.vantage)
-        .join(TargetRow, RunRow.target_id == TargetRow.id)
-        .where(TargetRow.name == target, RunRow.started_at >= since)
-        .distinct()
-    )
-    return sorted(found)
-
-
 def fitting_range(first_run_at: datetime | None, now: datetime) -> str:
     """The shortest range that holds a target's whole history, at most 7 days: three hours
     of runs at the edge of a 7-day chart are a sliver no one can read."""
@@ -59,10 +51,6 @@ def fitting_range(first_run_at: datetime | None, now: datetime) -> str:
         if now - first_run_at <= span or name == LONGEST_DEFAULT:
             return name
     return LONGEST_DEFAULT
-
-
-def first_run_at(session: Session, target_id: int) -> datetime | None:
-    return session.scalar(select(func.min(RunRow.started_at)).where(RunRow.target_id == target_id))
 
 
 def recent_runs(session: Session, target: str, vantage: str | None, now: datetime) -> list[RunRow]:
@@ -97,14 +85,14 @@ def target_page(
     vantage: str | None = None,
 ) -> HTMLResponse:
     now = utcnow()
-    row = session.scalar(select(TargetRow).where(TargetRow.name == name))
+    row = target_row(session, name)
     if row is None:
         return not_found(request, f"target named {name!r}")
     range_ = range_ or fitting_range(first_run_at(session, row.id), now)
     if range_ not in RANGES:
         choices = ", ".join(RANGES)
         return error_page(request, 400, "Unknown range", f"range must be one of {choices}.")
-    vantages = vantages_of(session, name, now - VANTAGES_WITHIN)
+    vantages = vantages_since(session, name, now - VANTAGES_WITHIN)
     if vantage and vantage not in vantages:
         return not_found(request, f"vantage {vantage!r} for target {name!r}")
     shown = [vantage] if vantage else vantages

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from app.alerts.notifiers.base import IDEMPOTENCY_HEADER, TransportError, scrub
+from app.notifiers.base import IDEMPOTENCY_HEADER, TransportError, scrub
 
 # None: the network. Tests may put an ``httpx.MockTransport`` here.
 transport: httpx.AsyncBaseTransport | None = None
@@ -103,7 +103,7 @@ async def _exchange(endpoint: Endpoint, body: Any, idempotency_key: str) -> http
 
 @functools.cache
 def _tls() -> ssl.SSLContext:
-    """Built once: loading the CA bundle costs ~50 ms, a client per send need not pay it."""
+    """Built once: loading the CA bundle is costly, a client per send need not pay it."""
     return httpx.create_ssl_context()
 
 

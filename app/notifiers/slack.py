@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.alerts.notifiers import http
-from app.alerts.notifiers.base import Delivery, Notifier, SecretUrl, number_text
+from app.notifiers import http
+from app.notifiers.base import Delivery, Notifier, SecretUrl, number_text
 
 EMOJI = {"firing": "🔴", "recovering": "🟡", "resolved": "✅", "inactive": "✅"}
 TITLE = {"firing": "Firing", "recovering": "Recovering", "resolved": "Resolved"}
@@ -25,8 +25,8 @@ class SlackConfig(BaseModel):
     # Errors never echo what was given: it may be a secret.
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
-    type: Literal["slack"]
-    url: SecretUrl
+    type: Literal["slack"] = Field(description="The notifier kind.")
+    url: SecretUrl = Field(description="The incoming-webhook URL; `${ENV}` expands.")
     timeout: float = Field(10.0, gt=0, le=120, description="Seconds for the whole exchange.")
 
 

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.alerts.notifiers import http
-from app.alerts.notifiers.base import BasicAuth, Delivery, Notifier, Secret, SecretUrl, rfc3339
+from app.notifiers import http
+from app.notifiers.base import BasicAuth, Delivery, Notifier, Secret, SecretUrl, rfc3339
 from app.probe.headername import HeaderName
 
 
@@ -27,12 +27,16 @@ class AlertmanagerConfig(BaseModel):
     # Errors never echo what was given: it may be a secret.
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
-    type: Literal["alertmanager"]
-    url: SecretUrl = Field(description="Alertmanager's base URL, e.g. http://127.0.0.1:9093")
-    basic_auth: BasicAuth | None = None
-    headers: dict[HeaderName, Secret] = Field(default_factory=dict)
+    type: Literal["alertmanager"] = Field(description="The notifier kind.")
+    url: SecretUrl = Field(description="Base URL; alerts go to its /api/v2/alerts.")
+    basic_auth: BasicAuth | None = Field(None, description="For one behind basic auth.")
+    headers: dict[HeaderName, Secret] = Field(
+        default_factory=dict, description="Extra request headers; `${ENV}` expands."
+    )
     timeout: float = Field(10.0, gt=0, le=120, description="Seconds for the whole exchange.")
-    external_url: str | None = Field(None, pattern=r"^https?://")
+    external_url: str | None = Field(
+        None, pattern=r"^https?://", description="phasewatch's own address, for links back."
+    )
 
 
 class Alertmanager(Notifier[AlertmanagerConfig]):

@@ -1,8 +1,10 @@
-"""The probe's clocks, one seam: marks in monotonic nanoseconds, sample stamps in UTC.
+"""The one clock module: marks in monotonic nanoseconds, "now" as an aware UTC datetime.
 
-Production reads the machine's clocks. ``phasewatch demo`` runs the probe on a virtual
-clock (``app.demo.virtual``) and sets both for its thread with ``use``; context variables
-keep that from leaking into any other thread or task.
+Production reads the machine's clocks. ``phasewatch demo`` runs the probe and its
+dashboard on a virtual clock (``app.demo.virtual``) and sets both for its thread with
+``use``; context variables keep that from leaking into any other thread or task.
+``wall`` is the machine's clock whatever the context says (APScheduler's, and the demo's
+anchor to real time); everything else asks ``utcnow``.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 
 
-def _utcnow() -> datetime:
+def wall() -> datetime:
+    """The machine's UTC wall clock, never a virtual one."""
     return datetime.now(UTC)
 
 
 _monotonic_ns: ContextVar[Callable[[], int]] = ContextVar(
     "probe_monotonic_ns", default=time.perf_counter_ns
 )
-_wall: ContextVar[Callable[[], datetime]] = ContextVar("probe_wall", default=_utcnow)
+_wall: ContextVar[Callable[[], datetime]] = ContextVar("probe_wall", default=wall)
 
 
 def now_ns() -> int:
@@ -35,7 +38,8 @@ def monotonic() -> float:
 
 
 def utcnow() -> datetime:
-    """The wall clock a sample is stamped with."""
+    """Now: the wall clock, or the one ``use`` set for this context (a sample's stamp, the
+    service's and the dashboard's "now")."""
     return _wall.get()()
 
 

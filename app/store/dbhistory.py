@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunCount, RunData, run_from_samples
 from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.records import RunStatus
 
-COMPLETE = "complete"
 # The contract's 7 days (app.alerts.history, not imported: alerts already import store).
 PRESENT_FOR = timedelta(days=7)
 VANTAGES_TTL = timedelta(minutes=1)
@@ -122,7 +122,7 @@ class DatabaseHistory:
                 .where(
                     TargetRow.name == target,
                     RunRow.vantage == vantage,
-                    RunRow.status == COMPLETE,
+                    RunRow.status == RunStatus.COMPLETE,
                     RunRow.started_at >= start,
                     RunRow.started_at < end,
                 )
@@ -136,7 +136,7 @@ class DatabaseHistory:
                 .join(TargetRow, RunRow.target_id == TargetRow.id)
                 .where(
                     TargetRow.name == target,
-                    RunRow.status == COMPLETE,
+                    RunRow.status == RunStatus.COMPLETE,
                     RunRow.started_at >= now - PRESENT_FOR,
                     RunRow.started_at <= now,
                 )
@@ -196,7 +196,9 @@ def _heads(target: str, vantage: str) -> Select[uuid.UUID, datetime, int]:
     return (
         select(RunRow.id, RunRow.started_at, RunRow.n_samples)
         .join(TargetRow, RunRow.target_id == TargetRow.id)
-        .where(TargetRow.name == target, RunRow.vantage == vantage, RunRow.status == COMPLETE)
+        .where(
+            TargetRow.name == target, RunRow.vantage == vantage, RunRow.status == RunStatus.COMPLETE
+        )
     )
 
 

@@ -34,23 +34,19 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, select, update
-from sqlalchemy.orm import Session, aliased, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
-from app.alerts.notifiers.base import Delivery, Notifier, TransportError, scrub
-from app.store.models import AlertRow, DeliveryRow
+from app.clock import utcnow
+from app.notifiers.base import Delivery, Notifier, TransportError, scrub
+from app.store import outbox
 
 log = logging.getLogger(__name__)
 
-PENDING, SENT, FAILED, SILENCED = "pending", "sent", "failed", "silenced"
+PENDING, SENT, FAILED, SILENCED = outbox.PENDING, "sent", "failed", "silenced"
 _ERROR_LIMIT = 1000
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,34 +163,11 @@ async def attempt(notifier: Notifier[Any], delivery: Delivery) -> Outcome:
 
 def claim(session: Session, now: datetime) -> Claimed | None:
     """The oldest due pending row whose alert has no older pending row for its notifier."""
-    older = aliased(DeliveryRow)
-    waits = exists().where(
-        older.alert_id == DeliveryRow.alert_id,
-        older.notifier == DeliveryRow.notifier,
-        older.status == PENDING,
-        older.id < DeliveryRow.id,
-    )
-    query = (
-        select(
-            DeliveryRow.id,
-            DeliveryRow.notifier,
-            DeliveryRow.payload,
-            DeliveryRow.attempts,
-            DeliveryRow.created_at,
-            DeliveryRow.transition_id,
-            AlertRow.fired_at,
-        )
-        .join(AlertRow, AlertRow.id == DeliveryRow.alert_id)
-        .where(DeliveryRow.status == PENDING, DeliveryRow.next_attempt_at <= now, ~waits)
-        .order_by(DeliveryRow.id)
-        .limit(1)
-        .with_for_update(skip_locked=True, of=DeliveryRow)
-    )
-    row = session.execute(query).one_or_none()
-    if row is None:
+    due = outbox.claim_due(session, now)
+    if due is None:
         return None
-    delivery = Delivery(row.id, row.notifier, dict(row.payload), row.fired_at, row.transition_id)
-    return Claimed(delivery, row.attempts, row.created_at)
+    delivery = Delivery(due.id, due.notifier, due.payload, due.fired_at, due.transition_id)
+    return Claimed(delivery, due.attempts, due.created_at)
 
 
 def record(
@@ -222,12 +195,7 @@ def record(
             values |= {"status": FAILED, "last_error": _cut(error)}
         else:
             values |= {"next_attempt_at": retry_at, "last_error": _cut(outcome.error)}
-    statement = (
-        update(DeliveryRow)
-        .where(DeliveryRow.id == claimed.delivery.id, DeliveryRow.status == PENDING)
-        .values(**values)
-    )
-    if session.execute(statement).rowcount != 1:  # type: ignore[attr-defined]
+    if not outbox.finish_attempt(session, claimed.delivery.id, values):
         # Only possible where rows are not locked (SQLite with two senders).
         log.warning("delivery %d was handled by someone else meanwhile", claimed.delivery.id)
     return str(values.get("status", PENDING))

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.alerts.notifiers import http
-from app.alerts.notifiers.base import (
+from app.notifiers import http
+from app.notifiers.base import (
     Delivery,
     Notifier,
     Secret,
@@ -33,11 +33,15 @@ class WebhookConfig(BaseModel):
     # Errors never echo what was given: it may be a secret.
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
-    type: Literal["webhook"]
-    url: SecretUrl
-    headers: dict[HeaderName, Secret] = Field(default_factory=dict)
+    type: Literal["webhook"] = Field(description="The notifier kind.")
+    url: SecretUrl = Field(description="The receiver's URL; `${ENV}` expands.")
+    headers: dict[HeaderName, Secret] = Field(
+        default_factory=dict, description="Extra request headers; `${ENV}` expands."
+    )
     timeout: float = Field(10.0, gt=0, le=120, description="Seconds for the whole exchange.")
-    external_url: str | None = Field(None, pattern=r"^https?://")
+    external_url: str | None = Field(
+        None, pattern=r"^https?://", description="phasewatch's own address, for links back."
+    )
 
 
 class Webhook(Notifier[WebhookConfig]):

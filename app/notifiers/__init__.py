@@ -20,10 +20,10 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Tag
 
-from app.alerts.notifiers.alertmanager import Alertmanager, AlertmanagerConfig
-from app.alerts.notifiers.base import Delivery, Notifier, TransportError
-from app.alerts.notifiers.slack import Slack, SlackConfig
-from app.alerts.notifiers.webhook import Webhook, WebhookConfig
+from app.notifiers.alertmanager import Alertmanager, AlertmanagerConfig
+from app.notifiers.base import Delivery, Notifier, TransportError
+from app.notifiers.slack import Slack, SlackConfig
+from app.notifiers.webhook import Webhook, WebhookConfig
 
 KINDS: dict[str, type[Notifier[Any]]] = {
     "webhook": Webhook,

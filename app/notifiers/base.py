@@ -18,7 +18,6 @@ receiver that keeps the keys it has seen drops a repeat.
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from abc import ABC, abstractmethod
@@ -33,11 +32,12 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     SecretStr,
     ValidationInfo,
 )
 
-from app.envvars import expand, has_reference
+from app.envvars import expand_field, has_reference, validation_context
 
 RESOLVED_STATES = frozenset({"resolved", "inactive"})
 _IDENTITY_KEYS = ("target", "scope", "severity", "vantage", "from_phase", "to_phase")
@@ -59,29 +59,16 @@ class TransportError(Exception):
 # --- Config pieces ----------------------------------------------------------------------
 
 
-def expand_env(value: Any, info: ValidationInfo) -> Any:
-    """``${NAME}`` from the environment (``load_targets`` passes its own as context)."""
-    if not isinstance(value, str):
-        return value
-    context = _context(info)
-    environ: Mapping[str, str] = context.get("environ", os.environ)
-    return expand(value, environ, keep_unset=context.get("keep_unset", False))
-
-
 def _http_url(value: SecretStr, info: ValidationInfo) -> SecretStr:
     # The reasons never quote the value: a URL from the environment may hold a token.
     url = value.get_secret_value()
-    if has_reference(url) and _context(info).get("keep_unset", False):
+    if has_reference(url) and validation_context(info).get("keep_unset", False):
         return value  # left as ${NAME} for a command that never sends (envvars.expand)
     if not re.match(r"^https?://[^/\s]+", url):
         raise ValueError("must be an http:// or https:// URL")
     if not _valid_port(url):
         raise ValueError("has a port that is not a number from 1 to 65535")
     return value
-
-
-def _context(info: ValidationInfo) -> Mapping[str, Any]:
-    return info.context if isinstance(info.context, Mapping) else {}
 
 
 def _valid_port(url: str) -> bool:
@@ -92,16 +79,16 @@ def _valid_port(url: str) -> bool:
 
 
 # A secret from the file or the environment: repr, str and dumps show "**********".
-Secret = Annotated[SecretStr, BeforeValidator(expand_env)]
-SecretUrl = Annotated[SecretStr, BeforeValidator(expand_env), AfterValidator(_http_url)]
+Secret = Annotated[SecretStr, BeforeValidator(expand_field)]
+SecretUrl = Annotated[SecretStr, BeforeValidator(expand_field), AfterValidator(_http_url)]
 
 
 class BasicAuth(BaseModel):
     # Errors never echo what was given: it may be a secret.
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
-    username: Annotated[str, BeforeValidator(expand_env)]
-    password: Secret
+    username: Annotated[str, BeforeValidator(expand_field)] = Field(description="`${ENV}` expands.")
+    password: Secret = Field(description="`${ENV}` expands.")
 
 
 # --- The delivery -----------------------------------------------------------------------

@@ -1,0 +1,82 @@
+"""Process settings: ``PHASEWATCH_*`` in the environment, then the targets file's globals.
+
+Environment variables win over the file's global fields: an operator can move a
+deployment to another database without editing the targets file.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from app.config.targets import TargetsFile
+
+DEFAULT_CONFIG_PATH = Path("phasewatch.yaml")
+DEFAULT_DATABASE_URL = "sqlite:///./phasewatch.db"
+
+# A Host header's name without its port: '*', '*.example.com', a DNS name, an IPv4 address or
+# a bracketed IPv6 one (as browsers send it).
+_HOST_PATTERN = re.compile(r"^(\*|(\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])$")
+
+
+class Settings(BaseSettings):
+    """Process settings: ``PHASEWATCH_<NAME>`` in the environment, then the targets file."""
+
+    model_config = SettingsConfigDict(env_prefix="PHASEWATCH_", extra="ignore")
+
+    config: Path = Field(DEFAULT_CONFIG_PATH, description="Path of the targets file.")
+    database_url: str | None = Field(
+        None, description=f"SQLAlchemy URL; default `{DEFAULT_DATABASE_URL}`."
+    )
+    vantage: str | None = Field(None, description="This probing location; default host name.")
+    raw_retention_days: int | None = Field(None, ge=1, description="Raw samples kept; default 30.")
+    spool_dir: Path = Field(Path("./phasewatch-spool"), description="Runs wait here for the DB.")
+    host: str = Field("127.0.0.1", description="Address `serve` binds.")
+    port: int = Field(8080, ge=0, le=65535, description="Port `serve` binds.")
+    leader_check_s: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds between leadership checks: a replica takes over this soon after"
+        " the leader dies.",
+    )
+    api_token: SecretStr | None = Field(
+        None, description="Bearer token for API writes; needed to serve beyond loopback."
+    )
+    allowed_hosts: Annotated[list[str] | None, NoDecode] = Field(
+        None,
+        description="Comma-separated Host names `serve` answers to; default the loopback"
+        " names when bound to loopback, else any.",
+    )
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_list(cls, value: Any) -> list[str] | None:
+        if isinstance(value, str):
+            value = value.split(",")
+        if value is None:
+            return None
+        names = [str(name).strip().lower() for name in value if str(name).strip()]
+        wrong = [name for name in names if not _HOST_PATTERN.match(name)]
+        if wrong:
+            raise ValueError(f"not a host name (no scheme, no port): {', '.join(wrong)}")
+        return names or None  # blank: as if unset
+
+    def resolved(self, targets: TargetsFile) -> ResolvedSettings:
+        return ResolvedSettings(
+            database_url=self.database_url or targets.database_url or DEFAULT_DATABASE_URL,
+            vantage=self.vantage or targets.vantage or socket.gethostname(),
+            raw_retention_days=self.raw_retention_days or targets.raw_retention_days or 30,
+        )
+
+
+class ResolvedSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    database_url: str
+    vantage: str
+    raw_retention_days: int

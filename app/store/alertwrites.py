@@ -1,0 +1,161 @@
+"""The alert engine's rows, as plain values: an alert's episode, its transitions, the
+outbox rows written with them (one transaction: app.alerts.engine), and the detector state
+each (target, vantage) carries between runs; and all of it read back at a restart."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.store.alertreads import AlertRecord, TransitionRecord
+from app.store.models import AlertRow, AlertTransitionRow, DeliveryRow, DetectorStateRow
+
+
+@dataclass(frozen=True, slots=True)
+class AlertChange:
+    """An episode as a transition leaves it; its identity is written only when it opens."""
+
+    id: uuid.UUID
+    identity: tuple[str, str, str | None, str, str | None, str | None, str]  # kind … severity
+    opened_at: datetime
+    state: str
+    streak: int
+    fired_at: datetime | None
+    resolved_at: datetime | None
+    summary: str
+    numbers: dict[str, Any]
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryValues:
+    alert_id: uuid.UUID
+    transition_id: int | None  # None: a refresh
+    notifier: str
+    payload: dict[str, Any]
+    status: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorState:
+    target: str
+    vantage: str
+    tail_score: float
+    tail_runs: int
+    last_run_id: str | None
+    rebase_at: datetime | None
+    excluded: dict[str, Any]  # {"spans": [[start, end or null], ...]}
+    updated_at: datetime
+
+
+_IDENTITY = ("kind", "target", "vantage", "scope", "from_phase", "to_phase", "severity")
+
+
+def save_alert(session: Session, change: AlertChange) -> None:
+    row = session.get(AlertRow, change.id)
+    if row is None:
+        row = AlertRow(id=change.id, opened_at=change.opened_at)
+        for name, value in zip(_IDENTITY, change.identity, strict=True):
+            setattr(row, name, value)
+        session.add(row)
+    row.state, row.streak = change.state, change.streak
+    row.fired_at, row.resolved_at = change.fired_at, change.resolved_at
+    row.summary, row.numbers, row.updated_at = change.summary, change.numbers, change.updated_at
+
+
+def save_transition(session: Session, alert_id: uuid.UUID, values: TransitionRecord) -> int:
+    """The transition's row; its id, for the deliveries."""
+    row = AlertTransitionRow(
+        alert_id=alert_id,
+        at=values.at,
+        before=values.before,
+        after=values.after,
+        summary=values.summary,
+        numbers=values.numbers,
+        acknowledged=values.acknowledged,
+    )
+    session.add(row)
+    session.flush()
+    return row.id
+
+
+def add_delivery(session: Session, values: DeliveryValues) -> None:
+    """An outbox row, due at once (``created_at``) with no attempt yet."""
+    session.add(
+        DeliveryRow(
+            alert_id=values.alert_id,
+            transition_id=values.transition_id,
+            notifier=values.notifier,
+            payload=values.payload,
+            status=values.status,
+            attempts=0,
+            next_attempt_at=values.created_at,
+            created_at=values.created_at,
+        )
+    )
+
+
+def mark_acknowledged(session: Session, alert_id: uuid.UUID, now: datetime, by: str) -> None:
+    row = session.get(AlertRow, alert_id)
+    assert row is not None
+    row.acknowledged_at, row.acknowledged_by = now, by
+
+
+def save_detector_state(session: Session, state: DetectorState) -> None:
+    row = session.get(DetectorStateRow, (state.target, state.vantage))
+    if row is None:
+        row = DetectorStateRow(target=state.target, vantage=state.vantage)
+        session.add(row)
+    row.tail_score, row.tail_runs = state.tail_score, state.tail_runs
+    row.last_run_id, row.rebase_at = state.last_run_id, state.rebase_at
+    row.excluded, row.updated_at = state.excluded, state.updated_at
+
+
+def detector_states(session: Session) -> list[DetectorState]:
+    return [
+        DetectorState(
+            r.target,
+            r.vantage,
+            r.tail_score,
+            r.tail_runs,
+            r.last_run_id,
+            r.rebase_at,
+            dict(r.excluded),
+            r.updated_at,
+        )
+        for r in session.scalars(select(DetectorStateRow))
+    ]
+
+
+def alerts_opened_in(session: Session, states: tuple[str, ...]) -> list[AlertRecord]:
+    """The alerts in any of ``states``, oldest opened first."""
+    query = select(AlertRow).where(AlertRow.state.in_(states)).order_by(AlertRow.opened_at)
+    return [AlertRecord.of(row) for row in session.scalars(query)]
+
+
+def resolved_since(session: Session, state: str, since: datetime) -> list[AlertRecord]:
+    """Alerts in ``state`` (resolved) that got there at ``since`` or later, oldest first."""
+    query = (
+        select(AlertRow)
+        .where(AlertRow.state == state, AlertRow.resolved_at >= since)
+        .order_by(AlertRow.resolved_at)
+    )
+    return [AlertRecord.of(row) for row in session.scalars(query)]
+
+
+def note_on_acknowledgement(session: Session, alert_id: uuid.UUID, note: dict[str, Any]) -> None:
+    """``note`` in the numbers of the alert's latest acknowledgement transition, if any."""
+    step = session.scalars(
+        select(AlertTransitionRow)
+        .where(AlertTransitionRow.alert_id == alert_id, AlertTransitionRow.acknowledged)
+        .order_by(AlertTransitionRow.id.desc())
+        .limit(1)
+    ).first()
+    if step is not None:
+        step.numbers = {**step.numbers, **note}

@@ -1,0 +1,76 @@
+"""The outbox as the sender reads and writes it: claim the next due delivery, then write
+what its attempt came to. Rows come and go as plain values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import exists, select, update
+from sqlalchemy.orm import Session, aliased
+
+from app.store.models import AlertRow, DeliveryRow
+
+PENDING = "pending"
+
+
+@dataclass(frozen=True, slots=True)
+class DueDelivery:
+    id: int
+    notifier: str
+    payload: dict[str, Any]
+    attempts: int
+    created_at: datetime
+    transition_id: int | None
+    fired_at: datetime | None  # the alert's
+
+
+def claim_due(session: Session, now: datetime) -> DueDelivery | None:
+    """The oldest due pending row whose alert has no older pending row for its notifier,
+    locked for this transaction where the database can (PostgreSQL: SKIP LOCKED)."""
+    older = aliased(DeliveryRow)
+    waits = exists().where(
+        older.alert_id == DeliveryRow.alert_id,
+        older.notifier == DeliveryRow.notifier,
+        older.status == PENDING,
+        older.id < DeliveryRow.id,
+    )
+    query = (
+        select(
+            DeliveryRow.id,
+            DeliveryRow.notifier,
+            DeliveryRow.payload,
+            DeliveryRow.attempts,
+            DeliveryRow.created_at,
+            DeliveryRow.transition_id,
+            AlertRow.fired_at,
+        )
+        .join(AlertRow, AlertRow.id == DeliveryRow.alert_id)
+        .where(DeliveryRow.status == PENDING, DeliveryRow.next_attempt_at <= now, ~waits)
+        .order_by(DeliveryRow.id)
+        .limit(1)
+        .with_for_update(skip_locked=True, of=DeliveryRow)
+    )
+    row = session.execute(query).one_or_none()
+    if row is None:
+        return None
+    return DueDelivery(
+        row.id,
+        row.notifier,
+        dict(row.payload),
+        row.attempts,
+        row.created_at,
+        row.transition_id,
+        row.fired_at,
+    )
+
+
+def finish_attempt(session: Session, delivery_id: int, values: dict[str, Any]) -> bool:
+    """Write ``values`` on the row if it is still pending; False if someone else had it."""
+    statement = (
+        update(DeliveryRow)
+        .where(DeliveryRow.id == delivery_id, DeliveryRow.status == PENDING)
+        .values(**values)
+    )
+    return bool(session.execute(statement).rowcount == 1)  # type: ignore[attr-defined]

@@ -1,0 +1,94 @@
+"""What many test modules share: waiting for a condition, a free port, this process's lag.
+
+``eventually`` is the one way a test waits for something another thread or process does. Its
+timeout is a liveness bound (generous: how long before we call it stuck), never a claim
+about speed; a speed claim belongs in bench/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Self, TypeVar
+
+from app.demo.sim import SimConfig
+
+T = TypeVar("T")
+
+POLL_S = 0.05
+# The simulated endpoint for tests that need an answer, not a measurement: a few
+# milliseconds a request.
+FAST_SIM = SimConfig(one_way_ms=1, queue_median_ms=2, queue_sigma=0, prefill_ms=1, tokens=3)
+
+
+def eventually(check: Callable[[], T], within_s: float = 30.0, what: str = "") -> T:
+    """Poll ``check()`` until it returns something truthy, and return that.
+
+    Fails after ``within_s``: the thing never happened (a liveness bound, not a speed claim).
+    """
+    deadline = time.monotonic() + within_s
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within_s} s: {what or check}")
+        time.sleep(POLL_S)
+
+
+async def until(check: Callable[[], object], within_s: float = 30.0, what: str = "") -> None:
+    """``eventually`` on an event loop: it yields between looks, so the loop runs on. The timeout
+    is a liveness bound (the thing never happened), not a speed claim."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"not within {within_s} s: {what or check}")
+        await asyncio.sleep(0.01)
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on just now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ThreadLag:
+    """How late a thread of this process wakes from 5 ms sleeps, while the block runs.
+
+    The in-process simulator's loop competes for the same CPUs and interpreter lock as this
+    thread, so its sleeps end late by about as much. A bound on a simulated delay is then
+    "nominal + slack + the worst lag seen meanwhile": exact on a quiet machine, still true on
+    a loaded one.
+    """
+
+    def __init__(self, interval_s: float = 0.005) -> None:
+        self.interval_s = interval_s
+        self.lags_ms: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lag", daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            due = time.perf_counter() + self.interval_s
+            time.sleep(self.interval_s)
+            self.lags_ms.append((time.perf_counter() - due) * 1000)
+
+    def worst_ms(self) -> float:
+        """The latest wake-up so far (0 before the first)."""
+        return max(self.lags_ms, default=0.0)
