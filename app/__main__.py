@@ -1,4 +1,4 @@
-from app.cli import main
+if __name__ == "__main__":  # a spawned backtest worker imports this module too: no CLI
+    from app.cli import main
 
-if __name__ == "__main__":  # a spawned worker imports this module too
     main()

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
@@ -39,6 +38,7 @@ from app.store.ingest import store_run
 from app.store.records import RunRecord
 from app.store.targets import sync_targets
 from bench.common import machine_info, pct, print_table
+from bench.ingest_floor import captured, replay
 from bench.store_candidates import StoreRun, check_summaries, ingest_ladder
 from bench.store_common import (
     Synth,
@@ -180,61 +180,6 @@ def _store_share(
         latencies.append(time.perf_counter() - before)
         if before > deadline:
             break
-    return latencies
-
-
-# The raw-driver floor -----------------------------------------------------------------------
-
-# One statement as the driver received it: SQL, parameters, executemany or not.
-DriverCall = tuple[str, Any, bool]
-
-
-def captured(engine: Engine, runs: list[RunRecord]) -> list[list[DriverCall]]:
-    """What ``store_run`` hands the driver for each run, parameters already processed
-    (JSON serialised, times converted): stored in a transaction that is rolled back."""
-    calls: list[list[DriverCall]] = []
-
-    def record(_conn: Any, _cursor: Any, sql: str, params: Any, _ctx: Any, many: bool) -> None:
-        calls[-1].append((sql, params, many))
-
-    with engine.connect() as connection:
-        transaction = connection.begin()
-        session = Session(bind=connection)
-        event.listen(connection, "before_cursor_execute", record)
-        for run in runs:
-            calls.append([])
-            store_run(session, run, datetime.now(UTC))
-        event.remove(connection, "before_cursor_execute", record)
-        session.close()
-        transaction.rollback()
-    return calls
-
-
-def replay(engine: Engine, calls: list[list[DriverCall]], budget_s: float) -> list[float]:
-    """The same statements on the driver's own connection, a run per transaction, as fast
-    as the driver and the database take them: the floor ``store_run`` is compared with."""
-    raw = engine.raw_connection()
-    driver: Any = raw.driver_connection
-    deadline = time.perf_counter() + budget_s
-    latencies: list[float] = []
-    try:
-        for run in calls:
-            before = time.perf_counter()
-            cursor = driver.cursor()
-            for sql, params, many in run:
-                if many:
-                    cursor.executemany(sql, params)
-                else:
-                    cursor.execute(sql, params)
-                    if cursor.description is not None:
-                        cursor.fetchall()
-            cursor.close()
-            driver.commit()
-            latencies.append(time.perf_counter() - before)
-            if before > deadline:
-                break
-    finally:
-        raw.close()
     return latencies
 
 

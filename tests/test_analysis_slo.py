@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from app.analysis.detectors import SloParams
-from app.analysis.slo import BurnWindow, Counts, MissLedger, budget_left, window_burn
+from app.analysis.slo import BurnWindow, Counts, MissLedger, budget_left, reaches, window_burn
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)
@@ -146,3 +146,17 @@ def test_a_ledger_built_in_one_pass_sums_as_one_built_run_by_run() -> None:
         assert at_once.since(start) == one_by_one.since(start) == plain(entries, start)
         assert at_once.since(now - span) == plain(entries, now - span) or span > 6 * HOUR
     assert MissLedger.of([], now).since(T0) == Counts()
+
+
+def test_burns_says_what_since_and_burn_say_for_every_window() -> None:
+    ledger = MissLedger()
+    entries = runs(5, 4, timedelta(minutes=15))
+    for at, timed, censored in entries:
+        ledger.add(at, timed, censored)
+    now = entries[-1][0] + timedelta(minutes=20)  # the shortest windows hold no run
+    for span in (timedelta(minutes=5), HOUR, 6 * HOUR, 3 * DAY, MONTH):
+        counts = ledger.since(now - span, at_least_one=True)
+        for factor in (0.5, 1.0, 2.0, 6.0, 14.4):
+            expected = reaches(counts.burn(0.99), factor)
+            assert ledger.burns(now - span, 0.99, factor) is expected
+    assert MissLedger().burns(now, 0.99, 1.0) is False

@@ -91,6 +91,8 @@ def test_runs_are_read_as_the_stream_passes_them() -> None:
         (["not-a-time,chat,eu,a,ok,1,1,1\n"], "line 2: 'not-a-time' is not an ISO-8601 time"),
         ([row(0, "a"), "x,y\n"], "line 3: 2 columns, the header has 8"),
         ([row(0, "a").replace("10.0", "ten")], "the run starting at line 2: could not convert"),
+        ([row(0, "a").replace("10.0", '"1,5"')], "the run starting at line 2: could not convert"),
+        ([row(0, "a").replace("10.0", "true")], "the run starting at line 2: could not convert"),
     ],
 )
 def test_a_file_out_of_order_or_malformed_is_an_error_naming_the_line(
@@ -98,6 +100,21 @@ def test_a_file_out_of_order_or_malformed_is_an_error_naming_the_line(
 ) -> None:
     with pytest.raises(BacktestError, match=message):
         list(read_runs(io.StringIO(HEADER + "".join(rows))))
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        ["10.0", "1e1", "-0.5", "1E-3", "3", "12345678901234567890", "0.1", "2.675"],  # JSON's
+        ["10.0", ".5", "5.", "+2", "nan", "1e400"],  # numpy's alone
+    ],
+)
+def test_numbers_read_as_numpy_reads_them_json_or_not(cells: list[str]) -> None:
+    lines = [f"{row(i, 'a').rsplit(',', 2)[0]},{c},8.5\n" for i, c in enumerate(cells)]
+    (run,) = read_runs(io.StringIO(HEADER + "".join(lines)))
+    expected = np.array(cells, dtype=np.float64)
+    np.testing.assert_array_equal(run.phases[:, 0], expected)
+    assert run.phases[:, 0].tobytes() == expected.tobytes()
 
 
 def test_times_with_another_offset_are_read_as_utc() -> None:

@@ -14,7 +14,8 @@ from app.analysis.detectors import Signal
 from app.analysis.dominance import phase_mix
 from app.analysis.runs import RunData
 from app.analysis.slo import MissLedger
-from app.analysis.tail import TailReference, TailState, magnitude_gate, tail_reference
+from app.analysis.tail import TailReference, TailState, tail_reference
+from app.analysis.tailgate import magnitude_gate
 from tests.runfactory import EVERY, LLM, T0, failed_run, make_run
 
 PARAMS = d.DetectorParams()

@@ -10,6 +10,9 @@ error, of a single process.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import heapq
 import multiprocessing
 import operator
@@ -24,6 +27,8 @@ from app.alerts.identity import Transition
 from app.analysis.detectors import DetectorParams
 
 Numbered = list[tuple[int, list[Transition]]]
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+RARELY = (50_000, 20, 100)  # the collector's thresholds while replaying (defaults 700, 10, 10)
 
 
 @dataclass(frozen=True)
@@ -78,11 +83,13 @@ def replay_file(
     (after the transitions a single process would have made before it) if a line is bad.
     ``coverage`` gets every worker's."""
     context = multiprocessing.get_context("spawn")  # no fork of a process with threads
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=initializer) as pool:
+    with ProcessPoolExecutor(jobs - 1, mp_context=context, initializer=initializer) as pool:
         futures = [
-            pool.submit(_worker, path, params_for, seed, Share(i, jobs)) for i in range(jobs)
+            pool.submit(_worker, path, params_for, seed, Share(i, jobs)) for i in range(1, jobs)
         ]
-        outcomes = [future.result() for future in futures]
+        # This process replays the first share meanwhile: one process fewer to start.
+        outcomes = [_worker(path, params_for, seed, Share(0, jobs))]
+        outcomes += [future.result() for future in futures]
     for outcome in outcomes:
         if coverage is not None:
             coverage.merge(outcome.coverage)
@@ -96,6 +103,41 @@ def replay_file(
         yield from transitions
     if first is not None:
         raise BacktestError(first.error)
+
+
+def prepare_worker() -> None:
+    """A worker process's settings: the memory the CLI's own process keeps, and the
+    collector's thresholds of ``collecting_rarely`` for the worker's whole life."""
+    keep_freed_memory()
+    gc.set_threshold(*RARELY)
+
+
+@contextlib.contextmanager
+def collecting_rarely() -> Iterator[None]:
+    """The cyclic garbage collector a hundred times less often, meanwhile. A replay makes
+    some hundred thousand small objects a simulated day (runs, their memos, findings) that
+    reference counting frees or the history keeps for days, and almost no cycles: the
+    collector's passes over them find nothing to free (bench/README.md's backtest section
+    says what they cost); peak memory is the same."""
+    previous = gc.get_threshold()
+    gc.set_threshold(*RARELY)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
+
+
+def keep_freed_memory() -> None:
+    """Let glibc's malloc keep what it frees. The detectors' numpy temporaries are about a
+    megabyte each; by default every one is mapped from the kernel and unmapped again (or
+    the heap trimmed), and those page faults cost a tenth of the replay's CPU time. (Here,
+    not beside the CLI, so that a worker process it initialises imports no command line.)"""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(M_MMAP_THRESHOLD, 32 * 2**20)  # glibc's largest
+        libc.mallopt(M_TRIM_THRESHOLD, 256 * 2**20)
+    except (OSError, AttributeError):
+        pass  # not glibc: its allocator's defaults then
 
 
 def _worker(path: Path, params_for: ParamsTable, seed: int, share: Share) -> Outcome:

@@ -22,15 +22,13 @@ import numpy as np
 from app.alerts.crossvantage import CrossVantage
 from app.alerts.history import History
 from app.alerts.identity import Alert, Identity, Transition
+from app.alerts.references import REBUILD_EVERY, current_reference
 from app.alerts.state import Cooling, Position, Rules, State, step
 from app.alerts.summary import summarize_alert
 from app.analysis import detectors as d
-from app.analysis.dominance import phase_mix
 from app.analysis.runs import RunData
 from app.analysis.slo import MissLedger
-from app.analysis.tail import TailState, tail_reference
-
-REBUILD_EVERY = timedelta(days=1)
+from app.analysis.tail import TailState
 
 
 @dataclass
@@ -62,6 +60,7 @@ class Evaluator:
         self.cooling: dict[Identity, Cooling] = {}
         self.vantages: dict[tuple[str, str], VantageState] = {}
         self._rounds: dict[str, dict[str, str]] = {}
+        self._identities: dict[tuple[str, str, str, str], Identity] = {}
         self.cross = CrossVantage(self)
 
     # Entry points ----------------------------------------------------------------
@@ -140,8 +139,17 @@ class Evaluator:
             detector = d.DETECTORS[name]
             for finding in detector.judge(inputs) if detector.judge else ():
                 severity = finding.severity or detector.severity
-                found[Identity(name, target, vantage, "vantage", severity=severity)] = finding
+                found[self._identity(name, target, vantage, severity)] = finding
         return found
+
+    def _identity(self, kind: str, target: str, vantage: str, severity: str) -> Identity:
+        """A per-vantage alert's identity, made once (several are asked for every run)."""
+        key = (kind, target, vantage, severity)
+        identity = self._identities.get(key)
+        if identity is None:
+            identity = Identity(kind, target, vantage, "vantage", severity=severity)
+            self._identities[key] = identity
+        return identity
 
     def _advance(
         self,
@@ -268,35 +276,7 @@ class Evaluator:
         window: list[RunData],
     ) -> d.Reference | None:
         state = self.state(target, vantage)
-        if state.reference is not None and now - state.reference.built_at < REBUILD_EVERY:
-            return state.reference
-        start = now - timedelta(days=params.reference_days)
-        if state.rebase_at is not None:
-            start = max(start, state.rebase_at)
-        end = window[0].at if window else now
-        runs = [
-            run
-            for run in self.history.window(target, vantage, start, end)
-            if not _inside(run.at, state.excluded)
-        ]
-        span = runs[-1].at - runs[0].at if runs else timedelta(0)
-        too_short = span < timedelta(days=params.min_reference_days)
-        if len(runs) < params.min_reference_runs or too_short:
-            state.reference = None
-            return None
-        state.reference = d.Reference(
-            built_at=now,
-            runs=len(runs),
-            span=span,
-            mix=phase_mix(runs),
-            tail=tail_reference(runs),
-            composition=(
-                d.CompositionReference.build(runs, params.recent_runs)
-                if "composition_shift" in params.enabled
-                else None
-            ),
-        )
-        return state.reference
+        return current_reference(self.history, state, target, vantage, now, params, window)
 
 
 def rules_for(kind: str, params: d.DetectorParams) -> Rules:
@@ -307,7 +287,3 @@ def rules_for(kind: str, params: d.DetectorParams) -> Rules:
 
 def _name_key(target: str) -> int:
     return zlib.crc32(target.encode())  # stable across processes, unlike hash()
-
-
-def _inside(at: datetime, spans: list[tuple[datetime, datetime | None]]) -> bool:
-    return any(start <= at and (end is None or at <= end) for start, end in spans)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.analysis.quantiles import DEFAULT_RESAMPLES, Estimate, bootstrap, interval
+from app.analysis.quantiles import DEFAULT_RESAMPLES, Estimate, interval, resample_indices
 from app.analysis.runs import (
     Array,
     RunData,
@@ -43,11 +43,15 @@ def phase_mix(runs: Sequence[RunData]) -> Mix:
     if not runs:
         return _mix(runs)
     if len(runs) == 1:
-        return runs[0].memo("mix", lambda: _mix(runs))
+        return runs[0].memo("mix", _mix, runs)
     ids = tuple(id(run) for run in runs)  # with the run ids: these very runs
     key = ("mix", *(run.run_id for run in runs))
-    kept, mix = runs[-1].memo(key, lambda: (ids, _mix(runs)))
+    kept, mix = runs[-1].memo(key, _kept_mix, ids, runs)
     return mix if kept == ids else _mix(runs)
+
+
+def _kept_mix(ids: tuple[int, ...], runs: Sequence[RunData]) -> tuple[tuple[int, ...], Mix]:
+    return ids, _mix(runs)
 
 
 def _mix(runs: Sequence[RunData]) -> Mix:
@@ -80,12 +84,15 @@ def lead(
         return Estimate(None, None, None, len(values))
     first, second = names.index(challenger), names.index(leader)
 
-    def share_lead(replicates: Array) -> Array:
-        medians = median_along(replicates, 1)  # (resamples × phases)
+    def share_lead(medians: Array) -> Array:  # (replicates × phases)
         whole = medians.sum(axis=1)
         whole[whole <= 0] = np.inf
         return np.asarray((medians[:, first] - medians[:, second]) / whole, dtype=np.float64)
 
-    point = share_lead(values[None, :, :])[0]
-    low, high = interval(bootstrap(values, sizes, share_lead, resamples, rng))
+    point = share_lead(median_along(values[None, :, :], 1))[0]
+    # Phase by phase, each replicate's draws contiguous: numpy sorts those twice as fast
+    # as along the middle axis of (replicates × draws × phases), to the same medians.
+    by_phase = np.ascontiguousarray(values.T)
+    draws = by_phase[:, resample_indices(sizes, resamples, rng)]  # (phases × replicates × draws)
+    low, high = interval(share_lead(np.ascontiguousarray(median_along(draws, 2).T)))
     return Estimate(float(point), low, high, len(values))

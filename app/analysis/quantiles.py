@@ -8,6 +8,8 @@ so the index drawing is here; the statistics themselves are numpy's.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -105,11 +107,7 @@ def row_quantiles(rows: Array, q: float) -> Array:
     """``np.quantile(rows, q, axis=1)`` (linear, numpy's default), the same numbers: the
     same neighbours and numpy's own interpolation, from a sort, which numpy does several
     times faster than the partition its quantile makes on a bootstrap's replicates."""
-    n = rows.shape[1]
-    virtual = (n - 1) * np.float64(q)
-    below = -1 if virtual >= n - 1 else int(np.floor(virtual))
-    above = -1 if below == -1 else below + 1
-    gamma = float(virtual - below)
+    below, above, gamma = _neighbours(rows.shape[1], q)
     ordered = np.sort(rows, axis=1)
     low, high = ordered[:, below], ordered[:, above]
     gap = high - low
@@ -118,3 +116,36 @@ def row_quantiles(rows: Array, q: float) -> Array:
     if nan.any():
         found[nan] = np.nan
     return np.asarray(found, dtype=np.float64)
+
+
+def sorted_quantile(ordered: Array, q: float) -> float:
+    """``np.quantile(values, q)`` from ``ordered``, the values sorted (NaNs last, as
+    ``np.sort`` puts them), the same number: a caller that needs several quantiles of one
+    set of values sorts it once."""
+    below, above, gamma = _neighbours(len(ordered), q)
+    low, high, last = float(ordered[below]), float(ordered[above]), float(ordered[-1])
+    if math.isnan(last):
+        return math.nan
+    gap = high - low
+    return high - gap * (1 - gamma) if gamma >= 0.5 else low + gap * gamma
+
+
+def sorted_median(ordered: Array) -> float:
+    """``np.median(values)`` from ``ordered``, the values sorted (NaNs last): the middle
+    value, or the mean of the middle two."""
+    n = len(ordered)
+    if math.isnan(ordered[-1]):
+        return math.nan
+    half = n // 2
+    return float(ordered[half] if n % 2 else (ordered[half - 1] + ordered[half]) / 2)
+
+
+@functools.lru_cache(maxsize=1024)
+def _neighbours(n: int, q: float) -> tuple[int, int, float]:
+    """numpy's linear method: the sorted positions below and above ``q`` (-1 for the last
+    value) and the weight of the one above, with numpy's float64 arithmetic (Python's
+    floats are the same doubles)."""
+    virtual = (n - 1) * float(q)
+    below = -1 if virtual >= n - 1 else math.floor(virtual)
+    above = -1 if below == -1 else below + 1
+    return below, above, virtual - below

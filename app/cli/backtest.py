@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import sys
@@ -21,9 +20,6 @@ if TYPE_CHECKING:
     from app.alerts.backtestcoverage import Coverage
     from app.alerts.backtestjobs import ParamsTable
     from app.alerts.identity import Transition
-
-
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 
 
 class Format(StrEnum):
@@ -55,8 +51,9 @@ def backtest(
     """Print every alert transition the detectors would have made on these samples."""
     from app.alerts.backtest import BacktestError
     from app.alerts.backtestcoverage import Coverage
+    from app.alerts.backtestjobs import collecting_rarely, keep_freed_memory
 
-    _keep_freed_memory()
+    keep_freed_memory()
     params_for = _params(config)
     coverage = Coverage()
     try:
@@ -66,11 +63,12 @@ def backtest(
     transitions: list[Transition] = []
     workers = jobs if jobs is not None else min(2, os.cpu_count() or 1)
     try:
-        for transition in _moved(file, params_for, seed, workers, coverage):
-            if output is Format.JSONL:
-                sys.stdout.write(json.dumps(transition.to_json()) + "\n")
-            else:
-                transitions.append(transition)
+        with collecting_rarely():
+            for transition in _moved(file, params_for, seed, workers, coverage):
+                if output is Format.JSONL:
+                    sys.stdout.write(json.dumps(transition.to_json()) + "\n")
+                else:
+                    transitions.append(transition)
     except BacktestError as exc:
         fail(f"{file}: {exc}")
     if output is Format.TABLE:
@@ -104,7 +102,7 @@ def _moved(
     """The transitions that change a state: in this process (with a progress bar on a
     terminal) for one job, else from ``jobs`` workers."""
     from app.alerts.backtest import read_runs, replay
-    from app.alerts.backtestjobs import replay_file
+    from app.alerts.backtestjobs import prepare_worker, replay_file
 
     if jobs > 1:
         yield from replay_file(
@@ -112,7 +110,7 @@ def _moved(
             params_for,
             seed=seed,
             jobs=jobs,
-            initializer=_keep_freed_memory,
+            initializer=prepare_worker,
             coverage=coverage,
         )
         return
@@ -127,23 +125,11 @@ def _moved(
             read_runs(rows),
             params_for,
             seed=seed,
-            progress=lambda n: shown.update(task, completed=n),
+            progress=(lambda n: shown.update(task, completed=n)) if stderr.is_terminal else None,
             coverage=coverage,
         ):
             if transition.moved:
                 yield transition
-
-
-def _keep_freed_memory() -> None:
-    """Let glibc's malloc keep what it frees. The detectors' numpy temporaries are about a
-    megabyte each; by default every one is mapped from the kernel and unmapped again (or
-    the heap trimmed), and those page faults cost a tenth of the replay's CPU time."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(M_MMAP_THRESHOLD, 32 * 2**20)  # glibc's largest
-        libc.mallopt(M_TRIM_THRESHOLD, 256 * 2**20)
-    except (OSError, AttributeError):
-        pass  # not glibc: its allocator's defaults then
 
 
 def _params(config: Path | None) -> ParamsTable:

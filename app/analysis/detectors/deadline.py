@@ -60,8 +60,7 @@ def _any_burning(inputs: Inputs, windows: tuple[BurnWindow, ...]) -> bool:
     """The long windows alone (the cheap half of the question, asked after every run)."""
     objective = inputs.params.slo.objective
     for window in windows:
-        rate = inputs.misses.since(inputs.now - window.long, at_least_one=True).burn(objective)
-        if reaches(rate, window.factor):
+        if inputs.misses.burns(inputs.now - window.long, objective, window.factor):
             return True
     return False
 

@@ -1,6 +1,6 @@
 """``tail_shift`` — the tail got heavier than the reference (a CUSUM, gated by magnitude).
 
-The statistics are in app/analysis/tail.py; here is when they make an alert.
+The statistics are in app/analysis/tail.py and tailgate.py; here is when they make an alert.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import numpy as np
 
 from app.analysis.detectors.base import Detector, Finding, Inputs, Named, Signal, ci
 from app.analysis.runs import RunData
-from app.analysis.tail import TailReference, TailState, cusum_step, magnitude_gate
+from app.analysis.tail import TailReference, TailState, cusum_step
+from app.analysis.tailgate import magnitude_gate
 
 if TYPE_CHECKING:
     from app.analysis.detectors.params import DetectorParams
