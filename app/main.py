@@ -28,6 +28,7 @@ from app.store.spool import Spool
 from app.upkeep import Upkeep
 from app.web import api as web_api
 from app.web import errors, health, metrics, pages
+from app.web.api import agent
 from app.web.auth import document_open_writes
 from app.web.hosts import allowed_hosts
 from app.web.pages import STATIC_DIR
@@ -101,6 +102,7 @@ def create_app(
     )
     app.state.service = service
     app.state.metrics = observed
+    agent.install(app, service, observed)  # the server's side of `phasewatch agent`
     errors.install(app)
     app.include_router(health.router)
     app.include_router(web_api.router)

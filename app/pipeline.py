@@ -213,19 +213,23 @@ class Pipeline:
         try:
             self.store(record)
         except Exception as exc:
-            if not is_transient(exc):
+            if not self.transient(exc):
                 raise
             log.warning("database unreachable (%s); run %s spooled", exc, record.id)
             self.spool.append(record)
             return False
         return True
 
+    def transient(self, exc: Exception) -> bool:
+        """Is the store away for now (the run waits in the spool)? An agent's is the server."""
+        return is_transient(exc)
+
     def store(self, record: RunRecord) -> bool:
         try:
             with write_transaction(self.sessions) as session:
                 stored = store_run(session, record, self.clock())
         except Exception as exc:
-            if is_transient(exc):
+            if self.transient(exc):
                 self.store_problem = describe(exc)
             raise
         self.store_problem = None
@@ -235,7 +239,7 @@ class Pipeline:
         """Move spooled runs into the database, oldest first; returns how many left."""
         if not self.ready.is_set():
             return 0
-        flushed = self.spool.flush(self.store, is_transient)
+        flushed = self.spool.flush(self.store, self.transient)
         if flushed:
             log.info("%d spooled run(s) stored", flushed)
         return flushed

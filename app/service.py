@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from app.stopping import stop_within_budget
 from app.store.leader import Leadership
 from app.store.targets import TargetValues, sync_targets
 from app.upkeep import Upkeep
+from app.vantages import probed_here
 from app.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -238,7 +240,13 @@ class Service:
         log.info("targets reloaded: %s", changes)
 
     def _scheduled(self, targets: TargetsFile) -> list[Target]:
-        return list(targets.targets) if self.probing else []
+        if not self.probing:
+            return []
+        # Targets listing vantages run here only if this one is listed (the rest at agents).
+        here, refused = probed_here(targets.targets, self.resolved.vantage, os.environ, server=True)
+        for name, reason in refused.items():
+            log.error("target %s not probed at %s: %s", name, self.resolved.vantage, reason)
+        return here
 
     def _sync_targets(self, targets: TargetsFile) -> None:
         try:

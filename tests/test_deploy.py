@@ -13,8 +13,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import typer
 import yaml
 
+from app.cli import cli
 from app.config import Settings
 
 ROOT = Path(__file__).parent.parent
@@ -22,8 +24,20 @@ COMPOSE_FILES = (ROOT / "docker-compose.yml", ROOT / ".ci" / "compose" / "ci.yml
 DOCKERFILE_TEXT = (ROOT / "Dockerfile").read_text()
 EXAMPLE_TARGETS = (ROOT / "docs" / "phasewatch.example.yaml").read_text()
 SETTINGS_VARIABLES = {f"PHASEWATCH_{name.upper()}" for name in Settings.model_fields}
-# Compose's own variables: they choose images and ports and never reach phasewatch.
-COMPOSE_ONLY = {"PHASEWATCH_IMAGE", "PHASEWATCH_POSTGRES_IMAGE", "PHASEWATCH_PUBLISHED_PORT"}
+# `phasewatch agent`'s own options from the environment (app/cli/agent.py).
+AGENT_VARIABLES = {
+    str(param.envvar)
+    for param in typer.main.get_command(cli).commands["agent"].params  # type: ignore[attr-defined]
+    if param.envvar
+}
+# Compose's own variables: they choose images, ports and the agent's vantage and never
+# reach phasewatch under their own names.
+COMPOSE_ONLY = {
+    "PHASEWATCH_IMAGE",
+    "PHASEWATCH_POSTGRES_IMAGE",
+    "PHASEWATCH_PUBLISHED_PORT",
+    "PHASEWATCH_AGENT_VANTAGE",
+}
 
 
 def _compose(path: Path) -> dict[str, Any]:
@@ -52,14 +66,14 @@ def test_every_phasewatch_variable_set_for_the_container_is_a_setting() -> None:
         for service in _compose(path)["services"].values():
             names |= {name for name in _environment(service) if name.startswith("PHASEWATCH_")}
     assert names, "found no PHASEWATCH_ variable: the parsing above is wrong"
-    assert names - SETTINGS_VARIABLES == set()
+    assert names - SETTINGS_VARIABLES - AGENT_VARIABLES == set()
 
 
 def test_the_variables_compose_itself_reads_are_not_settings() -> None:
     text = " ".join(path.read_text() for path in COMPOSE_FILES)
     interpolated = set(re.findall(r"\$\{(PHASEWATCH_\w+)", text))
     assert interpolated - SETTINGS_VARIABLES <= COMPOSE_ONLY
-    assert COMPOSE_ONLY & SETTINGS_VARIABLES == set()
+    assert COMPOSE_ONLY & (SETTINGS_VARIABLES | AGENT_VARIABLES) == set()
 
 
 def test_every_key_the_example_targets_file_uses_is_passed_through() -> None:

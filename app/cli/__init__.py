@@ -8,7 +8,7 @@ import typer
 from typer.exceptions import TyperException
 
 from app import __version__
-from app.cli import backtest, data, demo, probe, service
+from app.cli import agent, backtest, data, demo, probe, service
 from app.cli.common import one_line
 
 cli = typer.Typer(
@@ -23,6 +23,7 @@ db = typer.Typer(help="Database schema.", no_args_is_help=True, rich_markup_mode
 
 cli.command()(probe.probe)
 cli.command()(service.serve)
+cli.command()(agent.agent)
 cli.command()(demo.demo)
 cli.command("check-config")(service.check_config)
 cli.command("export")(data.export_csv)

@@ -3,6 +3,7 @@
 ``settings``: ``PHASEWATCH_*`` in the environment, which win over the file's global
 fields. ``targets``: the file's models. ``loading``: reading, ``${ENV}`` expansion and
 validation. ``errors``: every problem in the file named by file, line, target and field.
+``vantages``: the agents allowed to report (``vantages:``), each with its token.
 """
 
 from __future__ import annotations

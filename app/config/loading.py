@@ -52,8 +52,8 @@ def _expand_headers(
     problems: list[str] = []
     for index, target in enumerate(raw.get("targets") or []):
         headers = target.get("headers") if isinstance(target, dict) else None
-        if not isinstance(headers, dict):
-            continue
+        if not isinstance(headers, dict) or "vantages" in target:
+            continue  # probed at vantages: each expands the templates itself (app.vantages)
         for name, value in headers.items():
             if not isinstance(value, str):
                 continue

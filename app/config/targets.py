@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.analysis.detectors import DetectorParams
+from app.config.vantages import VantageAccess, VantageName
 from app.durations import Seconds
 from app.notifiers import NotifierConfig
 from app.probe.headername import HeaderName
@@ -52,6 +53,9 @@ class Target(BaseModel):
     )
     alerts: DetectorParams = Field(default_factory=DetectorParams, description="Detector settings.")
     notifiers: list[str] = Field(default_factory=list, description="Names; none listed: all.")
+    vantages: list[VantageName] | None = Field(
+        None, description="Where it is probed (agents, the server's own); none: the server."
+    )
 
     @field_validator("headers")
     @classmethod
@@ -135,6 +139,9 @@ class TargetsFile(BaseModel):
         default_factory=dict, description="By name."
     )
     targets: list[Target] = Field(default_factory=list, description="What to probe.")
+    vantages: dict[VantageName, VantageAccess] = Field(
+        default_factory=dict, description="Agents allowed to report, by vantage name."
+    )
 
     @field_validator("targets")
     @classmethod

@@ -4,10 +4,34 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.web.api import alerts, breakdown, compare, history, meta, runs, samples, silences, targets
+from app.web.api import (
+    agent,
+    alerts,
+    breakdown,
+    compare,
+    history,
+    meta,
+    runs,
+    samples,
+    silences,
+    targets,
+    vantages,
+)
 from app.web.errors import errors
 
 # Any request may come with a Host that is not allowed (app.web.hosts).
 router = APIRouter(prefix="/api/v1", responses=errors(400))
-for module in (meta, targets, runs, samples, breakdown, history, compare, alerts, silences):
+for module in (
+    meta,
+    targets,
+    runs,
+    samples,
+    breakdown,
+    history,
+    compare,
+    alerts,
+    silences,
+    agent,
+    vantages,
+):
     router.include_router(module.router)

@@ -13,9 +13,9 @@ router = APIRouter()
 
 def _include_pages() -> None:
     # Imported here: the page modules import this package (for its helpers) first.
-    from app.web.pages import alerts, apidocs, compare, overview, target
+    from app.web.pages import alerts, apidocs, compare, overview, target, vantages
 
-    for module in (overview, target, alerts, compare, apidocs):
+    for module in (overview, target, alerts, compare, vantages, apidocs):
         router.include_router(module.router)
 
 

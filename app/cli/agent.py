@@ -1,0 +1,71 @@
+"""`phasewatch agent`: probe at one vantage what a server assigns it, push every run there."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from app.cli.common import fail
+
+if TYPE_CHECKING:
+    from app.agent.runner import Agent
+
+
+def agent(
+    server: Annotated[
+        str, typer.Option(envvar="PHASEWATCH_SERVER", help="The server's URL; $PHASEWATCH_SERVER.")
+    ],
+    vantage: Annotated[
+        str,
+        typer.Option(
+            envvar="PHASEWATCH_VANTAGE", help="This agent's vantage; $PHASEWATCH_VANTAGE."
+        ),
+    ],
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PHASEWATCH_AGENT_TOKEN",
+            help="The vantage's token; better $PHASEWATCH_AGENT_TOKEN (a command line is seen"
+            " by every user of the machine).",
+        ),
+    ] = None,
+    spool_dir: Annotated[
+        Path,
+        typer.Option(envvar="PHASEWATCH_SPOOL_DIR", help="Runs wait here for the server."),
+    ] = Path("./phasewatch-agent-spool"),
+    refresh: Annotated[
+        float | None,
+        typer.Option(help="Seconds between assignment fetches; default the server's word."),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Fetch this vantage's targets from the server, probe them as serve does, and push
+    each run; while the server is away, runs wait in the spool."""
+    from app.agent.client import ServerClient
+    from app.agent.runner import Agent
+    from app.cli.service import LOG_FORMAT, quiet_chatty_loggers
+
+    if not token or not token.strip():
+        fail("no token: set PHASEWATCH_AGENT_TOKEN (or --token) to this vantage's token")
+    if not server.startswith(("http://", "https://")):
+        fail(f"--server must be an http:// or https:// URL, not {server!r}")
+    logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
+    quiet_chatty_loggers()
+    client = ServerClient(server, token.strip(), vantage)
+    asyncio.run(_run(Agent(client, vantage, spool_dir, refresh_s=refresh)))
+
+
+async def _run(agent: Agent) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+    logging.getLogger(__name__).info("agent %s started", agent.vantage)
+    await agent.run(stop)

@@ -1,0 +1,76 @@
+"""/api/v1/vantages — where targets are probed from: the server's own vantage and each agent
+named in the targets file, with what the server has heard from it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from app.clock import utcnow
+from app.vantagebook import is_silent
+from app.vantages import assigned, runs_at, shortest_interval
+from app.web.api.agent import BookDep
+from app.web.deps import ServiceDep
+
+router = APIRouter(tags=["vantages"])
+
+
+class VantageOut(BaseModel):
+    name: str
+    server: bool = Field(description="The server's own vantage (no agent).")
+    targets: list[str] = Field(description="Targets probed there.")
+    last_seen: datetime | None = Field(description="The agent's last request.")
+    last_pushed: datetime | None = Field(description="The agent's last run pushed.")
+    skew_s: float | None = Field(description="Server receive time − agent send time, last push.")
+    version: str | None = Field(description="The agent's phasewatch version.")
+    runs_pushed: int = Field(description="Pushes since the server started.")
+    pending: int | None = Field(description="Runs the agent said wait in its spool.")
+    refused: dict[str, str] = Field(description="Targets it will not probe: why.")
+    silent: bool = Field(description="No run for 3 of its shortest intervals.")
+
+
+@router.get("/vantages", response_model=list[VantageOut])
+def list_vantages(service: ServiceDep, vantages: BookDep) -> list[VantageOut]:
+    """The server's vantage first, then each agent of the targets file, by name."""
+    now = utcnow()
+    own = service.resolved.vantage
+    local = [t.name for t in service.targets.targets if runs_at(t, own, server=True)]
+    found = [_empty(own, local)]
+    for name in sorted(service.targets.vantages):
+        state = vantages.get(name)
+        targets = assigned(service.targets.targets, name)
+        shortest = shortest_interval(service.targets.targets, name)
+        found.append(
+            VantageOut(
+                name=name,
+                server=False,
+                targets=[t.name for t in targets],
+                last_seen=state.last_seen,
+                last_pushed=state.last_pushed,
+                skew_s=state.skew_s,
+                version=state.version,
+                runs_pushed=state.runs,
+                pending=state.pending,
+                refused=state.refused,
+                silent=is_silent(state, shortest, vantages.since, now),
+            )
+        )
+    return found
+
+
+def _empty(name: str, targets: list[str]) -> VantageOut:
+    return VantageOut(
+        name=name,
+        server=True,
+        targets=targets,
+        last_seen=None,
+        last_pushed=None,
+        skew_s=None,
+        version=None,
+        runs_pushed=0,
+        pending=None,
+        refused={},
+        silent=False,
+    )
