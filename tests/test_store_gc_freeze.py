@@ -1,6 +1,6 @@
 """Once the service has started, its long-lived objects are out of the cyclic GC's sight, so
 that a large read (a 90-day chart: tens of thousands of rows) does not make the collector
-walk them again and again (bench/README.md, query)."""
+walk them again and again (``bench.store_query``)."""
 
 from __future__ import annotations
 

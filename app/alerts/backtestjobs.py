@@ -130,7 +130,8 @@ def collecting_rarely() -> Iterator[None]:
 def keep_freed_memory() -> None:
     """Let glibc's malloc keep what it frees. The detectors' numpy temporaries are about a
     megabyte each; by default every one is mapped from the kernel and unmapped again (or
-    the heap trimmed), and those page faults cost a tenth of the replay's CPU time. (Here,
+    the heap trimmed), and those page faults are a visible share of the replay's CPU time
+    (``bench.backtest_speed``). (Here,
     not beside the CLI, so that a worker process it initialises imports no command line.)"""
     try:
         libc = ctypes.CDLL("libc.so.6")

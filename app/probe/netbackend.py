@@ -1,11 +1,12 @@
 """httpcore's network backend, written straight on asyncio for the probe.
 
-httpcore's default (anyio) spends ~0.8 ms of Python in ``connect_tcp`` on this kind of
-machine (a task group racing every address, cancel scopes, several loop turns) where the
-kernel's connect takes 0.03 ms; all of it lands in the sample's ``connect`` phase. This
-backend connects a plain non-blocking socket (racing addresses only when a name resolves to
-more than one), then reads and writes through one asyncio ``Protocol`` that keeps reading
-on, buffered up to a bound, so a read of data already in takes no loop turn. Connecting is
+httpcore's default (anyio) spends many times the kernel's connect in Python in
+``connect_tcp`` (a task group racing every address, cancel scopes, several loop turns;
+``bench.probe_cpu`` and ``bench.probe_accuracy`` measure the difference); all of it lands in
+the sample's ``connect`` phase. This backend connects a plain non-blocking socket (racing
+addresses only when a name resolves to more than one), then reads and writes through one
+asyncio ``Protocol`` that keeps reading on, buffered up to a bound, so a read of data
+already in takes no loop turn. Connecting is
 ``app.probe.netconnect``'s job, reading and writing ``app.probe.netstream``'s.
 
 The contract is httpcore's ``AsyncNetworkBackend``/``AsyncNetworkStream``: timeouts are

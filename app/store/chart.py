@@ -87,8 +87,7 @@ def run_chart(
     The per-run columns of ``ix_runs_chart`` (no per-phase ``summary``: use
     ``run_summaries`` for that, on short windows), served from that index without touching
     the table. Runs that start at the same instant come in no particular order; an unknown
-    target has none. 90 days of one target (17,280 runs) with 10 M samples stored: see
-    bench/README.md (Query).
+    target has none. Its speed over 90 days of one target: ``bench.store_query``.
     """
     connection = session.connection()
     query = run_chart_query(connection.dialect.name, target, start, end, vantage)

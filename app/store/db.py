@@ -123,9 +123,10 @@ def transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
 
 
 # SQLite lets one writer in at a time, and a writer that finds the lock taken sleeps and
-# polls (1, 2, 5, 10, 15, 20, 25, 25 ... ms), so a lock held for a few ms by another thread
-# can cost it 80-100 ms. Writers in this process queue on a lock of ours instead, which is
-# handed over the moment it is released. One per database file, shared by its engines.
+# polls at growing intervals, so a lock held for a few ms by another thread can cost it many
+# times that (``bench.store_prune`` measures the slowest store). Writers in this process
+# queue on a lock of ours instead, which is handed over the moment it is released. One per
+# database file, shared by its engines.
 WRITE_LOCK_WAIT_S = 30.0  # SQLite's own busy timeout (see make_engine)
 _write_locks: dict[str, threading.Lock] = {}
 _write_locks_guard = threading.Lock()

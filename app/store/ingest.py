@@ -89,8 +89,8 @@ def _store_postgres(
     session: Session, record: RunRecord, params: dict[str, Any]
 ) -> tuple[bool, bool]:
     """Compiled once per engine and run as driver SQL: SQLAlchemy's per-execution work on
-    the statement (cache lookup, parameter processing, result set-up) cost ~0.07 ms of CPU
-    per run, a seventh of the client's share of storing 20 samples (bench/README.md)."""
+    the statement (cache lookup, parameter processing, result set-up) was a large part of
+    the client's share of storing a run (``bench.store_ingest``)."""
     params["samples"] = [_sample_document(s) for s in record.samples]
     connection = session.connection()
     statement = driver_statement(connection.dialect, _POSTGRES_RUN_INSERT)

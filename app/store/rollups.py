@@ -48,7 +48,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # the runs by at most this much.
 CATCH_UP_EVERY_S = 10.0
 # The 5- and 15-minute rollups hold about a row per run (for the vantage, and again pooled)
-# and were most of the disk a run keeps (bench/README.md, "Disk per run"). They are kept this
+# and were most of the disk a run keeps (``bench.store_size``). They are kept this
 # long; older windows cut into buckets that need them are merged from the run digests, which
 # are kept forever (``app.store.timeseries.time_series``): the same numbers, more rows to read.
 FINE_PERIODS = (300, 900)
