@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from app.alerts.backtest import read_runs, replay
+from app.alerts.backtest import replay
+from app.alerts.backtestcsv import read_runs
 from app.alerts.backtestjobs import ParamsTable
 
 RECORDED = Path(__file__).parent / "data" / "backtest_alerts.json"

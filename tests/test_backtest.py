@@ -8,8 +8,9 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from app.alerts.backtest import BacktestError, read_runs, replay, retention
+from app.alerts.backtest import replay, retention
 from app.alerts.backtestcoverage import Coverage, duration, unjudged
+from app.alerts.backtestcsv import BacktestError, read_runs
 from app.alerts.history import MemoryHistory, Retention
 from app.analysis.detectors import DetectorParams
 from app.analysis.runs import RunCount

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.alerts.backtest import read_numbered, read_runs, replay
+from app.alerts.backtest import replay
+from app.alerts.backtestcsv import read_numbered, read_runs
 from app.analysis.detectors import DetectorParams
 from app.store.csvlayout import format_timestamp
 from tests.clirun import run_cli

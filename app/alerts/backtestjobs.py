@@ -21,8 +21,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.alerts.backtest import BacktestError, read_numbered, replay_numbered
+from app.alerts.backtest import replay_numbered
 from app.alerts.backtestcoverage import Coverage
+from app.alerts.backtestcsv import BacktestError, read_numbered
 from app.alerts.identity import Transition
 from app.analysis.detectors import DetectorParams
 

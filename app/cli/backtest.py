@@ -49,8 +49,8 @@ def backtest(
     ] = None,
 ) -> None:
     """Print every alert transition the detectors would have made on these samples."""
-    from app.alerts.backtest import BacktestError
     from app.alerts.backtestcoverage import Coverage
+    from app.alerts.backtestcsv import BacktestError
     from app.alerts.backtestjobs import collecting_rarely, keep_freed_memory
 
     keep_freed_memory()
@@ -101,7 +101,8 @@ def _moved(
 ) -> Iterator[Transition]:
     """The transitions that change a state: in this process (with a progress bar on a
     terminal) for one job, else from ``jobs`` workers."""
-    from app.alerts.backtest import read_runs, replay
+    from app.alerts.backtest import replay
+    from app.alerts.backtestcsv import read_runs
     from app.alerts.backtestjobs import prepare_worker, replay_file
 
     if jobs > 1:
