@@ -96,6 +96,10 @@ def _run(listener: socket.socket, workdir: Path, speed: float) -> None:
         replay.stop()
     if replay.error is not None:
         fail(f"the demo stopped: {replay.error}")
+    # Only a signal stops the server otherwise. uvicorn raises it again once it has shut down,
+    # but whether that reaches here as KeyboardInterrupt depends on where asyncio's runner
+    # was when it landed: say it was a stop either way.
+    raise KeyboardInterrupt
 
 
 def _write_targets_file(workdir: Path, replay: Replay) -> Path:
