@@ -25,8 +25,8 @@ from app.clock import utcnow
 from app.config import Target
 from app.probe.run import probe_run
 from app.probe.sample import Sample
-from app.store.db import write_transaction
-from app.store.ingest import store_run
+from app.store.db import write_connection
+from app.store.ingest import store_run_on
 from app.store.records import RunRecord, RunStatus, SampleRecord
 from app.store.spool import Spool
 from app.writer import Writer
@@ -226,8 +226,8 @@ class Pipeline:
 
     def store(self, record: RunRecord) -> bool:
         try:
-            with write_transaction(self.sessions) as session:
-                stored = store_run(session, record, self.clock())
+            with write_connection(self.sessions) as connection:
+                stored = store_run_on(connection, record, self.clock())
         except Exception as exc:
             if self.transient(exc):
                 self.store_problem = describe(exc)

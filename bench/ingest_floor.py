@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, event
-from sqlalchemy.orm import Session
 
-from app.store.ingest import store_run
+from app.store.ingest import store_run_on
 from app.store.records import RunRecord
 
 # One statement as the driver received it: SQL, parameters, executemany or not.
@@ -18,8 +17,9 @@ DriverCall = tuple[str, Any, bool]
 
 
 def captured(engine: Engine, runs: list[RunRecord]) -> list[list[DriverCall]]:
-    """What ``store_run`` hands the driver for each run, parameters already processed
-    (JSON serialised, times converted): stored in a transaction that is rolled back."""
+    """What ``store_run_on`` (``Pipeline.store``'s) hands the driver for each run,
+    parameters already processed (JSON serialised, times converted): stored in a
+    transaction that is rolled back."""
     calls: list[list[DriverCall]] = []
 
     def record(_conn: Any, _cursor: Any, sql: str, params: Any, _ctx: Any, many: bool) -> None:
@@ -27,13 +27,11 @@ def captured(engine: Engine, runs: list[RunRecord]) -> list[list[DriverCall]]:
 
     with engine.connect() as connection:
         transaction = connection.begin()
-        session = Session(bind=connection)
         event.listen(connection, "before_cursor_execute", record)
         for run in runs:
             calls.append([])
-            store_run(session, run, datetime.now(UTC))
+            store_run_on(connection, run, datetime.now(UTC))
         event.remove(connection, "before_cursor_execute", record)
-        session.close()
         transaction.rollback()
     return calls
 

@@ -1,7 +1,8 @@
 """Ingest: how many samples per second ``store_run`` writes, a run per transaction.
 
-Exactly as the pipeline stores a finished run (``Pipeline.store``): one session, one
-transaction, ``store_run``, commit. Beside it, in turn with it, the floor: the same
+Exactly as the pipeline stores a finished run (``Pipeline.store`` itself: the write lock,
+one Core connection in one transaction, ``store_run_on``, commit; ``--candidates``: in a
+Session, ``store_run`` then and now). Beside it, in turn with it, the floor: the same
 statements with the same (already processed) parameters replayed on the driver's own
 connection, a run per transaction; the ratio of the two is what SQLAlchemy and our own
 Python cost on top of the driver and the database. Runs are built beforehand (``Synth``,
@@ -20,6 +21,7 @@ import io
 import math
 import os
 import pstats
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,10 +34,11 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
+from app.pipeline import Pipeline
 from app.service import target_values
 from app.store.db import make_sessions
-from app.store.ingest import store_run
 from app.store.records import RunRecord
+from app.store.spool import Spool
 from app.store.targets import sync_targets
 from bench.common import machine_info, pct, print_table
 from bench.ingest_floor import captured, replay
@@ -145,11 +148,32 @@ def backend_cpu_s(engine: Engine) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+# One run stored, a transaction of its own.
+Store = Callable[[RunRecord], object]
+
+
+def in_session(sessions: sessionmaker[Session], store: StoreRun) -> Store:
+    """``store`` as a Session's transaction (how the pipeline stored runs before
+    ``store_run_on``; the candidates' signature)."""
+
+    def call(record: RunRecord) -> None:
+        with sessions.begin() as session:
+            store(session, record, datetime.now(UTC))
+
+    return call
+
+
+def as_pipeline(sessions: sessionmaker[Session]) -> Store:
+    """``Pipeline.store``: what the service's writer calls with each finished run (its
+    spool, in a fresh directory, is never written: every store succeeds)."""
+    spool = Spool(Path(tempfile.mkdtemp(prefix="pw_bench_spool_")))
+    return Pipeline(sessions, spool, "bench").store
+
+
 def store_all(
-    sessions: sessionmaker[Session],
+    store: Store,
     runs: list[RunRecord],
     budget_s: float,
-    store: StoreRun = store_run,
     writers: int = 1,
 ) -> tuple[list[float], float, bool]:
     """Store every run in its own transaction; stops early at ``budget_s``.
@@ -160,23 +184,20 @@ def store_all(
     started = time.perf_counter()
     deadline = started + budget_s
     if writers == 1:  # in this thread, where --profile sees it
-        latencies = _store_share(sessions, runs, deadline, store)
+        latencies = _store_share(store, runs, deadline)
         return latencies, time.perf_counter() - started, len(latencies) < len(runs)
     shares = [runs[i::writers] for i in range(writers)]
     with ThreadPoolExecutor(writers) as pool:
-        done = list(pool.map(lambda share: _store_share(sessions, share, deadline, store), shares))
+        done = list(pool.map(lambda share: _store_share(store, share, deadline), shares))
     latencies = [latency for share in done for latency in share]
     return latencies, time.perf_counter() - started, len(latencies) < len(runs)
 
 
-def _store_share(
-    sessions: sessionmaker[Session], runs: list[RunRecord], deadline: float, store: StoreRun
-) -> list[float]:
+def _store_share(store: Store, runs: list[RunRecord], deadline: float) -> list[float]:
     latencies: list[float] = []
     for record in runs:
         before = time.perf_counter()
-        with sessions.begin() as session:
-            store(session, record, datetime.now(UTC))
+        store(record)
         latencies.append(time.perf_counter() - before)
         if before > deadline:
             break
@@ -222,13 +243,13 @@ def measure_side_by_side(
     that both see the same machine: on a shared one the load moves within seconds."""
     count = max(1, args.samples // size)
     runs, calls = make_runs(size, count, seed), captured(engine, make_runs(size, count, seed + 1))
-    sessions, turn = make_sessions(engine), max(1, TURN_SAMPLES // size)
+    store, turn = as_pipeline(make_sessions(engine)), max(1, TURN_SAMPLES // size)
     real, floor = _Tally(), _Tally()
     wait_quiet(args.wait_quiet)
     deadline, cut = time.perf_counter() + args.max_seconds, False
     for start in range(0, count, turn):
         mine, theirs = runs[start : start + turn], calls[start : start + turn]
-        real.turn(engine, partial(_store_share, sessions, mine, math.inf, store_run))
+        real.turn(engine, partial(_store_share, store, mine, math.inf))
         floor.turn(engine, partial(replay, engine, theirs, math.inf))
         if time.perf_counter() > deadline:
             cut = start + turn < count
@@ -243,16 +264,17 @@ def measure_once(
     seed: int,
     args: argparse.Namespace,
     profile: bool = False,
-    store: StoreRun = store_run,
+    candidate: StoreRun | None = None,
 ) -> Result:
     sessions = make_sessions(engine)
+    store = as_pipeline(sessions) if candidate is None else in_session(sessions, candidate)
     runs = make_runs(size, max(1, args.samples // size), seed=seed)
     wait_quiet(args.wait_quiet)
     server_before, client_before = backend_cpu_s(engine), time.process_time()
     profiler = cProfile.Profile() if profile else None
     if profiler:
         profiler.enable()
-    latencies, seconds, cut = store_all(sessions, runs, args.max_seconds, store, args.writers)
+    latencies, seconds, cut = store_all(store, runs, args.max_seconds, args.writers)
     if profiler:
         profiler.disable()
         print_profile(profiler, f"{engine.dialect.name}, {size} samples/run")
@@ -270,7 +292,7 @@ def prepared(url: str) -> Engine:
     with sessions.begin() as session:
         targets = [Target(name=target_name(t), url="https://x.example/") for t in range(TARGETS)]
         sync_targets(session, target_values(targets), datetime.now(UTC))
-    store_all(sessions, make_runs(20, WARM_UP_RUNS, seed=99), budget_s=30)
+    store_all(as_pipeline(sessions), make_runs(20, WARM_UP_RUNS, seed=99), budget_s=30)
     return engine
 
 
@@ -288,6 +310,7 @@ def measure(url: str, args: argparse.Namespace) -> list[list[str]]:
     engine = prepared(url)
     rows = []
     for size in args.sizes:
+        check_summaries(make_runs(size, 200, seed=5))  # the same numbers as numpy's
         if args.profile == size:
             measure_once(engine, size, size * 1000 + 999, args, profile=True)
         tries, floors = [], []
@@ -317,7 +340,7 @@ def measure_candidates(url: str, args: argparse.Namespace) -> list[list[str]]:
         for i in range(args.repeat):
             for n, (name, store) in enumerate(ladder):
                 seed = 10_000 * (i + 1) + 100 * n + size
-                tries[name].append(measure_once(engine, size, seed, args, store=store))
+                tries[name].append(measure_once(engine, size, seed, args, candidate=store))
         for name, _ in ladder:
             rows.append(median_row(tries[name], f"{engine.dialect.name}: {name}"))
         print_table(HEADERS, rows[-len(ladder) :])

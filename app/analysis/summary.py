@@ -7,6 +7,8 @@ percentile; samples that failed outright have no latency and are counted apart.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -112,47 +114,60 @@ def summarize(samples: Iterable[Timed], *, one_run: bool = True) -> Summary:
 def _phase_and_total_percentiles(
     timed: Sequence[Timed], names: list[str]
 ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-    """Every phase's percentiles and the total's, from one ``np.percentile`` over a matrix.
+    """Every phase's percentiles (0 where a sample lacks the phase) and the total's.
 
-    A column per phase (0 where a sample lacks it) and one for the total: a single numpy
-    call per run instead of one per phase, which is most of what summarizing costs when a
-    run is stored. Each column gets exactly what ``percentiles`` would give it.
+    In Python floats, column by column: for a run's few samples numpy's per-call cost
+    (the matrix, the sort, the interpolation) was most of what storing a run spent on
+    its summary (``bench.store_ingest``). Each column gets exactly what ``percentiles``
+    would give it.
     """
     if not timed:
         return {}, {}
-    matrix = np.array(
-        [[s.phases.get(name, 0.0) for name in names] + [s.total_ms] for s in timed], dtype=float
-    )
-    found = column_percentiles(matrix).T.tolist()
-    columns = [dict(zip(QUANTILES, column, strict=True)) for column in found]
-    return dict(zip(names, columns, strict=False)), columns[-1]
+    columns = [[s.phases.get(name, 0.0) for s in timed] for name in names]
+    columns.append([s.total_ms for s in timed])
+    found = [dict(zip(QUANTILES, list_percentiles(column), strict=True)) for column in columns]
+    return dict(zip(names, found, strict=False)), found[-1]
 
 
-_FRACTIONS = np.true_divide(list(QUANTILES.values()), 100)
+_PERCENTS = list(QUANTILES.values())
+_FRACTIONS = np.true_divide(_PERCENTS, 100)
+
+
+def list_percentiles(values: Sequence[float]) -> list[float]:
+    """``np.percentile(values, QUANTILES)`` to the last bit, for a non-empty sequence.
+
+    numpy's "linear" method spelled out in Python floats (the same doubles): sort, the
+    two neighbours of each quantile's position, numpy's own two-sided lerp. Values that
+    are not all finite (NaN, infinity) are left to numpy, whose sort and lerp define them.
+    """
+    if not math.isfinite(sum(values)):
+        return [float(v) for v in np.percentile(np.asarray(values, dtype=float), _PERCENTS)]
+    ordered = sorted(values)
+    found = []
+    for below, above, gamma in _neighbours(len(ordered)):
+        low, high = float(ordered[below]), float(ordered[above])
+        gap = high - low
+        found.append(high - gap * (1 - gamma) if gamma >= 0.5 else low + gap * gamma)
+    return found
+
+
+@functools.lru_cache(maxsize=512)
+def _neighbours(count: int) -> tuple[tuple[int, int, float], ...]:
+    """For each quantile, numpy's positions below and above it among ``count`` sorted
+    values (-1, the last, for both at the top) and the weight of the one above."""
+    found = []
+    for virtual in ((count - 1) * _FRACTIONS).tolist():
+        below = -1 if virtual >= count - 1 else math.floor(virtual)
+        above = -1 if below == -1 else below + 1
+        found.append((below, above, virtual - below))
+    return tuple(found)
 
 
 def column_percentiles(matrix: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``np.percentile(matrix, QUANTILES, axis=0)``, to the last bit, for a finite matrix.
-
-    Its "linear" method spelled out (sort, neighbours, numpy's own two-sided lerp)
-    without the generic machinery around it, which cost more than the sorting for a
-    run's few samples, and storing a run summarizes it. NaN or infinity: numpy's own.
-    """
-    if not np.isfinite(matrix).all():
-        return np.asarray(np.percentile(matrix, list(QUANTILES.values()), axis=0))
-    count = len(matrix)
-    virtual = (count - 1) * _FRACTIONS
-    below = np.floor(virtual)
-    above = below + 1
-    last = virtual >= count - 1
-    below[last] = above[last] = -1
-    low, high = below.astype(np.intp), above.astype(np.intp)
-    ordered = np.sort(matrix, axis=0)
-    a, b = ordered[low], ordered[high]
-    gamma = (virtual - low)[:, None]
-    found: NDArray[np.float64] = a + (b - a) * gamma
-    np.subtract(b, (b - a) * (1 - gamma), out=found, where=gamma >= 0.5)
-    return found
+    """``np.percentile(matrix, QUANTILES, axis=0)``, to the last bit: ``list_percentiles``
+    of each column."""
+    found = [list_percentiles(column) for column in matrix.T.tolist()]
+    return np.array(found, dtype=np.float64).reshape(len(found), len(QUANTILES)).T
 
 
 def _phase_names(samples: Sequence[Timed]) -> list[str]:

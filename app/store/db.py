@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import orjson
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
@@ -130,9 +131,19 @@ def transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
 WRITE_LOCK_WAIT_S = 30.0  # SQLite's own busy timeout (see make_engine)
 _write_locks: dict[str, threading.Lock] = {}
 _write_locks_guard = threading.Lock()
+# Each engine's, found once: resolving the file's path takes system calls on every store.
+_engine_write_locks: WeakKeyDictionary[Engine, threading.Lock | None] = WeakKeyDictionary()
 
 
 def write_lock_of(engine: Engine) -> threading.Lock | None:
+    try:
+        return _engine_write_locks[engine]
+    except KeyError:
+        found = _engine_write_locks[engine] = _find_write_lock(engine)
+        return found
+
+
+def _find_write_lock(engine: Engine) -> threading.Lock | None:
     if engine.dialect.name != "sqlite":
         return None  # PostgreSQL locks rows, not the database
     database = engine.url.database or ""
@@ -172,3 +183,12 @@ def write_transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
     engine: Engine = sessions.kw["bind"]
     with write_lock(engine), sessions.begin() as session:
         yield session
+
+
+@contextmanager
+def write_connection(sessions: sessionmaker[Session]) -> Iterator[Connection]:
+    """``write_transaction`` without the ORM: a Core connection in one transaction, for
+    the run store, where a Session's own work is a large share of the write."""
+    engine: Engine = sessions.kw["bind"]
+    with write_lock(engine), engine.begin() as connection:
+        yield connection

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Insert, Table, TextClause, bindparam, select, text
+from sqlalchemy import Connection, Insert, Table, TextClause, bindparam, select, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import StatementError
@@ -75,37 +76,57 @@ def store_run(session: Session, record: RunRecord, now: datetime) -> bool:
     ON CONFLICT DO NOTHING and its samples only by the writer whose insert took. A run of
     a target the database does not know yet creates it (``target_id``).
     """
+    return _store(session.connection(), record, lambda: target_id(session, record.target, now))
+
+
+def store_run_on(connection: Connection, record: RunRecord, now: datetime) -> bool:
+    """``store_run`` on a Core connection in a transaction, which the pipeline's write
+    uses: a Session's begin, connection and commit cost about as much as storing a
+    20-sample run on SQLite (``bench.store_ingest``)."""
+
+    def create_target() -> None:
+        # Rare (a target known only by its runs): a Session joining this transaction.
+        with Session(bind=connection) as session:
+            target_id(session, record.target, now)
+
+    return _store(connection, record, create_target)
+
+
+def _store(connection: Connection, record: RunRecord, create_target: Callable[[], object]) -> bool:
     params = {f"run_{name}": value for name, value in _run_values(record, 0).items()}
     params["target"] = record.target
-    insert = _store_postgres if session.get_bind().dialect.name == "postgresql" else _store_sqlite
-    stored, target_known = insert(session, record, params)
+    insert = _store_postgres if connection.dialect.name == "postgresql" else _store_sqlite
+    stored, target_known = insert(connection, record, params)
     if not target_known:
-        target_id(session, record.target, now)
-        stored, target_known = insert(session, record, params)
+        create_target()
+        stored, target_known = insert(connection, record, params)
     return stored
 
 
 def _store_postgres(
-    session: Session, record: RunRecord, params: dict[str, Any]
+    connection: Connection, record: RunRecord, params: dict[str, Any]
 ) -> tuple[bool, bool]:
     """Compiled once per engine and run as driver SQL: SQLAlchemy's per-execution work on
     the statement (cache lookup, parameter processing, result set-up) was a large part of
     the client's share of storing a run (``bench.store_ingest``)."""
     params["samples"] = [_sample_document(s) for s in record.samples]
-    connection = session.connection()
     statement = driver_statement(connection.dialect, _POSTGRES_RUN_INSERT)
     result = connection.exec_driver_sql(statement.sql, statement.bind(params))
     stored, target_known = result.one()
     return bool(stored), bool(target_known)
 
 
-def _store_sqlite(session: Session, record: RunRecord, params: dict[str, Any]) -> tuple[bool, bool]:
+_TARGET_KNOWN = select(TargetRow.id).where(TargetRow.name == bindparam("name"))
+
+
+def _store_sqlite(
+    connection: Connection, record: RunRecord, params: dict[str, Any]
+) -> tuple[bool, bool]:
     """Both statements compiled once per engine and run as driver SQL, for the reason
     ``_store_postgres`` gives; the samples by one executemany of plain tuples."""
-    connection = session.connection()
     run = driver_statement(connection.dialect, _SQLITE_RUN_INSERT)
     if connection.exec_driver_sql(run.sql, run.bind(params)).scalar() is None:
-        known = session.scalar(select(TargetRow.id).where(TargetRow.name == record.target))
+        known = connection.scalar(_TARGET_KNOWN, {"name": record.target})
         return False, known is not None
     if record.samples:
         samples = driver_statement(connection.dialect, _SAMPLE_INSERT)
@@ -146,6 +167,8 @@ def _sqlite_rows(statement: DriverStatement, record: RunRecord) -> list[tuple[An
 def sqlite_time(value: datetime) -> str:
     """What ``UTCDateTime`` binds on SQLite (SQLAlchemy's DATETIME text, in UTC), from
     ``isoformat`` in C instead of a format string over seven attributes."""
+    if value.tzinfo is UTC:  # the clock's: the same text without its "+00:00"
+        return value.isoformat(" ", "microseconds")[:-6]
     if value.tzinfo is None:
         raise ValueError("naive datetime: phasewatch stores aware UTC times only")
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
