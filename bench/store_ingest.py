@@ -21,8 +21,10 @@ import io
 import math
 import os
 import pstats
+import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -166,8 +168,10 @@ def in_session(sessions: sessionmaker[Session], store: StoreRun) -> Store:
 def as_pipeline(sessions: sessionmaker[Session]) -> Store:
     """``Pipeline.store``: what the service's writer calls with each finished run (its
     spool, in a fresh directory, is never written: every store succeeds)."""
-    spool = Spool(Path(tempfile.mkdtemp(prefix="pw_bench_spool_")))
-    return Pipeline(sessions, spool, "bench").store
+    directory = tempfile.mkdtemp(prefix="pw_bench_spool_")
+    pipeline = Pipeline(sessions, Spool(Path(directory)), "bench")
+    weakref.finalize(pipeline, shutil.rmtree, directory, ignore_errors=True)
+    return pipeline.store
 
 
 def store_all(
