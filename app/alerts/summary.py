@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.alerts import silent
 from app.alerts.identity import Identity
 from app.analysis.detectors.registry import DETECTORS
+
+# Alerts no detector raises, each with its sentence.
+SENTENCES = {silent.KIND: silent.sentence}
 
 
 def summarize_alert(identity: Identity, numbers: dict[str, Any]) -> str:
     detector = DETECTORS.get(identity.kind)
     where = _where(identity, numbers)
     plain = f"{identity.kind.replace('_', ' ')} on {identity.target}{where}"
+    if identity.kind in SENTENCES and numbers:
+        return SENTENCES[identity.kind](identity, numbers) + where
     if detector is None or not numbers:
         return plain
     try:
