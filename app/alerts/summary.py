@@ -30,5 +30,7 @@ def summarize_alert(identity: Identity, numbers: dict[str, Any]) -> str:
 
 def _where(identity: Identity, numbers: dict[str, Any]) -> str:
     if "vantages" in numbers and identity.vantage is None:
-        return f" at {numbers['vantages_agreeing']}/{numbers['vantages']} vantages"
+        late = numbers.get("vantages_late")
+        aside = f" ({', '.join(late)} late, not waited for)" if late else ""
+        return f" at {numbers['vantages_agreeing']}/{numbers['vantages']} vantages{aside}"
     return f" at {identity.vantage}" if identity.vantage else ""
