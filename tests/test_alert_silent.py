@@ -44,8 +44,11 @@ CASES = [
     (60.0, 3.5, 60, 3, H),  # more than after intervals
     (60.0, None, 60, 3, H),  # never heard, the server up for an hour
     (60.0, None, 1, 3, C),  # never heard, but the server just started
-    (60.0, 90.0, 2, 3, C),  # heard before the server's start: counted from the start
-    (60.0, 90.0, 4, 3, H),
+    (1.0, None, 0.5, 3, C),  # short intervals: the start's grace (a minute) still holds
+    (1.0, None, 1.1, 3, H),
+    (60.0, 90.0, 2, 3, C),  # heard before the server's start: counted from the grace's end
+    (60.0, 90.0, 4, 3, HOLD),
+    (60.0, 90.0, 5, 3, H),
     (60.0, 4.5, 60, 5, HOLD),  # a longer setting waits longer
     (60.0, 5.5, 60, 5, H),
     (1.0, 3.5, 60, 3, H),  # seconds-long intervals alike
@@ -158,13 +161,15 @@ def test_the_server_s_own_vantage_is_watched_too(sessions: sessionmaker[Session]
     check = Check(sessions)
     for vantage in ("agent-a", "agent-b"):
         check.ran(vantage, 3.5)
-    assert check.at(4) == [("own", State.FIRING)]
+    assert check.at(4) == []  # never heard: counted from a minute after the start
+    assert check.at(4.2) == [("own", State.FIRING)]
 
 
 def test_a_restart_restores_an_open_silence_without_firing_it_again(
     sessions: sessionmaker[Session],
 ) -> None:
     check = Check(sessions)
+    check.ran("agent-b", 0.5)
     check.ran("agent-a", 3.5)
     check.ran("own", 3.5)
     assert check.at(4) == [("agent-b", State.FIRING)]
@@ -177,6 +182,7 @@ def test_a_restart_restores_an_open_silence_without_firing_it_again(
 def test_a_blink_after_a_resolution_is_held_back(sessions: sessionmaker[Session]) -> None:
     """Silent again within the hold (3 intervals) of its resolution: no new alert."""
     check = Check(sessions)
+    check.ran("agent-b", 0.5)
     check.ran("agent-a", 3.5)
     check.ran("own", 3.5)
     assert check.at(4) == [("agent-b", State.FIRING)]

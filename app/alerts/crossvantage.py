@@ -41,9 +41,11 @@ class CrossVantage:
         if KIND not in params.enabled:
             return {}
         present, late = self._present_vantages(target, now)
-        if len(present) <= 1:
+        if len(present) + len(late) <= 1:
             return self._at(target, vantage, "vantage", params)
-        if not self._new_round(target, present):
+        # One vantage on time while the others are late is still one of several: its
+        # change is a path change, or waits for a second to agree (never scope vantage).
+        if not present or not self._new_round(target, present):
             return {}
         per_vantage = {v: self._at(target, v, "path", params) for v in present}
         return self._combine(target, Round(present, late), per_vantage)

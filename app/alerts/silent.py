@@ -6,8 +6,8 @@ is ``TARGET``. It goes through the same state table, outbox and notifiers as the
 detectors' alerts; hysteresis keeps it from flapping: it fires after ``after`` intervals
 of silence, and clears only once the vantage's latest run is at most ``after − 1``
 intervals old (then ``recover`` such checks in a row, as any alert). Silence is counted
-from the server's start for a vantage not heard from since, so a restarted server does not
-call every agent silent before they had a chance to report.
+from ``START_GRACE`` after the server's start for a vantage not heard from since, so a
+restarted server does not call every agent silent before it had a chance to report.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ DEFAULT_AFTER = 3
 # Fires on its first hit (the silence itself already spans ``after`` intervals); resolves
 # after two clear checks in a row, like the detectors' alerts.
 RULES = Rules(confirm=1, recover=2)
+# An agent retries a push with backoff up to a minute: after the server (re)starts, a
+# vantage not yet heard from gets that long to report before its silence counts.
+START_GRACE = timedelta(minutes=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +43,13 @@ class Heard:
 
 def judge(heard: Heard, since: datetime, now: datetime, after: int) -> Finding:
     """HIT: silent for more than ``after`` intervals; CLEAR: heard within ``after − 1``
-    (or nothing is assigned to it any more); HOLD between."""
+    (or nothing is assigned to it any more); HOLD between. A vantage not heard from since
+    the server started at ``since`` is counted from ``START_GRACE`` after it."""
     if heard.interval_s is None:
         return Finding(Signal.CLEAR)
-    last = since if heard.last_run is None else max(heard.last_run, since)
+    last = since + START_GRACE  # not heard from since the start
+    if heard.last_run is not None and heard.last_run >= since:
+        last = heard.last_run
     quiet_s = (now - last).total_seconds()
     numbers: dict[str, Any] = {
         "silent_s": round(quiet_s, 1),
