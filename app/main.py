@@ -14,7 +14,7 @@ from app import __version__
 from app.alerts.engine import AlertEngine
 from app.alerts.evaluate import Evaluator
 from app.alerts.sender import Sender
-from app.config import Settings, TargetsFile, load_targets
+from app.config import Settings, Target, TargetsFile, load_targets
 from app.health import Health
 from app.metrics import RunMetrics, then
 from app.notifiers import build_notifiers
@@ -26,6 +26,8 @@ from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
 from app.store.spool import Spool
 from app.upkeep import Upkeep
+from app.vantagebook import VantageBook
+from app.vantagewatch import VantageWatch
 from app.web import api as web_api
 from app.web import errors, health, metrics, pages
 from app.web.api import agent
@@ -73,6 +75,19 @@ def build_service(
     )
 
 
+def silence_watch(service: Service, book: VantageBook) -> VantageWatch:
+    """``vantage_silent`` over each agent of the targets file as it stands, and over this
+    server's own vantage while it probes (what its watch schedules), checked by the leader."""
+
+    def own() -> tuple[str, list[Target]] | None:
+        here = list(service.watch.targets.values())
+        return (service.resolved.vantage, here) if service.probing else None
+
+    return VantageWatch(
+        service.alerts, book, lambda: service.targets, lambda: service.leadership.leading, own
+    )
+
+
 def create_app(
     settings: Settings,
     targets: TargetsFile | None = None,
@@ -103,6 +118,7 @@ def create_app(
     app.state.service = service
     app.state.metrics = observed
     agent.install(app, service, observed)  # the server's side of `phasewatch agent`
+    service.upkeep.vantages = silence_watch(service, app.state.vantages)
     errors.install(app)
     app.include_router(health.router)
     app.include_router(web_api.router)

@@ -1,4 +1,5 @@
-"""The service's upkeep once the database is ready: rollups, retention, the outbox sender.
+"""The service's upkeep once the database is ready: rollups, retention, the outbox sender,
+the check for silent vantages.
 
 Each is one step of a loop the service runs for ever (``_forever``); a database that is
 away makes a step log and give up until the next, never fail the service.
@@ -21,6 +22,7 @@ from app.pipeline import is_transient
 from app.store.catchup import catch_up
 from app.store.prune import prune_samples
 from app.store.rollups import CATCH_UP_EVERY_S, prune_fine_rollups
+from app.vantagewatch import VantageWatch
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +37,14 @@ class Upkeep:
     engine: Engine
     raw_retention_days: int
     sender: Sender | None = None
+    vantages: VantageWatch | None = None  # vantage_silent
 
     def loops(self) -> list[Callable[[], Awaitable[None]]]:
         loops: list[Callable[[], Awaitable[None]]] = [self.rollup_loop, self.prune_loop]
         if self.sender is not None:
             loops.append(self.send_loop)
+        if self.vantages is not None:
+            loops.append(self.vantages.loop)
         return loops
 
     # Rollups and retention ----------------------------------------------------------

@@ -26,14 +26,18 @@ class VantageState:
 
 
 def is_silent(
-    state: VantageState, interval_s: float | None, since: datetime, now: datetime
+    state: VantageState,
+    interval_s: float | None,
+    since: datetime,
+    now: datetime,
+    after: int = SILENT_INTERVALS,
 ) -> bool:
-    """No push for ``SILENT_INTERVALS`` of its shortest assigned interval (counted from the
-    server's start for one not heard from since): it has stopped reporting."""
+    """No push for ``after`` of its shortest assigned interval (counted from the server's
+    start for one not heard from since): it has stopped reporting."""
     if interval_s is None:
         return False  # nothing assigned: nothing to report
     heard = state.last_pushed or since
-    return (now - heard).total_seconds() > SILENT_INTERVALS * interval_s
+    return (now - heard).total_seconds() > after * interval_s
 
 
 @dataclass(frozen=True)

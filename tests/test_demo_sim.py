@@ -186,6 +186,20 @@ def test_every_write_reaches_the_client_one_way_after_it_was_emitted(
     assert_late_by_at_most(ttfb_ms, 100.0, lag)
 
 
+def test_a_client_that_names_itself_takes_its_own_route(serve: Serve, lag: ThreadLag) -> None:
+    sim = serve(one_way_ms=5.0, paths={"far": 40.0})
+    trips = {}
+    with httpx.Client(base_url=sim.url) as client:
+        for client_name in ("far", "unknown", None):
+            headers = {"X-Sim-Client": client_name} if client_name else {}
+            client.get("/health", headers=headers)
+            trips[client_name] = _last_truth(sim).network_ms
+
+    assert_late_by_at_most(trips["far"], 80.0, lag)
+    assert_late_by_at_most(trips["unknown"], 10.0, lag)  # not named in paths: one_way_ms
+    assert_late_by_at_most(trips[None], 10.0, lag)
+
+
 def test_delayed_writes_keep_their_spacing(serve: Serve, lag: ThreadLag) -> None:
     sim = serve(tokens=4, tokens_per_s=40.0)
     with httpx.Client(base_url=sim.url) as client:

@@ -4,12 +4,13 @@ Two or more vantages agreeing make one ``service`` alert (the new leader may dif
 vantage: queue at one, network at another); one vantage alone is a ``path`` change unless
 the new leader is a server-side phase, which needs a second vantage to agree. A target
 seen from one vantage gets scope ``vantage``. Vantages are combined once every present
-vantage has a new run (a round).
+vantage has a new run (a round); a vantage more than ``LATE_AFTER_INTERVALS`` late is not
+waited for (``lateness``).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,13 @@ if TYPE_CHECKING:
     from app.alerts.evaluate import Evaluator
 
 KIND = "dominant_shift"
-STALE_AFTER_RUNS = 3  # a vantage whose last run is older than this many intervals is away
+# A round waits for a vantage's next run until it is this many of its intervals late (its
+# latest run more than 1 + this many intervals old); then it is left out of the round, and
+# counted as late in the verdict ("at 2/3 vantages"), so a missing vantage never stalls it.
+LATE_AFTER_INTERVALS = 1.0
+# A vantage silent for longer than this many intervals is away: not counted at all (its
+# silence is vantage_silent's to tell).
+AWAY_AFTER_INTERVALS = 10.0
 Found = dict[Identity, d.Finding]
 
 
@@ -33,13 +40,15 @@ class CrossVantage:
     def signals(self, target: str, vantage: str, now: datetime, params: d.DetectorParams) -> Found:
         if KIND not in params.enabled:
             return {}
-        present = self._present_vantages(target, now)
-        if len(present) <= 1:
+        present, late = self._present_vantages(target, now)
+        if len(present) + len(late) <= 1:
             return self._at(target, vantage, "vantage", params)
-        if not self._new_round(target, present):
+        # One vantage on time while the others are late is still one of several: its
+        # change is a path change, or waits for a second to agree (never scope vantage).
+        if not present or not self._new_round(target, present):
             return {}
         per_vantage = {v: self._at(target, v, "path", params) for v in present}
-        return self._combine(target, present, per_vantage)
+        return self._combine(target, Round(present, late), per_vantage)
 
     def open_at(self, target: str, vantage: str) -> Alert | None:
         """The active dominant_shift that covers ``vantage``, if any."""
@@ -81,7 +90,7 @@ class CrossVantage:
                 found[identity] = finding
         return found
 
-    def _combine(self, target: str, present: list[str], per_vantage: dict[str, Found]) -> Found:
+    def _combine(self, target: str, seen: Round, per_vantage: dict[str, Found]) -> Found:
         """Grouped by the phase that lost the lead."""
         by_loser: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
         for vantage, found in per_vantage.items():
@@ -96,17 +105,17 @@ class CrossVantage:
                 winners = {at[v][0].to_phase for v in hits}
                 only = winners.pop() if len(winners) == 1 else None
                 service = service or Identity(KIND, target, None, "service", old, only)
-                combined[service] = _agreement(at, hits, present)
+                combined[service] = _agreement(at, hits, seen)
             elif len(hits) == 1 and at[hits[0]][0].to_phase not in d.SERVER_SIDE:
                 combined[at[hits[0]][0]] = at[hits[0]][1]
             elif len(hits) == 1:
                 lone[hits[0]] = at[hits[0]]
             self._keep_open(at, service, combined)
-        combined |= self._same_winner(target, present, lone)
+        combined |= self._same_winner(target, seen, lone)
         return combined
 
     def _same_winner(
-        self, target: str, present: list[str], lone: dict[str, tuple[Identity, d.Finding]]
+        self, target: str, seen: Round, lone: dict[str, tuple[Identity, d.Finding]]
     ) -> Found:
         """Server-side leaders that only one vantage saw take over from its old leader, but
         that two or more saw take over from different old ones (network here, the queue
@@ -118,7 +127,7 @@ class CrossVantage:
         for new, at in by_winner.items():
             if len(at) >= 2:
                 service = Identity(KIND, target, None, "service", None, new)
-                found[service] = _agreement(at, list(at), present)
+                found[service] = _agreement(at, list(at), seen)
         return found
 
     def _keep_open(
@@ -150,20 +159,44 @@ class CrossVantage:
         self.ev._rounds[target] = ids
         return True
 
-    def _present_vantages(self, target: str, now: datetime) -> list[str]:
-        present = []
+    def _present_vantages(self, target: str, now: datetime) -> tuple[list[str], list[str]]:
+        """The vantages a round waits for, and those late (left out, but counted)."""
+        present, late = [], []
         for vantage in self.ev.history.vantages(target, now):
             last = self.ev.history.last(target, vantage, 2)
             if not last:
                 continue
             spacing = (last[-1].at - last[0].at) if len(last) == 2 else timedelta(hours=1)
-            if now - last[-1].at <= STALE_AFTER_RUNS * max(spacing, timedelta(seconds=1)):
+            waiting = lateness(now - last[-1].at, spacing)
+            if waiting == PRESENT:
                 present.append(vantage)
-        return sorted(present)
+            elif waiting == LATE:
+                late.append(vantage)
+        return sorted(present), sorted(late)
+
+
+PRESENT, LATE, AWAY = "present", "late", "away"
+
+
+def lateness(age: timedelta, spacing: timedelta) -> str:
+    """A vantage whose latest run is ``age`` old, its runs ``spacing`` apart: waited for
+    (``present``), left out of the round but counted (``late``), or not counted (``away``)."""
+    interval = max(spacing, timedelta(seconds=1))
+    if age <= (1 + LATE_AFTER_INTERVALS) * interval:
+        return PRESENT
+    return LATE if age <= AWAY_AFTER_INTERVALS * interval else AWAY
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """The vantages judged in one combined evaluation, and those it did not wait for."""
+
+    present: list[str]
+    late: list[str]
 
 
 def _agreement(
-    at: dict[str, tuple[Identity, d.Finding]], hits: list[str], present: list[str]
+    at: dict[str, tuple[Identity, d.Finding]], hits: list[str], seen: Round
 ) -> d.Finding:
     leaders = {
         v: [identity.to_phase, finding.numbers.get("to_share_pct")]
@@ -176,11 +209,13 @@ def _agreement(
     tops = {v: finding.numbers.get("top") for v, (_, finding) in at.items()}
     agreement = {
         "vantages_agreeing": len(hits),
-        "vantages": len(present),
+        "vantages": len(seen.present) + len(seen.late),
         "leaders": leaders,
         "losers": losers,
         "tops": tops,
     }
+    if seen.late:
+        agreement["vantages_late"] = seen.late
     signals = [finding.signal for _, finding in at.values()]
     if len(hits) >= 2:
         return d.Finding(d.Signal.HIT, at[hits[0]][1].numbers | agreement)

@@ -31,7 +31,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alerts import rows, silences
+from app.alerts import rows, silences, silent
 from app.alerts.evaluate import Evaluator
 from app.alerts.identity import Alert, Transition
 from app.alerts.state import State
@@ -116,6 +116,41 @@ class AlertEngine:
                     self._persist(session, run.target, transitions, alerts, now)
         log_announced(transitions)
         return transitions
+
+    def judge_vantages(
+        self, heard: Iterable[silent.Heard], since: datetime, after: int
+    ) -> list[Transition]:
+        """``vantage_silent`` for each vantage ``heard`` of (and a clear for one whose alert
+        is open but which is no longer listed); persisted like any evaluation."""
+        with self._lock:
+            self._restore()
+            now = self.clock()
+            with self._undo_on_error() as alerts:
+                transitions = self._settle_silences(list(heard), since, now, after)
+                with write_transaction(self.sessions) as session:
+                    self._persist(session, silent.TARGET, transitions, alerts, now)
+        log_announced(transitions)
+        return transitions
+
+    def _settle_silences(
+        self, heard: list[silent.Heard], since: datetime, now: datetime, after: int
+    ) -> list[Transition]:
+        ev = self.evaluator
+        listed = {h.vantage for h in heard}
+        gone = [
+            silent.Heard(i.vantage, None, None)
+            for i in ev.alerts
+            if i.kind == silent.KIND and i.vantage is not None and i.vantage not in listed
+        ]
+        moved = []
+        for one in heard + gone:
+            identity, finding = silent.identity(one.vantage), silent.judge(one, since, now, after)
+            hold = silent.refire_hold(one, after)
+            if ev._may_move(identity, finding.signal) and not ev._held_back(
+                identity, finding.signal, now, hold
+            ):
+                moved.append(ev._move(identity, finding.signal, now, finding.numbers, silent.RULES))
+        return [transition for transition in moved if transition is not None]
 
     def acknowledge(self, alert_id: str, by: str, now: datetime) -> Transition | None:
         """A person accepts the new normal: the alert resolves and the reference re-bases."""

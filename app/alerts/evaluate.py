@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from app.alerts import silent
 from app.alerts.crossvantage import CrossVantage
 from app.alerts.history import History
 from app.alerts.identity import Alert, Identity, Transition
@@ -183,7 +184,8 @@ class Evaluator:
         moved = [
             self._move(i, f.signal, now, f.numbers, rules_for(i.kind, params))
             for i, f in signals.items()
-            if self._may_move(i, f.signal) and not self._held_back(i, f.signal, now, params)
+            if self._may_move(i, f.signal)
+            and not self._held_back(i, f.signal, now, timedelta(seconds=params.refire_hold))
         ]
         return [transition for transition in moved if transition is not None]
 
@@ -192,14 +194,14 @@ class Evaluator:
         return signal is d.Signal.HIT or identity in self.alerts or identity in self.cooling
 
     def _held_back(
-        self, identity: Identity, signal: d.Signal, now: datetime, params: d.DetectorParams
+        self, identity: Identity, signal: d.Signal, now: datetime, hold: timedelta
     ) -> bool:
         """A hit for a key that resolved lately is held back (no flapping)."""
         cooling = self.cooling.get(identity)
         if cooling is None or identity in self.alerts:
             return False
         cooling.saw(signal, now)
-        if cooling.over(timedelta(seconds=params.refire_hold), now):
+        if cooling.over(hold, now):
             del self.cooling[identity]
             return False
         return signal is d.Signal.HIT
@@ -263,6 +265,8 @@ class Evaluator:
     # References -------------------------------------------------------------------------
 
     def _covered(self, identity: Identity, now: datetime) -> list[str]:
+        if identity.target == silent.TARGET:
+            return []  # a vantage's silence covers no run
         if identity.vantage is not None:
             return [identity.vantage]
         return self.history.vantages(identity.target, now)

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.alerts import silent
 from app.alerts.identity import Identity
 from app.analysis.detectors.registry import DETECTORS
+
+# Alerts no detector raises, each with its sentence.
+SENTENCES = {silent.KIND: silent.sentence}
 
 
 def summarize_alert(identity: Identity, numbers: dict[str, Any]) -> str:
     detector = DETECTORS.get(identity.kind)
     where = _where(identity, numbers)
     plain = f"{identity.kind.replace('_', ' ')} on {identity.target}{where}"
+    if identity.kind in SENTENCES and numbers:
+        return SENTENCES[identity.kind](identity, numbers) + where
     if detector is None or not numbers:
         return plain
     try:
@@ -24,5 +30,7 @@ def summarize_alert(identity: Identity, numbers: dict[str, Any]) -> str:
 
 def _where(identity: Identity, numbers: dict[str, Any]) -> str:
     if "vantages" in numbers and identity.vantage is None:
-        return f" at {numbers['vantages_agreeing']}/{numbers['vantages']} vantages"
+        late = numbers.get("vantages_late")
+        aside = f" ({', '.join(late)} late, not waited for)" if late else ""
+        return f" at {numbers['vantages_agreeing']}/{numbers['vantages']} vantages{aside}"
     return f" at {identity.vantage}" if identity.vantage else ""

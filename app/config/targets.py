@@ -142,6 +142,13 @@ class TargetsFile(BaseModel):
     vantages: dict[VantageName, VantageAccess] = Field(
         default_factory=dict, description="Agents allowed to report, by vantage name."
     )
+    vantage_silent_after: int = Field(
+        3,
+        ge=2,
+        le=1000,
+        description="`vantage_silent` fires after no run for this many of a vantage's"
+        " shortest interval.",
+    )
 
     @field_validator("targets")
     @classmethod

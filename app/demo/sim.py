@@ -6,7 +6,8 @@ One request, on the server's own clock::
         ─token k at k / tokens_per_s─▶ last token ─▶ end (last write emitted)
 
 Every write reaches the wire ``one_way_ms`` after it was emitted (``simwire.Wire``), so a
-client sees the first token ``2 * one_way + queue + prefill`` after its request landed. The
+client sees the first token ``2 * one_way + queue + prefill`` after its request landed (a
+client naming itself in ``X-Sim-Client`` gets its own one-way trip: ``SimConfig.paths``). The
 truth logs what really happened on the server's clock: a loop that wakes late makes a trip,
 a queue or a token late, and the truth says so instead of the nominal value.
 
@@ -106,9 +107,10 @@ class SimApp:
 
     async def _exchange(self, scope: Scope, raw: bytes, received: float, send: Send) -> None:
         config = self.config
-        wire = Wire(send, config.one_way_ms / 1000)
+        one_way_s = config.one_way_for(_client(scope)) / 1000
+        wire = Wire(send, one_way_s)
         try:
-            await sleep_until(received + config.one_way_ms / 1000)
+            await sleep_until(received + one_way_s)
             query = parse_qs(scope["query_string"].decode("latin-1"))
             ex = Exchange(config, scope["path"], wire, Timeline(received, now()), query)
             # Recorded once every part that the truth times has left, and before the last
@@ -167,6 +169,14 @@ class SimApp:
         with self._lock:
             factor = self._rng.lognormvariate(0.0, cfg.queue_sigma)
         return (cfg.queue_median_ms * factor + cold_ms) / 1000
+
+
+def _client(scope: Scope) -> str | None:
+    """The ``X-Sim-Client`` header: whose route (``SimConfig.paths``) the request takes."""
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"x-sim-client":
+            return bytes(value).decode("latin-1")
+    return None
 
 
 def _json_object(raw: bytes) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -37,9 +38,16 @@ class SimConfig:
     cold_after_idle_s: float = 60.0
     server_timing: ServerTimingMode = "usage"
     seed: int | None = None
+    # A route of its own per client, named by the request's ``X-Sim-Client`` header: its
+    # one-way trip in ms (one simulated server seen from several vantages at once).
+    paths: Mapping[str, float] = field(default_factory=dict)
+
+    def one_way_for(self, client: str | None) -> float:
+        return self.paths.get(client, self.one_way_ms) if client else self.one_way_ms
 
     def __post_init__(self) -> None:
         negative = [name for name in _NON_NEGATIVE if getattr(self, name) < 0]
+        negative += [f"paths.{name}" for name, ms in self.paths.items() if ms < 0]
         if negative:
             raise ValueError(f"must not be negative: {', '.join(negative)}")
         if self.tokens_per_s <= 0:

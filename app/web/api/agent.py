@@ -116,7 +116,11 @@ VantageDep = Annotated[str, Depends(agent_vantage)]
 def assignment(service: Service, vantage: str) -> Assignment:
     targets = []
     for target in assigned(service.targets.targets, vantage):
-        sent = target.model_dump(mode="json", exclude=set(TARGET_FIELDS_KEPT_BACK))
+        kept_back = set(TARGET_FIELDS_KEPT_BACK)
+        if "follow_redirects" not in target.model_fields_set:
+            # Its default is refused when set on an openai or anthropic target: leave it out.
+            kept_back.add("follow_redirects")
+        sent = target.model_dump(mode="json", exclude=kept_back)
         targets.append(sent)  # headers are templates: see app.vantages
     return Assignment(
         vantage=vantage,

@@ -8,7 +8,9 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from app.alerts import silent
 from app.clock import utcnow
+from app.service import Service
 from app.vantagebook import is_silent
 from app.vantages import assigned, runs_at, shortest_interval
 from app.web.api.agent import BookDep
@@ -28,7 +30,12 @@ class VantageOut(BaseModel):
     runs_pushed: int = Field(description="Pushes since the server started.")
     pending: int | None = Field(description="Runs the agent said wait in its spool.")
     refused: dict[str, str] = Field(description="Targets it will not probe: why.")
-    silent: bool = Field(description="No run for 3 of its shortest intervals.")
+    silent: bool = Field(
+        description="No run for `vantage_silent_after` (3) of its shortest intervals."
+    )
+    alert: str | None = Field(
+        None, description="Its open `vantage_silent` alert's id (`GET /api/v1/alerts/{id}`)."
+    )
 
 
 @router.get("/vantages", response_model=list[VantageOut])
@@ -37,7 +44,8 @@ def list_vantages(service: ServiceDep, vantages: BookDep) -> list[VantageOut]:
     now = utcnow()
     own = service.resolved.vantage
     local = [t.name for t in service.targets.targets if runs_at(t, own, server=True)]
-    found = [_empty(own, local)]
+    after = service.targets.vantage_silent_after
+    found = [_empty(own, local, _open_alert(service, own))]
     for name in sorted(service.targets.vantages):
         state = vantages.get(name)
         targets = assigned(service.targets.targets, name)
@@ -54,13 +62,21 @@ def list_vantages(service: ServiceDep, vantages: BookDep) -> list[VantageOut]:
                 runs_pushed=state.runs,
                 pending=state.pending,
                 refused=state.refused,
-                silent=is_silent(state, shortest, vantages.since, now),
+                silent=is_silent(state, shortest, vantages.since, now, after),
+                alert=_open_alert(service, name),
             )
         )
     return found
 
 
-def _empty(name: str, targets: list[str]) -> VantageOut:
+def _open_alert(service: Service, vantage: str) -> str | None:
+    """The id of ``vantage``'s firing (or recovering) ``vantage_silent``, if any."""
+    alerts = dict(service.alerts.evaluator.alerts)  # a copy: evaluations change it meanwhile
+    found = alerts.get(silent.identity(vantage))
+    return found.id if found is not None and found.position.active else None
+
+
+def _empty(name: str, targets: list[str], alert: str | None) -> VantageOut:
     return VantageOut(
         name=name,
         server=True,
@@ -72,5 +88,6 @@ def _empty(name: str, targets: list[str]) -> VantageOut:
         runs_pushed=0,
         pending=None,
         refused={},
-        silent=False,
+        silent=alert is not None,
+        alert=alert,
     )

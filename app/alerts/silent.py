@@ -1,0 +1,82 @@
+"""``vantage_silent`` — a vantage stopped reporting: no run from it for ``after`` of its
+shortest assigned interval. Pure: what the server has heard, the time, and the setting.
+
+One alert per vantage (the agent, or the server's own), over all its targets: its target
+is ``TARGET``. It goes through the same state table, outbox and notifiers as the
+detectors' alerts; hysteresis keeps it from flapping: it fires after ``after`` intervals
+of silence, and clears only once the vantage's latest run is at most ``after − 1``
+intervals old (then ``recover`` such checks in a row, as any alert). Silence is counted
+from ``START_GRACE`` after the server's start for a vantage not heard from since, so a
+restarted server does not call every agent silent before it had a chance to report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from app.alerts.identity import Identity
+from app.alerts.state import Rules
+from app.analysis.detectors.base import Finding, Named, Signal
+
+KIND = "vantage_silent"
+TARGET = "*"  # every target of the vantage: one alert per vantage, not per target
+SCOPE = "vantage"
+DEFAULT_AFTER = 3
+# Fires on its first hit (the silence itself already spans ``after`` intervals); resolves
+# after two clear checks in a row, like the detectors' alerts.
+RULES = Rules(confirm=1, recover=2)
+# An agent retries a push with backoff up to a minute: after the server (re)starts, a
+# vantage not yet heard from gets that long to report before its silence counts.
+START_GRACE = timedelta(minutes=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """What the server knows of one vantage at a check."""
+
+    vantage: str
+    interval_s: float | None  # its shortest assigned interval; None: nothing assigned
+    last_run: datetime | None  # its latest run (stored or pushed); None: none seen
+
+
+def judge(heard: Heard, since: datetime, now: datetime, after: int) -> Finding:
+    """HIT: silent for more than ``after`` intervals; CLEAR: heard within ``after − 1``
+    (or nothing is assigned to it any more); HOLD between. A vantage not heard from since
+    the server started at ``since`` is counted from ``START_GRACE`` after it."""
+    if heard.interval_s is None:
+        return Finding(Signal.CLEAR)
+    last = since + START_GRACE  # not heard from since the start
+    if heard.last_run is not None and heard.last_run >= since:
+        last = heard.last_run
+    quiet_s = (now - last).total_seconds()
+    numbers: dict[str, Any] = {
+        "silent_s": round(quiet_s, 1),
+        "interval_s": heard.interval_s,
+        "after": after,
+        "last_run": None if heard.last_run is None else heard.last_run.isoformat(),
+    }
+    if quiet_s > after * heard.interval_s:
+        return Finding(Signal.HIT, numbers)
+    # No numbers: the alert keeps the silence's, as last seen, to explain it.
+    if quiet_s <= (after - 1) * heard.interval_s:
+        return Finding(Signal.CLEAR)
+    return Finding(Signal.HOLD)
+
+
+def identity(vantage: str) -> Identity:
+    return Identity(KIND, TARGET, vantage, SCOPE)
+
+
+def refire_hold(heard: Heard, after: int) -> timedelta:
+    """A resolved silence fires again only once quiet, or silent, for as long as it takes
+    to fire at all: a vantage that drops out for good is news, one that blinks is not."""
+    return timedelta(seconds=after * (heard.interval_s or 0.0))
+
+
+def sentence(identity: Named, n: dict[str, Any]) -> str:
+    return (
+        f"vantage silent: no run for {n['silent_s']:g} s,"
+        f" over {n['after']} of its {n['interval_s']:g} s intervals"
+    )

@@ -1,0 +1,33 @@
+"""When each vantage last ran any of its targets: what ``vantage_silent`` reads (beside
+what the server heard from agents in memory), so replicas and restarts agree."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.store.models import RunRow, TargetRow
+
+
+def last_runs(
+    session: Session, targets_of: Mapping[str, Iterable[str]], since: datetime
+) -> dict[str, datetime]:
+    """Each vantage's latest run (any status) started since ``since``, among the targets
+    ``targets_of`` names for it; a vantage with none is left out."""
+    found: dict[str, datetime] = {}
+    for vantage, targets in targets_of.items():
+        names = sorted(targets)
+        if not names:
+            continue
+        latest = session.scalar(
+            select(func.max(RunRow.started_at))
+            .join(TargetRow, RunRow.target_id == TargetRow.id)
+            .where(TargetRow.name.in_(names), RunRow.vantage == vantage)
+            .where(RunRow.started_at >= since)
+        )
+        if latest is not None:
+            found[vantage] = latest
+    return found
