@@ -75,6 +75,10 @@ class Writer:
         except queue.Full:
             await loop.run_in_executor(self._disk, self._spool_or_hold, record)
 
+    def queued(self) -> int:
+        """Runs (and flush requests) waiting for the writer thread."""
+        return self._queue.qsize()
+
     def request_flush(self) -> None:
         if not self._flush_queued.is_set():
             self._flush_queued.set()
