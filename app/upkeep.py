@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts.sender import Sender
 from app.clock import utcnow
+from app.foreground import Foreground
 from app.pipeline import is_transient
 from app.store.catchup import catch_up
 from app.store.prune import prune_samples
@@ -35,6 +36,8 @@ class Upkeep:
     engine: Engine
     raw_retention_days: int
     sender: Sender | None = None
+    # What waits for the catch-up to yield between its batches (agents' pushes).
+    foreground: Foreground = field(default_factory=Foreground)
 
     def loops(self) -> list[Callable[[], Awaitable[None]]]:
         loops: list[Callable[[], Awaitable[None]]] = [self.rollup_loop, self.prune_loop]
@@ -54,7 +57,9 @@ class Upkeep:
 
     async def _catch_up(self, since: datetime) -> None:
         try:
-            added = await asyncio.to_thread(catch_up, self.sessions, since, utcnow())
+            added = await asyncio.to_thread(
+                catch_up, self.sessions, since, utcnow(), between=self.foreground.quiet
+            )
         except Exception as exc:
             if not is_transient(exc):
                 raise

@@ -46,7 +46,8 @@ def install(app: FastAPI, service: Service, observed: RunMetrics) -> None:
     """What these routes keep between requests, on ``app.state``; the vantages' gauges."""
     app.state.vantages = book = VantageBook()
     app.state.assignments = Assignments()
-    app.state.evaluations = Evaluations(service.alerts.evaluate_after)
+    app.state.foreground = service.upkeep.foreground
+    app.state.evaluations = Evaluations(service.alerts.evaluate_after, service.upkeep.foreground)
     shortest = partial(_shortest, service)
     observed.registry.register(VantageCollector(book, shortest))
 

@@ -34,6 +34,7 @@ from app.agent.wire import (
 )
 from app.batchstore import Stored, store_batch
 from app.clock import utcnow
+from app.foreground import Foreground
 from app.pipeline import Pipeline
 from app.store.records import RunRecord
 from app.vantagebook import VantageBook
@@ -195,11 +196,14 @@ def _after_store(request: Request) -> Callable[[RunRecord], None]:
 
 
 async def _on_worker(request: Request, work: Callable[..., T], *args: Any) -> T:
+    """``work(*args)`` on a push thread, while background work holds back (``app.foreground``)."""
     state = request.app.state
     if getattr(state, "push_threads", None) is None:  # made in the loop that uses it
         state.push_threads = anyio.CapacityLimiter(STORE_THREADS)
     limiter: anyio.CapacityLimiter = state.push_threads
-    return await anyio.to_thread.run_sync(work, *args, limiter=limiter)
+    foreground: Foreground = state.foreground
+    with foreground.serving():
+        return await anyio.to_thread.run_sync(work, *args, limiter=limiter)
 
 
 def _admit(vantages: VantageBook, vantage: str) -> None:
