@@ -76,8 +76,9 @@ class Writer:
             await loop.run_in_executor(self._disk, self._spool_or_hold, record)
 
     def queued(self) -> int:
-        """Runs (and flush requests) waiting for the writer thread."""
-        return self._queue.qsize()
+        """Runs waiting for the writer thread (not a flush or stop request)."""
+        with self._queue.mutex:
+            return sum(isinstance(item, RunRecord) for item in self._queue.queue)
 
     def request_flush(self) -> None:
         if not self._flush_queued.is_set():
