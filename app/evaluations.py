@@ -4,7 +4,9 @@ A push answers once its run is stored; the evaluation follows here. Runs wait by
 (target, vantage), the latest one kept: while evaluation keeps up every run is evaluated,
 as in ``serve``; when it falls behind (many agents at once), a (target, vantage) pushed
 again before its turn is evaluated once, on its newest run — the evaluator reads the last
-runs from the database anyway. The push never waits for the detectors.
+runs from the database anyway. The push never waits for the detectors, and each
+evaluation waits (a bounded time) for a moment no push is being served
+(``app.foreground``).
 """
 
 from __future__ import annotations
@@ -13,14 +15,18 @@ import logging
 import threading
 from collections.abc import Callable
 
+from app.foreground import Foreground
 from app.store.records import RunRecord, RunStatus
 
 log = logging.getLogger(__name__)
 
 
 class Evaluations:
-    def __init__(self, evaluate: Callable[[RunRecord], object]) -> None:
+    def __init__(
+        self, evaluate: Callable[[RunRecord], object], foreground: Foreground | None = None
+    ) -> None:
         self.evaluate = evaluate
+        self.foreground = foreground or Foreground()
         self.coalesced = 0  # runs whose evaluation a newer run of theirs took over
         self._pending: dict[tuple[str, str], RunRecord] = {}
         self._lock = threading.Lock()
@@ -61,6 +67,7 @@ class Evaluations:
                 key = next(iter(self._pending))
                 record = self._pending.pop(key)
                 self._busy = True
+            self.foreground.quiet()  # pushes first: see app.foreground
             try:
                 self.evaluate(record)
             except Exception:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts.sender import Sender
 from app.clock import utcnow
+from app.foreground import Foreground
 from app.pipeline import is_transient
 from app.store.catchup import catch_up
 from app.store.prune import prune_samples
@@ -38,6 +39,8 @@ class Upkeep:
     raw_retention_days: int
     sender: Sender | None = None
     vantages: VantageWatch | None = None  # vantage_silent
+    # What waits for the catch-up to yield between its batches (agents' pushes).
+    foreground: Foreground = field(default_factory=Foreground)
 
     def loops(self) -> list[Callable[[], Awaitable[None]]]:
         loops: list[Callable[[], Awaitable[None]]] = [self.rollup_loop, self.prune_loop]
@@ -59,7 +62,9 @@ class Upkeep:
 
     async def _catch_up(self, since: datetime) -> None:
         try:
-            added = await asyncio.to_thread(catch_up, self.sessions, since, utcnow())
+            added = await asyncio.to_thread(
+                catch_up, self.sessions, since, utcnow(), between=self.foreground.quiet
+            )
         except Exception as exc:
             if not is_transient(exc):
                 raise

@@ -67,7 +67,12 @@ class VantageBook:
             return admitted
 
     def pushed(
-        self, vantage: str, now: datetime, sent_at: datetime | None, version: str | None
+        self,
+        vantage: str,
+        now: datetime,
+        sent_at: datetime | None,
+        version: str | None,
+        runs: int = 1,
     ) -> VantageState:
         skew = None if sent_at is None else (now - sent_at).total_seconds()
         with self._lock:
@@ -78,7 +83,7 @@ class VantageBook:
                 last_pushed=now,
                 skew_s=skew if skew is not None else old.skew_s,
                 version=version or old.version,
-                runs=old.runs + 1,
+                runs=old.runs + runs,
             )
             self._states[vantage] = new
             return new

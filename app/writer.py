@@ -75,6 +75,11 @@ class Writer:
         except queue.Full:
             await loop.run_in_executor(self._disk, self._spool_or_hold, record)
 
+    def queued(self) -> int:
+        """Runs waiting for the writer thread (not a flush or stop request)."""
+        with self._queue.mutex:
+            return sum(isinstance(item, RunRecord) for item in self._queue.queue)
+
     def request_flush(self) -> None:
         if not self._flush_queued.is_set():
             self._flush_queued.set()

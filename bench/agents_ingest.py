@@ -5,14 +5,20 @@ of the probe's) as `phasewatch agent` does: one gzip ``RunRecord`` per request, 
 at a time per agent, each agent on a connection of its own. Two phases:
 
 * **paced**: every agent pushes at the rate that makes ``--rate`` runs a minute in all (the
-  goal's 2,000), for ``--seconds``: runs a minute sustained, push latency p50 / p99 / max;
-* **flat out**: every agent pushes back to back for ``--seconds``: the most this server takes.
+  goal's 2,000), for ``--seconds``: runs a minute sustained, push latency p50 / p99 / max.
+  The agents' first pushes are spread over one interval, as independent agents' are
+  (``--aligned``: all at the same instant, a burst of 20 each interval, as before);
+* **flat out**: every agent pushes back to back for ``--seconds``: the most this server takes;
+* **batched** (``--batch N``): paced at ``--rate`` as the first, each agent sending ``N`` runs
+  a request (``/api/v1/agent/batches``, as an agent flushes its spool), every ``N`` intervals:
+  the latency is a request's, the count the runs stored.
 
 The server runs in its own process (its CPU is read from /proc, per run stored); the bodies
 are built before each phase, so the agents' side costs the server's cores little. Loopback
 only; every loop is bounded by its phase's time and a count.
 
     .venv/bin/python -m bench.agents_ingest --backends postgresql
+    .venv/bin/python -m bench.agents_ingest --backends postgresql --phases paced,batched --batch 10
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from pathlib import Path
 
 import httpx
 
-from app.agent.wire import RUNS_PATH, SENT_AT_HEADER, VANTAGE_HEADER
+from app.agent.wire import BATCH_PATH, RUNS_PATH, SENT_AT_HEADER, VANTAGE_HEADER
 from bench.common import RunClock, machine_info, pct, print_table
 from bench.store_common import (
     Synth,
@@ -51,7 +57,9 @@ MAX_PUSHES = 200_000  # per phase, whatever the rate
 
 @dataclass
 class Tally:
-    latencies: list[float] = field(default_factory=list)
+    batch: int = 0
+    latencies: list[float] = field(default_factory=list)  # of requests all stored
+    stored: int = 0
     failed: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -74,26 +82,42 @@ def targets_file(
     path.write_text("\n".join(lines) + "\n")
 
 
-def bodies(agent: str, targets: int, count: int, seed: int) -> list[bytes]:
+def bodies(agent: str, targets: int, count: int, seed: int, batch: int) -> list[tuple[bytes, int]]:
+    """Each request's gzip body and the runs in it: one ``RunRecord`` when ``batch`` is 0,
+    else ``{"runs": [...]}`` of ``batch`` of them."""
     synth = Synth(seed)
     start = datetime.now(UTC) - timedelta(hours=1)
+    runs = [
+        synth.run(f"t{k % targets:03d}", agent, "http", start + k * timedelta(seconds=1), 20)
+        for k in range(count)
+    ]
+    if not batch:
+        return [(gzip.compress(json.dumps(r.to_json()).encode(), 6), 1) for r in runs]
     made = []
-    for k in range(count):
-        record = synth.run(
-            f"t{k % targets:03d}", agent, "http", start + k * timedelta(seconds=1), 20
-        )
-        made.append(gzip.compress(json.dumps(record.to_json()).encode(), 6))
+    for k in range(0, count, batch):
+        chunk = [r.to_json() for r in runs[k : k + batch]]
+        made.append((gzip.compress(json.dumps({"runs": chunk}).encode(), 6), len(chunk)))
     return made
+
+
+def stored_of(answer: httpx.Response) -> int:
+    if answer.status_code != 200:
+        return 0
+    found = answer.json()
+    if "results" not in found:
+        return 1 if found["stored"] else 0
+    return sum(r["outcome"] == "stored" for r in found["results"])
 
 
 def push_all(
     base: str,
     agent: str,
     token: str,
-    payloads: list[bytes],
+    payloads: list[tuple[bytes, int]],
     every_s: float,
     until: float,
     tally: Tally,
+    offset_s: float = 0.0,
 ) -> None:
     headers = {
         "Authorization": f"Bearer {token}",
@@ -101,8 +125,8 @@ def push_all(
         "Content-Encoding": "gzip",
     }
     with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
-        due = time.monotonic()
-        for body in payloads:
+        due = time.monotonic() + offset_s
+        for body, runs in payloads:
             if every_s:
                 time.sleep(max(0.0, due - time.monotonic()))
                 due += every_s
@@ -110,13 +134,16 @@ def push_all(
                 return
             began = time.monotonic()
             sent = {SENT_AT_HEADER: datetime.now(UTC).isoformat()}
-            answer = client.post(RUNS_PATH, content=body, headers=sent)
+            answer = client.post(
+                BATCH_PATH if tally.batch else RUNS_PATH, content=body, headers=sent
+            )
             took = time.monotonic() - began
+            stored = stored_of(answer)
             with tally.lock:
-                if answer.status_code == 200 and answer.json()["stored"]:
+                tally.stored += stored
+                tally.failed += runs - stored
+                if stored == runs:
                     tally.latencies.append(took)
-                else:
-                    tally.failed += 1
 
 
 def server_cpu_s(pid: int) -> float:
@@ -124,24 +151,38 @@ def server_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+PHASES = ("paced", "flat", "batched")
+
+
+def offsets(agents: int, every_s: float, aligned: bool) -> list[float]:
+    """When each agent first pushes: spread evenly over one interval, as independent agents
+    are; ``aligned``, all at once, so every interval begins with a burst of ``agents``."""
+    return [0.0 if aligned else k * every_s / agents for k in range(agents)]
+
+
 def phase(
-    name: str, base: str, pid: int, tokens: dict[str, str], args: argparse.Namespace, paced: bool
+    name: str, base: str, pid: int, tokens: dict[str, str], args: argparse.Namespace
 ) -> list[str]:
     agents = sorted(tokens)
+    paced = name != "flat"
+    batch = args.batch if name == "batched" else 0
     per_agent_s = len(agents) * 60.0 / args.rate if paced else 0.0
     count = int(args.seconds / per_agent_s) + 2 if paced else args.flat_count
     count = min(count, MAX_PUSHES // len(agents))
-    seed = 1 if paced else 2
-    payloads = {a: bodies(a, args.targets, count, seed * 1000 + i) for i, a in enumerate(agents)}
-    tally = Tally()
+    seed = PHASES.index(name) + 1
+    payloads = {
+        a: bodies(a, args.targets, count, seed * 1000 + i, batch) for i, a in enumerate(agents)
+    }
+    per_agent_s *= max(batch, 1)
+    tally = Tally(batch)
     cpu_before, began = server_cpu_s(pid), time.monotonic()
     until = began + args.seconds
     threads = [
         threading.Thread(
             target=push_all,
-            args=(base, a, tokens[a], payloads[a], per_agent_s, until, tally),
+            args=(base, a, tokens[a], payloads[a], per_agent_s, until, tally, offset),
         )
-        for a in agents
+        for a, offset in zip(agents, offsets(len(agents), per_agent_s, args.aligned), strict=True)
     ]
     for thread in threads:
         thread.start()
@@ -149,10 +190,10 @@ def phase(
         thread.join(args.seconds + 60)
     wall = time.monotonic() - began
     cpu = server_cpu_s(pid) - cpu_before
-    stored = len(tally.latencies)
+    stored = tally.stored
     ms = [x * 1000 for x in tally.latencies] or [0.0]
     return [
-        name,
+        f"batched ({batch} a push)" if batch else {"flat": "flat out"}.get(name, name),
         f"{stored / wall * 60:,.0f}",
         f"{pct(ms, 50):.1f}",
         f"{pct(ms, 99):.1f}",
@@ -196,10 +237,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[list[str]]:
                         break
                 except httpx.HTTPError:
                     time.sleep(0.2)
-            rows = [
-                [label, *phase("paced", base, server.pid, tokens, args, paced=True)],
-                [label, *phase("flat out", base, server.pid, tokens, args, paced=False)],
-            ]
+            rows = [[label, *phase(name, base, server.pid, tokens, args)] for name in args.phases]
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(15)
@@ -222,7 +260,20 @@ def main() -> None:
         help="targets with `alerts: {enabled: []}`: the push and the store alone",
     )
     parser.add_argument("--flat-count", type=int, default=400, help="bodies per agent, flat out")
+    parser.add_argument(
+        "--phases", default="paced,flat", help=f"comma-separated, in order: {', '.join(PHASES)}"
+    )
+    parser.add_argument("--batch", type=int, default=10, help="runs a request, batched phase")
+    parser.add_argument(
+        "--aligned",
+        action="store_true",
+        help="paced agents all push at the same instant (a burst each interval), not spread",
+    )
     args = parser.parse_args()
+    args.phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = set(args.phases) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phase(s) {sorted(unknown)}: choose from {', '.join(PHASES)}")
     print(machine_info())
     clock = RunClock()
     rows = []

@@ -23,7 +23,7 @@ from app.evaluations import Evaluations
 from app.main import create_app
 from app.store.records import RunRecord
 from app.vantagebook import PushLimit, VantageBook, VantageState, is_silent
-from app.web.api.agent import MAX_RUN_BYTES, MAX_WIRE_BYTES
+from app.web.api.agentbody import MAX_RUN_BYTES, MAX_WIRE_BYTES
 from tests.runfactory import failed_run, make_run, record_of
 
 pytestmark = pytest.mark.anyio

@@ -16,6 +16,7 @@ import pytest
 
 from app.agent.client import ServerClient
 from app.agent.runner import Agent
+from app.agent.wire import MAX_BATCH_RUNS
 from app.config import Settings, load_targets
 from app.main import create_app
 from app.store.records import RunRecord, RunStatus
@@ -160,3 +161,84 @@ async def test_a_run_cut_by_a_crash_is_pushed_as_aborted_when_the_agent_starts(
         return any(r["id"] == str(cut.id) and r["status"] == "aborted" for r in runs)
 
     await run_agent(make_agent(server, tmp_path), (arrived, nothing))
+
+
+def keyed_runs(count: int, seed: int = 3) -> list[RunRecord]:
+    rng = np.random.default_rng(seed)
+    return [
+        record_of(make_run(rng, datetime.now(UTC), target="keyed", vantage="fra-1", n=2))
+        for _ in range(count)
+    ]
+
+
+class Batches:
+    """The batches an agent's client pushes, counted on the way (the pushes are real)."""
+
+    def __init__(self, client: ServerClient) -> None:
+        self.sizes: list[int] = []
+        self._push = client.push_batch
+        client.push_batch = self  # type: ignore[method-assign]
+
+    def __call__(self, lines: list[str]) -> list[str | None]:
+        self.sizes.append(len(lines))
+        return self._push(lines)
+
+
+def listed_ids(server: Api) -> set[str]:
+    items = server.client.get("/api/v1/runs", params={"limit": 500}).json()["items"]
+    return {run["id"] for run in items}
+
+
+def test_a_spool_is_flushed_in_batches_and_a_refused_run_is_set_aside(
+    server: Api, tmp_path: Path
+) -> None:
+    agent = make_agent(server, tmp_path)
+    batches = Batches(agent.client)
+    runs = keyed_runs(60)
+    forged = record_of(
+        make_run(
+            np.random.default_rng(1), datetime.now(UTC), target="not-assigned", vantage="fra-1"
+        )
+    )
+    for record in [*runs[:30], forged, *runs[30:]]:
+        agent.spool.append(record)
+    assert agent.pipeline.flush() == 61
+    assert batches.sizes == [MAX_BATCH_RUNS, 11]
+    assert listed_ids(server) == {str(r.id) for r in runs}
+    rejected = (tmp_path / "agent-spool" / "rejected.jsonl").read_text()
+    assert str(forged.id) in rejected and not agent.spool.has_pending()
+    agent.spool.append(runs[0])  # pushed again: acknowledged as a duplicate, gone
+    assert agent.pipeline.flush() == 1 and not agent.spool.has_pending()
+    agent.client.close()
+
+
+def test_an_agent_pushes_one_by_one_to_a_server_without_batches(
+    server: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This server answers 404 there, as one from before batches answers at BATCH_PATH.
+    monkeypatch.setattr("app.agent.client.BATCH_PATH", "/api/v1/agent/not-here")
+    agent = make_agent(server, tmp_path)
+    runs = keyed_runs(3)
+    for record in runs:
+        agent.spool.append(record)
+    assert agent.pipeline.flush() == 3
+    assert agent.pipeline.batching is False  # and stays so: no batch is tried again
+    assert listed_ids(server) == {str(r.id) for r in runs}
+    agent.client.close()
+
+
+@pytest.mark.anyio
+async def test_runs_that_finish_together_are_pushed_in_one_batch_even_at_a_stop(
+    server: Api, tmp_path: Path
+) -> None:
+    agent = make_agent(server, tmp_path)
+    batches = Batches(agent.client)
+    runs = keyed_runs(4)
+    for record in runs:  # queued before the writer takes the first, a stop behind them
+        await agent.writer.submit(record)
+    agent.writer.start()
+    assert agent.writer.close(30) == 0  # none left in the spool for the next start
+    assert listed_ids(server) == {str(r.id) for r in runs}
+    assert batches.sizes == [4] and not agent.spool.has_pending()
+    agent.spool.close()
+    agent.client.close()

@@ -16,7 +16,7 @@ import pytest
 from app.clock import utcnow
 from app.store.diskio import append_durable
 from app.store.records import RunRecord, RunStatus
-from app.store.spool import Spool
+from app.store.spool import Spool, batches
 
 
 def journal(target: str = "api") -> RunRecord:
@@ -94,3 +94,75 @@ def test_the_backlog_is_counted_on_from_the_last_count(tmp_path: Path) -> None:
     assert spool.pending() == 0
     spool.append(journal())  # a new file: counted from its start
     assert spool.pending() == 1
+
+
+@pytest.mark.parametrize(
+    ("sizes", "runs", "size", "expected"),
+    [
+        ([], 3, 100, []),
+        ([10, 10, 10, 10], 3, 100, [[10, 10, 10], [10]]),  # at most 3 lines
+        ([40, 40, 40], 10, 100, [[40, 40], [40]]),  # at most 100 bytes
+        ([150, 10, 10], 10, 100, [[150], [10, 10]]),  # a longer line alone
+        ([10, 150], 10, 100, [[10], [150]]),
+    ],
+)
+def test_batches_keep_the_order_within_their_bounds(
+    sizes: list[int], runs: int, size: int, expected: list[list[int]]
+) -> None:
+    lines = [f"{k:02d}" + "x" * (n - 2) for k, n in enumerate(sizes)]
+    assert [[len(line) for line in b] for b in batches(lines, runs, size)] == expected
+    assert [line for b in batches(lines, runs, size) for line in b] == lines
+
+
+def spooled(spool: Spool, count: int) -> list[RunRecord]:
+    runs = [journal(f"t{k}") for k in range(count)]
+    for record in runs:
+        spool.append(record)
+    return runs
+
+
+def left(spool: Spool) -> list[str]:
+    path = spool.path
+    return (
+        [json.loads(line)["target"] for line in path.read_text().splitlines()]
+        if path.exists()
+        else []
+    )
+
+
+def test_a_batched_flush_removes_only_the_runs_answered_for(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    spooled(spool, 5)
+    sent: list[list[str]] = []
+
+    def push(lines: list[str]) -> list[str | None]:
+        sent.append([json.loads(line)["target"] for line in lines])
+        return [None, "refused: not assigned", None][: len(lines)] if len(sent) == 1 else [None]
+
+    # The first batch of 3 is answered whole (one refused: set aside); the second answers
+    # for one run of two, so the flush stops there and the last run stays spooled.
+    assert spool.flush_batched(push, lambda exc: False, 3, 1 << 20) == 4
+    assert sent == [["t0", "t1", "t2"], ["t3", "t4"]]
+    assert left(spool) == ["t4"]
+    rejected = (tmp_path / "rejected.jsonl").read_text().splitlines()
+    assert [json.loads(line)["target"] for line in rejected] == ["t1"]
+
+
+def test_a_batched_flush_keeps_everything_from_the_batch_the_server_did_not_take(
+    tmp_path: Path,
+) -> None:
+    spool = Spool(tmp_path)
+    spooled(spool, 4)
+    calls = []
+
+    def push(lines: list[str]) -> list[str | None]:
+        calls.append(len(lines))
+        if len(calls) == 2:
+            raise ConnectionError("the server went away")
+        return [None] * len(lines)
+
+    flushed = spool.flush_batched(push, lambda exc: isinstance(exc, ConnectionError), 2, 1 << 20)
+    assert (flushed, calls) == (2, [2, 2])
+    assert left(spool) == ["t2", "t3"]
+    assert spool.flush_batched(lambda lines: [None] * len(lines), lambda exc: False, 2, 99) == 2
+    assert left(spool) == [] and not spool.has_pending()

@@ -1,6 +1,7 @@
 """The agent's side of the wire: fetch the assignment, push a run, report what it refused.
 
 Synchronous (httpx.Client): a push runs on the writer's thread, as a store does in ``serve``.
+Several runs waiting go in one request (``push_batch``), answered run by run.
 An answer that says "later" (no connection, a timeout, 401 while a token is being rotated,
 429, 5xx) raises ``Unreachable``: the run stays in the spool and is pushed again. One that
 says "never" (403, 413, 422) raises ``Refused``: the run is set aside, kept, not retried.
@@ -18,6 +19,7 @@ import httpx
 
 from app import __version__
 from app.agent.wire import (
+    BATCH_PATH,
     CONFIG_HEADER,
     CONFIG_PATH,
     RUNS_PATH,
@@ -26,6 +28,8 @@ from app.agent.wire import (
     VANTAGE_HEADER,
     VERSION_HEADER,
     Assignment,
+    BatchAnswer,
+    Outcome,
 )
 from app.store.records import RunRecord
 
@@ -63,15 +67,40 @@ class ServerClient:
 
     def push(self, record: RunRecord) -> bool:
         """True: stored now; False: the server had it already (a replay)."""
-        body = gzip.compress(json.dumps(record.to_json(), separators=(",", ":")).encode(), 6)
+        body = json.dumps(record.to_json(), separators=(",", ":")).encode()
+        answer = self._post(RUNS_PATH, body)
+        return bool(answer.json().get("stored"))
+
+    def push_batch(self, lines: list[str]) -> list[str | None]:
+        """Push runs as the spool keeps them (a ``RunRecord`` JSON a line) in one request.
+
+        For each run in order: None, the server has it (stored now or before); a text, why
+        it refused it. An answer that does not name a run where it stands ends the list
+        there: that run and the ones after it count as not pushed.
+        """
+        runs = ",".join(line.strip() for line in lines)
+        answer = self._post(BATCH_PATH, f'{{"runs":[{runs}]}}'.encode())
+        try:
+            results = BatchAnswer.model_validate(answer.json()).results
+        except ValueError as exc:
+            raise Unreachable(f"an answer that is not a batch's: {exc}") from exc
+        taken: list[str | None] = []
+        for line, result in zip(lines, results, strict=False):
+            if result.id is not None and result.id != _id_of(line):
+                break
+            refused = result.outcome == Outcome.REFUSED
+            taken.append((result.reason or "refused") if refused else None)
+        return taken
+
+    def _post(self, path: str, body: bytes) -> httpx.Response:
         headers = {
             "Content-Encoding": "gzip",
             "Content-Type": "application/json",
             SENT_AT_HEADER: datetime.now(UTC).isoformat(),
         }
-        answer = self._send("POST", RUNS_PATH, content=body, headers=headers)
+        answer = self._send("POST", path, content=gzip.compress(body, 6), headers=headers)
         self.server_config = answer.headers.get(CONFIG_HEADER, self.server_config)
-        return bool(answer.json().get("stored"))
+        return answer
 
     def report(self, refused: dict[str, str], pending: int | None) -> None:
         self._send("POST", STATUS_PATH, json={"refused": refused, "pending": pending})
@@ -91,6 +120,14 @@ class ServerClient:
         if answer.status_code in _LATER or answer.status_code >= 500:
             raise Unreachable(f"{answer.status_code}: {detail}")
         raise Refused(f"{answer.status_code}: {detail}")
+
+
+def _id_of(line: str) -> str | None:
+    try:
+        found = json.loads(line).get("id")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def _detail(answer: httpx.Response) -> str:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import sessionmaker
 
 from app.agent.client import Refused, ServerClient, Unreachable
-from app.agent.wire import Assignment
+from app.agent.wire import MAX_BATCH_JSON_BYTES, MAX_BATCH_RUNS, Assignment
 from app.config import Target
 from app.pipeline import Pipeline, log_orphan
 from app.scheduler import Watch
@@ -40,9 +40,59 @@ ASSIGNMENT_FILE = "assignment.json"
 
 @dataclass
 class PushPipeline(Pipeline):
-    """``serve``'s pipeline whose store is a push to the server."""
+    """``serve``'s pipeline whose store is a push to the server.
+
+    More than one run waiting (a spool to flush after an outage, or runs finishing together
+    while one is pushed) go in batches; a server without batches (404, 405) gets them one
+    by one from then on.
+    """
 
     client: ServerClient | None = None
+    batching: bool = True
+
+    def deliver(self, record: RunRecord) -> bool:
+        if self.batching and self.writer is not None and self.writer.queued():
+            # More runs wait behind this one: it goes in a batch with them, from the spool.
+            try:
+                self.spool.append(record)
+            except OSError:
+                return super().deliver(record)
+            return False
+        return super().deliver(record)
+
+    def flush(self) -> int:
+        flushed = self.spool.flush_batched(
+            self._push_lines, self.transient, MAX_BATCH_RUNS, MAX_BATCH_JSON_BYTES
+        )
+        if flushed:
+            log.info("%d spooled run(s) pushed", flushed)
+        return flushed
+
+    def _push_lines(self, lines: list[str]) -> list[str | None]:
+        assert self.client is not None
+        if self.batching:
+            try:
+                taken = self.client.push_batch(lines)
+            except Unreachable as exc:
+                self.store_problem = str(exc)
+                raise
+            except Refused as exc:
+                # A server that predates batches, or a batch it will not take whole.
+                self.batching = not str(exc).startswith(("404", "405"))
+                log.warning("batch of %d refused (%s); pushed one by one", len(lines), exc)
+            else:
+                self.store_problem = None
+                return taken
+        return [self._push_line(line) for line in lines]
+
+    def _push_line(self, line: str) -> str | None:
+        try:
+            self.store(RunRecord.from_json(json.loads(line)))
+        except Refused as exc:
+            return str(exc)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            return f"not a run: {type(exc).__name__}"
+        return None
 
     def store(self, record: RunRecord) -> bool:
         assert self.client is not None

@@ -1,14 +1,16 @@
 """What an agent and the server say to each other: paths, headers, the assignment.
 
 A push is one ``RunRecord`` JSON (``app.store.records``), gzip-compressed, with the agent's
-send time, so the server can tell its clock's skew. Every answer to an agent names the
-assignment's version: an agent holding another one fetches it again.
+send time, so the server can tell its clock's skew; a batch (``BATCH_PATH``) is several,
+``{"runs": [...]}``, answered run by run. Every answer to an agent names the assignment's
+version: an agent holding another one fetches it again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -16,6 +18,11 @@ from pydantic import BaseModel, Field
 CONFIG_PATH = "/api/v1/agent/config"
 RUNS_PATH = "/api/v1/agent/runs"
 STATUS_PATH = "/api/v1/agent/status"
+BATCH_PATH = "/api/v1/agent/batches"
+# A batch's bounds, as the agent builds it: the server takes at most MAX_BATCH_RUNS runs a
+# request, and the JSON of a batch this size compresses well within its body limit.
+MAX_BATCH_RUNS = 50
+MAX_BATCH_JSON_BYTES = 4 << 20
 VANTAGE_HEADER = "X-Phasewatch-Vantage"
 SENT_AT_HEADER = "X-Phasewatch-Sent-At"
 VERSION_HEADER = "X-Phasewatch-Agent-Version"
@@ -48,3 +55,22 @@ class PushAnswer(BaseModel):
 def assignment_version(targets: list[dict[str, Any]]) -> str:
     text = json.dumps(targets, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Outcome(StrEnum):
+    """What the server did with one run of a batch."""
+
+    STORED = "stored"
+    DUPLICATE = "duplicate"  # it had this run id already: nothing stored
+    REFUSED = "refused"  # never (its reason says why): the agent sets the run aside
+
+
+class RunOutcome(BaseModel):
+    id: str | None = Field(description="The run's id; null when the item is not a run.")
+    outcome: Outcome
+    reason: str | None = Field(None, description="Why it was refused.")
+
+
+class BatchAnswer(BaseModel):
+    results: list[RunOutcome] = Field(description="One per run sent, in the order sent.")
+    config: str = Field(description="The assignment's version now.")

@@ -47,7 +47,15 @@ async def _serve(server: _Server) -> None:
     await server.serve()
 
 
+# How long a thread computing (an evaluation, a rollup) keeps the interpreter's lock from
+# one that waits on it. The event loop and the push workers take it back after every
+# socket or database call; at the 5 ms default each of those waits could cost a push a
+# slice (bench/README.md, agents_ingest).
+SWITCH_INTERVAL_S = 0.0005
+
+
 def run_server(app: FastAPI, host: str, port: int, log_level: str) -> NoReturn:
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     config = uvicorn.Config(
         app,
         host=host,

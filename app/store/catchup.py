@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,16 +56,20 @@ def catch_up(
     now: datetime,
     batch: int = CATCH_UP_BATCH,
     target: int | None = None,
+    between: Callable[[], object] | None = None,
 ) -> int:
     """Add complete runs started since ``since`` (of one target id, or all) that have no
     digest yet; returns how many.
 
-    A transaction per ``batch`` runs, oldest first. A run whose samples were pruned, wholly
-    or in part, is passed over: its digest would lie.
+    A transaction per ``batch`` runs, oldest first, ``between()`` called before each (to
+    yield to pushes). A run whose samples were pruned, wholly or in part, is passed over:
+    its digest would lie.
     """
     added, cursor = 0, None
     sqlite = sessions.kw["bind"].dialect.name == "sqlite"
     while True:
+        if between is not None:
+            between()
         with sessions() as session:
             heads = session.execute(_undigested(since, cursor, target).limit(batch)).all()
             if not heads:

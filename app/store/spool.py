@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,9 @@ from app.store.records import RunRecord
 log = logging.getLogger(__name__)
 
 RUNS_LOCK = b"phasewatch: held around every change to runs.jsonl\n"
+# Takes spooled lines, answers for each in order: None taken (stored, or had already),
+# a text why it never will be (set aside); fewer answers than lines: the rest not taken.
+PushLines = Callable[[list[str]], Sequence[str | None]]
 FLUSH_LOCK = b"phasewatch: held by the process flushing runs.jsonl\n"
 
 
@@ -104,6 +107,18 @@ class Spool:
         is not held while storing: appends go on meanwhile, behind the lines being flushed.
         Another process flushing the same spool: this one leaves it to that one (0).
         """
+        return self._exclusive(lambda: self._flush(store, transient))
+
+    def flush_batched(
+        self, push: PushLines, transient: Callable[[Exception], bool], runs: int, size: int
+    ) -> int:
+        """``flush``, the lines handed over in order in batches of at most ``runs`` lines
+        and ``size`` bytes (a longer line alone). Only lines ``push`` answered for leave the
+        spool; a refused one is set aside in ``rejected.jsonl``."""
+        return self._exclusive(lambda: self._flush_batched(push, transient, runs, size))
+
+    def _exclusive(self, flush: Callable[[], int]) -> int:
+        """``flush()`` as the one flush of this spool (0 when another process has it)."""
         if not self.has_pending():
             return 0
         with self._flushing:
@@ -114,9 +129,33 @@ class Spool:
             if flushing is None:
                 return 0
             try:
-                return self._flush(store, transient)
+                return flush()
             finally:
                 os.close(flushing)
+
+    def _flush_batched(
+        self, push: PushLines, transient: Callable[[Exception], bool], runs: int, size: int
+    ) -> int:
+        with self._shared():
+            lines = list(self._lines())
+        done = 0
+        try:
+            for batch in batches(lines, runs, size):
+                answers = push(batch)[: len(batch)]
+                for line, refused in zip(batch, answers, strict=False):
+                    if refused is not None:
+                        log.error("spooled run refused (%s); set aside in rejected.jsonl", refused)
+                        self._append(self.directory / "rejected.jsonl", line.encode())
+                done += len(answers)
+                if len(answers) < len(batch):
+                    break
+        except Exception as exc:
+            if not transient(exc):
+                raise
+        finally:
+            with self._shared():
+                self._rewrite(list(self._lines())[done:])
+        return done
 
     def _flush(
         self, store: Callable[[RunRecord], Any], transient: Callable[[Exception], bool]
@@ -212,3 +251,18 @@ class Spool:
 
     def close(self) -> None:
         self.journal.close()
+
+
+def batches(lines: Sequence[str], runs: int, size: int) -> Iterator[list[str]]:
+    """``lines`` in order, in lists of at most ``runs`` lines and ``size`` bytes of them
+    (a line longer than ``size`` alone)."""
+    batch: list[str] = []
+    held = 0
+    for line in lines:
+        if batch and (len(batch) >= runs or held + len(line) > size):
+            yield batch
+            batch, held = [], 0
+        batch.append(line)
+        held += len(line)
+    if batch:
+        yield batch

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from app.web.api import (
     agent,
+    agentpush,
     alerts,
     breakdown,
     compare,
@@ -32,6 +33,7 @@ for module in (
     alerts,
     silences,
     agent,
+    agentpush,
     vantages,
 ):
     router.include_router(module.router)

@@ -1,46 +1,34 @@
-"""/api/v1/agent — what agents fetch (their assignment) and push (runs, their status).
+"""/api/v1/agent — what agents fetch (their assignment) and report (their status); the
+runs they push are ``app.web.api.agentpush``'s.
 
 An agent names its vantage (``X-Phasewatch-Vantage``) and shows that vantage's token (bearer,
-compared in constant time); it may write only runs of its own vantage and of targets
-assigned to it (403 otherwise). A push is one ``RunRecord`` JSON, gzip accepted, bounded in
-size before and after decompression (413). Ingestion is idempotent by run id: a replayed
-push answers ``stored: false`` and stores nothing. While the database is away the answer is
-503: the agent keeps the run in its own spool and pushes it again.
+compared in constant time). What each agent may push is checked against its assignment,
+built here once per targets file (``Assignments``).
 """
 
 from __future__ import annotations
 
-import json
 import threading
-import time
-import zlib
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response, status
-from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.agent.wire import (
-    CONFIG_HEADER,
-    SENT_AT_HEADER,
     TARGET_FIELDS_KEPT_BACK,
     VANTAGE_HEADER,
     VERSION_HEADER,
     AgentStatus,
     Assignment,
-    PushAnswer,
     assignment_version,
 )
 from app.clock import utcnow
 from app.config import TargetsFile
 from app.evaluations import Evaluations
 from app.metrics import RunMetrics
-from app.pipeline import is_transient
 from app.service import Service
-from app.store.records import RunRecord
 from app.vantagebook import VantageBook
 from app.vantages import assigned, shortest_interval, token_of
 from app.web.deps import ServiceDep
@@ -48,8 +36,6 @@ from app.web.errors import ErrorOut
 from app.web.vantagemetrics import VantageCollector
 
 router = APIRouter(prefix="/agent", tags=["agents"])
-MAX_WIRE_BYTES = 4 << 20  # a push as sent (compressed)
-MAX_RUN_BYTES = 32 << 20  # and as read: 10,000 samples of a chatty run fit
 REFRESH_S = 30.0
 _bearer = HTTPBearer(
     auto_error=False, scheme_name="AgentToken", description="The agent's token, one per vantage."
@@ -60,7 +46,8 @@ def install(app: FastAPI, service: Service, observed: RunMetrics) -> None:
     """What these routes keep between requests, on ``app.state``; the vantages' gauges."""
     app.state.vantages = book = VantageBook()
     app.state.assignments = Assignments()
-    app.state.evaluations = Evaluations(service.alerts.evaluate_after)
+    app.state.foreground = service.upkeep.foreground
+    app.state.evaluations = Evaluations(service.alerts.evaluate_after, service.upkeep.foreground)
     shortest = partial(_shortest, service)
     observed.registry.register(VantageCollector(book, shortest))
 
@@ -169,7 +156,7 @@ def get_config(
 ) -> Assignment:
     """The targets this agent probes, with header templates (never their values)."""
     state = vantages.get(vantage)
-    vantages.reported(vantage, utcnow(), state.refused, state.pending, _version(request))
+    vantages.reported(vantage, utcnow(), state.refused, state.pending, agent_version(request))
     return built.get(service, vantage)[0]
 
 
@@ -178,121 +165,9 @@ def post_status(
     report: AgentStatus, vantage: VantageDep, vantages: BookDep, request: Request
 ) -> Response:
     """What the agent refused to probe (a variable it lacks) and what its spool holds."""
-    vantages.reported(vantage, utcnow(), report.refused, report.pending, _version(request))
+    vantages.reported(vantage, utcnow(), report.refused, report.pending, agent_version(request))
     return Response(status_code=204)
 
 
-@router.post("/runs", response_model=PushAnswer, responses=PUSH_ERRORS)
-async def push_run(
-    service: ServiceDep,
-    vantage: VantageDep,
-    vantages: BookDep,
-    built: AssignmentsDep,
-    request: Request,
-) -> Response:
-    """Store one run the agent measured (``RunRecord`` JSON); a replay stores nothing."""
-    if not vantages.admit(vantage, time.monotonic()):
-        raise HTTPException(
-            status.HTTP_429_TOO_MANY_REQUESTS,
-            "over this vantage's push limit",
-            headers={"Retry-After": "1"},
-        )
-    record = _run_of(await _body(request))
-    now = utcnow()
-    current, names = built.get(service, vantage)
-    if record.vantage != vantage:
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "this token writes only its own vantage")
-    if record.target not in names:
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "that target is not assigned here")
-    stored = await run_in_threadpool(_store, service, record)
-    if stored:
-        request.app.state.metrics.observe_run(record)
-        request.app.state.evaluations.submit(record)  # the push does not wait for it
-    vantages.pushed(vantage, now, _sent_at(request), _version(request))
-    answer = PushAnswer(stored=stored, config=current.version)
-    return Response(
-        answer.model_dump_json(),
-        media_type="application/json",
-        headers={CONFIG_HEADER: current.version},
-    )
-
-
-def _store(service: Service, record: RunRecord) -> bool:
-    pipeline = service.pipeline
-    if not pipeline.ready.is_set():
-        raise _away("the database has no schema yet")
-    try:
-        stored = pipeline.store(record)
-    except Exception as exc:
-        if not is_transient(exc):
-            raise
-        raise _away("the database is unreachable") from exc
-    return stored
-
-
-def _away(why: str) -> HTTPException:
-    return HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, why, headers={"Retry-After": "5"})
-
-
-async def _body(request: Request) -> bytes:
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_WIRE_BYTES:
-        raise _too_large()
-    data = bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > MAX_WIRE_BYTES:
-            raise _too_large()
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
-    if encoding == "gzip":
-        return _gunzip(bytes(data))
-    if encoding != "identity":
-        raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, "send gzip or identity")
-    if len(data) > MAX_RUN_BYTES:
-        raise _too_large()
-    return bytes(data)
-
-
-def _gunzip(data: bytes) -> bytes:
-    # Bounded: a small bomb must not become gigabytes here.
-    inflate = zlib.decompressobj(wbits=31)
-    try:
-        out = inflate.decompress(data, MAX_RUN_BYTES + 1)
-    except zlib.error as exc:
-        raise _invalid("the body is not gzip") from exc
-    if len(out) > MAX_RUN_BYTES or inflate.unconsumed_tail:
-        raise _too_large()
-    if not inflate.eof:
-        raise _invalid("the gzip body is cut short")
-    return out
-
-
-def _run_of(body: bytes) -> RunRecord:
-    try:
-        data = json.loads(body)
-        if not isinstance(data, dict):
-            raise TypeError("not an object")
-        return RunRecord.from_json(data)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise _invalid(f"the body is not a run: {type(exc).__name__}") from exc
-
-
-def _invalid(why: str) -> HTTPException:
-    return HTTPException(422, why)
-
-
-def _too_large() -> HTTPException:
-    limits = f"{MAX_WIRE_BYTES} bytes sent, {MAX_RUN_BYTES} read"
-    return HTTPException(413, f"at most {limits}")
-
-
-def _sent_at(request: Request) -> datetime | None:
-    try:
-        sent = datetime.fromisoformat(request.headers.get(SENT_AT_HEADER, ""))
-    except ValueError:
-        return None
-    return sent if sent.tzinfo is not None else None
-
-
-def _version(request: Request) -> str | None:
+def agent_version(request: Request) -> str | None:
     return request.headers.get(VERSION_HEADER) or None
