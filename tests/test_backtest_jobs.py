@@ -15,6 +15,7 @@ import pytest
 
 from app.alerts.backtest import replay
 from app.alerts.backtestcsv import read_numbered, read_runs
+from app.alerts.backtestjobs import SHARED_FROM, default_jobs
 from app.analysis.detectors import DetectorParams
 from app.store.csvlayout import format_timestamp
 from tests.clirun import run_cli
@@ -114,3 +115,21 @@ def test_a_bad_line_is_reported_the_same_with_two_jobs(
     assert one[0] == 1 and str(path) in one[2] and "line " in one[2]
     assert one[1], "some transitions should come before the bad line"
     assert two == one
+
+
+@pytest.mark.parametrize(
+    ("size", "cpus", "jobs"),
+    [
+        (0, 4, 1),  # empty, or not a regular file (a pipe's size is 0)
+        (SHARED_FROM - 1, 4, 1),  # short in one process: a second costs more than it saves
+        (SHARED_FROM, 4, 2),
+        (SHARED_FROM, 2, 2),
+        (SHARED_FROM, 1, 1),
+        (SHARED_FROM, None, 1),  # the count of cores unknown
+        (10 * SHARED_FROM, 8, 2),
+    ],
+)
+def test_default_jobs_one_process_below_the_size_that_pays_for_a_second(
+    size: int, cpus: int | None, jobs: int
+) -> None:
+    assert default_jobs(size, cpus) == jobs

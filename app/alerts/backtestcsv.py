@@ -7,7 +7,6 @@ not is a ``BacktestError`` naming the line.
 
 from __future__ import annotations
 
-import csv
 import functools
 import itertools
 import operator
@@ -19,6 +18,7 @@ from typing import TextIO
 import numpy as np
 import orjson
 
+from app.alerts.csvrows import csv_rows
 from app.analysis.runs import Array, RunData, phase_order
 from app.probe.sample import Status
 from app.store.csvlayout import BASE_COLUMNS, format_timestamp, parse_timestamp
@@ -75,7 +75,7 @@ def read_numbered(
     """``read_runs``, each run with its position among all the file's runs (those ``keep``
     leaves out counted too). A BacktestError carries ``runs_before``: how many runs the
     reading had passed when it was found."""
-    reader = csv.reader(rows)
+    reader = csv_rows(rows)
     header = next(reader, None)
     if header is None or tuple(header[: len(BASE_COLUMNS)]) != BASE_COLUMNS:
         raise BacktestError(f"not a phasewatch samples CSV: header must start {BASE_COLUMNS}")

@@ -30,6 +30,10 @@ from app.analysis.detectors import DetectorParams
 Numbered = list[tuple[int, list[Transition]]]
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 RARELY = (50_000, 20, 100)  # the collector's thresholds while replaying (defaults 700, 10, 10)
+# A file this large or larger is replayed by two processes by default: below it one process
+# takes some 20 s or less, and a second one's start and its own pass over the file cost
+# more CPU than the wall time it saves (bench/README.md, "Backtest speed").
+SHARED_FROM = 200 * 2**20  # bytes, about a million samples as the export writes them
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,11 @@ def replay_file(
         yield from transitions
     if first is not None:
         raise BacktestError(first.error)
+
+
+def default_jobs(size: int, cpus: int | None) -> int:
+    """The processes a backtest of a ``size``-byte file uses without ``--jobs``."""
+    return 1 if size < SHARED_FROM else min(2, cpus or 1)
 
 
 def prepare_worker() -> None:

@@ -94,7 +94,11 @@ class Evaluator:
         return None
 
     def state(self, target: str, vantage: str) -> VantageState:
-        return self.vantages.setdefault((target, vantage), VantageState())
+        # Asked for several times a run: a new VantageState only for a new key.
+        state = self.vantages.get((target, vantage))
+        if state is None:
+            state = self.vantages[(target, vantage)] = VantageState()
+        return state
 
     def rng(self, target: str) -> np.random.Generator:
         """``target``'s own random numbers: its bootstrap draws, so its alerts, depend on

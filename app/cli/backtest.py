@@ -43,15 +43,17 @@ def backtest(
             min=1,
             show_default=False,
             help="Worker processes, each replaying a share of the targets (the same"
-            " transitions, in the same order, as one process); default one per core, at most"
-            " 2. Each reads the whole file, so memory grows with N. 1 replays in this process.",
+            " transitions, in the same order, as one process); default 1 for a file under"
+            " 200 MiB (about a million samples: a second process would cost more CPU than"
+            " the seconds it saves), else one per core, at most 2. Each reads the whole"
+            " file, so memory grows with N. 1 replays in this process.",
         ),
     ] = None,
 ) -> None:
     """Print every alert transition the detectors would have made on these samples."""
     from app.alerts.backtestcoverage import Coverage
     from app.alerts.backtestcsv import BacktestError
-    from app.alerts.backtestjobs import collecting_rarely, keep_freed_memory
+    from app.alerts.backtestjobs import collecting_rarely, default_jobs, keep_freed_memory
 
     keep_freed_memory()
     params_for = _params(config)
@@ -61,7 +63,7 @@ def backtest(
     except OSError as exc:
         raise typer.BadParameter(f"cannot read {file}: {exc.strerror}", param_hint="FILE") from exc
     transitions: list[Transition] = []
-    workers = jobs if jobs is not None else min(2, os.cpu_count() or 1)
+    workers = jobs if jobs is not None else default_jobs(file.stat().st_size, os.cpu_count())
     try:
         with collecting_rarely():
             for transition in _moved(file, params_for, seed, workers, coverage):
