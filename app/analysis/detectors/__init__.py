@@ -18,7 +18,12 @@ from app.analysis.detectors.base import (
     Signal,
 )
 from app.analysis.detectors.composition import CompositionReference, composition_finding
-from app.analysis.detectors.dominant import challenger, dominant_finding, dominant_resolution
+from app.analysis.detectors.dominant import (
+    challenger,
+    dominant_finding,
+    dominant_resolution,
+    fast_dominant,
+)
 from app.analysis.detectors.failing import failing_finding
 from app.analysis.detectors.params import BurnWindowParams, DetectorParams, SloParams
 from app.analysis.detectors.registry import DETECTORS, default_enabled, severity_of
@@ -45,6 +50,7 @@ __all__ = [
     "dominant_finding",
     "dominant_resolution",
     "failing_finding",
+    "fast_dominant",
     "next_tail_scores",
     "severity_of",
     "tail_finding",

@@ -49,6 +49,27 @@ def dominant_finding(
     return Finding(Signal.HIT if confident else Signal.HOLD, numbers)
 
 
+def fast_dominant(
+    recent: Sequence[RunData], leader: str, params: DetectorParams, rng: np.random.Generator
+) -> tuple[str, Finding] | None:
+    """The fast lane: a challenger leading ``leader`` by ``dominant_fast_lead_pp`` in the
+    newest ``dominant_fast_runs`` runs, the lead's lower 95 % bound above 0. A collapse or
+    a new route moves the lead by tens of points at once; waiting for a third run to say
+    what two already say that plainly only adds delay."""
+    newest = recent[-params.dominant_fast_runs :]
+    if params.dominant_fast_lead_pp <= 0 or len(newest) < params.dominant_fast_runs:
+        return None
+    mix = phase_mix(newest)
+    candidate = challenger(mix, leader, params)
+    if candidate is None:
+        return None
+    lead_pp = 100 * (mix.shares[candidate] - mix.shares[leader])
+    if lead_pp < params.dominant_fast_lead_pp:
+        return None
+    finding = dominant_finding(newest, leader, candidate, params, rng)
+    return (candidate, finding) if finding.signal is Signal.HIT else None
+
+
 def dominant_resolution(
     recent: Sequence[RunData],
     old: str,

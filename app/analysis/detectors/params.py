@@ -110,6 +110,16 @@ class DetectorParams(BaseModel):
         le=100,
         description="The newest runs of the recent window that judge a leader change.",
     )
+    # Large leads move at once (a collapse, a new route): two runs say so plainly.
+    dominant_fast_lead_pp: float = Field(
+        20.0,
+        ge=0,
+        lt=100,
+        description="A lead this large (pp) is judged on the newest `dominant_fast_runs`; 0: off.",
+    )
+    dominant_fast_runs: int = Field(
+        2, ge=1, le=100, description="The newest runs that judge a lead that large."
+    )
     tail_ratio: float = Field(2.0, gt=1, description="The CUSUM's alternative: tail mass × this.")
     tail_threshold: float = Field(8.0, gt=0, description="The CUSUM's threshold.")
     tail_min_relative: float = Field(0.05, ge=0, description="Least growth of the p90/p95 excess.")
