@@ -5,7 +5,7 @@ its route, in the one shape the document declares (``{"detail": "<sentence>"}``,
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +21,22 @@ TOKEN = "errors-test-token-0123456789"
 ERROR_REF = "#/components/schemas/ErrorOut"
 
 
-@pytest.fixture
-def client(
-    tmp_path: Path, served: Callable[..., Served], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[httpx.Client]:
-    monkeypatch.setenv("PHASEWATCH_API_TOKEN", TOKEN)
-    config = tmp_path / "phasewatch.yaml"
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """One serve for the module: every request here only reads or is refused, so none
+    changes what the next test sees."""
+    workdir = tmp_path_factory.mktemp("api-errors")
+    config = workdir / "phasewatch.yaml"
     config.write_text("targets:\n  - name: chat\n    url: http://127.0.0.1:9/\n    interval: 1d\n")
-    server = served(config)
-    server.wait_ready()
-    with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10) as http:
-        yield http
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PHASEWATCH_API_TOKEN", TOKEN)
+        server = Served(workdir, config)
+    try:
+        server.wait_ready()
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10) as http:
+            yield http
+    finally:
+        server.kill()
 
 
 def documented(spec: dict[str, Any], method: str, template: str, status: int) -> dict[str, Any]:
