@@ -46,6 +46,9 @@ def documented(spec: dict[str, Any], method: str, template: str, status: int) ->
     return found
 
 
+# No run, silence or alert has it. Fixed, not uuid4(): a parameter is part of the test's id,
+# and pytest-xdist's workers must all collect the same ids.
+UNKNOWN_ID = "5b0e3c1a-7d2f-4e8b-9a6c-1f2e3d4c5b6a"
 ANSWERS = [
     # (method, path, body, status, the route's template)
     ("get", "/api/v1/runs?limit=0", None, 422, "/api/v1/runs"),
@@ -53,14 +56,14 @@ ANSWERS = [
     ("get", "/api/v1/runs?target=nothing", None, 404, "/api/v1/runs"),
     ("get", "/api/v1/samples?target=nothing", None, 404, "/api/v1/samples"),
     ("get", "/api/v1/alerts?cursor=garbage", None, 422, "/api/v1/alerts"),
-    ("get", f"/api/v1/runs/{uuid.uuid4()}", None, 404, "/api/v1/runs/{run_id}"),
+    ("get", f"/api/v1/runs/{UNKNOWN_ID}", None, 404, "/api/v1/runs/{run_id}"),
     ("get", "/api/v1/runs/not-a-uuid", None, 422, "/api/v1/runs/{run_id}"),
     ("get", "/api/v1/targets/nothing/history", None, 404, "/api/v1/targets/{name}/history"),
     ("post", "/api/v1/silences", {"matchers": []}, 401, "/api/v1/silences"),
-    ("delete", f"/api/v1/silences/{uuid.uuid4()}", None, 401, "/api/v1/silences/{silence_id}"),
+    ("delete", f"/api/v1/silences/{UNKNOWN_ID}", None, 401, "/api/v1/silences/{silence_id}"),
     (
         "post",
-        f"/api/v1/alerts/{uuid.uuid4()}/acknowledge",
+        f"/api/v1/alerts/{UNKNOWN_ID}/acknowledge",
         {"by": "me"},
         401,
         "/api/v1/alerts/{alert_id}/acknowledge",
