@@ -1,8 +1,10 @@
 """docker-compose.yml brought up for real: images from this checkout, a project of its own.
 
 ``.ci/compose/build`` makes the images (no registry: a debootstrapped Debian base, the host's
-wheels); ``Stack`` runs ``docker-compose.yml`` with ``.ci/compose/ci.yml`` over it, under a
-project name of its own, so its containers and volumes are its alone and ``down -v`` removes
+wheels), tagged with a digest of what they are built from: a second run on the same tree
+reuses them, as even a fully cached build re-makes the wheelhouse and re-sends the context.
+``Stack`` runs ``docker-compose.yml`` with ``.ci/compose/ci.yml`` over it, under a project
+name of its own, so its containers and volumes are its alone and ``down -v`` removes
 every one. phasewatch's port is published on 127.0.0.1 only and is all the test talks to.
 
 Without Docker the tests skip, or fail when ``PHASEWATCH_REQUIRE_DOCKER=1`` (as in CI, where
@@ -11,6 +13,7 @@ Without Docker the tests skip, or fail when ``PHASEWATCH_REQUIRE_DOCKER=1`` (as 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -19,7 +22,7 @@ import sys
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import pytest
@@ -30,6 +33,7 @@ ROOT = Path(__file__).parent.parent
 COMPOSE_FILES = ("-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / ".ci/compose/ci.yml"))
 IMAGE = "phasewatch:ci"
 POSTGRES_IMAGE = "phasewatch-ci-postgres:15"
+BASE_IMAGE = "phasewatch-ci-base:bookworm"  # .ci/compose/build's default
 BUILD_TIMEOUT_S = 600.0
 COMMAND_TIMEOUT_S = 120.0
 TOKEN = "compose-test-token"
@@ -55,22 +59,63 @@ def _docker_problem() -> str | None:
     return None
 
 
-def build_images() -> None:
-    """The images of this checkout, as ``.ci/compose/build`` makes them."""
-    env = os.environ | {"PYTHON": sys.executable, "PHASEWATCH_IMAGE": IMAGE}
-    env["PHASEWATCH_POSTGRES_IMAGE"] = POSTGRES_IMAGE
-    subprocess.run([str(ROOT / ".ci/compose/build")], env=env, check=True, timeout=BUILD_TIMEOUT_S)
+class Images(NamedTuple):
+    phasewatch: str
+    postgres: str
+
+
+def build_images() -> Images:
+    """The images of this checkout, as ``.ci/compose/build`` makes them, unless images of the
+    same digest (``source_digest``) are there already."""
+    subprocess.run([str(ROOT / ".ci/compose/base-image"), BASE_IMAGE], check=True, timeout=900)
+    digest = source_digest(ROOT, _image_id(BASE_IMAGE))[:16]
+    images = Images(f"{IMAGE}-{digest}", f"{POSTGRES_IMAGE}-{digest}")
+    if not all(_image_id(image) for image in images):
+        env = os.environ | {"PYTHON": sys.executable, "PHASEWATCH_CI_BASE_IMAGE": BASE_IMAGE}
+        env |= {"PHASEWATCH_IMAGE": images.phasewatch, "PHASEWATCH_POSTGRES_IMAGE": images.postgres}
+        build = [str(ROOT / ".ci/compose/build")]
+        subprocess.run(build, env=env, check=True, timeout=BUILD_TIMEOUT_S)
+    return images
+
+
+def source_digest(root: Path, base_image_id: str) -> str:
+    """A SHA-256 over everything ``.ci/compose/build`` builds from: the base image and each
+    file it sends (git's list of tracked and untracked, not ignored, files: path and content).
+    Its wheelhouse is made from these files, so it needs no hash of its own."""
+    digest = hashlib.sha256(base_image_id.encode() + b"\0")
+    for name in _build_files(root):
+        path = root / os.fsdecode(name)
+        if path.is_file():  # a tracked file deleted from the work tree is not sent either
+            digest.update(name + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _build_files(root: Path) -> list[bytes]:
+    command = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    listed = subprocess.run(command, cwd=root, capture_output=True, check=True, timeout=60)
+    return sorted(set(listed.stdout.split(b"\0")) - {b""})
+
+
+def _image_id(image: str) -> str:
+    """The image's id, or "" when there is no such image."""
+    found = subprocess.run(
+        ["/usr/bin/docker", "image", "inspect", "--format", "{{.Id}}", image],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return found.stdout.strip() if found.returncode == 0 else ""
 
 
 class Stack:
     """One compose project: ``up``, ``compose(...)`` for anything else, ``down`` removes all."""
 
-    def __init__(self, workdir: Path, port: int) -> None:
+    def __init__(self, workdir: Path, port: int, images: Images) -> None:
         self.project = f"pwtest{uuid.uuid4().hex[:8]}"
         self.base_url = f"http://127.0.0.1:{port}"
         self.env = os.environ | {
-            "PHASEWATCH_IMAGE": IMAGE,
-            "PHASEWATCH_POSTGRES_IMAGE": POSTGRES_IMAGE,
+            "PHASEWATCH_IMAGE": images.phasewatch,
+            "PHASEWATCH_POSTGRES_IMAGE": images.postgres,
             "PHASEWATCH_PUBLISHED_PORT": str(port),
             "PHASEWATCH_API_TOKEN": TOKEN,
             "POSTGRES_PASSWORD": uuid.uuid4().hex,

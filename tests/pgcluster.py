@@ -34,6 +34,10 @@ from tests.helpers import eventually, free_port
 PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 PG_USER = "postgres"
 PG_CTL_TIMEOUT_S = 30
+# How long a starting serve may take to answer /healthz before we call it stuck: a liveness
+# bound, not a speed claim. On a machine whose cores are busy a cold start (imports,
+# migrations) ran past the 20 s this once was: the commonest failure of the suite under load.
+READY_S = 90.0
 SETTINGS = {
     "listen_addresses": "'127.0.0.1'",
     "fsync": "off",
@@ -198,9 +202,12 @@ class Serve:
             return None
         return dict(response.json())
 
-    def wait_ready(self, within_s: float = 20.0) -> None:
+    def wait_ready(self, within_s: float = READY_S) -> None:
         alive = "serve answers /healthz"
-        eventually(lambda: self.health() is not None or not self.alive(), within_s, alive)
+        try:
+            eventually(lambda: self.health() is not None or not self.alive(), within_s, alive)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; its output:\n{self.output()}") from None
         assert self.alive(), self.output()
 
     def alive(self) -> bool:

@@ -17,6 +17,9 @@ from app.config import TargetsFile
 from app.store.models import AlertRow, DeliveryRow
 from tests.apiapp import Api, api, minutes_ago
 
+# No alert or silence has it. Fixed, not uuid4(): a parameter is part of the test's id, and
+# pytest-xdist's workers must all collect the same ids.
+UNKNOWN_ID = "5b0e3c1a-7d2f-4e8b-9a6c-1f2e3d4c5b6a"
 NOTIFIED = TargetsFile.model_validate(
     {
         "notifiers": {"hook": {"type": "webhook", "url": "http://127.0.0.1:9/hook"}},
@@ -146,7 +149,7 @@ def test_an_alert_shows_its_transitions_oldest_first_and_an_explanation(story: A
     assert times == sorted(times)
 
 
-@pytest.mark.parametrize("alert_id", [str(uuid.uuid4()), "not-a-uuid", "1", "%20"])
+@pytest.mark.parametrize("alert_id", [UNKNOWN_ID, "not-a-uuid", "1", "%20"])
 def test_an_unknown_alert_is_404(served: Api, alert_id: str) -> None:
     response = served.client.get(f"/api/v1/alerts/{alert_id}")
     assert response.status_code == 404
@@ -185,7 +188,7 @@ def test_acknowledging_an_alert_that_is_over_is_409(story: Api) -> None:
     assert get(story, f"/api/v1/alerts/{alpha['id']}")["acknowledged_by"] == "a"
 
 
-@pytest.mark.parametrize("alert_id", [str(uuid.uuid4()), "not-a-uuid"])
+@pytest.mark.parametrize("alert_id", [UNKNOWN_ID, "not-a-uuid"])
 def test_acknowledging_an_unknown_alert_is_404(served: Api, alert_id: str) -> None:
     response = served.client.post(f"/api/v1/alerts/{alert_id}/acknowledge", json={"by": "a"})
     assert response.status_code == 404
@@ -348,7 +351,7 @@ def test_silences_are_listed_created_read_and_expired(served: Api) -> None:
     assert again.status_code == 200 and again.json()["endsAt"] == expired.json()["endsAt"]
 
 
-@pytest.mark.parametrize("silence_id", [str(uuid.uuid4()), "not-a-uuid"])
+@pytest.mark.parametrize("silence_id", [UNKNOWN_ID, "not-a-uuid"])
 def test_an_unknown_silence_is_404(served: Api, silence_id: str) -> None:
     assert served.client.get(f"/api/v1/silences/{silence_id}").status_code == 404
     assert served.client.delete(f"/api/v1/silences/{silence_id}").status_code == 404

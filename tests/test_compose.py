@@ -44,13 +44,13 @@ pytestmark = [pytest.mark.process, pytest.mark.timeout(900), pytest.mark.docker]
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
     docker_or_skip()
-    build_images()
+    images = build_images()
     # Readable by the image's user (uid 10001): pytest's tmp_path sits under a 0700 folder.
     workdir = Path(tempfile.mkdtemp(prefix="phasewatch-compose-"))
     workdir.chmod(0o755)
     (workdir / "phasewatch.yaml").write_text(yaml.safe_dump(TARGETS_FILE))
     (workdir / "phasewatch.yaml").chmod(0o644)
-    running = Stack(workdir, free_port())
+    running = Stack(workdir, free_port(), images)
     try:
         running.compose("up", "-d")
         yield running

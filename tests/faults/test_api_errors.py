@@ -5,7 +5,7 @@ its route, in the one shape the document declares (``{"detail": "<sentence>"}``,
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +21,22 @@ TOKEN = "errors-test-token-0123456789"
 ERROR_REF = "#/components/schemas/ErrorOut"
 
 
-@pytest.fixture
-def client(
-    tmp_path: Path, served: Callable[..., Served], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[httpx.Client]:
-    monkeypatch.setenv("PHASEWATCH_API_TOKEN", TOKEN)
-    config = tmp_path / "phasewatch.yaml"
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """One serve for the module: every request here only reads or is refused, so none
+    changes what the next test sees."""
+    workdir = tmp_path_factory.mktemp("api-errors")
+    config = workdir / "phasewatch.yaml"
     config.write_text("targets:\n  - name: chat\n    url: http://127.0.0.1:9/\n    interval: 1d\n")
-    server = served(config)
-    server.wait_ready()
-    with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10) as http:
-        yield http
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PHASEWATCH_API_TOKEN", TOKEN)
+        server = Served(workdir, config)
+    try:
+        server.wait_ready()
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10) as http:
+            yield http
+    finally:
+        server.kill()
 
 
 def documented(spec: dict[str, Any], method: str, template: str, status: int) -> dict[str, Any]:
@@ -41,6 +46,9 @@ def documented(spec: dict[str, Any], method: str, template: str, status: int) ->
     return found
 
 
+# No run, silence or alert has it. Fixed, not uuid4(): a parameter is part of the test's id,
+# and pytest-xdist's workers must all collect the same ids.
+UNKNOWN_ID = "5b0e3c1a-7d2f-4e8b-9a6c-1f2e3d4c5b6a"
 ANSWERS = [
     # (method, path, body, status, the route's template)
     ("get", "/api/v1/runs?limit=0", None, 422, "/api/v1/runs"),
@@ -48,14 +56,14 @@ ANSWERS = [
     ("get", "/api/v1/runs?target=nothing", None, 404, "/api/v1/runs"),
     ("get", "/api/v1/samples?target=nothing", None, 404, "/api/v1/samples"),
     ("get", "/api/v1/alerts?cursor=garbage", None, 422, "/api/v1/alerts"),
-    ("get", f"/api/v1/runs/{uuid.uuid4()}", None, 404, "/api/v1/runs/{run_id}"),
+    ("get", f"/api/v1/runs/{UNKNOWN_ID}", None, 404, "/api/v1/runs/{run_id}"),
     ("get", "/api/v1/runs/not-a-uuid", None, 422, "/api/v1/runs/{run_id}"),
     ("get", "/api/v1/targets/nothing/history", None, 404, "/api/v1/targets/{name}/history"),
     ("post", "/api/v1/silences", {"matchers": []}, 401, "/api/v1/silences"),
-    ("delete", f"/api/v1/silences/{uuid.uuid4()}", None, 401, "/api/v1/silences/{silence_id}"),
+    ("delete", f"/api/v1/silences/{UNKNOWN_ID}", None, 401, "/api/v1/silences/{silence_id}"),
     (
         "post",
-        f"/api/v1/alerts/{uuid.uuid4()}/acknowledge",
+        f"/api/v1/alerts/{UNKNOWN_ID}/acknowledge",
         {"by": "me"},
         401,
         "/api/v1/alerts/{alert_id}/acknowledge",
