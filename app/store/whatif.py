@@ -1,0 +1,65 @@
+"""The samples a what-if starts from: one target's (and vantage's) complete runs in a window,
+as one ``SampleSet`` (app.analysis.whatif), read in one query of four columns."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, String, cast, select
+from sqlalchemy.orm import Session
+
+from app.analysis.whatif import SampleSet, sample_set
+from app.store.browse import where_run_of
+from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.records import RunStatus
+from app.store.targets import target_key
+
+
+def load_sample_set(
+    source: Session | Engine,
+    target: str,
+    vantage: str | None,
+    since: datetime,
+    until: datetime,
+) -> SampleSet | None:
+    """Samples of runs started in [since, until); every vantage when ``vantage`` is None.
+    None when the target was never seen. The deadline is the target's, if it has one."""
+    if isinstance(source, Engine):
+        with Session(source) as session:
+            return load_sample_set(session, target, vantage, since, until)
+    key = target_key(source, target)
+    if key is None:
+        return None
+    # The phases as their JSON text, decoded in one go: decoding row by row costs more
+    # than the query.
+    query = select(SampleRow.run_id, SampleRow.status, cast(SampleRow.phases, String))
+    query = query.join(RunRow, RunRow.id == SampleRow.run_id)
+    query = where_run_of(query, key, vantage).where(
+        RunRow.status == RunStatus.COMPLETE, RunRow.started_at >= since, RunRow.started_at < until
+    )
+    rows = source.execute(query).all()
+    phases: list[dict[str, float]] = json.loads("[" + ",".join(row[2] for row in rows) + "]")
+    found = ((row[0], row[1], p) for row, p in zip(rows, phases, strict=True))
+    return sample_set(found, _deadline_ms(source, key))
+
+
+def vantages_of(session: Session, target: str, since: datetime, until: datetime) -> list[str]:
+    key = target_key(session, target)
+    if key is None:
+        return []
+    query = (
+        select(RunRow.vantage)
+        .distinct()
+        .where(RunRow.target_id == key, RunRow.started_at >= since, RunRow.started_at < until)
+    )
+    return sorted(session.scalars(query))
+
+
+def _deadline_ms(session: Session, key: int) -> float | None:
+    config: dict[str, Any] | None = session.scalar(
+        select(TargetRow.config).where(TargetRow.id == key)
+    )
+    deadline = (config or {}).get("deadline_ms")
+    return float(deadline) if isinstance(deadline, int | float) else None
