@@ -96,7 +96,7 @@ async def measure(targets: dict[str, Target], runs: int, per_run: int) -> dict[s
     with ExitStack() as stack:
         specs = {}
         for name, target in targets.items():
-            sim = stack.enter_context(SimProcess(target.config))
+            sim = stack.enter_context(SimProcess(target.config, max_seconds=_BUDGET_S + 60))
             specs[name] = chat_spec(sim.url, deadline_ms=target.deadline_ms, cooldown_s=0.05)
 
         async def work() -> None:
