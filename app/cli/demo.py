@@ -159,8 +159,18 @@ def _watch(server: uvicorn.Server, replay: Replay, started: float, hint: str) ->
             elapsed = time.monotonic() - started
             _say(f"[+{elapsed:5.1f}s] the story is over; the dashboard stays up until Ctrl-C")
             _say(hint)
+            _last_scene(replay)
 
     threading.Thread(target=watch, name="demo-watch", daemon=True).start()
+
+
+def _last_scene(replay: Replay) -> None:
+    from app.demo import story
+    from app.demo.finale import finale
+
+    since = replay.at_hour(story.SWITCH_H)
+    for line in finale(replay.database_url, since, replay.now()):
+        _say(line)
 
 
 def _printer(started: float) -> Callable[[Transition, float], None]:

@@ -131,6 +131,10 @@ class Replay:
         simulated, real = self._ended
         return simulated + (clock.wall() - real)
 
+    def at_hour(self, hour: float) -> datetime:
+        """The simulated time of the story's ``hour``."""
+        return self._origin + timedelta(hours=hour)
+
     def story_hour(self, at: datetime) -> float:
         """The hour of the story (0 … ``story.END_H``) that simulated time ``at`` falls in."""
         return (at - self._origin) / timedelta(hours=1)

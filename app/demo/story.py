@@ -11,6 +11,9 @@ hour 7, when network has just become prod's biggest phase. It generates 1.5 × s
 on a small pool with a noisy queue, and scales to zero between runs, so each run opens on
 a two-second cold start: requests miss the client's 1,500 ms deadline: ``deadline_miss``.
 
+The last scene: from prod's own samples since reasoning went off, ``phasewatch whatif``
+predicts what a dedicated deployment near the users would give (``NEARBY``).
+
 The detector settings the compressed story needs (a reference after four runs instead of
 a day's worth) are in ``TARGETS``, as a user would write them in a targets file (the demo
 writes them out as one, for ``phasewatch backtest`` of its export); everything else is the
@@ -75,6 +78,9 @@ EDGE = SimConfig(
 )
 
 SWITCH_H = 4.0
+# A dedicated fast chip close to the users: a 10 ms round trip, no shared queue, prefill
+# and generation twice as fast. The story's finale predicts it for prod.
+NEARBY = ("network=10ms", "queue=0", "prefill*0.5", "generation*0.5")
 EDGE_FROM_H = 4.5
 EDGE_UNTIL_H = 7.0
 BUSY_H = 5.5

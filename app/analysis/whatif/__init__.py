@@ -1,0 +1,46 @@
+"""What-if: a target's measured samples, changed phase by phase, resampled run by run.
+
+Pure: plain arrays in, plain values out; the store loads the samples (``app.store.whatif``).
+See docs/whatif.md.
+"""
+
+from app.analysis.whatif.changes import (
+    Change,
+    ChangeError,
+    ColdStarts,
+    Deadline,
+    ScalePhase,
+    SetPhase,
+    TakePhase,
+    changes_from_json,
+    changes_to_json,
+    parse_changes,
+)
+from app.analysis.whatif.levers import Lever, levers, levers_to_json
+from app.analysis.whatif.outcome import Bound, Outcome, Prediction
+from app.analysis.whatif.predict import predict
+from app.analysis.whatif.resample import Interval
+from app.analysis.whatif.samples import SampleSet, sample_set
+
+__all__ = [
+    "Bound",
+    "Change",
+    "ChangeError",
+    "ColdStarts",
+    "Deadline",
+    "Interval",
+    "Lever",
+    "Outcome",
+    "Prediction",
+    "SampleSet",
+    "ScalePhase",
+    "SetPhase",
+    "TakePhase",
+    "changes_from_json",
+    "changes_to_json",
+    "levers",
+    "levers_to_json",
+    "parse_changes",
+    "predict",
+    "sample_set",
+]
