@@ -16,6 +16,7 @@ from app.web.api import (
     silences,
     targets,
     vantages,
+    whatif,
 )
 from app.web.errors import errors
 
@@ -33,5 +34,6 @@ for module in (
     silences,
     agent,
     vantages,
+    whatif,
 ):
     router.include_router(module.router)
