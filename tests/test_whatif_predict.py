@@ -100,7 +100,7 @@ def test_weighted_resample_quantiles_are_those_of_the_resample_written_out() -> 
     counts = run_counts(30, 40, rng)
     found = resampled_quantiles(values, run, counts)
     for row, weights in zip(found, counts, strict=True):
-        written_out = np.repeat(values, weights[run])
+        written_out = np.repeat(values, weights[run].astype(int))
         assert list(row) == quantiles(written_out)
 
 

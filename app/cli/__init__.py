@@ -8,7 +8,7 @@ import typer
 from typer.exceptions import TyperException
 
 from app import __version__
-from app.cli import agent, backtest, data, demo, probe, service
+from app.cli import agent, backtest, data, demo, probe, service, whatif
 from app.cli.common import one_line
 
 cli = typer.Typer(
@@ -29,6 +29,7 @@ cli.command("check-config")(service.check_config)
 cli.command("export")(data.export_csv)
 cli.command("import")(data.import_csv)
 cli.command("backtest")(backtest.backtest)
+cli.command("whatif")(whatif.whatif)
 cli.add_typer(db, name="db")
 db.command("upgrade")(service.db_upgrade)
 db.command("current")(service.db_current)

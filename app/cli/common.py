@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -63,7 +64,6 @@ def store_engine(url: str, migrate: bool = False) -> Iterator[Engine]:
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     from app.store.db import make_engine
-    from app.store.migrate import upgrade
 
     try:
         engine = make_engine(url)
@@ -71,6 +71,8 @@ def store_engine(url: str, migrate: bool = False) -> Iterator[Engine]:
         raise typer.BadParameter(str(exc), param_hint="--database-url") from exc
     try:
         if migrate:
+            from app.store.migrate import upgrade  # alembic: only commands that write need it
+
             upgrade(url)
         # Checked before connecting: connecting would create an empty SQLite file.
         elif sqlite_file_missing(engine) or not inspect(engine).has_table("runs"):
@@ -95,3 +97,14 @@ def excerpt(text: str, limit: int) -> str:
     printable = "".join(char if char.isprintable() else " " for char in text)
     line = one_line(printable)
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def time_option(value: str | None, option: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not an ISO-8601 time", param_hint=option) from None
+    # A time typed without an offset is UTC, like every time phasewatch shows.
+    return parsed.replace(tzinfo=parsed.tzinfo or UTC).astimezone(UTC)

@@ -7,7 +7,6 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 
@@ -15,7 +14,14 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
-from app.cli.common import ConfigPath, DatabaseUrl, fail, resolve_database_url, store_engine
+from app.cli.common import (
+    ConfigPath,
+    DatabaseUrl,
+    fail,
+    resolve_database_url,
+    store_engine,
+    time_option,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -41,7 +47,7 @@ def export_csv(
     from app.store.csvexport import export_samples
     from app.store.csvlayout import CsvExportError
 
-    since, until = _time_option(start, "--from"), _time_option(end, "--to")
+    since, until = time_option(start, "--from"), time_option(end, "--to")
     if since is not None and until is not None and since >= until:
         raise typer.BadParameter("--from must be earlier than --to")
     with store_engine(resolve_database_url(database_url, config)) as engine:
@@ -81,17 +87,6 @@ def import_csv(
         f"imported {result.runs_stored} runs ({result.samples_stored} samples); "
         f"{result.runs_already_present} runs were already present\n"
     )
-
-
-def _time_option(value: str | None, option: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise typer.BadParameter(f"{value!r} is not an ISO-8601 time", param_hint=option) from None
-    # A time typed without an offset is UTC, like every time phasewatch shows.
-    return parsed.replace(tzinfo=parsed.tzinfo or UTC).astimezone(UTC)
 
 
 @contextmanager

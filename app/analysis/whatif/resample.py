@@ -16,7 +16,7 @@ QUANTILES = np.array([0.5, 0.9, 0.99])
 LEVEL = 0.95
 
 Floats = NDArray[np.float64]
-Counts = NDArray[np.int64]
+Counts = NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,14 @@ class Interval:
 
 
 def run_counts(runs: int, resamples: int, rng: np.random.Generator) -> Counts:
-    """(resamples, runs): how often each run is drawn in each resample."""
+    """(resamples, runs): how often each run is drawn in each resample (as floats, exact,
+    so that the products below are BLAS's)."""
     if runs == 0 or resamples == 0:
-        return np.zeros((0, runs), np.int64)
-    return rng.multinomial(runs, np.full(runs, 1.0 / runs), size=resamples)
+        return np.zeros((0, runs))
+    drawn = rng.integers(0, runs, size=(resamples, runs))
+    drawn += np.arange(resamples)[:, None] * runs
+    flat = np.bincount(drawn.ravel(), minlength=resamples * runs)
+    return flat.reshape(resamples, runs).astype(np.float64)
 
 
 def point_quantiles(values: Floats) -> Floats:
@@ -45,7 +49,7 @@ def resampled_quantiles(values: Floats, run: NDArray[np.intp], counts: Counts) -
     """(resamples, len(QUANTILES)) weighted inverted-CDF quantiles, one row per resample."""
     order = np.argsort(values, kind="stable")
     ordered, runs_ordered = values[order], run[order]
-    totals = counts @ np.bincount(run, minlength=counts.shape[1])
+    totals = counts @ np.bincount(run, minlength=counts.shape[1]).astype(np.float64)
     found = np.empty((len(counts), len(QUANTILES)))
     for column, q in enumerate(QUANTILES):
         found[:, column] = ordered[_positions(runs_ordered, counts, q * totals, q)]
@@ -68,7 +72,7 @@ def _positions(
     while pending.size:
         lo, hi = max(0, int(q * n) - half), min(n, int(q * n) + half)
         rows, wanted = counts[pending], targets[pending]
-        below = rows @ np.bincount(runs_ordered[:lo], minlength=counts.shape[1])
+        below = rows @ np.bincount(runs_ordered[:lo], minlength=counts.shape[1]).astype(np.float64)
         cumulative = below[:, None] + np.cumsum(rows[:, runs_ordered[lo:hi]], axis=1)
         inside = ((lo == 0) | (below < wanted)) & ((hi == n) | (cumulative[:, -1] >= wanted))
         position = lo + (cumulative < wanted[:, None]).sum(axis=1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,9 +65,35 @@ def sample_set(rows: Iterable[Row], deadline_ms: float | None = None) -> SampleS
     ms = np.array([[row[2].get(p, 0.0) for p in phases] for row in kept], np.float64)
     ms = ms.reshape(len(kept), len(phases))
     censored = np.fromiter((row[1] == CENSORED for row in kept), np.bool_, len(kept))
-    if deadline_ms is None and censored.any():
-        deadline_ms = float(ms[censored].sum(axis=1).min())
-    return SampleSet(phases, ms, run, censored, deadline_ms)
+    return _with_deadline(SampleSet(phases, ms, run, censored, deadline_ms))
+
+
+def from_columns(
+    phases: Sequence[str],
+    run_keys: Sequence[Hashable],
+    statuses: Sequence[str],
+    ms: NDArray[np.float64],
+    deadline_ms: float | None = None,
+) -> SampleSet:
+    """Column arrays as a ``SampleSet``: ``ms[i, j]`` NaN where sample i has no phase j.
+    Phases no sample has are dropped; the rest keep the order given."""
+    status = np.asarray(statuses, dtype=object)
+    kept = np.isin(status, list(KEPT_STATUSES))
+    ms = ms[kept]
+    present = np.asarray(~np.isnan(ms).all(axis=0) if len(ms) else np.zeros(len(phases), bool))
+    ms = np.nan_to_num(ms[:, present], nan=0.0)
+    keys = np.asarray(run_keys, dtype=object)[kept]
+    run = np.unique(keys, return_inverse=True)[1].astype(np.intp) if len(keys) else keys
+    censored = status[kept] == CENSORED
+    names = tuple(name for name, on in zip(phases, present.tolist(), strict=True) if on)
+    return _with_deadline(SampleSet(names, ms, np.asarray(run, np.intp), censored, deadline_ms))
+
+
+def _with_deadline(samples: SampleSet) -> SampleSet:
+    if samples.deadline_ms is not None or not samples.censored.any():
+        return samples
+    cut = float(samples.totals[samples.censored].min())
+    return SampleSet(samples.phases, samples.ms, samples.run, samples.censored, cut)
 
 
 def empty_like(phases: tuple[str, ...]) -> SampleSet:
