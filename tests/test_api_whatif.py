@@ -153,6 +153,9 @@ def test_a_donor_no_one_knows_is_422_naming_the_change(site: Site) -> None:
         {"changes": [], "vantage": ""},
         {"changes": ["queue=0\x00"]},
         {"changes": [{"phase": "network", "set_ms": -1}]},
+        {"changes": [{"phase": "generation", "from": "chat\x00"}]},
+        {"changes": [{"phase": "generation", "from": "chat-edge", "vantage": "us\x00"}]},
+        {"changes": ["generation=@chat-edge/mars"]},
         {"changes": [{"phase": "generation", "scale": 1e308}, "deadline=1e308ms"]},
     ],
 )

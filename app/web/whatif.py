@@ -116,6 +116,8 @@ def donors_of(session: Session, scope: Scope, changes: list[Change]) -> dict[str
     for change in changes:
         if not isinstance(change, TakePhase) or change.source in donors:
             continue
+        if "\x00" in change.source:  # no name holds one, and PostgreSQL refuses it in text
+            raise ChangeError(change.token(), "a target or vantage name holds no NUL")
         found = _load(session, Scope(change.target, change.vantage, scope.start, scope.end))
         if found is None:
             raise ChangeError(change.token(), f"no target {change.target!r}")
