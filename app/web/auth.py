@@ -2,7 +2,8 @@
 
 With no token configured, writes are allowed only while the server binds a loopback
 address (one person's laptop); ``phasewatch serve`` refuses to bind anything else without a
-token. Reads need no token. Every write route takes the one dependency ``WriteAccess``:
+token. Reads need no token (a what-if too: a POST only for its body, it changes nothing).
+Every write route takes the one dependency ``WriteAccess``:
 
     @router.post("/things", dependencies=[WriteAccess])
 """

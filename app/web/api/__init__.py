@@ -17,6 +17,7 @@ from app.web.api import (
     silences,
     targets,
     vantages,
+    whatif,
 )
 from app.web.errors import errors
 
@@ -35,5 +36,6 @@ for module in (
     agent,
     agentpush,
     vantages,
+    whatif,
 ):
     router.include_router(module.router)

@@ -138,7 +138,8 @@ class TargetName(Convertor[str]):
     """A target name in a path: it may hold '/' (``openai/gpt-4o``), but a path ending in
     one of the target's sub-resources is that sub-resource, not a target's name."""
 
-    regex = r"(?:(?!/(?:breakdown|history)$)[^?#\x00])+"  # no NUL: see the module's docstring
+    # No NUL: see the module's docstring.
+    regex = r"(?:(?!/(?:breakdown|history|whatif|levers)$)[^?#\x00])+"
 
     def convert(self, value: str) -> str:
         return value

@@ -22,6 +22,7 @@ from app.store.models import RunRow
 from app.store.slo import target_slo
 from app.store.targets import target_row
 from app.web.deps import SessionDep
+from app.web.pages.levers import levers_view
 from app.web.pages.render import error_page, not_found, page
 
 router = APIRouter()
@@ -114,4 +115,5 @@ def target_page(
         marks=alert_marks(alerts),
         runs=recent_runs(session, name, vantage, now),
         window_text="hour",
+        levers=levers_view(session, name, vantage or None, now),
     )

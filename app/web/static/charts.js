@@ -478,6 +478,9 @@
     window.phasewatchCharts = instances;
   }
 
+  // The setup other panels draw with (the what-if panel, whatif.js): the same axes and units.
+  window.phasewatchChartKit = { fmtMs: fmtMs, axes: axes, width: width };
+
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 })();

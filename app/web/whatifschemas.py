@@ -1,0 +1,79 @@
+"""The what-if API's response models (app/web/api/whatif.py): the engine's ``to_json``
+shapes (app.analysis.whatif), written out so that the OpenAPI document states them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from app.web.schemas import Out
+
+
+class IntervalOut(Out):
+    value: float = Field(description="the point estimate, from every sample")
+    interval: list[float] = Field(
+        min_length=2, max_length=2, description="95 % interval over the run resamples"
+    )
+
+
+class OutcomeOut(Out):
+    p50_ms: IntervalOut
+    p90_ms: IntervalOut
+    p99_ms: IntervalOut
+    miss_rate: IntervalOut = Field(description="share of samples past the deadline")
+    shares: dict[str, float] = Field(description="each phase's share of the mean end-to-end")
+    dominant: str | None
+    next_dominant: str | None = Field(description="the phase that would lead next")
+    samples: int
+    runs: int
+    deadline_ms: float | None
+
+
+class BoundOut(Out):
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    miss_rate: float
+
+
+class LeverOut(Out):
+    phase: str
+    share: float = Field(description="of the mean end-to-end now")
+    halved: BoundOut = Field(description="end-to-end if this phase took half its time")
+    removed: BoundOut = Field(description="end-to-end if this phase took no time")
+
+
+class CurvesOut(Out):
+    percentiles: list[float]
+    before_ms: list[float] = Field(description="end-to-end at each percentile, as measured")
+    after_ms: list[float] = Field(description="end-to-end at each percentile, changed")
+
+
+class WindowOut(Out):
+    from_: datetime = Field(alias="from")
+    to: datetime
+    vantage: str | None = Field(description="null: every vantage pooled")
+
+
+class WhatIfOut(Out):
+    changes: list[dict[str, Any]] = Field(description="the changes read, as JSON")
+    before: OutcomeOut
+    after: OutcomeOut
+    optimistic: BoundOut | None = Field(
+        description="had each deadline-cut sample ended right after its known phases"
+    )
+    notes: list[str]
+    window: WindowOut
+    resamples: int
+    curves: CurvesOut
+    levers: list[LeverOut] = Field(description="the levers now, biggest first")
+
+
+class LeversOut(Out):
+    window: WindowOut
+    samples: int
+    now: BoundOut = Field(description="end-to-end as measured")
+    headline: str = Field(description="the biggest lever, as a sentence")
+    levers: list[LeverOut] = Field(description="biggest first: by the p99 if halved")
