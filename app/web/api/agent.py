@@ -56,14 +56,14 @@ def _shortest(service: Service, vantage: str) -> float | None:
     return shortest_interval(service.targets.targets, vantage)
 
 
-def _described(*pairs: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
+def described(*pairs: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorOut, "description": text} for code, text in pairs}
 
 
-AUTH_ERRORS = _described(
+AUTH_ERRORS = described(
     (401, "No token, an unknown vantage, or a token that is not this vantage's."),
 )
-PUSH_ERRORS = AUTH_ERRORS | _described(
+PUSH_ERRORS = AUTH_ERRORS | described(
     (403, "The run is of another vantage, or of a target not assigned to this one."),
     (413, "The push is larger than the server takes."),
     (415, "The body's encoding is neither gzip nor identity."),
@@ -160,7 +160,7 @@ def get_config(
     return built.get(service, vantage)[0]
 
 
-@router.post("/status", status_code=204, responses=AUTH_ERRORS | _described((422, "Not valid.")))
+@router.post("/status", status_code=204, responses=AUTH_ERRORS | described((422, "Not valid.")))
 def post_status(
     report: AgentStatus, vantage: VantageDep, vantages: BookDep, request: Request
 ) -> Response:

@@ -38,19 +38,24 @@ from app.foreground import Foreground
 from app.pipeline import Pipeline
 from app.store.records import RunRecord
 from app.vantagebook import VantageBook
-from app.web.api.agent import PUSH_ERRORS, AssignmentsDep, BookDep, VantageDep, agent_version
+from app.web.api.agent import (
+    PUSH_ERRORS,
+    AssignmentsDep,
+    BookDep,
+    VantageDep,
+    agent_version,
+    described,
+)
 from app.web.api.agentbody import invalid, json_of, too_large, wire_body
 from app.web.deps import ServiceDep
 
 router = APIRouter(prefix="/agent", tags=["agents"])
 STORE_THREADS = 4
 T = TypeVar("T")
-BATCH_ERRORS = PUSH_ERRORS | {
-    413: {
-        "description": f"More than {MAX_BATCH_RUNS} runs, or a body larger than the server takes."
-    },
-    422: {"description": 'The body is not `{"runs": [...]}`.'},
-}
+BATCH_ERRORS = PUSH_ERRORS | described(
+    (413, f"More than {MAX_BATCH_RUNS} runs, or a body larger than the server takes."),
+    (422, 'The body is not `{"runs": [...]}`.'),
+)
 
 
 @router.post("/runs", response_model=PushAnswer, responses=PUSH_ERRORS)
