@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -29,7 +28,6 @@ from app.cli.common import excerpt
 from app.envvars import UnsetVariable, expand
 from app.probe.headername import HEADER_NAME_PROBLEM, is_header_name
 from app.probe.redact import CONTROL_CHARACTER_PROBLEM, has_control_character
-from app.probe.run import probe_run
 from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec
 
@@ -86,6 +84,8 @@ def parse_body(raw: str | None) -> Any:
 
 def parse_url(raw: str) -> str:
     """``raw`` if the probe can send to it: http or https, with a host."""
+    import httpx  # the HTTP stack only for the command that sends: not for whatif's start
+
     try:
         url = httpx.URL(raw)
     except httpx.InvalidURL as exc:
@@ -224,6 +224,8 @@ def _run_with_progress(spec: ProbeSpec, samples: int, spacing: float, quiet: boo
     # Start-up's objects (modules, their caches, the command line) live for the process.
     # Frozen, a full collection no longer walks them: walking them could fall inside the
     # first sample and hold its cut that long past --deadline-ms (bench.first_deadline).
+    from app.probe.run import probe_run  # imported before the freeze, so frozen with the rest
+
     gc.freeze()
     stderr = Console(stderr=True)
     columns = (TextColumn("probing"), BarColumn(), MofNCompleteColumn())
