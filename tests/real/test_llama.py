@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -25,6 +25,7 @@ from app.analysis.summary import summarize
 from app.probe.run import probe_run
 from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec
+from tests.helpers import ThreadLag
 from tests.real.llama import LlamaServer, Perf, chat_body, prompt
 from tests.real.rawclient import RawAnswer, RawClient
 
@@ -77,17 +78,28 @@ async def test_a_whole_answer_is_server_time_not_queue(llama: LlamaServer) -> No
     assert summarize([s for s, _ in pairs]).dominant == "server"
 
 
-async def test_a_stream_splits_its_time_as_llama_spent_it(llama: LlamaServer) -> None:
+@pytest.fixture
+def lag() -> Iterator[ThreadLag]:
+    """How late this process's threads woke meanwhile: the probe reads each token that much
+    late at most, which moves time between its phases and past llama's own account."""
+    with ThreadLag() as measured:
+        yield measured
+
+
+async def test_a_stream_splits_its_time_as_llama_spent_it(
+    llama: LlamaServer, lag: ThreadLag
+) -> None:
     pairs = await probed(llama, spec(llama, chat_body(prompt(8), 128, stream=True)), 6)
+    late_ms = lag.worst_ms()
     for sample, perf in pairs:
         assert sample.status is Status.OK and sample.tokens.completion is None  # no usage
         # Its total runs on past the last token (the finishing chunk, [DONE]): transfer.
         after_network = server_side(sample) + sample.phases["transfer"]
         assert after_network >= perf.total_ms - 2.0, (sample.phases, perf)
-        assert server_side(sample) <= perf.total_ms + max(20.0, 0.15 * perf.total_ms)
+        assert server_side(sample) <= perf.total_ms + max(20.0, 0.15 * perf.total_ms) + late_ms
         # llama.cpp's openai-processing-ms on a stream is 0-5 ms: never taken as its time.
         assert sample.phases["network"] <= 2 * (sample.rtt_ms or 0) + 1
-        assert sample.phases["generation"] > 0.8 * perf.total_ms
+        assert sample.phases["generation"] > 0.8 * perf.total_ms - late_ms
 
 
 def _overheads(
