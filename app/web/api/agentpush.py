@@ -36,10 +36,12 @@ from app.batchstore import Stored, store_batch
 from app.clock import utcnow
 from app.foreground import Foreground
 from app.pipeline import Pipeline
+from app.service import Service
 from app.store.records import RunRecord
 from app.vantagebook import VantageBook
 from app.web.api.agent import (
     PUSH_ERRORS,
+    Assignments,
     AssignmentsDep,
     BookDep,
     VantageDep,
@@ -67,14 +69,10 @@ async def push_run(
     request: Request,
 ) -> Response:
     """Store one run the agent measured (``RunRecord`` JSON); a replay stores nothing."""
-    _admit(vantages, vantage)
-    data, gzipped = await wire_body(request)
-    now = utcnow()
-    current, names = built.get(service, vantage)
-    check = _Check(vantage, names, _after_store(request))
-    stored = await _on_worker(request, _one, service.pipeline, check, data, gzipped)
+    now, version, work = await _received(service, vantage, vantages, built, request)
+    stored = await _on_worker(request, _one, service.pipeline, *work)
     vantages.pushed(vantage, now, _sent_at(request), agent_version(request))
-    return _answer(PushAnswer(stored=stored, config=current.version), current.version)
+    return _answer(PushAnswer(stored=stored, config=version), version)
 
 
 @router.post("/batches", response_model=BatchAnswer, responses=BATCH_ERRORS)
@@ -86,16 +84,24 @@ async def push_batch(
     request: Request,
 ) -> Response:
     """Store several runs (``{"runs": [RunRecord JSON, ...]}``); each run's outcome in order."""
+    now, version, work = await _received(service, vantage, vantages, built, request)
+    taken = await _on_worker(request, _batch, service.pipeline, *work)
+    results = [_outcome(record, outcome) for record, outcome in taken]
+    accepted = sum(r.outcome != Outcome.REFUSED for r in results)
+    vantages.pushed(vantage, now, _sent_at(request), agent_version(request), accepted)
+    return _answer(BatchAnswer(results=results, config=version), version)
+
+
+async def _received(
+    service: Service, vantage: str, vantages: VantageBook, built: Assignments, request: Request
+) -> tuple[datetime, str, tuple[_Check, bytes, bool]]:
+    """What either push route does first: admit the vantage, read the body, and check runs
+    against its assignment. The receive time, the assignment's version, the worker's work."""
     _admit(vantages, vantage)
     data, gzipped = await wire_body(request)
     now = utcnow()
     current, names = built.get(service, vantage)
-    check = _Check(vantage, names, _after_store(request))
-    taken = await _on_worker(request, _batch, service.pipeline, check, data, gzipped)
-    results = [_outcome(record, outcome) for record, outcome in taken]
-    accepted = sum(r.outcome != Outcome.REFUSED for r in results)
-    vantages.pushed(vantage, now, _sent_at(request), agent_version(request), accepted)
-    return _answer(BatchAnswer(results=results, config=current.version), current.version)
+    return now, current.version, (_Check(vantage, names, _after_store(request)), data, gzipped)
 
 
 class _Check:
