@@ -11,9 +11,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import typer
-
-from app.cli import cli
+from app.cli import every_command
 
 HEADER = """# Command-line reference
 
@@ -23,15 +21,9 @@ and the commands disagree). `phasewatch COMMAND --help` prints the same.
 """
 
 
-def commands(command: Any = None, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
+def commands() -> Iterator[tuple[str, Any]]:
     """(``"db upgrade"``, click command) for every command, groups walked, in help order."""
-    command = command or typer.main.get_command(cli)
-    subcommands = getattr(command, "commands", None)
-    if subcommands is None:
-        yield " ".join(path), command
-        return
-    for name, sub in subcommands.items():
-        yield from commands(sub, (*path, name))
+    yield from every_command().items()
 
 
 def options() -> list[tuple[str, str]]:

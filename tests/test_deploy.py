@@ -13,10 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import typer
 import yaml
 
-from app.cli import cli
+from app.cli import every_command
 from app.config import Settings
 
 ROOT = Path(__file__).parent.parent
@@ -25,11 +24,7 @@ DOCKERFILE_TEXT = (ROOT / "Dockerfile").read_text()
 EXAMPLE_TARGETS = (ROOT / "docs" / "phasewatch.example.yaml").read_text()
 SETTINGS_VARIABLES = {f"PHASEWATCH_{name.upper()}" for name in Settings.model_fields}
 # `phasewatch agent`'s own options from the environment (app/cli/agent.py).
-AGENT_VARIABLES = {
-    str(param.envvar)
-    for param in typer.main.get_command(cli).commands["agent"].params  # type: ignore[attr-defined]
-    if param.envvar
-}
+AGENT_VARIABLES = {str(param.envvar) for param in every_command()["agent"].params if param.envvar}
 # Compose's own variables: they choose images, ports and the agent's vantage and never
 # reach phasewatch under their own names.
 COMPOSE_ONLY = {

@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, Field, TypeAdapter, create_model
 
 from app.analysis.detectors import DetectorParams
-from app.cli import cli
+from app.cli import every_command
 from app.config import Settings, Target, TargetsFile, load_targets
 from app.main import create_app
 from app.notifiers.alertmanager import AlertmanagerConfig
@@ -38,10 +38,7 @@ def test_every_targets_file_field_is_documented(field: str) -> None:
 
 
 def command_names() -> list[str]:
-    names = [command.name or command.callback.__name__ for command in cli.registered_commands]  # type: ignore[union-attr]
-    for group in cli.registered_groups:
-        names += [f"{group.name} {c.name}" for c in group.typer_instance.registered_commands]  # type: ignore[union-attr]
-    return names
+    return list(every_command())
 
 
 @pytest.mark.parametrize("command", command_names())

@@ -1,44 +1,106 @@
-"""The ``phasewatch`` command: one Typer app, its commands in the modules beside this one."""
+"""The ``phasewatch`` command: one Typer app, its commands in the modules beside this one.
+
+A command's module is imported when that command runs (or when help lists them all), not at
+every start: ``phasewatch whatif`` has no use for the probe's HTTP stack, nor ``version`` for
+SQLAlchemy, and their start-up is part of every answer a person waits for.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import typer
+from typer.core import TyperGroup
 from typer.exceptions import TyperException
+from typer.main import get_command_from_info
+from typer.models import CommandInfo
 
 from app import __version__
-from app.cli import agent, backtest, data, demo, probe, service, whatif
 from app.cli.common import one_line
+
+if TYPE_CHECKING:
+    from typer._click.core import Command, Context  # typer's own click, which it vendors
+
+# name -> "module:function", in the order help lists them.
+COMMANDS = {
+    "probe": "app.cli.probe:probe",
+    "serve": "app.cli.service:serve",
+    "agent": "app.cli.agent:agent",
+    "demo": "app.cli.demo:demo",
+    "check-config": "app.cli.service:check_config",
+    "export": "app.cli.data:export_csv",
+    "import": "app.cli.data:import_csv",
+    "backtest": "app.cli.backtest:backtest",
+    "whatif": "app.cli.whatif:whatif",
+}
+DB_COMMANDS = {"upgrade": "app.cli.service:db_upgrade", "current": "app.cli.service:db_current"}
+
+
+class LazyGroup(TyperGroup):
+    """A group whose ``lazy`` commands are built from their function on first use."""
+
+    lazy: dict[str, str] = {}
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return [*self.lazy, *(name for name in super().list_commands(ctx) if name not in self.lazy)]
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            self.add_command(_command(cmd_name, self.lazy[cmd_name]), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+class MainGroup(LazyGroup):
+    lazy = COMMANDS
+
+
+class DbGroup(LazyGroup):
+    lazy = DB_COMMANDS
+
+
+def _command(name: str, where: str) -> Command:
+    module, function = where.split(":")
+    callback = getattr(importlib.import_module(module), function)
+    info = CommandInfo(name=name, callback=callback)
+    return get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=None)
+
 
 cli = typer.Typer(
     name="phasewatch",
+    cls=MainGroup,
     help="Tells you when the bottleneck of a latency-critical endpoint has moved.",
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-db = typer.Typer(help="Database schema.", no_args_is_help=True, rich_markup_mode=None)
-
-cli.command()(probe.probe)
-cli.command()(service.serve)
-cli.command()(agent.agent)
-cli.command()(demo.demo)
-cli.command("check-config")(service.check_config)
-cli.command("export")(data.export_csv)
-cli.command("import")(data.import_csv)
-cli.command("backtest")(backtest.backtest)
-cli.command("whatif")(whatif.whatif)
+db = typer.Typer(cls=DbGroup, help="Database schema.", no_args_is_help=True, rich_markup_mode=None)
 cli.add_typer(db, name="db")
-db.command("upgrade")(service.db_upgrade)
-db.command("current")(service.db_current)
 
 
 @cli.command()
 def version() -> None:
     """Print the version."""
     sys.stdout.write(f"phasewatch {__version__}\n")
+
+
+def every_command() -> dict[str, Command]:
+    """Every command by its full name (``"db upgrade"``), modules imported, in help order."""
+    return dict(_walk(typer.main.get_command(cli), ()))
+
+
+def _walk(command: Command, path: tuple[str, ...]) -> Iterator[tuple[str, Command]]:
+    if not isinstance(command, TyperGroup):
+        yield " ".join(path), command
+        return
+    ctx = typer.Context(command)
+    for name in command.list_commands(ctx):
+        sub = command.get_command(ctx, name)
+        if sub is not None:
+            yield from _walk(sub, (*path, name))
 
 
 def main(argv: list[str] | None = None) -> None:

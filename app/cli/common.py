@@ -41,10 +41,12 @@ def fail(message: str) -> NoReturn:
 
 def resolve_database_url(option: str | None, config: Path | None) -> str:
     """--database-url, else the environment, else the targets file (if there is one)."""
+    if option:
+        return option  # settings and the targets file would not change it
     from app.config import DEFAULT_DATABASE_URL, ConfigError, Settings, load_targets
 
     settings = Settings() if config is None else Settings(config=config)
-    url = option or settings.database_url
+    url = settings.database_url
     if url is None and settings.config.exists():
         try:
             url = load_targets(settings.config, require_env=False).database_url

@@ -30,8 +30,7 @@ class Interval:
 
 
 def run_counts(runs: int, resamples: int, rng: np.random.Generator) -> Counts:
-    """(resamples, runs): how often each run is drawn in each resample (as floats, exact,
-    so that the products below are BLAS's)."""
+    """(resamples, runs): how often each run is drawn in each resample (as floats, exact)."""
     if runs == 0 or resamples == 0:
         return np.zeros((0, runs))
     drawn = rng.integers(0, runs, size=(resamples, runs))
@@ -49,7 +48,7 @@ def resampled_quantiles(values: Floats, run: NDArray[np.intp], counts: Counts) -
     """(resamples, len(QUANTILES)) weighted inverted-CDF quantiles, one row per resample."""
     order = np.argsort(values, kind="stable")
     ordered, runs_ordered = values[order], run[order]
-    totals = counts @ np.bincount(run, minlength=counts.shape[1]).astype(np.float64)
+    totals = _weighted(counts, np.bincount(run, minlength=counts.shape[1]))
     found = np.empty((len(counts), len(QUANTILES)))
     for column, q in enumerate(QUANTILES):
         found[:, column] = ordered[_positions(runs_ordered, counts, q * totals, q)]
@@ -72,7 +71,7 @@ def _positions(
     while pending.size:
         lo, hi = max(0, int(q * n) - half), min(n, int(q * n) + half)
         rows, wanted = counts[pending], targets[pending]
-        below = rows @ np.bincount(runs_ordered[:lo], minlength=counts.shape[1]).astype(np.float64)
+        below = _weighted(rows, np.bincount(runs_ordered[:lo], minlength=counts.shape[1]))
         cumulative = below[:, None] + np.cumsum(rows[:, runs_ordered[lo:hi]], axis=1)
         inside = ((lo == 0) | (below < wanted)) & ((hi == n) | (cumulative[:, -1] >= wanted))
         position = lo + (cumulative < wanted[:, None]).sum(axis=1)
@@ -86,7 +85,13 @@ def resampled_rates(hits: Floats, run: NDArray[np.intp], counts: Counts) -> Floa
     runs = counts.shape[1]
     per_run = np.bincount(run, weights=hits, minlength=runs)
     sizes = np.bincount(run, minlength=runs).astype(np.float64)
-    return np.asarray((counts @ per_run) / (counts @ sizes), np.float64)
+    return np.asarray(_weighted(counts, per_run) / _weighted(counts, sizes), np.float64)
+
+
+def _weighted(counts: Counts, per_run: NDArray[np.float64] | NDArray[np.intp]) -> Floats:
+    """``counts @ per_run``, on this thread: BLAS would run a matrix-vector product on a
+    pool of threads that then spin for the CPU the probe and the web server need."""
+    return np.asarray(np.einsum("ij,j->i", counts, per_run.astype(np.float64)), np.float64)
 
 
 def interval(value: float, resampled: Floats) -> Interval:
