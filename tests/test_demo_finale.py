@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import numpy as np
+import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.analysis.whatif.resample import Interval
 from app.demo import story
-from app.demo.finale import TARGET, finale
+from app.demo.finale import TARGET, _spread, finale
 from tests.runfactory import EVERY, T0, make_run, record_of, store_records
 
 # prod once reasoning is off and the busy hours began: network and queue lead.
@@ -33,3 +35,14 @@ def test_the_finale_predicts_the_nearby_deployment_from_prods_samples(
 def test_no_samples_no_finale(engine: Engine) -> None:
     url = engine.url.render_as_string(hide_password=False)
     assert finale(url, T0, T0 + timedelta(days=1)) == []
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "shown"),
+    [
+        (55.0, 71.0, " (55–71)"),
+        (60.2, 60.4, " (no spread: the phases left are the same in every sample)"),
+    ],
+)
+def test_an_interval_without_width_says_why(lo: float, hi: float, shown: str) -> None:
+    assert _spread(Interval(60.0, lo, hi)) == shown

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from app.analysis.whatif import parse_changes, predict
+from app.analysis.whatif.resample import Interval
 from app.demo import story
 from app.store.db import make_engine
 from app.store.whatif import load_sample_set
@@ -27,8 +28,15 @@ def finale(database_url: str, since: datetime, until: datetime) -> list[str]:
     command = f"phasewatch whatif {TARGET} {' '.join(story.NEARBY)}"
     return [
         f"  Last scene, {command}: a dedicated deployment near the users would give",
-        f"    p50 {before.p50_ms.value:.0f} → {after.p50_ms.value:.0f} ms "
-        f"({after.p50_ms.lo:.0f}–{after.p50_ms.hi:.0f}), p99 {before.p99_ms.value:.0f} → "
-        f"{after.p99_ms.value:.0f} ms ({after.p99_ms.lo:.0f}–{after.p99_ms.hi:.0f}); "
-        f"{after.dominant} would lead, then {after.next_dominant}",
+        f"    p50 {before.p50_ms.value:.0f} → {after.p50_ms.value:.0f} ms{_spread(after.p50_ms)},"
+        f" p99 {before.p99_ms.value:.0f} → {after.p99_ms.value:.0f} ms{_spread(after.p99_ms)};"
+        f" {after.dominant} would lead, then {after.next_dominant}",
     ]
+
+
+def _spread(quantile: Interval) -> str:
+    # The simulator's prefill and generation are fixed for a fixed answer: once the queue
+    # and the far round trip are gone, every sample is alike and an interval has no width.
+    if round(quantile.lo) == round(quantile.hi):
+        return " (no spread: the phases left are the same in every sample)"
+    return f" ({quantile.lo:.0f}–{quantile.hi:.0f})"
