@@ -1,10 +1,10 @@
 """The samples a what-if starts from: one target's (and vantage's) complete runs in a window,
-as one ``SampleSet`` (app.analysis.whatif), read in one query of four columns."""
+as one ``SampleSet`` (app.analysis.whatif), read in one query of three columns."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
-from math import nan as NAN
 from typing import Any
 
 import numpy as np
@@ -51,7 +51,7 @@ def load_sample_set(
 
 
 def _phase_row(phases: dict[str, float]) -> list[float]:
-    return [phases.get(phase, NAN) for phase in KNOWN_PHASES]
+    return [phases.get(phase, math.nan) for phase in KNOWN_PHASES]
 
 
 def vantages_of(session: Session, target: str, since: datetime, until: datetime) -> list[str]:
