@@ -20,7 +20,7 @@ from app.demo.sim import SimConfig
 from app.demo.simserver import SimServer
 from app.store.db import make_engine, make_sessions, normalize_url
 from app.store.migrate import upgrade
-from tests.helpers import FAST_SIM
+from tests.helpers import FAST_SIM, ThreadLag
 
 
 @pytest.fixture
@@ -200,3 +200,11 @@ def engine(db_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def sessions(engine: Engine) -> sessionmaker[Session]:
     return make_sessions(engine)
+
+
+@pytest.fixture
+def lag() -> Iterator[ThreadLag]:
+    """How late this process's threads woke while the test ran: a probe reads what the
+    kernel already holds that much late at most, so timing bounds add it."""
+    with ThreadLag() as measured:
+        yield measured

@@ -43,12 +43,6 @@ Serve = Callable[..., SimServer]
 
 
 @pytest.fixture
-def lag() -> Iterator[ThreadLag]:
-    with ThreadLag() as measured:
-        yield measured
-
-
-@pytest.fixture
 def serve(lag: ThreadLag) -> Iterator[Serve]:
     with ExitStack() as stack:
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -76,14 +76,6 @@ async def test_a_whole_answer_is_server_time_not_queue(llama: LlamaServer) -> No
         assert server >= perf.total_ms - 2.0, (server, perf)
         assert -2.0 <= server - processing <= max(8.0, 0.08 * processing), (server, processing)
     assert summarize([s for s, _ in pairs]).dominant == "server"
-
-
-@pytest.fixture
-def lag() -> Iterator[ThreadLag]:
-    """How late this process's threads woke meanwhile: the probe reads each token that much
-    late at most, which moves time between its phases and past llama's own account."""
-    with ThreadLag() as measured:
-        yield measured
 
 
 async def test_a_stream_splits_its_time_as_llama_spent_it(

@@ -14,7 +14,6 @@ bench/real_servers.py's.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
 
 import pytest
 
@@ -36,14 +35,6 @@ def tolerance(ms: float) -> float:
 def assert_close(measured: float, logged: float, what: str, late_ms: float = 0.0) -> None:
     """Within the tolerance, and the probe's own lateness measured meanwhile (``late_ms``)."""
     assert abs(measured - logged) <= tolerance(logged) + late_ms, f"{what}: {measured} vs {logged}"
-
-
-@pytest.fixture
-def lag() -> Iterator[ThreadLag]:
-    """How late this process's threads woke while the test ran: the probe's lateness in
-    reading an answer the kernel already held is at most about that."""
-    with ThreadLag() as measured:
-        yield measured
 
 
 def assert_server_time(sample: Sample, logged: Logged, lag: ThreadLag) -> None:
