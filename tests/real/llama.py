@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.helpers import free_port
 from tests.real.parts import ROOT, missing, stop, wait_until_answering
 
@@ -31,6 +33,8 @@ MODEL = Path(os.environ.get("PHASEWATCH_LLM_MODEL", SHARED / "tiny-random-llama.
 # Random weights emit byte tokens, which the server holds back while streaming; banning
 # them (and the end-of-sequence token, 2) gives a clean stream exactly max_tokens long.
 CLEAN = {str(token): -100 for token in range(259)}
+# The drain's one word in the chat template is 14 tokens; the tests' shortest prompt is 34.
+DRAIN_TOKENS = 20
 WORDS = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega".split()
 
 _CACHED = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
@@ -106,16 +110,24 @@ class LlamaServer:
             time.sleep(0.05)
         return found
 
-    def settle(self, quiet_s: float = 1.0) -> list[Perf]:
-        """The perf blocks once none has come for ``quiet_s``: a cancelled request the server
-        kept working on has finished too."""
-        before = self.perf()
-        while True:
-            time.sleep(quiet_s)
-            now = self.perf()
-            if len(now) == len(before):
-                return now
-            before = now
+    def drain(self, timeout_s: float = 60.0) -> list[Perf]:
+        """The perf blocks once every request sent before has finished, a cancelled one the
+        server kept working on too. It serves one request at a time, so a one-token answer
+        comes back only after them; its own block is the last, told apart by its size. A
+        wait for quiet would be a guess: a cancelled 1,900-token prompt took over 1.5 s on a
+        busy CI machine and its block landed in the next test's count."""
+        body = chat_body("drain", 1, stream=False)
+        httpx.post(self.chat_url, json=body, timeout=timeout_s).raise_for_status()
+        deadline = time.monotonic() + timeout_s
+        while not (found := self.perf()) or not _is_drain(found[-1]):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no block for the drain request in {timeout_s} s")
+            time.sleep(0.02)
+        return found
+
+
+def _is_drain(perf: Perf) -> bool:
+    return perf.eval_runs <= 1 and perf.prompt_tokens + perf.cached_prefix < DRAIN_TOKENS
 
 
 def check_installed() -> None:
