@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import ClauseElement, Connection, Dialect, Select
+from sqlalchemy import ClauseElement, Connection, Dialect
 from sqlalchemy.exc import StatementError
 
 
@@ -67,7 +67,7 @@ def driver_statement(dialect: Dialect, statement: ClauseElement) -> DriverStatem
     return found
 
 
-def tuples(connection: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
+def tuples(connection: Connection, query: ClauseElement) -> list[tuple[Any, ...]]:
     """The rows as plain tuples, straight from the driver's cursor.
 
     For 17,000 rows SQLAlchemy's row objects cost a fifth of the read, and psycopg's text

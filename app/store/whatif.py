@@ -17,6 +17,7 @@ from app.analysis.whatif.changes import KNOWN_PHASES
 from app.analysis.whatif.samples import from_columns
 from app.store.browse import where_run_of
 from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.rawdriver import tuples
 from app.store.records import RunStatus
 from app.store.targets import target_key
 
@@ -43,7 +44,7 @@ def load_sample_set(
     query = where_run_of(query, key, vantage).where(
         RunRow.status == RunStatus.COMPLETE, RunRow.started_at >= since, RunRow.started_at < until
     )
-    rows = source.connection().execute(query).all()
+    rows = tuples(source.connection(), query)
     keys, statuses = [row[0] for row in rows], [row[1] for row in rows]
     ms = np.array([_phase_row(orjson.loads(row[2])) for row in rows], np.float64)
     ms = ms.reshape(len(rows), len(KNOWN_PHASES))
