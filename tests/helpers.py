@@ -1,4 +1,5 @@
-"""What many test modules share: waiting for a condition, a free port, this process's lag.
+"""What many test modules share: waiting for a condition, a free port, this process's lag,
+a virtual-clock loop.
 
 ``eventually`` is the one way a test waits for something another thread or process does. Its
 timeout is a liveness bound (generous: how long before we call it stuck), never a claim
@@ -11,11 +12,12 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from app.demo.sim import SimConfig
+from app.demo.virtual import VirtualClock, VirtualEventLoop
 
 T = TypeVar("T")
 
@@ -92,3 +94,12 @@ class ThreadLag:
     def worst_ms(self) -> float:
         """The latest wake-up so far (0 before the first)."""
         return max(self.lags_ms, default=0.0)
+
+
+def run_virtual(
+    main: Callable[[VirtualEventLoop], Awaitable[Any]], speed: float | None = None
+) -> Any:
+    """``main(loop)`` run to its end on a new loop whose clock jumps over idle time."""
+    loop = VirtualEventLoop(VirtualClock(start=1000.0, speed=speed))
+    with asyncio.Runner(loop_factory=lambda: loop) as runner:
+        return runner.run(main(loop))

@@ -19,7 +19,8 @@ import trustme
 
 from app.demo.sim import SimConfig, Truth
 from app.demo.simserver import SimServer
-from app.demo.virtual import VirtualClock, VirtualEventLoop
+from app.demo.virtual import VirtualEventLoop
+from tests.helpers import run_virtual
 
 FAST = SimConfig(
     one_way_ms=10.0,
@@ -124,15 +125,13 @@ class Virtual:
 
 
 def on_virtual(main: Callable[[Virtual], Awaitable[T]], **changes: Any) -> T:
-    loop = VirtualEventLoop(VirtualClock(start=1000.0))
-
-    async def run() -> T:
+    async def run(loop: VirtualEventLoop) -> T:
         async with SimServer(replace(FAST, **changes), http2=False) as server:
             async with httpx.AsyncClient(base_url=server.url) as client:
                 return await main(Virtual(server, client, loop))
 
-    with asyncio.Runner(loop_factory=lambda: loop) as runner:
-        return runner.run(run())
+    result: T = run_virtual(run)
+    return result
 
 
 def exactly(ms: float) -> Any:

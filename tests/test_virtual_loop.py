@@ -6,7 +6,6 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,17 +14,10 @@ import pytest
 from app import clock
 from app.demo.sim import SimConfig
 from app.demo.simserver import SimServer
-from app.demo.virtual import VirtualClock, VirtualEventLoop
+from app.demo.virtual import VirtualEventLoop
 from app.probe.run import probe_run
 from app.probe.spec import Kind, ProbeSpec
-
-
-def run_virtual(
-    main: Callable[[VirtualEventLoop], Awaitable[Any]], speed: float | None = None
-) -> Any:
-    loop = VirtualEventLoop(VirtualClock(start=1000.0, speed=speed))
-    with asyncio.Runner(loop_factory=lambda: loop) as runner:
-        return runner.run(main(loop))
+from tests.helpers import run_virtual
 
 
 @pytest.mark.parametrize(

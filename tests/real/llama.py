@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from tests.helpers import free_port
+from tests.helpers import eventually, free_port
 from tests.real.parts import ROOT, missing, stop, wait_until_answering
 
 REQUIRE = "PHASEWATCH_REQUIRE_LLM"
@@ -103,12 +102,12 @@ class LlamaServer:
 
     def wait_for(self, count: int, timeout_s: float = 30.0) -> list[Perf]:
         """The perf blocks once there are ``count`` (its last one can trail the answer)."""
-        deadline = time.monotonic() + timeout_s
-        while len(found := self.perf()) < count:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{len(found)} perf blocks, not {count}, in {timeout_s} s")
-            time.sleep(0.05)
-        return found
+
+        def enough() -> list[Perf] | None:
+            found = self.perf()
+            return found if len(found) >= count else None
+
+        return eventually(enough, timeout_s, f"{count} perf blocks")
 
     def drain(self, timeout_s: float = 60.0) -> list[Perf]:
         """The perf blocks once every request sent before has finished, a cancelled one the
@@ -118,12 +117,12 @@ class LlamaServer:
         busy CI machine and its block landed in the next test's count."""
         body = chat_body("drain", 1, stream=False)
         httpx.post(self.chat_url, json=body, timeout=timeout_s).raise_for_status()
-        deadline = time.monotonic() + timeout_s
-        while not (found := self.perf()) or not _is_drain(found[-1]):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no block for the drain request in {timeout_s} s")
-            time.sleep(0.02)
-        return found
+
+        def drained() -> list[Perf] | None:
+            found = self.perf()
+            return found if found and _is_drain(found[-1]) else None
+
+        return eventually(drained, timeout_s, "the drain request's perf block")
 
 
 def _is_drain(perf: Perf) -> bool:
