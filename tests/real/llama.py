@@ -151,6 +151,8 @@ def running_llama(workdir: Path) -> Iterator[LlamaServer]:
     port, log = free_port(), workdir / "llama.stderr"
     command = [python(), "-m", "llama_cpp.server", "--model", str(MODEL)]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", "1"]
+    # Room for a prompt whose prefill outlasts a deadline by a wide margin (test_llama).
+    command += ["--n_ctx", "8192"]
     # By default a new request interrupts the stream being served (which ends without
     # its last chunk); a serving engine queues it, and that is what a probe should see.
     command += ["--interrupt_requests", "False"]
