@@ -50,6 +50,7 @@ class Perf:
     eval_runs: int  # tokens generated after the first
     total_ms: float  # prompt processing and generation, as its own clock saw them
     cached_prefix: int = 0  # prompt tokens it skipped ("prefix-match hit")
+    prompt_ms: float = 0.0  # its prompt eval time: the prefill, inside total_ms
 
 
 def python() -> str:
@@ -73,16 +74,16 @@ def chat_body(text: str, max_tokens: int, *, stream: bool) -> dict[str, Any]:
 def parse_perf(text: str) -> list[Perf]:
     """Every complete perf block in a stderr log, in order."""
     found: list[Perf] = []
-    cached, tokens, runs = 0, 0, 0
+    cached, tokens, runs, prompt_ms = 0, 0, 0, 0.0
     for line in text.splitlines():
         if match := _CACHED.search(line):
             cached = int(match.group(1))
         elif match := _PROMPT.search(line):
-            tokens = int(match.group(2))
+            prompt_ms, tokens = float(match.group(1)), int(match.group(2))
         elif match := _EVAL.search(line):
             runs = int(match.group(2))
         elif match := _TOTAL.search(line):
-            found.append(Perf(tokens, runs, float(match.group(1)), cached))
+            found.append(Perf(tokens, runs, float(match.group(1)), cached, prompt_ms))
             cached = 0
     return found
 

@@ -165,9 +165,11 @@ async def test_a_nonce_at_the_prompts_start_measures_prefill_on_every_sample(
     assert "in queue" in notes[0].text  # prefill, unsplit from queue on these streams
     for sample, perf in fresh:
         assert perf.prompt_tokens > 1000 and perf.cached_prefix < 10
-        # The head holds the prefill: most of llama.cpp's time for an 8-token answer.
+        # The head holds the prefill: the first token cannot come before llama.cpp's own
+        # prompt eval ends. (Not a share of its total time: that total also holds the
+        # Python server's work between tokens, which a busy machine stretches.)
         head = sample.phases["queue"] + sample.phases["prefill"]
-        assert head > 0.6 * perf.total_ms, (sample.phases, perf)
+        assert head >= perf.prompt_ms > 0, (sample.phases, perf)
     own = [Timed("ok", perf.total_ms, {"server": perf.total_ms}) for _, perf in fresh]
     expected = first_sample_outlier(own) is not None
     assert bool(summarize([s for s, _ in fresh]).notes) is expected, [p for _, p in fresh]
