@@ -136,37 +136,40 @@ class Spool:
     def _flush_batched(
         self, push: PushLines, transient: Callable[[Exception], bool], runs: int, size: int
     ) -> int:
-        with self._shared():
-            lines = list(self._lines())
-        done = 0
-        try:
+        def consume(lines: list[str]) -> Iterator[int]:
             for batch in batches(lines, runs, size):
                 answers = push(batch)[: len(batch)]
                 for line, refused in zip(batch, answers, strict=False):
                     if refused is not None:
                         log.error("spooled run refused (%s); set aside in rejected.jsonl", refused)
                         self._append(self.directory / "rejected.jsonl", line.encode())
-                done += len(answers)
+                yield len(answers)
                 if len(answers) < len(batch):
-                    break
-        except Exception as exc:
-            if not transient(exc):
-                raise
-        finally:
-            with self._shared():
-                self._rewrite(list(self._lines())[done:])
-        return done
+                    return
+
+        return self._drain(consume, transient)
 
     def _flush(
         self, store: Callable[[RunRecord], Any], transient: Callable[[Exception], bool]
     ) -> int:
+        def consume(lines: list[str]) -> Iterator[int]:
+            for line in lines:
+                self._store_line(line, store, transient)
+                yield 1
+
+        return self._drain(consume, transient)
+
+    def _drain(
+        self, consume: Callable[[list[str]], Iterator[int]], transient: Callable[[Exception], bool]
+    ) -> int:
+        """Hands the spooled lines to ``consume``, which yields how many more are done; the
+        lines not done stay, in order, also when a transient failure stops it."""
         with self._shared():
             lines = list(self._lines())
         done = 0
         try:
-            for line in lines:
-                self._store_line(line, store, transient)
-                done += 1
+            for count in consume(lines):
+                done += count
         except Exception as exc:
             if not transient(exc):
                 raise
