@@ -64,16 +64,24 @@ async def test_a_whole_answer_is_server_time_not_queue(llama: LlamaServer) -> No
     body = chat_body(prompt(8), 256, stream=False)
     await probe_run(spec(llama, body), 1)  # the first request of a process is slower
     pairs = await probed(llama, spec(llama, body), 6)
+    excess = []
     for sample, perf in pairs:
         assert sample.status is Status.OK
         assert list(sample.phases) == ["connect", "network", "server", "transfer"]
         server = sample.phases["server"]
-        # All the engine's work, and beyond the server's own account of its time
-        # (openai-processing-ms) only the handling its timer leaves out: a few ms, more
-        # when other processes keep the cores busy.
         processing = sample.server_timing.raw["openai-processing-ms"]
+        # All the engine's work and all of the server's own account of its time
+        # (openai-processing-ms) on every sample.
         assert server >= perf.total_ms - 2.0, (server, perf)
-        assert -2.0 <= server - processing <= max(8.0, 0.08 * processing), (server, processing)
+        assert server >= processing - 2.0, (server, processing)
+        excess.append((server - processing, processing))
+    # Beyond that, only the handling the server's timer leaves out: a few ms on the run's
+    # median sample. One sample's can be tens of ms when the server's process is
+    # descheduled beside CPU-bound neighbours — the machine, not the breakdown — so the
+    # run is judged, as phasewatch judges it.
+    over = statistics.median(e for e, _ in excess)
+    processing = statistics.median(p for _, p in excess)
+    assert over <= max(8.0, 0.08 * processing), excess
     assert summarize([s for s, _ in pairs]).dominant == "server"
 
 
