@@ -110,12 +110,16 @@ def _unreachable(url: str) -> str | None:
 
 
 @contextmanager
-def _postgres_database(server: str) -> Iterator[str]:
-    """A new, empty database on the server, dropped afterwards."""
+def _postgres_database(server: str, encoding: str | None = None) -> Iterator[str]:
+    """A new, empty database on the server (in ``encoding``, else the server's default),
+    dropped afterwards."""
     name = f"pw_{secrets.token_hex(6)}"
     admin = make_engine(server, poolclass=pool.NullPool, isolation_level="AUTOCOMMIT")
+    create = f'CREATE DATABASE "{name}"'
+    if encoding is not None:
+        create += f" ENCODING '{encoding}' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'"
     with admin.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        connection.exec_driver_sql(create)
     try:
         yield make_url(server).set(database=name).render_as_string(hide_password=False)
     finally:
@@ -132,6 +136,13 @@ def _migrated_postgres(postgres_server: str) -> Iterator[Engine]:
         engine = make_engine(url, poolclass=pool.NullPool)
         yield engine
         engine.dispose()
+
+
+@pytest.fixture(params=["SQL_ASCII", "LATIN1"])
+def non_utf8_postgres_url(request: pytest.FixtureRequest, postgres_server: str) -> Iterator[str]:
+    """An empty PostgreSQL database in an encoding phasewatch refuses."""
+    with _postgres_database(postgres_server, request.param) as url:
+        yield url
 
 
 @pytest.fixture

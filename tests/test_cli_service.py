@@ -45,13 +45,25 @@ def test_db_upgrade_then_current(empty_db_url: str, capsys: pytest.CaptureFixtur
     assert code == 0
 
 
-def test_db_upgrade_on_an_unreachable_database_is_one_line(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize("command", ["upgrade", "current"])
+def test_db_on_an_unreachable_database_is_one_line(
+    command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = "postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2"
-    code, _, err = run(["db", "upgrade", "--database-url", url], capsys)
+    code, _, err = run(["db", command, "--database-url", url], capsys)
     assert code == 1
     assert err.count("\n") == 1 and err.startswith("phasewatch: error: database: ")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", ["upgrade", "current"])
+def test_a_database_not_in_utf8_is_refused_in_one_line_naming_the_fix(
+    non_utf8_postgres_url: str, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["db", command, "--database-url", non_utf8_postgres_url], capsys)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("phasewatch: error: database: database ")
+    assert "phasewatch needs UTF8: CREATE DATABASE ... ENCODING 'UTF8'" in err, err
 
 
 def test_the_targets_files_database_url_is_used_when_nothing_else_names_one(

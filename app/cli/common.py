@@ -34,6 +34,11 @@ def one_line(message: str) -> str:
     return " ".join(message.split())
 
 
+def database_problem(exc: BaseException) -> str:
+    """What the database (its driver's error, not SQLAlchemy's wrapper) said, on one line."""
+    return one_line(str(getattr(exc, "orig", None) or exc))
+
+
 def fail(message: str) -> NoReturn:
     sys.stderr.write(f"phasewatch: error: {message}\n")
     raise typer.Exit(1)
@@ -81,7 +86,7 @@ def store_engine(url: str, migrate: bool = False) -> Iterator[Engine]:
             fail("database is not initialised: run 'phasewatch db upgrade'")
         yield engine
     except SQLAlchemyError as exc:
-        fail(f"database: {one_line(str(getattr(exc, 'orig', None) or exc))}")
+        fail(f"database: {database_problem(exc)}")
     finally:
         engine.dispose()
 

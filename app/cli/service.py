@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.cli.common import ConfigPath, DatabaseUrl, fail, one_line, resolve_database_url
+from app.cli.common import (
+    ConfigPath,
+    DatabaseUrl,
+    database_problem,
+    fail,
+    resolve_database_url,
+)
 
 if TYPE_CHECKING:
     from app.config import Settings, TargetsFile
@@ -68,12 +74,16 @@ def db_upgrade(database_url: DatabaseUrl = None, config: ConfigPath = None) -> N
 
 def db_current(database_url: DatabaseUrl = None, config: ConfigPath = None) -> None:
     """Show the database's schema revision; exit 1 if it is behind."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from app.store.db import make_engine
     from app.store.migrate import current_revision, head_revision
 
     engine = make_engine(resolve_database_url(database_url, config))
     try:
         current = current_revision(engine)
+    except SQLAlchemyError as exc:
+        fail(f"database: {database_problem(exc)}")
     finally:
         engine.dispose()
     head = head_revision()
@@ -137,7 +147,7 @@ def _prepare_database(url: str, migrate: bool, *, wait: bool = True) -> None:
         finally:
             engine.dispose()
     except SQLAlchemyError as exc:
-        problem = one_line(str(getattr(exc, "orig", None) or exc))
+        problem = database_problem(exc)
         if wait and is_transient(exc) and not url.startswith("sqlite"):
             logging.getLogger(__name__).warning(
                 "database unreachable (%s); starting anyway, runs wait in the spool", problem

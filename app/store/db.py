@@ -15,7 +15,7 @@ from weakref import WeakKeyDictionary
 import orjson
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,14 @@ POSTGRES_TIMEOUTS: dict[str, Any] = {
     "keepalives_interval": 5,
     "keepalives_count": 2,
     "tcp_user_timeout": 15_000,
+    # Text arrives as UTF-8 whatever the database's encoding: on a SQL_ASCII database the
+    # driver would otherwise hand over bytes, and the first connect fails on them.
+    "client_encoding": "utf8",
 }
+
+
+class UnsupportedDatabase(SQLAlchemyError):
+    """A database phasewatch cannot store into as it is; the message says how to fix it."""
 
 
 def normalize_url(url: str) -> str:
@@ -54,9 +61,23 @@ def make_engine(url: str, **options: Any) -> Engine:
     # psycopg takes the bytes as they are: no decode, no re-encode.
     options.setdefault("json_serializer", json_dumps)
     engine = create_engine(url, connect_args=connect_args, **options)
+    event.listen(engine, "connect", _require_utf8)
     event.listen(engine, "checkin", _stamp_checkin)
     event.listen(engine, "checkout", _ping_if_idle)
     return engine
+
+
+def _require_utf8(dbapi_connection: Any, _record: Any) -> None:
+    """Targets, vantages and a server's error text are any Unicode; a database in another
+    encoding would store some of them as mojibake (SQL_ASCII) or refuse them (LATIN1)."""
+    info = dbapi_connection.info
+    encoding, name = info.parameter_status("server_encoding"), info.dbname
+    if encoding not in (None, "UTF8"):
+        dbapi_connection.close()
+        raise UnsupportedDatabase(
+            f"database {name!r} is encoded {encoding}; phasewatch needs UTF8: "
+            f"CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0"
+        )
 
 
 # A pooled connection may have died while idle (the server restarted): one that idled
