@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 from prometheus_client import (
@@ -37,6 +38,7 @@ from app.clock import utcnow
 from app.store.models import AlertRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
 from app.store.slo import target_slo
+from app.threads import Check
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,10 @@ LATENCY_BUCKETS_S = (
 )  # fmt: skip
 LATENESS_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 SERIES = ("target", "vantage")
+# Each of the scrape's two database reads waits at most this: both together stay well
+# inside Prometheus' default 10 s scrape timeout while the database is frozen, so the
+# scrape still brings the spool and the run counters, which say what the outage costs.
+DATABASE_BUDGET_S = 2.0
 AlertCount = tuple[str, str, str, int]  # state, kind, target, how many
 SloRow = tuple[str, str, SloStatus]  # target, vantage, its SLO now
 
@@ -156,9 +162,12 @@ class RunMetrics:
 
     def watch(self, sessions: sessionmaker[Session], spooled: Callable[[], int]) -> None:
         """Also expose alert states and the deadline SLOs (from the database) and the
-        spool, read at each scrape."""
+        spool, read at each scrape; a database read that does not answer within
+        ``DATABASE_BUDGET_S`` is left out of that scrape, not waited for."""
+        alerts = Check(lambda: alert_counts(sessions), "metrics-alerts")
+        slos = Check(lambda: slo_statuses(sessions), "metrics-slos")
         collector = ServiceCollector(
-            lambda: alert_counts(sessions), spooled, lambda: slo_statuses(sessions)
+            partial(alerts.wait, DATABASE_BUDGET_S), spooled, partial(slos.wait, DATABASE_BUDGET_S)
         )
         self.registry.register(collector)
 
@@ -182,13 +191,13 @@ class ServiceCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         alerts, spool, build, budget, burn = self._families()
-        for state, kind, target, count in self._read(self.alerts, []):
+        for state, kind, target, count in self._read("open alerts", self.alerts, []):
             alerts.add_metric([state, kind, target], count)
-        spooled = self._read(self.spooled, None)
+        spooled = self._read("the spool", self.spooled, None)
         if spooled is not None:
             spool.add_metric([], spooled)
         build.add_metric([__version__], 1)
-        for target, vantage, status in self._read(self.slos, []):
+        for target, vantage, status in self._read("the SLOs", self.slos, []):
             if status.budget_left is not None:
                 budget.add_metric([target, vantage], status.budget_left)
             for window, rate in status.burn_rates.items():
@@ -220,12 +229,14 @@ class ServiceCollector(Collector):
             ),
         )
 
-    def _read(self, read: Callable[[], Any], fallback: Any) -> Any:
+    def _read(self, what: str, read: Callable[[], Any], fallback: Any) -> Any:
         try:
             return read()
+        except TimeoutError:
+            log.warning("metrics: %s left out: no answer within %.1f s", what, DATABASE_BUDGET_S)
         except Exception as exc:
-            log.warning("metrics: %s not read: %s", getattr(read, "__name__", "part"), exc)
-            return fallback
+            log.warning("metrics: %s left out: %s", what, exc)
+        return fallback
 
 
 def alert_counts(sessions: sessionmaker[Session]) -> list[AlertCount]:

@@ -61,14 +61,16 @@ async def bounded(fn: Callable[[], T], budget_s: float, what: str) -> T | None:
 class Check(Generic[T]):
     """A blocking check asked for often, run once at a time on a daemon thread.
 
-    ``ask`` answers within its budget or raises TimeoutError; a check that hangs is not
-    started again while it hangs, the next asks wait on it (``waiting_s`` says how long).
+    ``ask`` (a coroutine) and ``wait`` (a caller on a thread of its own) answer within
+    their budget or raise TimeoutError; a check that hangs is not started again while it
+    hangs, the next calls wait on it (``waiting_s`` says how long).
     """
 
     def __init__(self, fn: Callable[[], T], name: str) -> None:
         self.fn, self.name = fn, name
         self._future: concurrent.futures.Future[T] | None = None
         self._since = 0.0
+        self._starting = threading.Lock()  # two scrapes at once start one check
 
     @property
     def waiting_s(self) -> float:
@@ -77,7 +79,16 @@ class Check(Generic[T]):
         return time.monotonic() - self._since
 
     async def ask(self, budget_s: float) -> T:
-        if self._future is None or self._future.done():
-            self._future = on_daemon_thread(self.fn, self.name)
-            self._since = time.monotonic()
-        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self._future)), budget_s)
+        future = asyncio.wrap_future(self._current())
+        return await asyncio.wait_for(asyncio.shield(future), budget_s)
+
+    def wait(self, budget_s: float) -> T:
+        return self._current().result(timeout=budget_s)
+
+    def _current(self) -> concurrent.futures.Future[T]:
+        """The check in flight, or a new one if none is."""
+        with self._starting:
+            if self._future is None or self._future.done():
+                self._future = on_daemon_thread(self.fn, self.name)
+                self._since = time.monotonic()
+            return self._future

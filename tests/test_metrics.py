@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from sqlalchemy import select
 
 from app.demo.simserver import SimServer
-from app.metrics import LATENCY_BUCKETS_S
+from app.metrics import LATENCY_BUCKETS_S, AlertCount, ServiceCollector
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
+from app.threads import Check
 from tests.apiapp import Api, api, minutes_ago, targets
 from tests.helpers import FAST_SIM, eventually
 from tests.runfactory import LLM, make_run, record_of
@@ -276,6 +280,32 @@ def test_a_scrape_answers_while_the_database_is_away(tmp_path: Path) -> None:
     assert "phasewatch_alerts" not in found  # not readable: left out, not an error
     assert value(found, "phasewatch_spooled_runs") == 0
     assert value(found, "phasewatch_build_info", version=_version()) == 1
+
+
+def test_a_database_read_that_hangs_is_left_out_of_the_scrape_and_not_asked_again() -> None:
+    """A frozen database: the scrape still brings the rest, and each scrape waits on the
+    read in flight instead of leaving one more thread behind on the database."""
+    release, calls = threading.Event(), []
+
+    def hangs() -> list[AlertCount]:
+        calls.append(1)
+        release.wait(60)
+        return [("firing", "probe_failing", "web", 1)]
+
+    check = Check(hangs, "test-hangs")
+    registry = CollectorRegistry()
+    registry.register(ServiceCollector(partial(check.wait, 0.05), lambda: 3))
+    try:
+        for _ in range(2):
+            found = parsed(generate_latest(registry).decode())
+            assert "phasewatch_alerts" not in found
+            assert value(found, "phasewatch_spooled_runs") == 3
+        assert len(calls) == 1
+    finally:
+        release.set()
+    eventually(lambda: check.waiting_s == 0, 30, "the hung read answered")
+    assert check.wait(30) == [("firing", "probe_failing", "web", 1)]  # a new read, answered
+    assert len(calls) == 2
 
 
 def _version() -> str:

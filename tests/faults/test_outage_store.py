@@ -1,6 +1,6 @@
 """A database that holds a store up (a locked SQLite file, a frozen PostgreSQL) never costs
 a run: the probe job ends once its run is measured, the store stage waits on a thread of
-its own, and /healthz answers within a second and says what is wrong.
+its own, /healthz answers within a second and says what is wrong, and /metrics answers.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from app.demo.simserver import SimServer
@@ -92,6 +93,14 @@ def test_a_frozen_postgres_skips_no_run_and_healthz_says_timeout(
         assert (health["database"], health["status"]) == ("timeout", "degraded"), health
         time.sleep(HELD_S / 2)  # more runs come due meanwhile
         assert quick_health(served)["leader"] is True
+        # A scrape answers with what is known without the database, inside Prometheus'
+        # default 10 s scrape timeout …
+        scraped = httpx.get(f"{served.base_url}/metrics", timeout=30)
+        assert scraped.status_code == 200 and "phasewatch_build_info{" in scraped.text
+        assert "phasewatch_runs_stored_total{" in scraped.text
+        # … because it left the database's reads behind at their budget, not at the
+        # driver's connect timeout (or never, on a pooled connection that hangs).
+        assert "metrics: open alerts left out: no answer within" in served.output()
     finally:
         cluster.thaw()
     eventually(lambda: "store:" not in problems(served), 30, "the stores caught up")
