@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import socket
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,6 +46,17 @@ def ca_file(tls_ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> str
     path = tmp_path_factory.mktemp("ca") / "ca.pem"
     tls_ca.cert_pem.write_to_path(str(path))
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses every connection for the whole session: bound and never
+    listened on, so no other process can take it. A port that is merely free when a test
+    picks it can be taken by another worker's server before the test connects (it once
+    answered 404 where a refusal was expected)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
 
 
 # --- The simulated endpoint ------------------------------------------------------------------

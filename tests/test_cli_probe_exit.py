@@ -5,7 +5,6 @@ and a CI script's `phasewatch probe URL || page` expect."""
 from __future__ import annotations
 
 import json
-import socket
 import ssl
 from pathlib import Path
 
@@ -20,14 +19,8 @@ NOT_FOUND = response(b"404 Not Found", b"text/html", b"<html><h1>404 Not Found</
 HTML_PAGE = response(b"200 OK", b"text/html", b"<html><body>a web page</body></html>")
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # nothing listens once it is closed
-
-
-def test_a_run_whose_every_connection_is_refused_exits_1() -> None:
-    done = probe(f"http://127.0.0.1:{closed_port()}/", "--samples", "2")
+def test_a_run_whose_every_connection_is_refused_exits_1(refused_port: int) -> None:
+    done = probe(f"http://127.0.0.1:{refused_port}/", "--samples", "2")
     assert done.returncode == 1, done.stderr
     assert "#0 error" in done.stdout and "#1 error" in done.stdout
     assert done.stderr == "phasewatch: no sample of 2 succeeded (2 error)\n"

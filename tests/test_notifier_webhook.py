@@ -261,9 +261,10 @@ async def test_a_receiver_that_never_answers_times_out_and_is_retried(
     assert len(receiver.received) == 2
 
 
-async def test_a_refused_connection_is_retried(sessions: sessionmaker[Session]) -> None:
-    with receiving() as receiver:
-        url = f"{receiver.url}/hook"  # closed when the block ends: nothing listens there
+async def test_a_refused_connection_is_retried(
+    sessions: sessionmaker[Session], refused_port: int
+) -> None:
+    url = f"http://127.0.0.1:{refused_port}/hook"
     outbox = Outbox(sessions)
     _, row_id = outbox.fire(identity(), "ops")
     sender = Sender(sessions, {"ops": hook(url)}, backoff=Backoff(base_s=60))

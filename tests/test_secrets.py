@@ -36,7 +36,6 @@ from app.store.models import AlertRow, Base, RunRow, TargetRow
 from app.store.targets import sync_targets
 from tests.apiapp import TOKEN, http_routes, serving
 from tests.clirun import run_cli
-from tests.helpers import free_port
 
 SECRET = "sk-PLANTED-5f0c2e9a7b1d4c36a8e2f4b6d8c0a1e3"
 RUNS = 4  # enough for probe_failing to fire (pending after 3 failing runs, firing at 4)
@@ -87,7 +86,7 @@ def echo() -> Iterator[str]:
     server.server_close()
 
 
-def targets_yaml(echo: str, sim: str) -> str:
+def targets_yaml(echo: str, sim: str, refused: int) -> str:
     secret = '{Authorization: "Bearer ${PW_PLANTED_KEY}", x-api-key: "${PW_PLANTED_KEY}"}'
     return f"""
 notifiers:
@@ -98,18 +97,24 @@ targets:
   - {{name: fine, url: "{sim}/http?server_ms=2", samples: 3, headers: {secret}}}
   - {{name: missing, url: "{sim}/nowhere", samples: 3, headers: {secret}}}
   - {{name: late, url: "{sim}/http?server_ms=300", samples: 2, deadline_ms: 20, headers: {secret}}}
-  - {{name: refused, url: "http://127.0.0.1:{free_port()}/", samples: 2, headers: {secret}}}
+  - {{name: refused, url: "http://127.0.0.1:{refused}/", samples: 2, headers: {secret}}}
 """
 
 
 @pytest.fixture
-def config(tmp_path: Path, echo: str, sim: SimServer, monkeypatch: pytest.MonkeyPatch) -> Path:
+def config(
+    tmp_path: Path,
+    echo: str,
+    sim: SimServer,
+    refused_port: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Path:
     monkeypatch.setenv("PW_PLANTED_KEY", SECRET)
     # As a secret mounted from a file often is: with its newline. httpx would refuse the
     # header with an error that quotes it.
     monkeypatch.setenv("PW_PLANTED_KEY_NL", SECRET + "\n")
     path = tmp_path / "phasewatch.yaml"
-    path.write_text(targets_yaml(echo, sim.url))
+    path.write_text(targets_yaml(echo, sim.url, refused_port))
     return path
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from app.demo.simserver import SimServer
 from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, TargetRow
-from tests.helpers import eventually, free_port
+from tests.helpers import eventually
 from tests.pgcluster import Serve
 
 pytestmark = pytest.mark.process
@@ -163,7 +163,7 @@ def test_an_invalid_targets_file_names_every_problem_and_starts_nothing(
 
 
 def test_serve_logs_once_when_a_target_starts_and_stops_failing_and_per_alert_change(
-    tmp_path: Path, sim: SimServer, served: Callable[..., Served]
+    tmp_path: Path, sim: SimServer, served: Callable[..., Served], refused_port: int
 ) -> None:
     config = tmp_path / "phasewatch.yaml"
 
@@ -172,7 +172,7 @@ def test_serve_logs_once_when_a_target_starts_and_stops_failing_and_per_alert_ch
             f"targets:\n  - name: flaky\n    url: {url}\n    interval: 1s\n    samples: 2\n"
         )
 
-    point_at(f"http://127.0.0.1:{free_port()}/health")  # nothing listens there
+    point_at(f"http://127.0.0.1:{refused_port}/health")
     server = served(config)
     server.wait_ready()
     fired = "WARNING app.alerts.engine: alert firing: probe_failing flaky at test-vantage: "
