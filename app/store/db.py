@@ -30,10 +30,10 @@ POSTGRES_TIMEOUTS: dict[str, Any] = {
     "keepalives_interval": 5,
     "keepalives_count": 2,
     "tcp_user_timeout": 15_000,
-    # Text arrives as UTF-8 whatever the database's encoding: on a SQL_ASCII database the
-    # driver would otherwise hand over bytes, and the first connect fails on them.
-    "client_encoding": "utf8",
 }
+# Text arrives as UTF-8 whatever the database's encoding: on a SQL_ASCII database the
+# driver would otherwise hand over bytes, and the first connect fails on them.
+POSTGRES_CONNECT_ARGS: dict[str, Any] = POSTGRES_TIMEOUTS | {"client_encoding": "utf8"}
 
 
 class UnsupportedDatabase(SQLAlchemyError):
@@ -57,7 +57,7 @@ def make_engine(url: str, **options: Any) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30} | given, **options)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    connect_args = POSTGRES_TIMEOUTS | given
+    connect_args = POSTGRES_CONNECT_ARGS | given
     # psycopg takes the bytes as they are: no decode, no re-encode.
     options.setdefault("json_serializer", json_dumps)
     engine = create_engine(url, connect_args=connect_args, **options)
