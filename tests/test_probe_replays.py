@@ -33,8 +33,15 @@ def chunks(body: bytes) -> list[bytes]:
     return parts
 
 
-def replay(name: str, head_delay_s: float) -> hostile.Handler:
-    head, _, body = (RECORDED / f"{name}.http").read_bytes().partition(b"\r\n\r\n")
+def replay(
+    name: str, head_delay_s: float, edit: tuple[bytes, bytes] | None = None
+) -> hostile.Handler:
+    """The recording, with one header line changed (``edit``: old, new) where a test says so."""
+    recorded = (RECORDED / f"{name}.http").read_bytes()
+    if edit is not None:
+        assert edit[0] in recorded
+        recorded = recorded.replace(*edit, 1)
+    head, _, body = recorded.partition(b"\r\n\r\n")
     chunked = b"transfer-encoding: chunked" in head.lower()
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -50,8 +57,13 @@ def replay(name: str, head_delay_s: float) -> hostile.Handler:
     return handler
 
 
-async def replayed(name: str, head_delay_s: float, kind: Kind = Kind.OPENAI) -> Sample:
-    async with hostile.serve(replay(name, head_delay_s)) as url:
+async def replayed(
+    name: str,
+    head_delay_s: float,
+    kind: Kind = Kind.OPENAI,
+    edit: tuple[bytes, bytes] | None = None,
+) -> Sample:
+    async with hostile.serve(replay(name, head_delay_s, edit)) as url:
         spec = ProbeSpec(url=url, kind=kind, method="POST", body={"messages": []})
         async with make_client(spec) as client:
             sample = await probe_once(client, spec)
@@ -71,7 +83,13 @@ async def test_llamacpps_whole_answer_is_one_server_phase_its_processing_time() 
 
 
 async def test_a_processing_time_longer_than_the_wait_is_clamped_and_flagged() -> None:
-    sample = await replayed("llamacpp-whole", 0.0)  # 22 ms said, under 1 ms measured
+    """The recording's 22 ms, sent at once, was not enough: a loaded machine can stall the
+    replay for longer than that, and 22 ms said against 40 ms measured is a different case.
+    2,000 ms said against a head sent at once is longer than the wait on any machine."""
+    edit = (b"openai-processing-ms: 22", b"openai-processing-ms: 2000")
+    sample = await replayed("llamacpp-whole", 0.0, edit=edit)
+    assert sample.server_timing.raw["openai-processing-ms"] == 2000
+    assert sample.phases["server"] < 2000
     assert sample.flags == ("server_timing_clamped",)
     assert sample.phases["network"] == 0
 
