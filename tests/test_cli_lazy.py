@@ -7,6 +7,10 @@ import sys
 
 import pytest
 
+from app.cli import COMMANDS, DB_COMMANDS, Lazy, every_command
+
+LAZY = [*COMMANDS.values(), *DB_COMMANDS.values()]
+
 # What a command's run leaves in sys.modules, printed by a fresh interpreter.
 SCRIPT = """
 import sys
@@ -32,6 +36,11 @@ def modules_after(*argv: str) -> set[str]:
         (["version"], {"sqlalchemy", "httpx", "numpy", "app.cli.probe", "app.cli.whatif"}),
         (["whatif", "--help"], {"httpx", "sqlalchemy", "app.cli.probe", "app.cli.service"}),
         (["db", "current", "--help"], {"httpx", "app.cli.probe", "app.cli.whatif"}),
+        (
+            ["--help"],
+            {"sqlalchemy", "httpx", "numpy", *(lazy.where.split(":")[0] for lazy in LAZY)},
+        ),
+        (["db", "--help"], {"sqlalchemy", "app.cli.service"}),
     ],
 )
 def test_a_command_does_not_import_the_others(argv: list[str], absent: set[str]) -> None:
@@ -40,3 +49,23 @@ def test_a_command_does_not_import_the_others(argv: list[str], absent: set[str])
 
 def test_the_command_that_runs_is_imported() -> None:
     assert "app.cli.whatif" in modules_after("whatif", "--help")
+
+
+@pytest.mark.parametrize(("argv", "table"), [([], COMMANDS), (["db"], DB_COMMANDS)])
+def test_the_listing_shows_every_lazy_command_with_its_summary(
+    argv: list[str], table: dict[str, Lazy]
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "app", *argv, "--help"], capture_output=True, text=True, check=True
+    )
+    listed = dict(line.split(None, 1) for line in done.stdout.split("Commands:\n")[1].splitlines())
+    assert {name: listed[name] for name in table} == {
+        name: lazy.summary for name, lazy in table.items()
+    }
+
+
+def test_a_built_command_shows_the_summary_it_was_listed_with() -> None:
+    built = every_command()
+    for prefix, table in [("", COMMANDS), ("db ", DB_COMMANDS)]:
+        for name, lazy in table.items():
+            assert built[prefix + name].get_short_help_str(limit=200) == lazy.summary

@@ -1,7 +1,7 @@
 """The ``phasewatch`` command: one Typer app, its commands in the modules beside this one.
 
-A command's module is imported when that command runs (or when help lists them all), not at
-every start: ``phasewatch whatif`` has no use for the probe's HTTP stack, nor ``version`` for
+A command's module is imported when that command runs, not at every start (nor to list the
+commands): ``phasewatch whatif`` has no use for the probe's HTTP stack, nor ``version`` for
 SQLAlchemy, and their start-up is part of every answer a person waits for.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import typer
 from typer.core import TyperGroup
@@ -23,26 +23,45 @@ from app.cli.common import one_line
 
 if TYPE_CHECKING:
     from typer._click.core import Command, Context  # typer's own click, which it vendors
+    from typer._click.formatting import HelpFormatter
 
-# name -> "module:function", in the order help lists them.
+
+class Lazy(NamedTuple):
+    """A command built on first use: where its function is, and its line in the group's help
+    (so listing the commands imports none of them)."""
+
+    where: str  # "module:function"
+    summary: str
+
+
+# In the order help lists them.
 COMMANDS = {
-    "probe": "app.cli.probe:probe",
-    "serve": "app.cli.service:serve",
-    "agent": "app.cli.agent:agent",
-    "demo": "app.cli.demo:demo",
-    "check-config": "app.cli.service:check_config",
-    "export": "app.cli.data:export_csv",
-    "import": "app.cli.data:import_csv",
-    "backtest": "app.cli.backtest:backtest",
-    "whatif": "app.cli.whatif:whatif",
+    "probe": Lazy("app.cli.probe:probe", "Probe an endpoint N times and show where the time goes."),
+    "serve": Lazy(
+        "app.cli.service:serve", "Probe, store and alert on every target; serve the dashboard."
+    ),
+    "agent": Lazy(
+        "app.cli.agent:agent", "Probe this vantage's targets and push each run to serve."
+    ),
+    "demo": Lazy("app.cli.demo:demo", "Replay a story on simulated endpoints in compressed time."),
+    "check-config": Lazy(
+        "app.cli.service:check_config", "Validate a targets file; exit 1 if wrong."
+    ),
+    "export": Lazy("app.cli.data:export_csv", "Write stored samples as CSV, oldest first."),
+    "import": Lazy("app.cli.data:import_csv", "Store the runs of a CSV of samples, all or none."),
+    "backtest": Lazy("app.cli.backtest:backtest", "Replay samples through the detectors."),
+    "whatif": Lazy("app.cli.whatif:whatif", "Predict end-to-end and misses after a change."),
 }
-DB_COMMANDS = {"upgrade": "app.cli.service:db_upgrade", "current": "app.cli.service:db_current"}
+DB_COMMANDS = {
+    "upgrade": Lazy("app.cli.service:db_upgrade", "Migrate the database to this schema."),
+    "current": Lazy("app.cli.service:db_current", "Show the schema revision; exit 1 if behind."),
+}
 
 
 class LazyGroup(TyperGroup):
     """A group whose ``lazy`` commands are built from their function on first use."""
 
-    lazy: dict[str, str] = {}
+    lazy: dict[str, Lazy] = {}
 
     def list_commands(self, ctx: Context) -> list[str]:
         return [*self.lazy, *(name for name in super().list_commands(ctx) if name not in self.lazy)]
@@ -51,6 +70,18 @@ class LazyGroup(TyperGroup):
         if cmd_name in self.lazy and cmd_name not in self.commands:
             self.add_command(_command(cmd_name, self.lazy[cmd_name]), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        """Click's listing, with the lazy commands' summaries: none of them is built."""
+        rows = [(name, self._summary(ctx, name)) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, summary in rows if summary is not None])
+
+    def _summary(self, ctx: Context, name: str) -> str | None:
+        if name in self.lazy:
+            return self.lazy[name].summary
+        command = super().get_command(ctx, name)
+        return None if command is None or command.hidden else command.get_short_help_str()
 
 
 class MainGroup(LazyGroup):
@@ -61,10 +92,10 @@ class DbGroup(LazyGroup):
     lazy = DB_COMMANDS
 
 
-def _command(name: str, where: str) -> Command:
-    module, function = where.split(":")
+def _command(name: str, lazy: Lazy) -> Command:
+    module, function = lazy.where.split(":")
     callback = getattr(importlib.import_module(module), function)
-    info = CommandInfo(name=name, callback=callback)
+    info = CommandInfo(name=name, callback=callback, short_help=lazy.summary)
     return get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=None)
 
 
