@@ -95,10 +95,17 @@ class PgCluster:
         self.running = False
 
     def freeze(self) -> None:
-        """SIGSTOP the server and every backend, as a paused VM or a stuck disk would."""
-        self.frozen = self._processes()
-        for pid in self.frozen:
-            os.kill(pid, signal.SIGSTOP)
+        """SIGSTOP the server and every backend, as a paused VM or a stuck disk would.
+
+        The postmaster first, so no backend starts after the list is read; a backend that
+        ended since (a client closed its connection) is not there to stop."""
+        postmaster = self._postmaster()
+        os.kill(postmaster, signal.SIGSTOP)
+        self.frozen = [postmaster]
+        for pid in self._children(postmaster):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                self.frozen.append(pid)
 
     def thaw(self) -> None:
         for pid in self.frozen:
@@ -106,16 +113,19 @@ class PgCluster:
                 os.kill(pid, signal.SIGCONT)
         self.frozen = []
 
-    def _processes(self) -> list[int]:
-        """The postmaster and its children, from /proc."""
-        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+    def _postmaster(self) -> int:
+        return int((self.data / "postmaster.pid").read_text().split()[0])
+
+    @staticmethod
+    def _children(parent: int) -> list[int]:
+        """The processes whose parent is ``parent``, from /proc."""
         children = []
         for stat in Path("/proc").glob("[0-9]*/stat"):
             with contextlib.suppress(OSError, ValueError, IndexError):
                 # After the command's closing parenthesis: state, then the parent's pid.
-                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
                     children.append(int(stat.parent.name))
-        return [postmaster, *children]
+        return children
 
     def destroy(self) -> None:
         """Stop whatever still runs (never fails) and remove the directory."""
@@ -155,8 +165,7 @@ class PgCluster:
 
     def _kill_postmaster(self) -> None:
         try:
-            pid = int((self.data / "postmaster.pid").read_text().split()[0])
-            os.kill(pid, signal.SIGKILL)
+            os.kill(self._postmaster(), signal.SIGKILL)
         except (OSError, ValueError, IndexError):
             pass
 
