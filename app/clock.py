@@ -52,3 +52,17 @@ def use(monotonic_ns: Callable[[], int], wall: Callable[[], datetime]) -> Iterat
     finally:
         _wall.reset(wall_token)
         _monotonic_ns.reset(mono_token)
+
+
+def parse_timestamp(text: str) -> datetime:
+    """An ISO-8601 time with an offset (``Z`` included), as UTC; ValueError otherwise."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO-8601 time") from None
+    if value.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset (add 'Z' for UTC)")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{text!r} is out of range in UTC") from None

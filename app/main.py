@@ -11,30 +11,30 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from app import __version__
+from app.agents.server.book import VantageBook
+from app.agents.server.watch import VantageWatch
 from app.alerts.engine import AlertEngine
 from app.alerts.evaluate import Evaluator
 from app.alerts.sender import Sender
 from app.config import Settings, Target, TargetsFile, load_targets
-from app.health import Health
-from app.metrics import RunMetrics, then
 from app.notifiers import build_notifiers
-from app.pipeline import Pipeline
-from app.scheduler import Watch
-from app.service import AlertRules, Service
+from app.runs.pipeline import Pipeline
+from app.runs.spool import Spool
+from app.runs.writer import Writer
+from app.runtime.health import Health
+from app.runtime.metrics import RunMetrics, then
+from app.runtime.scheduler import Watch
+from app.runtime.service import AlertRules, Service
+from app.runtime.upkeep import Upkeep
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
-from app.store.spool import Spool
-from app.upkeep import Upkeep
-from app.vantagebook import VantageBook
-from app.vantagewatch import VantageWatch
 from app.web import api as web_api
-from app.web import errors, health, metrics, pages
+from app.web import errors, healthz, pages, scrape
 from app.web.api import agent
 from app.web.auth import document_open_writes
 from app.web.hosts import allowed_hosts
 from app.web.pages import STATIC_DIR
-from app.writer import Writer
 
 
 def build_service(
@@ -120,9 +120,9 @@ def create_app(
     agent.install(app, service, observed)  # the server's side of `phasewatch agent`
     service.upkeep.vantages = silence_watch(service, app.state.vantages)
     errors.install(app)
-    app.include_router(health.router)
+    app.include_router(healthz.router)
     app.include_router(web_api.router)
-    app.include_router(metrics.router)
+    app.include_router(scrape.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     document_open_writes(app, settings)

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import httpx
 
-from app.agent.wire import BATCH_PATH, RUNS_PATH, SENT_AT_HEADER, VANTAGE_HEADER
+from app.agents.wire import BATCH_PATH, RUNS_PATH, SENT_AT_HEADER, VANTAGE_HEADER
 from bench.common import RunClock, machine_info, pct, print_table
 from bench.store_common import (
     Synth,

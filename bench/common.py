@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import trustme
 
-from app.demo import simproc
-from app.demo.sim import SimConfig, Truth
+from app.demo.sim import process as simproc
+from app.demo.sim.app import SimConfig, Truth
 from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec
 
@@ -31,7 +31,7 @@ STREAM_BODY: dict[str, Any] = {
     "stream": True,
     "messages": [{"role": "user", "content": "hi"}],
 }
-# The acceptance configuration of tests/test_probe_accuracy.py: RTT 100 ms.
+# The acceptance configuration of tests/probe/test_accuracy.py: RTT 100 ms.
 ACCEPTANCE = SimConfig(
     one_way_ms=50,
     queue_median_ms=100,

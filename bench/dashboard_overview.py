@@ -44,13 +44,13 @@ from app.alerts.views import open_alerts_by_series
 from app.analysis.digest import Digest, digest_of, merge_digests
 from app.config import Settings, Target, TargetsFile
 from app.main import create_app
-from app.service import target_values
-from app.store.breakdown import current_breakdowns
+from app.runtime.service import target_values
 from app.store.db import make_engine, make_sessions
 from app.store.migrate import upgrade
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
-from app.store.rollups import period_start
-from app.store.sparklines import sparklines
+from app.store.reads.breakdown import current_breakdowns
+from app.store.reads.sparklines import sparklines
+from app.store.rollups.digests import period_start
 from app.store.targets import sync_targets
 from app.web.pages.overview import WINDOW, overview_rows, target_intervals
 from app.web.pages.render import templates

@@ -4,7 +4,7 @@ The database is the query benchmark's (``store_common.populate``: 29 targets x 2
 90 days x a run every 15 minutes x 20 samples = 10,022,400 samples), made if absent (the
 layout options shape only a database made anew), reused if present. It is migrated to head,
 then the rollups of the measured targets are built from their raw samples by
-``app.store.catchup.catch_up`` (timed, not part of the goal; in service they are kept up as
+``app.store.rollups.catchup.catch_up`` (timed, not part of the goal; in service they are kept up as
 runs are stored). Then the real app (``create_app``) is served by uvicorn on loopback and
 each case is requested ``--repeat`` times over HTTP, after a cold first call and
 ``--warmup`` calls; the numbers are client-side latency, request sent to whole body read.
@@ -31,10 +31,10 @@ from sqlalchemy import func, select
 
 from app.config import Settings, TargetsFile
 from app.main import create_app
-from app.store.catchup import catch_up
 from app.store.db import make_sessions
 from app.store.migrate import upgrade
 from app.store.models import RollupRow, RunRow, SampleRow, TargetRow
+from app.store.rollups.catchup import catch_up
 from bench.common import machine_info, pct, print_table
 from bench.store_common import (
     PG_SERVER,

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from app.demo.simproc import SimProcess
+from app.demo.sim.process import SimProcess
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from bench.common import (

@@ -16,8 +16,8 @@ import asyncio
 import gc
 import time
 
-from app.demo.sim import Truth
-from app.demo.simproc import SimProcess
+from app.demo.sim.app import Truth
+from app.demo.sim.process import SimProcess
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from bench.common import (

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from app.demo.sim import SimConfig
-from app.demo.simproc import SimProcess
+from app.demo.sim.app import SimConfig
+from app.demo.sim.process import SimProcess
 from app.probe.client import make_client, probe_once
 from app.probe.kinds.openai import read_openai_event
 from app.probe.readers import Findings, StreamReader

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from app.demo.simproc import SimProcess
+from app.demo.sim.process import SimProcess
 from app.probe.client import make_client, warm_up
 from bench.common import REPO_ROOT, RunClock, chat_spec, print_header, print_table
 from bench.probe_cpu import FAST, Request, bare_request, probe_request

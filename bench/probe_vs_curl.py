@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 from httpcore._backends.auto import AutoBackend
 
-from app.demo.simproc import SimProcess
+from app.demo.sim.process import SimProcess
 from app.probe.client import make_client, probe_once
 from app.probe.sample import Sample, Status
 from app.probe.spec import ProbeSpec

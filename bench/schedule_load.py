@@ -1,7 +1,7 @@
 """Scheduling: the real service (``build_service``, as ``serve`` wires it) under load.
 
 Each target is an ``http`` target of 5 samples against ``GET /health`` of the simulated
-endpoint, served by ``app.demo.simproc`` in a process of its own (so its CPU does not
+endpoint, served by ``app.demo.sim.process`` in a process of its own (so its CPU does not
 disturb this process's event loop). Everything ``serve`` runs runs here: the writer thread,
 alert evaluation after each run, the rollup, retention and outbox loops, the spool
 flusher, into SQLite (WAL) by default. ``--burners N`` starts N processes that each keep a
@@ -36,11 +36,11 @@ from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_J
 from sqlalchemy import Engine, select
 
 from app.config import Settings, Target, TargetsFile
-from app.demo.sim import SimConfig
-from app.demo.simproc import SimProcess
+from app.demo.sim.app import SimConfig
+from app.demo.sim.process import SimProcess
 from app.main import build_service
-from app.scheduler import Watch, first_run_offset
-from app.service import Service
+from app.runtime.scheduler import Watch, first_run_offset
+from app.runtime.service import Service
 from app.store.db import make_sessions
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunRecord
@@ -58,7 +58,7 @@ from bench.store_common import (
 )
 
 GOAL_P99_MS = 50.0
-STOP_GRACE_S = 2.0  # as app.stopping.RUNS_GRACE_S
+STOP_GRACE_S = 2.0  # as app.runtime.stopping.RUNS_GRACE_S
 
 
 @dataclass

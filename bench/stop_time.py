@@ -23,8 +23,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.demo.sim import SimConfig
-from app.demo.simserver import SimServer
+from app.demo.sim.app import SimConfig
+from app.demo.sim.server import SimServer
 from bench.common import RunClock, machine_info, print_table
 from tests.pgcluster import PgCluster, Serve, eventually, private_cluster
 

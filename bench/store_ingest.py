@@ -36,11 +36,11 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
-from app.pipeline import Pipeline
-from app.service import target_values
+from app.runs.pipeline import Pipeline
+from app.runs.spool import Spool
+from app.runtime.service import target_values
 from app.store.db import make_sessions
 from app.store.records import RunRecord
-from app.store.spool import Spool
 from app.store.targets import sync_targets
 from bench.common import machine_info, pct, print_table
 from bench.ingest_floor import captured, replay

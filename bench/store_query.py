@@ -38,9 +38,9 @@ from typing import Any
 from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session, defer
 
-from app.store.chart import run_chart, run_chart_query, run_summaries
 from app.store.db import make_sessions
 from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.reads.chart import run_chart, run_chart_query, run_summaries
 from bench.common import REPO_ROOT, machine_info, pct, print_table
 from bench.store_common import (
     Layout,

@@ -20,11 +20,11 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, text
 
-from app.store.catchup import catch_up
 from app.store.db import make_sessions
 from app.store.ingest import store_run
 from app.store.records import RunRecord
-from app.store.rollups import FINE_ROLLUPS_KEPT, prune_fine_rollups
+from app.store.rollups.catchup import catch_up
+from app.store.rollups.digests import FINE_ROLLUPS_KEPT, prune_fine_rollups
 from bench.common import machine_info, print_table
 from bench.store_common import (
     add_database_options,

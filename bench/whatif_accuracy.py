@@ -30,8 +30,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from app.analysis.whatif import Outcome, SampleSet, parse_changes, predict, sample_set
-from app.demo.sim import SimConfig
-from app.demo.simproc import SimProcess
+from app.demo.sim.app import SimConfig
+from app.demo.sim.process import SimProcess
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from bench.common import RunClock, bounded, chat_spec, print_header, print_table

@@ -22,7 +22,7 @@ from fastapi.routing import iter_route_contexts
 from app.alerts.identity import Transition
 from app.config import Settings, TargetsFile
 from app.main import create_app
-from app.service import Service
+from app.runtime.service import Service
 from tests.helpers import eventually
 from tests.runfactory import failed_run, make_run, record_of
 

@@ -1,5 +1,5 @@
 """A small fixed corpus that moves every default detector in a backtest, and the transitions
-the backtest makes on it: tests/test_backtest_same_alerts.py holds every later version of
+the backtest makes on it: tests/alerts/test_backtest_same_alerts.py holds every later version of
 the replay to the transitions recorded in tests/data/backtest_alerts.json (made with the
 code of commit ea6359a, before the backtest's speed-up; re-recorded for dominant_shift's
 fast lane, which fires chat's collapse one run sooner, the other 20 transitions unchanged).
@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from app.alerts.backtest import replay
-from app.alerts.backtestcsv import read_runs
-from app.alerts.backtestjobs import ParamsTable
+from app.alerts.backtest.csvruns import read_runs
+from app.alerts.backtest.jobs import ParamsTable
+from app.alerts.backtest.replay import replay
 
 RECORDED = Path(__file__).parent / "data" / "backtest_alerts.json"
 PHASES = ("connect", "network", "queue", "prefill", "generation", "transfer")

@@ -17,8 +17,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.demo.sim import SimConfig
-from app.demo.simserver import SimServer
+from app.demo.sim.app import SimConfig
+from app.demo.sim.server import SimServer
 from app.store.db import make_engine, make_sessions, normalize_url
 from app.store.migrate import upgrade
 from tests.helpers import FAST_SIM, ThreadLag

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from app.demo.sim import SimConfig
+from app.demo.sim.app import SimConfig
 from app.demo.virtual import VirtualClock, VirtualEventLoop
 
 T = TypeVar("T")

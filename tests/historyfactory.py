@@ -24,10 +24,10 @@ from app.alerts.identity import Identity
 from app.alerts.summary import summarize_alert
 from app.config import Target
 from app.probe.spec import Kind
-from app.service import target_values
-from app.store.catchup import catch_up
+from app.runtime.service import target_values
 from app.store.models import AlertRow, AlertTransitionRow
 from app.store.records import RunRecord
+from app.store.rollups.catchup import catch_up
 from app.store.targets import sync_targets
 from tests.apiapp import Lifespan, serving
 from tests.runfactory import make_run, record_of, store_records

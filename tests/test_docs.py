@@ -14,12 +14,12 @@ from pydantic import BaseModel, Field, TypeAdapter, create_model
 from app.analysis.detectors import DetectorParams
 from app.cli import every_command
 from app.config import Settings, Target, TargetsFile, load_targets
+from app.config.safeyaml import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES
 from app.main import create_app
 from app.notifiers.alertmanager import AlertmanagerConfig
 from app.notifiers.base import IDEMPOTENCY_HEADER, BasicAuth
 from app.notifiers.slack import SlackConfig
 from app.notifiers.webhook import WebhookConfig
-from app.safeyaml import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES
 from tests import clidoc, modeldoc
 
 ROOT = Path(__file__).parent.parent

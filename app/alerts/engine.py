@@ -37,8 +37,8 @@ from app.alerts.identity import Alert, Transition
 from app.alerts.state import State
 from app.clock import utcnow
 from app.store import alertwrites
-from app.store.alertreads import alert_by_id
 from app.store.db import write_transaction
+from app.store.reads.alertreads import alert_by_id
 from app.store.records import RunRecord, RunStatus
 from app.store.silencerows import SilenceRecord
 

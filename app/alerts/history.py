@@ -1,7 +1,7 @@
 """The runs the evaluator reads: the ``History`` contract, and ``MemoryHistory``.
 
 Two implementations hold it: ``MemoryHistory`` here (backtests, tests) and
-``app.store.dbhistory.DatabaseHistory`` (``serve``, the demo). tests/test_history_contract.py
+``app.store.dbhistory.DatabaseHistory`` (``serve``, the demo). tests/alerts/test_history_contract.py
 feeds both the same runs and asks both the same questions.
 
 The contract, for every method:

@@ -15,8 +15,8 @@ from app.alerts.identity import Alert, Identity, Transition
 from app.alerts.state import Cooling, Position, State
 from app.analysis.tail import TailState
 from app.store import alertwrites
-from app.store.alertreads import AlertRecord, TransitionRecord
 from app.store.alertwrites import DetectorState
+from app.store.reads.alertreads import AlertRecord, TransitionRecord
 from app.store.targets import interval_by_name
 
 PENDING, SILENCED = "pending", "silenced"

@@ -2,7 +2,7 @@
 dashboard, so both show the same alert the same way.
 
 Lists are newest first (by when the episode opened) and paged by a keyset cursor
-(app.store.paging), which stays correct while new alerts open.
+(app.store.reads.paging), which stays correct while new alerts open.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts.rows import OPEN_STATES, identity_of
 from app.alerts.summary import summarize_alert
-from app.store.alertreads import (
+from app.store.reads.alertreads import (
     AlertFilter,
     AlertRecord,
     TransitionRecord,

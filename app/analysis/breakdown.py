@@ -2,7 +2,7 @@
 
 ``from_summary`` turns exact statistics (app.analysis.summary) into a ``Breakdown``;
 ``from_columns`` one row of merged digests (app.analysis.series, quantiles within 1 %).
-The reads that feed them are app.store.breakdown's.
+The reads that feed them are app.store.reads.breakdown's.
 """
 
 from __future__ import annotations

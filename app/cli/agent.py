@@ -14,7 +14,7 @@ import typer
 from app.cli.common import fail
 
 if TYPE_CHECKING:
-    from app.agent.runner import Agent
+    from app.agents.remote.runner import Agent
 
 
 def agent(
@@ -47,8 +47,8 @@ def agent(
 ) -> None:
     """Fetch this vantage's targets from the server, probe them as serve does, and push
     each run; while the server is away, runs wait in the spool."""
-    from app.agent.client import ServerClient
-    from app.agent.runner import Agent
+    from app.agents.remote.client import ServerClient
+    from app.agents.remote.runner import Agent
     from app.cli.service import LOG_FORMAT, quiet_chatty_loggers
 
     if not token or not token.strip():

@@ -17,8 +17,8 @@ from rich.progress import MofNCompleteColumn, Progress, TextColumn
 from app.cli.common import fail
 
 if TYPE_CHECKING:
-    from app.alerts.backtestcoverage import Coverage
-    from app.alerts.backtestjobs import ParamsTable
+    from app.alerts.backtest.coverage import Coverage
+    from app.alerts.backtest.jobs import ParamsTable
     from app.alerts.identity import Transition
 
 
@@ -51,9 +51,9 @@ def backtest(
     ] = None,
 ) -> None:
     """Print every alert transition the detectors would have made on these samples."""
-    from app.alerts.backtestcoverage import Coverage
-    from app.alerts.backtestcsv import BacktestError
-    from app.alerts.backtestjobs import collecting_rarely, default_jobs, keep_freed_memory
+    from app.alerts.backtest.coverage import Coverage
+    from app.alerts.backtest.csvruns import BacktestError
+    from app.alerts.backtest.jobs import collecting_rarely, default_jobs, keep_freed_memory
 
     keep_freed_memory()
     params_for = _params(config)
@@ -83,7 +83,7 @@ def _say_what_was_never_judged(
 ) -> None:
     """On stderr (stdout may be JSON lines): a short file judged by defaults that need a
     day of reference gives no dominant or tail alert at all, which must not read as calm."""
-    from app.alerts.backtestcoverage import unjudged
+    from app.alerts.backtest.coverage import unjudged
 
     for line in unjudged(coverage, params_for):
         target = line.split(":", 1)[0]
@@ -103,9 +103,9 @@ def _moved(
 ) -> Iterator[Transition]:
     """The transitions that change a state: in this process (with a progress bar on a
     terminal) for one job, else from ``jobs`` workers."""
-    from app.alerts.backtest import replay
-    from app.alerts.backtestcsv import read_runs
-    from app.alerts.backtestjobs import prepare_worker, replay_file
+    from app.alerts.backtest.csvruns import read_runs
+    from app.alerts.backtest.jobs import prepare_worker, replay_file
+    from app.alerts.backtest.replay import replay
 
     if jobs > 1:
         yield from replay_file(
@@ -136,7 +136,7 @@ def _moved(
 
 
 def _params(config: Path | None) -> ParamsTable:
-    from app.alerts.backtestjobs import ParamsTable
+    from app.alerts.backtest.jobs import ParamsTable
     from app.cli.service import load_targets_or_exit
 
     if config is None:

@@ -1,4 +1,4 @@
-"""`phasewatch export` and `import`: samples as CSV, in the layout of app.store.csvlayout."""
+"""`phasewatch export` and `import`: samples as CSV, in the layout of app.csvio.layout."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from app.cli.common import (
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from app.store.csvlayout import CsvImportError, ImportResult
+    from app.csvio.layout import CsvImportError, ImportResult
 
 
 def export_csv(
@@ -44,8 +44,8 @@ def export_csv(
     config: ConfigPath = None,
 ) -> None:
     """Write stored samples as CSV to standard output, oldest first."""
-    from app.store.csvexport import export_samples
-    from app.store.csvlayout import CsvExportError
+    from app.csvio.export import export_samples
+    from app.csvio.layout import CsvExportError
 
     since, until = time_option(start, "--from"), time_option(end, "--to")
     if since is not None and until is not None and since >= until:
@@ -73,7 +73,7 @@ def import_csv(
     ] = True,
 ) -> None:
     """Store the runs in a CSV of samples: all of them, or none if any row is malformed."""
-    from app.store.csvlayout import CsvImportError
+    from app.csvio.layout import CsvImportError
 
     with (
         _csv_source(file) as (rows, bytes_read, size),
@@ -107,7 +107,7 @@ def _csv_source(file: Path) -> Iterator[tuple[TextIO, Callable[[], int], int | N
 def _import_with_progress(
     engine: Engine, rows: TextIO, bytes_read: Callable[[], int], size: int | None
 ) -> ImportResult:
-    from app.store.csvimport import import_samples
+    from app.csvio.importer import import_samples
 
     columns = (
         TextColumn("reading"),

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from app.alerts.identity import Transition
     from app.config import TargetsFile
     from app.demo.replay import Replay
-    from app.metrics import RunMetrics
+    from app.runtime.metrics import RunMetrics
 
 HOST = "127.0.0.1"
 DEFAULT_SPEED = 1200.0  # simulated seconds per real second: an hour every 3 s

@@ -212,8 +212,8 @@ def _endpoint(url: str | None, demo: bool) -> Iterator[tuple[str, Kind | None]]:
         assert url is not None
         yield url, None
         return
-    from app.demo.sim import SimConfig
-    from app.demo.simserver import SimServer
+    from app.demo.sim.app import SimConfig
+    from app.demo.sim.server import SimServer
 
     config = SimConfig(one_way_ms=50, queue_median_ms=120, prefill_ms=20, tokens=20)
     with SimServer(config) as server:
@@ -248,7 +248,7 @@ def _report(results: list[Sample], as_json: bool) -> None:
         document = {"samples": [s.to_json() for s in results], "summary": summary.to_json()}
         sys.stdout.write(json.dumps(document) + "\n")
         return
-    from app.report import print_summary
+    from app.cli.report import print_summary
 
     console = Console()
     _print_errors(console, results)

@@ -20,8 +20,8 @@ from typing import NoReturn
 import uvicorn
 from fastapi import FastAPI
 
-from app.service import Service
-from app.threads import NoWaitThreadPool
+from app.runs.threads import NoWaitThreadPool
+from app.runtime.service import Service
 
 HTTP_GRACE_S = 1  # uvicorn takes whole seconds
 DEFAULT_EXECUTOR_THREADS = 32

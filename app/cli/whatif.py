@@ -96,7 +96,7 @@ def _window(start: str | None, end: str | None) -> tuple[datetime, datetime]:
 def _samples_or_fail(
     engine: Engine, target: str, vantage: str | None, since: datetime, until: datetime
 ) -> SampleSet:
-    from app.store.whatif import load_sample_set
+    from app.store.reads.whatifsamples import load_sample_set
 
     samples = load_sample_set(engine, target, vantage, since, until)
     where = "" if vantage is None else f" at vantage {vantage}"
@@ -114,7 +114,7 @@ def _donors(
     engine: Engine, changes: list[Change], since: datetime, until: datetime
 ) -> dict[str, SampleSet]:
     from app.analysis.whatif import TakePhase
-    from app.store.whatif import load_sample_set
+    from app.store.reads.whatifsamples import load_sample_set
 
     donors = {}
     for change in changes:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.config.safeyaml import LineIndex
 from app.notifiers import KINDS
-from app.safeyaml import LineIndex
 
 
 class ConfigError(Exception):

@@ -10,9 +10,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.config.errors import ConfigError, Where, describe
+from app.config.safeyaml import YamlRefused, read_document
 from app.config.targets import TargetsFile
 from app.envvars import UnsetVariable, expand
-from app.safeyaml import YamlRefused, read_document
 
 
 def load_targets(
@@ -53,7 +53,7 @@ def _expand_headers(
     for index, target in enumerate(raw.get("targets") or []):
         headers = target.get("headers") if isinstance(target, dict) else None
         if not isinstance(headers, dict) or "vantages" in target:
-            continue  # probed at vantages: each expands the templates itself (app.vantages)
+            continue  # probed at vantages: each expands the templates itself (app.config.placement)
         for name, value in headers.items():
             if not isinstance(value, str):
                 continue

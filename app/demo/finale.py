@@ -9,7 +9,7 @@ from app.analysis.whatif import parse_changes, predict
 from app.analysis.whatif.resample import Interval
 from app.demo import story
 from app.store.db import make_engine
-from app.store.whatif import load_sample_set
+from app.store.reads.whatifsamples import load_sample_set
 
 TARGET = "translate-prod"
 

@@ -38,18 +38,18 @@ from app.alerts.identity import Transition
 from app.alerts.state import State
 from app.config import Target, TargetsFile
 from app.demo import story
-from app.demo.simcore import SimConfig
-from app.demo.simserver import SimServer
-from app.demo.simwire import sleep_until
+from app.demo.sim.core import SimConfig
+from app.demo.sim.network import sleep_until
+from app.demo.sim.server import SimServer
 from app.demo.virtual import VirtualClock, VirtualEventLoop
-from app.pipeline import Pipeline
-from app.scheduler import first_run_offset
-from app.service import AlertRules, target_values
-from app.store.catchup import catch_up
+from app.runs.pipeline import Pipeline
+from app.runs.spool import Spool
+from app.runtime.scheduler import first_run_offset
+from app.runtime.service import AlertRules, target_values
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
 from app.store.records import RunRecord
-from app.store.spool import Spool
+from app.store.rollups.catchup import catch_up
 from app.store.targets import sync_targets
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from app.demo.simcore import SimConfig
+from app.demo.sim.core import SimConfig
 
 HOUR_S = 3600.0
 

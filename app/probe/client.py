@@ -21,7 +21,7 @@ import httpx
 from app import __version__, clock
 from app.probe import outcome, redirects, responses, template
 from app.probe.kinds import KINDS, Answer
-from app.probe.netbackend import AsyncioBackend
+from app.probe.net.backend import AsyncioBackend
 from app.probe.readers import BodyReader, ErrorBodyReader, Findings
 from app.probe.redact import Redactor
 from app.probe.rtt import Earlier, response_stream, stream_rtt_ms

@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.store.alertreads import AlertRecord, TransitionRecord
 from app.store.models import AlertRow, AlertTransitionRow, DeliveryRow, DetectorStateRow
+from app.store.reads.alertreads import AlertRecord, TransitionRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from app.service import Service
+from app.runtime.service import Service
 
 
 def get_service(request: Request) -> Service:

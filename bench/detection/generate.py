@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.detection.generate --out /tmp/detection --seed 1
     .venv/bin/python -m bench.detection.generate --out /tmp/d2 --seed 7 --days 12 --samples 30
 
-Writes ``<scenario>.csv`` (the layout of app.store.csvlayout: rows ordered by timestamp,
+Writes ``<scenario>.csv`` (the layout of app.csvio.layout: rows ordered by timestamp,
 run id, then index in the run), ``<scenario>.labels.json`` (bench.detection.labels) and
 ``<scenario>.targets.yaml`` (the targets with their deadlines, for ``backtest --config``),
 and prints what each target's series look like, so a label can be checked by eye.
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from app.store.csvlayout import header, phase_order
+from app.csvio.layout import header, phase_order
 from bench.detection.catalog import SCENARIOS, build
 from bench.detection.labels import write_labels
 from bench.detection.model import STATUS_DEADLINE, STATUS_NAMES, STATUS_OK, Drawn, draw

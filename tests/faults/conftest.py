@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.pgcluster import PgCluster, Serve, private_cluster, serving
-from tests.test_serve import served  # noqa: F401  (a fixture, found by name)
+from tests.runtime.test_serve import served  # noqa: F401  (a fixture, found by name)
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 from sqlalchemy import func, pool, select
 
-from app.demo.simserver import SimServer
-from app.scheduler import first_run_offset
+from app.demo.sim.server import SimServer
+from app.runtime.scheduler import first_run_offset
 from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, SampleRow
 from tests.pgcluster import Serve

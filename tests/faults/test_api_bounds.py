@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.apiapp import Api, api, targets
-from tests.test_serve import Served
+from tests.runtime.test_serve import Served
 
 pytestmark = pytest.mark.timeout(120)
 MATCHERS = [{"name": "target", "value": "chat"}]

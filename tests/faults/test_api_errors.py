@@ -14,7 +14,7 @@ import pytest
 
 from app.config import Settings, TargetsFile
 from app.main import create_app
-from tests.test_serve import Served
+from tests.runtime.test_serve import Served
 
 pytestmark = pytest.mark.timeout(60)
 TOKEN = "errors-test-token-0123456789"

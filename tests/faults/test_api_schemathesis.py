@@ -21,12 +21,12 @@ from sqlalchemy import select
 
 from app.config import Settings, TargetsFile
 from app.main import build_service
-from app.service import Service
+from app.runtime.service import Service
 from app.store.migrate import upgrade
 from app.store.models import AlertRow
 from app.store.records import RunRecord
 from tests.runfactory import failed_run, make_run, record_of
-from tests.test_serve import Served
+from tests.runtime.test_serve import Served
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
 CONFIG = Path(__file__).with_name("schemathesis.toml")

@@ -10,7 +10,7 @@ import pytest
 
 from app.config import Settings
 from app.web.hosts import allowed_hosts
-from tests.test_serve import Served
+from tests.runtime.test_serve import Served
 
 pytestmark = pytest.mark.timeout(60)
 TOKEN = "host-test-token-0123456789"

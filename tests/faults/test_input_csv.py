@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
-from app.store.csvimport import import_samples
-from app.store.csvlayout import CsvImportError, CsvProblem
+from app.csvio.importer import import_samples
+from app.csvio.layout import CsvImportError, CsvProblem
 from app.store.models import RunRow, SampleRow
 from tests.faults.limited import run_limited
 

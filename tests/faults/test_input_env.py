@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from app.csvio.layout import format_timestamp
 from app.envvars import UnsetVariable, expand
-from app.store.csvlayout import format_timestamp
 from tests.faults.limited import run_limited
 
 UNSET = ("PW_UNSET_KEY", "PW_UNSET_HOOK")  # cleared for every test, so for its children

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from app.config import ConfigError, load_targets
-from app.demo.simserver import SimServer
-from app.safeyaml import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES
+from app.config.safeyaml import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES
+from app.demo.sim.server import SimServer
 from tests.faults.limited import run_limited
 from tests.helpers import eventually
-from tests.test_serve import Served, targets_file
+from tests.runtime.test_serve import Served, targets_file
 
 # Ten lines, nine lists of nine: 9⁹ (387 million) strings once every alias is followed.
 # The aliases of line 7 are the first to pass the budget.

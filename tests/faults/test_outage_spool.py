@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.demo.simserver import SimServer
+from app.demo.sim.server import SimServer
 from tests.faults.support import problems, quick_health, stop, stored, targets_file
 from tests.helpers import eventually
 from tests.pgcluster import Serve

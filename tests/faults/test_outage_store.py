@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.demo.simserver import SimServer
+from app.demo.sim.server import SimServer
 from tests.faults.support import SKIPPED, gaps_s, problems, quick_health, stop, stored
 from tests.faults.support import targets_file as write_targets
 from tests.helpers import eventually

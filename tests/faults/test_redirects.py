@@ -112,7 +112,7 @@ async def test_a_chain_within_the_limit_ends_at_the_final_answer_its_hops_in_ser
     assert marks.response_headers is not None and marks.response_headers > marks.redirect_end
     # The final server reports nothing: network is the round trip and server the rest of
     # the head, every hop before the final request included (with a report, server is the
-    # report plus the hops: tests/test_probe_phases.py).
+    # report plus the hops: tests/probe/test_phases.py).
     hops_ms = (marks.redirect_end - marks.request_start) / 1e6
     head_ms = (marks.response_headers - marks.request_start) / 1e6
     final_ms = (marks.response_headers - marks.redirect_end) / 1e6

@@ -1,4 +1,4 @@
-"""Records the answers the replay tests serve (tests/test_probe_replays.py): the exact bytes
+"""Records the answers the replay tests serve (tests/probe/test_replays.py): the exact bytes
 llama.cpp's server and nginx send, headers and chunked framing included.
 
 ``PHASEWATCH_LLM_PYTHON=… python -m tests.real.record tests/data/real`` starts both servers,

@@ -1,6 +1,7 @@
 """What-if: a target's measured samples, changed phase by phase, resampled run by run.
 
-Pure: plain arrays in, plain values out; the store loads the samples (``app.store.whatif``).
+Pure: plain arrays in, plain values out; the store loads the samples
+(``app.store.reads.whatifsamples``).
 See docs/whatif.md.
 """
 

@@ -1,6 +1,6 @@
 """Probe kinds: one module each, named here. A new kind (a WebSocket or gRPC endpoint)
 is a module keeping ``ProbeKind``'s contract (``base.py``), a ``Kind`` member, and a line
-in ``KINDS``; ``tests/test_probe_kinds.py`` then holds it to the contract."""
+in ``KINDS``; ``tests/probe/test_kinds.py`` then holds it to the contract."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ class ProbeKind(Protocol):
 
     The probe sends the target's request and times it the same way for every kind; it
     asks the kind how to read a good answer's body and how to split the time line into
-    phases. Every kind keeps these contracts (``tests/test_probe_kinds.py`` checks each):
+    phases. Every kind keeps these contracts (``tests/probe/test_kinds.py`` checks each):
 
     * ``kind`` is its ``Kind`` and its key in ``KINDS``.
     * ``phases`` names every phase its breakdowns can hold, in time order.

@@ -16,7 +16,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.agent.wire import (
+from app.agents.server.book import VantageBook
+from app.agents.server.collector import VantageCollector
+from app.agents.server.evaluations import Evaluations
+from app.agents.wire import (
     TARGET_FIELDS_KEPT_BACK,
     VANTAGE_HEADER,
     VERSION_HEADER,
@@ -26,14 +29,11 @@ from app.agent.wire import (
 )
 from app.clock import utcnow
 from app.config import TargetsFile
-from app.evaluations import Evaluations
-from app.metrics import RunMetrics
-from app.service import Service
-from app.vantagebook import VantageBook
-from app.vantages import assigned, shortest_interval, token_of
+from app.config.placement import assigned, shortest_interval, token_of
+from app.runtime.metrics import RunMetrics
+from app.runtime.service import Service
 from app.web.deps import ServiceDep
 from app.web.errors import ErrorOut
-from app.web.vantagemetrics import VantageCollector
 
 router = APIRouter(prefix="/agent", tags=["agents"])
 REFRESH_S = 30.0
@@ -108,7 +108,7 @@ def assignment(service: Service, vantage: str) -> Assignment:
             # Its default is refused when set on an openai or anthropic target: leave it out.
             kept_back.add("follow_redirects")
         sent = target.model_dump(mode="json", exclude=kept_back)
-        targets.append(sent)  # headers are templates: see app.vantages
+        targets.append(sent)  # headers are templates: see app.config.placement
     return Assignment(
         vantage=vantage,
         version=assignment_version(targets),

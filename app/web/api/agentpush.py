@@ -23,7 +23,9 @@ from typing import Any, TypeVar
 import anyio
 from fastapi import APIRouter, HTTPException, Request, Response, status
 
-from app.agent.wire import (
+from app.agents.server.batches import Stored, store_batch
+from app.agents.server.book import VantageBook
+from app.agents.wire import (
     CONFIG_HEADER,
     MAX_BATCH_RUNS,
     SENT_AT_HEADER,
@@ -32,13 +34,11 @@ from app.agent.wire import (
     PushAnswer,
     RunOutcome,
 )
-from app.batchstore import Stored, store_batch
 from app.clock import utcnow
-from app.foreground import Foreground
-from app.pipeline import Pipeline
-from app.service import Service
+from app.runs.pipeline import Pipeline
+from app.runtime.foreground import Foreground
+from app.runtime.service import Service
 from app.store.records import RunRecord
-from app.vantagebook import VantageBook
 from app.web.api.agent import (
     PUSH_ERRORS,
     Assignments,
@@ -207,7 +207,8 @@ def _after_store(request: Request) -> Callable[[RunRecord], None]:
 
 
 async def _on_worker(request: Request, work: Callable[..., T], *args: Any) -> T:
-    """``work(*args)`` on a push thread, while background work holds back (``app.foreground``)."""
+    """``work(*args)`` on a push thread, while background work holds back
+    (``app.runtime.foreground``)."""
     state = request.app.state
     if getattr(state, "push_threads", None) is None:  # made in the loop that uses it
         state.push_threads = anyio.CapacityLimiter(STORE_THREADS)

@@ -15,8 +15,8 @@ from app.alerts.engine import AlertNotFound, AlertNotOpen
 from app.alerts.rows import note_acknowledgement
 from app.alerts.views import AlertDetail, AlertView, Page
 from app.clock import utcnow
-from app.service import Service
-from app.store.paging import BadCursor
+from app.runtime.service import Service
+from app.store.reads.paging import BadCursor
 from app.web.api.params import NO_NUL, CursorParam, TargetParam, VantageParam
 from app.web.auth import WRITE_ERRORS, WriteAccess
 from app.web.deps import ServiceDep, SessionDep

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.store.breakdown import breakdown
-from app.store.slo import target_slo
+from app.store.reads.breakdown import breakdown
+from app.store.reads.slo import target_slo
 from app.web.api.params import (
     TARGET_ERRORS,
     VantageParam,

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.analysis.breakdown import Breakdown
-from app.store.breakdown import breakdown
+from app.store.reads.breakdown import breakdown
 from app.web.api.params import (
     TARGET_ERRORS,
     VantageParam,

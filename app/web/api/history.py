@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query
 
 from app.analysis.series import pick_bucket
 from app.clock import utcnow
+from app.store.reads.timeseries import bucket_count, time_series
 from app.store.targets import interval_of
-from app.store.timeseries import bucket_count, time_series
 from app.web.api.params import (
     TARGET_ERRORS,
     VantageParam,

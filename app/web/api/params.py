@@ -18,9 +18,8 @@ from fastapi import Depends, HTTPException, Query, status
 from sqlalchemy.orm import Session
 from starlette.convertors import Convertor, register_url_convertor
 
-from app.clock import utcnow
-from app.store.browse import has_runs_from
-from app.store.csvlayout import parse_timestamp
+from app.clock import parse_timestamp, utcnow
+from app.store.reads.browse import has_runs_from
 from app.store.targets import target_key
 from app.web.errors import Responses, errors
 

@@ -6,9 +6,9 @@ import uuid
 
 from fastapi import APIRouter
 
-from app.store.browse import run_with_target, runs_page, samples_of
 from app.store.models import RunRow, SampleRow
-from app.store.paging import BadCursor
+from app.store.reads.browse import run_with_target, runs_page, samples_of
+from app.store.reads.paging import BadCursor
 from app.web.api.params import (
     TARGET_ERRORS,
     CursorParam,

@@ -11,9 +11,9 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store.browse import samples_page
-from app.store.csvexport import export_samples
-from app.store.paging import BadCursor
+from app.csvio.export import export_samples
+from app.store.reads.browse import samples_page
+from app.store.reads.paging import BadCursor
 from app.web.api.params import (
     TARGET_ERRORS,
     CursorParam,

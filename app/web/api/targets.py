@@ -10,9 +10,9 @@ from sqlalchemy.orm import Session
 
 from app.analysis.detectors.deadline import SloStatus
 from app.clock import utcnow
-from app.store.breakdown import breakdown, last_runs
 from app.store.models import TargetRow
-from app.store.slo import target_slo
+from app.store.reads.breakdown import breakdown, last_runs
+from app.store.reads.slo import target_slo
 from app.store.targets import all_targets, target_row
 from app.web.api.params import TARGET_ERRORS, RecentWindowDep, not_found
 from app.web.deps import SessionDep

@@ -8,11 +8,11 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from app.agents.server.book import is_silent
 from app.alerts import silent
 from app.clock import utcnow
-from app.service import Service
-from app.vantagebook import is_silent
-from app.vantages import assigned, runs_at, shortest_interval
+from app.config.placement import assigned, runs_at, shortest_interval
+from app.runtime.service import Service
 from app.web.api.agent import BookDep
 from app.web.deps import ServiceDep
 

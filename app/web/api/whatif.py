@@ -2,7 +2,7 @@
 levers now (what each phase halved or removed would give).
 
 A what-if changes nothing: it is a read, and like every read it needs no token (it is a
-POST only because its changes are a body). Its work is bounded (app/web/whatif.py).
+POST only because its changes are a body). Its work is bounded (app/web/whatifrequest.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from app.web.api.params import (
 )
 from app.web.deps import SessionDep
 from app.web.errors import errors
-from app.web.whatif import (
+from app.web.whatifrequest import (
     DEFAULT_RESAMPLES,
     DEFAULT_SPAN,
     MAX_CHANGES,

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from app.alerts.views import STATES, alert_detail, list_alerts
-from app.store.paging import BadCursor
+from app.store.reads.paging import BadCursor
 from app.web.deps import SessionDep
 from app.web.pages.render import error_page, not_found, page
 

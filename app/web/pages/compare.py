@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
 from app.clock import utcnow
-from app.store.breakdown import breakdown
+from app.store.reads.breakdown import breakdown
 from app.store.targets import target_names
 from app.web.deps import SessionDep
 from app.web.pages import view

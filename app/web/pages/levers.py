@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from app.analysis.whatif import Bound, Lever
-from app.web.whatif import DEFAULT_SPAN, NoSamples, Scope, levers_now
+from app.web.whatifrequest import DEFAULT_SPAN, NoSamples, Scope, levers_now
 
 WINDOW_TEXT = "the last 7 days"
 

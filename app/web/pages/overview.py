@@ -13,13 +13,13 @@ from markupsafe import Markup
 from app.alerts.views import AlertView, open_alerts_by_series
 from app.analysis.breakdown import Breakdown
 from app.clock import utcnow
-from app.report import PHASE_COLOURS
-from app.store.breakdown import current_breakdowns
-from app.store.rollups import CATCH_UP_EVERY_S
-from app.store.sparklines import sparklines
+from app.store.reads.breakdown import current_breakdowns
+from app.store.reads.sparklines import sparklines
+from app.store.rollups.digests import CATCH_UP_EVERY_S
 from app.store.targets import target_intervals
 from app.web.deps import SessionDep
 from app.web.pages import view
+from app.web.pages.palette import PHASE_COLOURS
 from app.web.pages.render import page
 
 router = APIRouter()

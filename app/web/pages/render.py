@@ -14,8 +14,8 @@ from fastapi.templating import Jinja2Templates
 
 from app import __version__
 from app.clock import utcnow
-from app.report import PHASE_COLOURS
 from app.web.pages import view
+from app.web.pages.palette import PHASE_COLOURS
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 REFRESH_SECONDS = 30

@@ -15,11 +15,11 @@ from sqlalchemy.orm import Session
 from app.alerts.views import AlertView, list_alerts
 from app.analysis.breakdown import Breakdown
 from app.clock import utcnow
-from app.store.breakdown import breakdown
-from app.store.browse import first_run_at, vantages_since
-from app.store.chart import run_summaries
 from app.store.models import RunRow
-from app.store.slo import target_slo
+from app.store.reads.breakdown import breakdown
+from app.store.reads.browse import first_run_at, vantages_since
+from app.store.reads.chart import run_summaries
+from app.store.reads.slo import target_slo
 from app.store.targets import target_row
 from app.web.deps import SessionDep
 from app.web.pages.levers import levers_view

@@ -11,7 +11,8 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from app.report import LOW_CONFIDENCE_P99_BELOW, PHASE_COLOURS
+from app.analysis.summary import LOW_CONFIDENCE_P99_BELOW
+from app.web.pages.palette import PHASE_COLOURS
 
 OTHER_COLOUR = "#777777"
 STALE_AFTER_INTERVALS = 2

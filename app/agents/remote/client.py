@@ -1,0 +1,137 @@
+"""The agent's side of the wire: fetch the assignment, push a run, report what it refused.
+
+Synchronous (httpx.Client): a push runs on the writer's thread, as a store does in ``serve``.
+Several runs waiting go in one request (``push_batch``), answered run by run.
+An answer that says "later" (no connection, a timeout, 401 while a token is being rotated,
+429, 5xx) raises ``Unreachable``: the run stays in the spool and is pushed again. One that
+says "never" (403, 413, 422) raises ``Refused``: the run is set aside, kept, not retried.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from app import __version__
+from app.agents.wire import (
+    BATCH_PATH,
+    CONFIG_HEADER,
+    CONFIG_PATH,
+    RUNS_PATH,
+    SENT_AT_HEADER,
+    STATUS_PATH,
+    VANTAGE_HEADER,
+    VERSION_HEADER,
+    Assignment,
+    BatchAnswer,
+    Outcome,
+)
+from app.store.records import RunRecord
+
+TIMEOUT_S = 10.0
+_LATER = frozenset({401, 408, 425, 429})
+
+
+class Unreachable(Exception):
+    """The server did not take the run now; it may later."""
+
+
+class Refused(Exception):
+    """The server will never take this (the reason is its answer's detail)."""
+
+
+class ServerClient:
+    def __init__(self, server: str, token: str, vantage: str, timeout_s: float = TIMEOUT_S) -> None:
+        self.vantage = vantage
+        headers = {
+            "Authorization": f"Bearer {token}",
+            VANTAGE_HEADER: vantage,
+            VERSION_HEADER: __version__,
+            "User-Agent": f"phasewatch-agent/{__version__}",
+        }
+        self._http = httpx.Client(base_url=server.rstrip("/"), headers=headers, timeout=timeout_s)
+        self._lock = threading.Lock()  # one request at a time: pushes stay in order
+        # The assignment version the server named in its last answer.
+        self.server_config: str | None = None
+
+    def fetch(self) -> Assignment:
+        answer = self._send("GET", CONFIG_PATH)
+        assignment = Assignment.model_validate(answer.json())
+        self.server_config = assignment.version
+        return assignment
+
+    def push(self, record: RunRecord) -> bool:
+        """True: stored now; False: the server had it already (a replay)."""
+        body = json.dumps(record.to_json(), separators=(",", ":")).encode()
+        answer = self._post(RUNS_PATH, body)
+        return bool(answer.json().get("stored"))
+
+    def push_batch(self, lines: list[str]) -> list[str | None]:
+        """Push runs as the spool keeps them (a ``RunRecord`` JSON a line) in one request.
+
+        For each run in order: None, the server has it (stored now or before); a text, why
+        it refused it. An answer that does not name a run where it stands ends the list
+        there: that run and the ones after it count as not pushed.
+        """
+        runs = ",".join(line.strip() for line in lines)
+        answer = self._post(BATCH_PATH, f'{{"runs":[{runs}]}}'.encode())
+        try:
+            results = BatchAnswer.model_validate(answer.json()).results
+        except ValueError as exc:
+            raise Unreachable(f"an answer that is not a batch's: {exc}") from exc
+        taken: list[str | None] = []
+        for line, result in zip(lines, results, strict=False):
+            if result.id is not None and result.id != _id_of(line):
+                break
+            refused = result.outcome == Outcome.REFUSED
+            taken.append((result.reason or "refused") if refused else None)
+        return taken
+
+    def _post(self, path: str, body: bytes) -> httpx.Response:
+        headers = {
+            "Content-Encoding": "gzip",
+            "Content-Type": "application/json",
+            SENT_AT_HEADER: datetime.now(UTC).isoformat(),
+        }
+        answer = self._send("POST", path, content=gzip.compress(body, 6), headers=headers)
+        self.server_config = answer.headers.get(CONFIG_HEADER, self.server_config)
+        return answer
+
+    def report(self, refused: dict[str, str], pending: int | None) -> None:
+        self._send("POST", STATUS_PATH, json={"refused": refused, "pending": pending})
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            with self._lock:
+                answer = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
+        if answer.is_success:
+            return answer
+        detail = _detail(answer)
+        if answer.status_code in _LATER or answer.status_code >= 500:
+            raise Unreachable(f"{answer.status_code}: {detail}")
+        raise Refused(f"{answer.status_code}: {detail}")
+
+
+def _id_of(line: str) -> str | None:
+    try:
+        found = json.loads(line).get("id")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
+
+
+def _detail(answer: httpx.Response) -> str:
+    try:
+        return str(answer.json().get("detail", ""))[:200]
+    except (ValueError, AttributeError):
+        return answer.text[:200]

@@ -1,0 +1,50 @@
+"""/metrics per agent vantage, read from the server's ``VantageBook`` at each scrape."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from app.agents.server.book import VantageBook, is_silent
+from app.clock import utcnow
+
+
+class VantageCollector(Collector):
+    def __init__(self, book: VantageBook, shortest: Callable[[str], float | None]) -> None:
+        self.book = book
+        self.shortest = shortest  # a vantage's shortest assigned interval
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self._families()
+
+    def collect(self) -> Iterator[Metric]:
+        seen, skew, pushed, pending, refused, silent = families = self._families()
+        now = utcnow()
+        for state in self.book.all():
+            labels = [state.vantage]
+            if state.last_pushed is not None:
+                seen.add_metric(labels, state.last_pushed.timestamp())
+            if state.skew_s is not None:
+                skew.add_metric(labels, state.skew_s)
+            pushed.add_metric(labels, state.runs)
+            if state.pending is not None:
+                pending.add_metric(labels, state.pending)
+            refused.add_metric(labels, len(state.refused))
+            interval = self.shortest(state.vantage)
+            silent.add_metric(labels, is_silent(state, interval, self.book.since, now))
+        yield from families
+
+    def _families(self) -> tuple[GaugeMetricFamily, ...]:
+        def gauge(name: str, doc: str) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"phasewatch_agent_{name}", doc, labels=["vantage"])
+
+        return (
+            gauge("last_push_timestamp_seconds", "When the agent last pushed a run."),
+            gauge("clock_skew_seconds", "Server receive time minus agent send time, last push."),
+            gauge("runs_pushed", "Runs the agent pushed since the server started."),
+            gauge("pending_runs", "Runs the agent said wait in its spool."),
+            gauge("refused_targets", "Targets the agent refused (a variable it lacks)."),
+            gauge("silent", "1 when the agent pushed nothing for 3 of its shortest intervals."),
+        )

@@ -1,0 +1,96 @@
+"""The periodic ``vantage_silent`` check (the decision: app/alerts/silent.py).
+
+Every vantage is judged: each agent of the targets file, and the server's own while this
+process probes. Its latest run is the later of the latest stored (any replica's, any
+restart's) and the latest the agent pushed here. Only the replica that leads checks, so
+replicas raise one alert, not one each; a database that is away skips a check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from app.agents.server.book import VantageBook
+from app.alerts.engine import AlertEngine
+from app.alerts.identity import Transition
+from app.alerts.silent import Heard
+from app.clock import utcnow
+from app.config import Target, TargetsFile
+from app.config.placement import assigned
+from app.runs.pipeline import is_transient
+from app.store.reads.vantagereads import last_runs
+
+log = logging.getLogger(__name__)
+
+CHECK_EVERY_S = (1.0, 30.0)  # the shortest interval watched, kept within these
+
+
+@dataclass
+class VantageWatch:
+    alerts: AlertEngine
+    book: VantageBook
+    targets: Callable[[], TargetsFile]
+    leading: Callable[[], bool]
+    # The server's own vantage and the targets it probes there; None: it probes nothing.
+    own: Callable[[], tuple[str, list[Target]] | None]
+    clock: Callable[[], datetime] = utcnow
+
+    async def loop(self) -> None:
+        try:
+            await asyncio.to_thread(self.check)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("vantages not checked for silence, database unreachable: %s", exc)
+        await asyncio.sleep(self.period())
+
+    def check(self) -> list[Transition]:
+        if not self.leading():
+            return []
+        after = self.targets().vantage_silent_after
+        heard = self.heard(self.clock(), after)
+        return self.alerts.judge_vantages(heard, self.book.since, after)
+
+    def watched(self) -> dict[str, list[Target]]:
+        """Each vantage and the targets it probes (those an agent refused left out)."""
+        file = self.targets()
+        found = {
+            name: [
+                t for t in assigned(file.targets, name) if t.name not in self.book.get(name).refused
+            ]
+            for name in file.vantages
+        }
+        own = self.own()
+        if own is not None:
+            found.setdefault(own[0], own[1])
+        return found
+
+    def heard(self, now: datetime, after: int) -> list[Heard]:
+        watched = self.watched()
+        intervals = {v: _shortest(targets) for v, targets in watched.items()}
+        longest = max((i for i in intervals.values() if i is not None), default=0.0)
+        since = now - timedelta(seconds=2 * after * longest)
+        names = {v: [t.name for t in targets] for v, targets in watched.items()}
+        with self.alerts.sessions() as session:
+            stored = last_runs(session, names, since)
+        return [
+            Heard(v, intervals[v], _latest(stored.get(v), self.book.get(v).last_pushed))
+            for v in sorted(watched)
+        ]
+
+    def period(self) -> float:
+        shortest = _shortest(t for targets in self.watched().values() for t in targets)
+        low, high = CHECK_EVERY_S
+        return min(max(shortest or high, low), high)
+
+
+def _shortest(targets: Iterable[Target]) -> float | None:
+    return min((t.interval for t in targets), default=None)
+
+
+def _latest(*times: datetime | None) -> datetime | None:
+    return max((t for t in times if t is not None), default=None)

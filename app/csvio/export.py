@@ -1,0 +1,121 @@
+"""Export: stored samples written as CSV in the layout of app.csvio.layout."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TextIO
+
+from sqlalchemy import Engine, Select, func, select, true
+from sqlalchemy.orm import Session
+
+from app.csvio.layout import CsvExportError, format_number, format_timestamp, header, phase_order
+from app.store.models import RunRow, SampleRow, TargetRow
+
+if TYPE_CHECKING:
+    from _csv import Writer
+
+EXPORT_BATCH = 2_000
+
+
+def export_samples(
+    source: Session | Engine,
+    out: TextIO,
+    *,
+    target: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> int:
+    """Write the samples that started in [start, end) as CSV; return how many rows.
+
+    Rows are streamed from the database in batches, so memory does not grow with the
+    number of samples. Given a session, the export runs in the caller's transaction.
+    Raises CsvExportError if a concurrent writer adds a phase that the header lacks.
+    """
+    for bound in (start, end):
+        if bound is not None and bound.tzinfo is None:
+            raise ValueError("export bounds must be aware datetimes")
+    with _reading(source) as session:
+        phases = phase_order(_phase_names(session, target, start, end))
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(header(phases))
+        return _write_rows(session, _filtered(_sample_rows(), target, start, end), phases, writer)
+
+
+def _write_rows(session: Session, rows: Select[Any], phases: list[str], writer: Writer) -> int:
+    known, count = frozenset(phases), 0
+    streamed = session.execute(rows, execution_options={"yield_per": EXPORT_BATCH})
+    # closing: an export that fails part-way must not leave a server-side cursor open.
+    with closing(streamed):
+        for row in streamed:
+            writer.writerow(_cells(tuple(row), phases, known))
+            count += 1
+    return count
+
+
+@contextmanager
+def _reading(source: Session | Engine) -> Iterator[Session]:
+    if isinstance(source, Session):
+        yield source
+        return
+    if source.dialect.name == "postgresql":
+        # One snapshot for the phase names and the rows, so both see the same samples.
+        source = source.execution_options(isolation_level="REPEATABLE READ")
+    with Session(source) as session, session.begin():
+        yield session
+
+
+def _phase_names(
+    session: Session, target: str | None, start: datetime | None, end: datetime | None
+) -> list[str]:
+    """The phase names of the selected samples, found by the database, not by reading rows."""
+    keys: Select[Any]
+    if session.get_bind().dialect.name == "postgresql":
+        keys = select(func.jsonb_object_keys(SampleRow.phases))
+    else:  # SQLite, the only other database phasewatch runs on
+        each = func.json_each(SampleRow.phases).table_valued("key")
+        keys = select(each.c.key).select_from(SampleRow).join(each, true())
+    query = _filtered(keys.distinct(), target, start, end)
+    return [str(key) for key in session.scalars(query)]
+
+
+def _sample_rows() -> Select[Any]:
+    return select(
+        SampleRow.started_at,
+        TargetRow.name,
+        RunRow.vantage,
+        SampleRow.run_id,
+        SampleRow.status,
+        SampleRow.total_ms,
+        SampleRow.phases,
+    ).order_by(SampleRow.started_at, SampleRow.run_id, SampleRow.idx)
+
+
+def _filtered(
+    query: Select[Any], target: str | None, start: datetime | None, end: datetime | None
+) -> Select[Any]:
+    query = query.join(RunRow, RunRow.id == SampleRow.run_id).join(
+        TargetRow, TargetRow.id == RunRow.target_id
+    )
+    if target is not None:
+        query = query.where(TargetRow.name == target)
+    if start is not None:
+        query = query.where(SampleRow.started_at >= start)
+    if end is not None:
+        query = query.where(SampleRow.started_at < end)
+    return query
+
+
+def _cells(row: tuple[Any, ...], phases: Sequence[str], known: frozenset[str]) -> list[str]:
+    started_at, target, vantage, run_id, status, total_ms, values = row
+    if not values.keys() <= known:
+        # Only a writer committing between the two queries can do this (SQLite keeps no
+        # snapshot across them): refuse rather than silently drop the phase.
+        unknown = sorted(values.keys() - known)
+        raise CsvExportError(f"phases {unknown} appeared during the export; run it again")
+    cells = [format_timestamp(started_at), target, vantage, str(run_id), status]
+    cells.append(format_number(total_ms))
+    cells.extend(format_number(values[p]) if p in values else "" for p in phases)
+    return cells

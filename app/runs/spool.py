@@ -1,0 +1,271 @@
+"""A local, append-only spool: finished runs wait here while the database is unreachable.
+
+One JSON line per run, fsynced before ``append`` returns, flushed to the database in the
+order written. Storing is idempotent by run id, so a flush that dies half-way is simply
+done again. Runs in flight are journalled too (``inflight/``, see ``app.runs.journal``):
+a run whose process died is found there and recorded instead of vanishing.
+
+Processes sharing the directory take ``runs.lock`` around every change to ``runs.jsonl``
+and ``flush.lock`` to flush, so no append lands in a file being replaced and no two flushes
+race. A write that fails (disk full, read-only) leaves nothing behind and is reported by
+``problem``, once, not per run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from app.runs.diskio import append_durable, hold_lock, problem_of, shared_lock
+from app.runs.journal import Journal
+from app.store.records import RunRecord
+
+log = logging.getLogger(__name__)
+
+RUNS_LOCK = b"phasewatch: held around every change to runs.jsonl\n"
+# Takes spooled lines, answers for each in order: None taken (stored, or had already),
+# a text why it never will be (set aside); fewer answers than lines: the rest not taken.
+PushLines = Callable[[list[str]], Sequence[str | None]]
+FLUSH_LOCK = b"phasewatch: held by the process flushing runs.jsonl\n"
+
+
+class Spool:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / "runs.jsonl"
+        self.inflight = directory / "inflight"
+        self._lock = threading.Lock()  # the file, briefly
+        self._flushing = threading.Lock()  # one flush at a time
+        self._problem: str | None = None
+        self._counted = (0, 0, 0)  # inode, bytes counted, lines in them
+        self.journal = Journal(self.inflight, self._failed, self._wrote)
+
+    @property
+    def problem(self) -> str | None:
+        """Why the last write failed (``full: ...``, ``unwritable: ...``); None once one works."""
+        return self._problem
+
+    def append(self, record: RunRecord) -> None:
+        """Raises OSError when the run could not be written; the file is as it was then."""
+        line = json.dumps(record.to_json(), separators=(",", ":")) + "\n"
+        self._append(self.path, line.encode())
+
+    def reject(self, record: RunRecord, line: str | None = None) -> None:
+        """Set a run aside in ``rejected.jsonl``: refused by the database, kept all the same."""
+        line = line or json.dumps(record.to_json(), separators=(",", ":")) + "\n"
+        self._append(self.directory / "rejected.jsonl", line.encode())
+
+    def pending(self) -> int:
+        """How many runs wait. Counted on from the last count while the file only grows:
+        a spool hours deep is not read whole for every /healthz."""
+        with self._lock:
+            try:
+                spool = self.path.open("rb")
+            except (FileNotFoundError, NotADirectoryError):
+                return 0
+            with spool:
+                stat = os.fstat(spool.fileno())
+                inode, offset, count = self._counted
+                if inode != stat.st_ino or offset > stat.st_size:  # replaced, or cut back
+                    inode, offset, count = stat.st_ino, 0, 0
+                spool.seek(offset)
+                for chunk in iter(lambda: spool.read(1 << 20), b""):
+                    count += chunk.count(b"\n")
+                self._counted = (inode, spool.tell(), count)
+                return count
+
+    def has_pending(self) -> bool:
+        return self.path.exists()
+
+    def check(self) -> str | None:
+        """Write, fsync and remove a small file: is the spool writable right now?"""
+        self.journal.claim()
+        probe = self.directory / f".probe-{self.journal.owner}"
+        try:
+            append_durable(probe, b"phasewatch spool check\n")
+            probe.unlink()
+        except OSError as exc:
+            self._failed(exc)
+            return self._problem
+        self._wrote()
+        return None
+
+    def flush(
+        self, store: Callable[[RunRecord], Any], transient: Callable[[Exception], bool]
+    ) -> int:
+        """Store every spooled run in order; returns how many left the spool.
+
+        A transient failure (the database is still away) stops the flush and keeps the
+        rest in order. Any other failure would block the spool for ever, so that run is
+        set aside in ``rejected.jsonl`` (kept, logged) and the flush goes on. The file lock
+        is not held while storing: appends go on meanwhile, behind the lines being flushed.
+        Another process flushing the same spool: this one leaves it to that one (0).
+        """
+        return self._exclusive(lambda: self._flush(store, transient))
+
+    def flush_batched(
+        self, push: PushLines, transient: Callable[[Exception], bool], runs: int, size: int
+    ) -> int:
+        """``flush``, the lines handed over in order in batches of at most ``runs`` lines
+        and ``size`` bytes (a longer line alone). Only lines ``push`` answered for leave the
+        spool; a refused one is set aside in ``rejected.jsonl``."""
+        return self._exclusive(lambda: self._flush_batched(push, transient, runs, size))
+
+    def _exclusive(self, flush: Callable[[], int]) -> int:
+        """``flush()`` as the one flush of this spool (0 when another process has it)."""
+        if not self.has_pending():
+            return 0
+        with self._flushing:
+            try:
+                flushing = hold_lock(self.directory / "flush.lock", FLUSH_LOCK)
+            except OSError:
+                flushing = None
+            if flushing is None:
+                return 0
+            try:
+                return flush()
+            finally:
+                os.close(flushing)
+
+    def _flush_batched(
+        self, push: PushLines, transient: Callable[[Exception], bool], runs: int, size: int
+    ) -> int:
+        def consume(lines: list[str]) -> Iterator[int]:
+            for batch in batches(lines, runs, size):
+                answers = push(batch)[: len(batch)]
+                for line, refused in zip(batch, answers, strict=False):
+                    if refused is not None:
+                        log.error("spooled run refused (%s); set aside in rejected.jsonl", refused)
+                        self._append(self.directory / "rejected.jsonl", line.encode())
+                yield len(answers)
+                if len(answers) < len(batch):
+                    return
+
+        return self._drain(consume, transient)
+
+    def _flush(
+        self, store: Callable[[RunRecord], Any], transient: Callable[[Exception], bool]
+    ) -> int:
+        def consume(lines: list[str]) -> Iterator[int]:
+            for line in lines:
+                self._store_line(line, store, transient)
+                yield 1
+
+        return self._drain(consume, transient)
+
+    def _drain(
+        self, consume: Callable[[list[str]], Iterator[int]], transient: Callable[[Exception], bool]
+    ) -> int:
+        """Hands the spooled lines to ``consume``, which yields how many more are done; the
+        lines not done stay, in order, also when a transient failure stops it."""
+        with self._shared():
+            lines = list(self._lines())
+        done = 0
+        try:
+            for count in consume(lines):
+                done += count
+        except Exception as exc:
+            if not transient(exc):
+                raise
+        finally:
+            with self._shared():
+                self._rewrite(list(self._lines())[done:])
+        return done
+
+    def _store_line(
+        self, line: str, store: Callable[[RunRecord], Any], transient: Callable[[Exception], bool]
+    ) -> None:
+        record = RunRecord.from_json(json.loads(line))
+        try:
+            store(record)
+        except Exception as exc:
+            if transient(exc):
+                raise
+            log.exception("spooled run could not be stored; set aside in rejected.jsonl")
+            self.reject(record, line)
+
+    def _lines(self) -> Iterator[str]:
+        if not self.path.exists():
+            return
+        with self.path.open() as spool:
+            yield from (line for line in spool if line.strip())
+
+    def _rewrite(self, remaining: list[str]) -> None:
+        """Keep ``remaining``; should that fail, the stored lines stay and are stored again
+        (a no-op) at the next flush."""
+        temporary = self.path.with_suffix(".tmp")
+        try:
+            if not remaining:
+                self.path.unlink(missing_ok=True)
+                return
+            with temporary.open("w") as spool:
+                spool.writelines(remaining)
+                spool.flush()
+                os.fsync(spool.fileno())
+            temporary.replace(self.path)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            self._failed(exc)
+
+    def _append(self, path: Path, data: bytes) -> None:
+        try:
+            # Made on first use, as the journal makes its own: a spool nobody wrote to yet
+            # (or whose folder was removed) is still a place to put a run.
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with self._shared():
+                append_durable(path, data)
+        except OSError as exc:
+            self._failed(exc)
+            raise
+        self._wrote()
+
+    def _shared(self) -> Any:
+        return shared_lock(self.directory / "runs.lock", RUNS_LOCK, self._lock)
+
+    def _failed(self, exc: OSError) -> None:
+        problem = problem_of(exc)
+        if problem != self._problem:
+            log.error("spool %s %s; probing goes on", self.directory, problem)
+        self._problem = problem
+
+    def _wrote(self) -> None:
+        if self._problem is not None:
+            log.info("spool %s writable again", self.directory)
+        self._problem = None
+
+    # Runs in flight ---------------------------------------------------------------
+
+    def begin(self, record: RunRecord) -> bool:
+        """Journal a run as it starts (or as it waits to be stored); ``end`` removes it."""
+        return self.journal.begin(record)
+
+    def end(self, run_id: uuid.UUID) -> None:
+        self.journal.end(run_id)
+
+    def adopt_orphans(self) -> list[RunRecord]:
+        """Runs journalled by processes that died before finishing them."""
+        return self.journal.adopt_orphans()
+
+    def close(self) -> None:
+        self.journal.close()
+
+
+def batches(lines: Sequence[str], runs: int, size: int) -> Iterator[list[str]]:
+    """``lines`` in order, in lists of at most ``runs`` lines and ``size`` bytes of them
+    (a line longer than ``size`` alone)."""
+    batch: list[str] = []
+    held = 0
+    for line in lines:
+        if batch and (len(batch) >= runs or held + len(line) > size):
+            yield batch
+            batch, held = [], 0
+        batch.append(line)
+        held += len(line)
+    if batch:
+        yield batch

@@ -1,0 +1,224 @@
+"""The pipeline's store stage on a thread of its own, so a database that hangs never holds
+the scheduler: a probe job ends when its run is measured, whatever the database does.
+
+Finished runs wait on a bounded queue, journalled whole (so a crash meanwhile loses
+nothing); the writer thread stores each one, or spools it while the database is away,
+then passes it on (``after_store``). When the queue is full (the database has hung for a
+while) a run goes straight to the spool, behind which the queued ones then line up. A run
+that can be neither stored nor spooled (database away *and* spool full) is held in memory,
+retried at the next flush, and stays journalled if the journal could be written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from app.runs.spool import Spool
+from app.runs.threads import NoWaitThreadPool
+from app.store.records import RunRecord, RunStatus
+
+log = logging.getLogger(__name__)
+
+CAPACITY = 256  # runs; 200 targets every 10 s fill it in 13 s of a hung database
+HELD_MAX = 1000
+BATCH_MAX = 32  # stored runs waiting to be passed on, at most
+_FLUSH, _STOP = "flush", "stop"
+
+
+@dataclass
+class Writer:
+    deliver: Callable[[RunRecord], bool]  # stores, or spools (OSError: the spool failed too)
+    flush: Callable[[], int]
+    spool: Spool
+    after_store: Callable[[RunRecord], object] | None = None
+    capacity: int = CAPACITY
+    current: RunRecord | None = None
+    _since: float | None = None  # when the store (or flush) in progress began
+    _queue: queue.Queue[RunRecord | str] = field(init=False)
+    _held: deque[RunRecord] = field(default_factory=lambda: deque(maxlen=HELD_MAX))
+    _held_lock: threading.Lock = field(default_factory=threading.Lock)
+    _flush_queued: threading.Event = field(default_factory=threading.Event)
+    _abandoned: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    # Journal writes and overflow appends: disk work of their own, never behind the database.
+    _disk: NoWaitThreadPool = field(
+        default_factory=lambda: NoWaitThreadPool(2, thread_name_prefix="spool")
+    )
+
+    def __post_init__(self) -> None:
+        self._queue = queue.Queue(self.capacity)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._work, name="writer", daemon=True)
+        self._thread.start()
+
+    @property
+    def waiting_s(self) -> float:
+        """How long the store or flush in progress has waited for the database."""
+        since = self._since
+        return 0.0 if since is None else time.monotonic() - since
+
+    async def submit(self, record: RunRecord) -> None:
+        """Hand a finished run over; returns at once (or after a spool append when full)."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._disk, self.spool.begin, record)
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            await loop.run_in_executor(self._disk, self._spool_or_hold, record)
+
+    def queued(self) -> int:
+        """Runs waiting for the writer thread (not a flush or stop request)."""
+        with self._queue.mutex:
+            return sum(isinstance(item, RunRecord) for item in self._queue.queue)
+
+    def request_flush(self) -> None:
+        if not self._flush_queued.is_set():
+            self._flush_queued.set()
+            try:
+                self._queue.put_nowait(_FLUSH)
+            except queue.Full:
+                self._flush_queued.clear()  # busy anyway; the next tick asks again
+
+    def close(self, budget_s: float) -> int:
+        """Store what is queued within ``budget_s``; spool the rest. Returns how many were
+        spooled here (the run stuck in a store included: a second copy is a no-op)."""
+        deadline = time.monotonic() + budget_s
+        with contextlib.suppress(queue.Full):
+            self._queue.put(_STOP, timeout=budget_s)
+        if self._thread is not None:
+            self._thread.join(max(0.0, deadline - time.monotonic()))
+        self._abandoned.set()
+        left = [r for r in self._drain() if isinstance(r, RunRecord)]
+        current = self.current
+        if current is not None:
+            left.append(current)
+        with self._held_lock:
+            left += list(self._held)
+            self._held.clear()
+        for record in left:
+            self._overflow(record)
+        self._disk.shutdown(wait=False)
+        return len(left)
+
+    # On the writer thread ---------------------------------------------------------
+
+    def _work(self) -> None:
+        """Store each run as it comes; pass the stored ones on once no run waits to be
+        stored (or ``BATCH_MAX`` wait to be passed on), so a store never queues behind the
+        evaluations of the runs before it. A run's target seen among those waiting to be
+        passed on passes them on first: each evaluation sees its target's history up to
+        its own run, as if passed on at once. Runs not taken yet stay in the queue, where
+        ``close`` finds them."""
+        waiting: list[RunRecord] = []
+        while True:
+            if waiting and (self._queue.empty() or len(waiting) >= BATCH_MAX):
+                waiting = self._after_all(waiting)
+            item = self._queue.get()
+            if not isinstance(item, RunRecord) or any(r.target == item.target for r in waiting):
+                waiting = self._after_all(waiting)
+            if item == _STOP:
+                return
+            if item == _FLUSH:
+                self._flush_queued.clear()
+                self._flush_now()
+            elif isinstance(item, RunRecord) and self._keep(item):
+                waiting.append(item)
+
+    def _after_all(self, stored: list[RunRecord]) -> list[RunRecord]:
+        for record in stored:
+            self._after(record)
+        return []
+
+    def _keep(self, record: RunRecord) -> bool:
+        """Store (or spool) ``record``; True when it is stored and complete, to be passed
+        on (as ``Pipeline.after_store`` promises)."""
+        if self._abandoned.is_set():
+            self._overflow(record)  # shutdown gave up on the database
+            return False
+        self.current, self._since = record, time.monotonic()
+        try:
+            stored = self.deliver(record)
+        except OSError as exc:  # the database is away and the spool failed too
+            self._hold(record, exc)
+            return False
+        except Exception:
+            log.exception("run %s could not be stored; set aside in rejected.jsonl", record.id)
+            self._reject(record)
+            stored = False
+        finally:
+            self.current, self._since = None, None
+        self.spool.end(record.id)
+        return stored and record.status == RunStatus.COMPLETE
+
+    def _flush_now(self) -> None:
+        with self._held_lock:
+            held = list(self._held)
+            self._held.clear()
+        for record in held:
+            if self._keep(record):
+                self._after(record)
+        if self._abandoned.is_set():
+            return
+        self._since = time.monotonic()
+        try:
+            self.flush()
+        except Exception:
+            log.exception("flushing the spool failed; retried at the next tick")
+        finally:
+            self._since = None
+
+    def _after(self, record: RunRecord) -> None:
+        if self.after_store is None:
+            return
+        try:
+            self.after_store(record)
+        except Exception:
+            log.exception("after storing run %s of %s", record.id, record.target)
+
+    def _hold(self, record: RunRecord, exc: OSError) -> None:
+        with self._held_lock:
+            if len(self._held) == self._held.maxlen:
+                lost = self._held[0]
+                log.error("run %s of %s lost: %d runs held already", lost.id, lost.target, HELD_MAX)
+            self._held.append(record)
+        log.warning("run %s held in memory, retried at the next flush: %s", record.id, exc)
+
+    def _spool_or_hold(self, record: RunRecord) -> None:
+        try:
+            self.spool.append(record)
+        except OSError as exc:
+            self._hold(record, exc)
+            return
+        self.spool.end(record.id)
+
+    def _overflow(self, record: RunRecord) -> None:
+        try:
+            self.spool.append(record)
+        except OSError as exc:
+            # Its journal (if the disk took it) lets the next start recover it whole.
+            log.error("run %s of %s neither stored nor spooled: %s", record.id, record.target, exc)
+            return
+        self.spool.end(record.id)
+
+    def _reject(self, record: RunRecord) -> None:
+        try:
+            self.spool.reject(record)
+        except OSError as exc:
+            log.error("run %s could not be set aside either: %s", record.id, exc)
+
+    def _drain(self) -> list[RunRecord | str]:
+        items: list[RunRecord | str] = []
+        while True:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                return items

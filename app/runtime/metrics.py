@@ -1,0 +1,277 @@
+"""What ``/metrics`` exposes, in one registry per app (never prometheus-client's global one,
+so tests and replicas in one process never share counters).
+
+Each stored run is observed once (``RunMetrics.observe_run``, the pipeline's ``after_store``
+hook, called in a worker thread; prometheus-client is thread-safe). Alert states and the
+spool are read when Prometheus scrapes (``ServiceCollector``). Labels are bounded: target,
+vantage, phase, status, error class, alert state and kind; never a run id or a message.
+
+Counters and histograms start at zero with the process, as Prometheus expects; the last
+run's gauges appear with the first run a process stores.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import __version__
+from app.alerts.rows import OPEN_STATES
+from app.analysis.detectors.deadline import SloStatus
+from app.analysis.summary import TIMED, summarize
+from app.clock import utcnow
+from app.runs.threads import Check
+from app.store.models import AlertRow, TargetRow
+from app.store.reads.slo import target_slo
+from app.store.records import RunRecord, SampleRecord
+
+log = logging.getLogger(__name__)
+
+# Seconds: sub-millisecond connects on a LAN up to two-minute LLM generations.
+LATENCY_BUCKETS_S = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 90.0, 120.0, 180.0, 300.0,
+)  # fmt: skip
+LATENESS_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+SERIES = ("target", "vantage")
+# Each of the scrape's two database reads waits at most this: both together stay well
+# inside Prometheus' default 10 s scrape timeout while the database is frozen, so the
+# scrape still brings the spool and the run counters, which say what the outage costs.
+DATABASE_BUDGET_S = 2.0
+AlertCount = tuple[str, str, str, int]  # state, kind, target, how many
+SloRow = tuple[str, str, SloStatus]  # target, vantage, its SLO now
+
+
+class RunMetrics:
+    """Metrics fed by stored runs, and the registry ``/metrics`` renders."""
+
+    def __init__(self) -> None:
+        # ``*_created`` series would double what Prometheus stores for nothing it uses.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._phases_seen: dict[tuple[str, str], set[str]] = {}
+        self._lock = threading.Lock()  # the last-run gauges of a series change together
+        self._declare(self.registry)
+
+    def _declare(self, registry: CollectorRegistry) -> None:
+        def histogram(name: str, doc: str, labels: Sequence[str], buckets: Any) -> Histogram:
+            return Histogram(name, doc, labels, buckets=buckets, registry=registry)
+
+        self.phase_seconds = histogram(
+            "phasewatch_phase_seconds",
+            "Time a probe request spent in each phase (ok and deadline-cut samples).",
+            (*SERIES, "phase"),
+            LATENCY_BUCKETS_S,
+        )
+        self.request_seconds = histogram(
+            "phasewatch_request_seconds",
+            "End-to-end time of a probe request (a deadline-cut sample counts its deadline).",
+            SERIES,
+            LATENCY_BUCKETS_S,
+        )
+        self.lateness_seconds = histogram(
+            "phasewatch_schedule_lateness_seconds",
+            "How late a run started after its scheduled time.",
+            SERIES,
+            LATENESS_BUCKETS_S,
+        )
+        self.phase_share = Gauge(
+            "phasewatch_phase_share_ratio",
+            "Each phase's share of the sum of phase medians, in the last run.",
+            (*SERIES, "phase"),
+            registry=registry,
+        )
+        self.dominant_phase = Gauge(
+            "phasewatch_dominant_phase",
+            "1 for the phase that dominated the last run, 0 for the other phases.",
+            (*SERIES, "phase"),
+            registry=registry,
+        )
+        self.samples = Counter(
+            "phasewatch_samples",
+            "Probe requests by outcome: ok, deadline_exceeded, error, http_error.",
+            (*SERIES, "status"),
+            registry=registry,
+        )
+        self.probe_errors = Counter(
+            "phasewatch_probe_errors",
+            "Failed probe requests by error class (an exception name or HTTP<status>).",
+            (*SERIES, "error_class"),
+            registry=registry,
+        )
+        self.runs_stored = Counter(
+            "phasewatch_runs_stored",
+            "Complete runs this process stored.",
+            SERIES,
+            registry=registry,
+        )
+        self.last_run = Gauge(
+            "phasewatch_last_run_timestamp_seconds",
+            "When the last stored run started (Unix time).",
+            SERIES,
+            registry=registry,
+        )
+
+    def observe_run(self, run: RunRecord) -> None:
+        series = (run.target, run.vantage)
+        for sample in run.samples:
+            self._observe_sample(series, sample)
+        if run.scheduled_at is not None:
+            late = (run.started_at - run.scheduled_at).total_seconds()
+            self.lateness_seconds.labels(*series).observe(max(0.0, late))
+        self.runs_stored.labels(*series).inc()
+        self.last_run.labels(*series).set(run.started_at.timestamp())
+        self._set_last_breakdown(series, run.samples)
+
+    def _observe_sample(self, series: tuple[str, str], sample: SampleRecord) -> None:
+        self.samples.labels(*series, sample.status).inc()
+        if sample.error_class is not None:
+            self.probe_errors.labels(*series, sample.error_class).inc()
+        if sample.status not in TIMED:
+            return
+        self.request_seconds.labels(*series).observe(sample.total_ms / 1000.0)
+        for phase, ms in sample.phases.items():
+            self.phase_seconds.labels(*series, phase).observe(ms / 1000.0)
+
+    def _set_last_breakdown(self, series: tuple[str, str], samples: Iterable[SampleRecord]) -> None:
+        summary = summarize(samples)
+        with self._lock:
+            seen = self._phases_seen.setdefault(series, set())
+            for gone in seen - summary.phases.keys():
+                self.phase_share.remove(*series, gone)  # not measured now: no share, not 0
+            seen.update(summary.phases)
+            for phase in seen:
+                self.dominant_phase.labels(*series, phase).set(phase == summary.dominant)
+            for phase, stats in summary.phases.items():
+                self.phase_share.labels(*series, phase).set(stats.share)
+
+    def watch(self, sessions: sessionmaker[Session], spooled: Callable[[], int]) -> None:
+        """Also expose alert states and the deadline SLOs (from the database) and the
+        spool, read at each scrape; a database read that does not answer within
+        ``DATABASE_BUDGET_S`` is left out of that scrape, not waited for."""
+        alerts = Check(lambda: alert_counts(sessions), "metrics-alerts")
+        slos = Check(lambda: slo_statuses(sessions), "metrics-slos")
+        collector = ServiceCollector(
+            partial(alerts.wait, DATABASE_BUDGET_S), spooled, partial(slos.wait, DATABASE_BUDGET_S)
+        )
+        self.registry.register(collector)
+
+
+class ServiceCollector(Collector):
+    """Gauges read when scraped; a part that cannot be read is left out, never an error."""
+
+    def __init__(
+        self,
+        alerts: Callable[[], list[AlertCount]],
+        spooled: Callable[[], int],
+        slos: Callable[[], list[SloRow]] = list,
+    ):
+        self.alerts = alerts
+        self.spooled = spooled
+        self.slos = slos
+
+    def describe(self) -> Iterator[Metric]:
+        # Without this the registry would call collect() (and the database) on register.
+        yield from self._families()
+
+    def collect(self) -> Iterator[Metric]:
+        alerts, spool, build, budget, burn = self._families()
+        for state, kind, target, count in self._read("open alerts", self.alerts, []):
+            alerts.add_metric([state, kind, target], count)
+        spooled = self._read("the spool", self.spooled, None)
+        if spooled is not None:
+            spool.add_metric([], spooled)
+        build.add_metric([__version__], 1)
+        for target, vantage, status in self._read("the SLOs", self.slos, []):
+            if status.budget_left is not None:
+                budget.add_metric([target, vantage], status.budget_left)
+            for window, rate in status.burn_rates.items():
+                if rate is not None:
+                    burn.add_metric([target, vantage, window], rate)
+        yield from (alerts, spool, build, budget, burn)
+
+    def _families(self) -> tuple[GaugeMetricFamily, ...]:
+        return (
+            GaugeMetricFamily(
+                "phasewatch_alerts",
+                "Open alerts by state (pending, firing, recovering), kind and target.",
+                labels=["state", "kind", "target"],
+            ),
+            GaugeMetricFamily(
+                "phasewatch_spooled_runs", "Runs waiting in the spool for the database."
+            ),
+            GaugeMetricFamily("phasewatch_build_info", "This phasewatch.", labels=["version"]),
+            GaugeMetricFamily(
+                "phasewatch_slo_error_budget_remaining_ratio",
+                "Share of the deadline SLO's error budget left in its window (below 0: overspent).",
+                labels=list(SERIES),
+            ),
+            GaugeMetricFamily(
+                "phasewatch_slo_burn_rate",
+                "Deadline misses over the SLO's allowed rate, per window (1: the budget lasts"
+                " exactly its window).",
+                labels=[*SERIES, "window"],
+            ),
+        )
+
+    def _read(self, what: str, read: Callable[[], Any], fallback: Any) -> Any:
+        try:
+            return read()
+        except TimeoutError:
+            log.warning("metrics: %s left out: no answer within %.1f s", what, DATABASE_BUDGET_S)
+        except Exception as exc:
+            log.warning("metrics: %s left out: %s", what, exc)
+        return fallback
+
+
+def alert_counts(sessions: sessionmaker[Session]) -> list[AlertCount]:
+    query = (
+        select(AlertRow.state, AlertRow.kind, AlertRow.target, func.count())
+        .where(AlertRow.state.in_(OPEN_STATES))
+        .group_by(AlertRow.state, AlertRow.kind, AlertRow.target)
+    )
+    with sessions() as session:
+        return [(state, kind, target, int(n)) for state, kind, target, n in session.execute(query)]
+
+
+def slo_statuses(sessions: sessionmaker[Session]) -> list[SloRow]:
+    """Every active target with a deadline, per vantage seen in its budget window."""
+    now = utcnow()
+    with sessions() as session:
+        names = session.scalars(select(TargetRow.name).where(TargetRow.active)).all()
+        found = [(name, target_slo(session, name, now) or {}) for name in names]
+    return [
+        (name, vantage, status)
+        for name, by_vantage in found
+        for vantage, status in sorted(by_vantage.items(), key=lambda item: str(item[0]))
+        if vantage is not None
+    ]
+
+
+def then(
+    first: Callable[[RunRecord], object], second: Callable[[RunRecord], object]
+) -> Callable[[RunRecord], None]:
+    """One ``after_store`` hook calling two: the second runs even if the first fails."""
+
+    def both(run: RunRecord) -> None:
+        try:
+            first(run)
+        finally:
+            second(run)
+
+    return both

@@ -1,0 +1,298 @@
+"""The running service: the pieces ``create_app`` wires, and their background loops.
+
+Loops: leadership (who schedules), the spool flusher (runs waiting for the database, and
+journals left by dead processes), the targets-file reloader (SIGHUP or a change on disk),
+health (is the spool writable), and, once the database has the schema (``readiness``),
+retention (prunes raw samples) and the outbox sender (notifications; every process sends,
+PostgreSQL row locks keep it once).
+
+Nothing here waits on the database unbounded where it matters: start waits at most
+``START_WAIT_S`` and then probes into the spool, and stop (``stopping``) keeps every step
+within its budget, so SIGTERM ends ``serve`` within 5 s whatever the database does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import os
+import signal
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
+
+from app.alerts.engine import AlertEngine
+from app.alerts.sender import Sender
+from app.analysis.detectors import DetectorParams
+from app.clock import utcnow
+from app.config import (
+    ConfigError,
+    ResolvedSettings,
+    Settings,
+    Target,
+    TargetsFile,
+    load_targets,
+)
+from app.config.placement import probed_here
+from app.notifiers import KINDS, build_notifiers, names_for
+from app.runs.pipeline import Pipeline, is_transient, log_orphan
+from app.runs.writer import Writer
+from app.runtime.health import Health
+from app.runtime.readiness import wait_for_schema
+from app.runtime.scheduler import Watch
+from app.runtime.stopping import stop_within_budget
+from app.runtime.upkeep import Upkeep
+from app.store.leader import Leadership
+from app.store.targets import TargetValues, sync_targets
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY_S = 5.0
+RELOAD_POLL_S = 2.0
+SYNC_ATTEMPTS = 3
+START_WAIT_S = 2.0  # for the database at start; then probing starts, into the spool
+HEALTH_EVERY_S = 5.0
+DEFAULT_PARAMS = DetectorParams()
+
+
+@dataclass
+class AlertRules:
+    """Each target's detector settings and notifiers, as the targets file last said.
+
+    Targets known only by their runs (imports, agents) get the defaults and every notifier.
+    """
+
+    targets: TargetsFile
+
+    def params_for(self, name: str) -> DetectorParams:
+        target = self._target(name)
+        return target.alerts if target is not None else DEFAULT_PARAMS
+
+    def notifiers_for(self, name: str) -> list[str]:
+        target = self._target(name)
+        return names_for(target.notifiers if target is not None else [], self.targets.notifiers)
+
+    def wants_refresh(self, notifier: str) -> bool:
+        config = self.targets.notifiers.get(notifier)
+        return config is None or KINDS[config.type].refreshes
+
+    def _target(self, name: str) -> Target | None:
+        return next((t for t in self.targets.targets if t.name == name), None)
+
+
+@dataclass
+class Service:
+    settings: Settings
+    resolved: ResolvedSettings
+    targets: TargetsFile
+    engine: Engine
+    pipeline: Pipeline
+    watch: Watch
+    leadership: Leadership
+    alerts: AlertEngine
+    rules: AlertRules
+    writer: Writer
+    health: Health
+    upkeep: Upkeep
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    reload_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    sender: Sender | None = None
+    # False: serve what the database holds, probe nothing (the demo probes on its own clock).
+    probing: bool = True
+    # Apply migrations once the database answers (``serve``); else wait for the schema.
+    migrate: bool = False
+    _lead_check: asyncio.Future[bool] | None = None
+    _scheduling: bool = False  # what the watch was last told: lead or stand by
+    _stopping: asyncio.Future[None] | None = None
+    _started: bool = False
+
+    async def start(self) -> None:
+        self.pipeline.writer = self.writer  # from now on a run is stored on the writer's thread
+        self.pipeline.ready.clear()  # runs are spooled until the schema is known to be there
+        self.writer.start()
+        await self._recover_orphans()
+        self.watch.apply(self._scheduled(self.targets))
+        ready = asyncio.create_task(self._when_ready())
+        self.tasks.append(ready)
+        lead = self._check_lead()
+        both: list[asyncio.Future[Any]] = [ready, lead]
+        await asyncio.wait(both, timeout=START_WAIT_S)
+        if ready.done():
+            ready.result()  # a start that cannot even write the targets fails, as it should
+        else:
+            log.warning("database not ready within %.0f s; probing into the spool", START_WAIT_S)
+        self._scheduling = lead.result() if lead.done() else self.leadership.leading
+        self.watch.start(paused=not self._scheduling)
+        log.info(
+            "%s; %d target(s)",
+            "leading" if self._scheduling else "standing by",
+            len(self.watch.targets),
+        )
+        for loop in (self._leader_loop, self._flush_loop, self._reload_loop, self._health_loop):
+            self.tasks.append(asyncio.create_task(_forever(loop)))
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            # Only the main thread may own signals (tests build the app in other threads).
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload_requested.set)
+        # Start-up's objects (modules, config, engine) live for the process: out of the
+        # cyclic GC's sight, a large read's many new objects no longer make it walk them all.
+        gc.freeze()
+        self._started = True
+
+    async def _when_ready(self) -> None:
+        """Once the database has the schema: targets, alert state, the spool, upkeep loops."""
+        await wait_for_schema(self.engine, self.resolved.database_url, self.migrate, self.health)
+        self.pipeline.ready.set()
+        await asyncio.to_thread(self._sync_targets, self.targets)
+        await self._restore_alerts()
+        self.writer.request_flush()
+        self.tasks.extend(asyncio.create_task(_forever(loop)) for loop in self.upkeep.loops())
+
+    def begin_stop(self) -> None:
+        """Start stopping now (SIGTERM), beside the web server's own drain. Not before
+        ``start`` is done: the web server calls ``stop`` after a start it interrupted."""
+        if self._started and self._stopping is None:
+            self._stopping = asyncio.ensure_future(stop_within_budget(self))
+
+    async def stop(self) -> None:
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(stop_within_budget(self))
+        await asyncio.shield(self._stopping)
+
+    async def _restore_alerts(self) -> None:
+        # Alerting must not keep the watch from starting: the first evaluation tries again.
+        try:
+            await asyncio.to_thread(self.alerts.restore)
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception("alert state not restored; retried at the first evaluation")
+                return
+            log.warning("alert state not restored yet, database unreachable: %s", exc)
+
+    # Leadership -------------------------------------------------------------------
+
+    async def _leader_loop(self) -> None:
+        await asyncio.sleep(self.settings.leader_check_s)
+        now = await self._check_lead()
+        if now and not self._scheduling:
+            log.info("took the lead: scheduling probes")
+            self.watch.resume()
+        elif self._scheduling and not now:
+            log.warning("lost the lead: standing by")
+            self.watch.pause()
+        self._scheduling = now
+
+    def _check_lead(self) -> asyncio.Future[bool]:
+        """One check at a time: one stuck on a frozen database is waited on, not doubled."""
+        if self._lead_check is None or self._lead_check.done():
+            self._lead_check = asyncio.ensure_future(asyncio.to_thread(self.leadership.check))
+        return asyncio.shield(self._lead_check)
+
+    # Spool and health -------------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        await asyncio.sleep(FLUSH_EVERY_S)
+        await self._recover_orphans()  # a replica that died beside this one leaves some
+        if self.pipeline.spool.has_pending():
+            self.writer.request_flush()
+
+    async def _recover_orphans(self) -> None:
+        for orphan in await asyncio.to_thread(self.pipeline.spool.adopt_orphans):
+            log_orphan(orphan)
+            await self.writer.submit(orphan)
+
+    async def _health_loop(self) -> None:
+        await asyncio.to_thread(self.health.check_spool)
+        await asyncio.sleep(HEALTH_EVERY_S)
+
+    # Reload -----------------------------------------------------------------------
+
+    async def _reload_loop(self) -> None:
+        path = self.settings.config
+        seen = _stamp(path)
+        while _stamp(path) == seen and not self.reload_requested.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.reload_requested.wait(), RELOAD_POLL_S)
+        self.reload_requested.clear()
+        await self.reload()
+
+    async def reload(self) -> None:
+        try:
+            targets = await asyncio.to_thread(load_targets, self.settings.config)
+        except ConfigError as exc:
+            for problem in exc.problems:
+                log.error("reload refused, keeping the running targets: %s", problem)
+            return
+        if self.pipeline.ready.is_set():  # else the database gets them once it is ready
+            await asyncio.to_thread(self._sync_targets, targets)
+        changes = self.watch.apply(self._scheduled(targets))
+        if self.sender is not None:
+            self.sender.notifiers = build_notifiers(targets.notifiers)
+        if self.settings.resolved(targets) != self.resolved:
+            log.warning("vantage, database or retention changed: takes effect on restart")
+        self.targets = self.rules.targets = targets
+        log.info("targets reloaded: %s", changes)
+
+    def _scheduled(self, targets: TargetsFile) -> list[Target]:
+        if not self.probing:
+            return []
+        # Targets listing vantages run here only if this one is listed (the rest at agents).
+        here, refused = probed_here(targets.targets, self.resolved.vantage, os.environ, server=True)
+        for name, reason in refused.items():
+            log.error("target %s not probed at %s: %s", name, self.resolved.vantage, reason)
+        return here
+
+    def _sync_targets(self, targets: TargetsFile) -> None:
+        try:
+            self._write_targets(targets)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("targets table not updated, database unreachable: %s", exc)
+
+    def _write_targets(self, targets: TargetsFile) -> None:
+        for attempt in range(SYNC_ATTEMPTS):
+            try:
+                with self.pipeline.sessions.begin() as session:
+                    sync_targets(session, target_values(targets.targets), utcnow())
+                return
+            except IntegrityError:
+                # Replicas starting (or reloading) together insert the same new target;
+                # the loser waited for the winner's commit, so its next try finds the row.
+                if attempt == SYNC_ATTEMPTS - 1:
+                    raise
+
+    async def prune(self, now: datetime) -> None:
+        """Raw samples past the retention, and the fine rollups past theirs."""
+        await self.upkeep.prune(now)
+
+
+async def _forever(step: Callable[[], Awaitable[None]]) -> None:
+    """Run ``step`` again and again; a failing step is logged and retried, never fatal."""
+    while True:
+        try:
+            await step()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("background step %s failed; retrying", step.__name__)
+            await asyncio.sleep(1.0)
+
+
+def target_values(targets: Iterable[Target]) -> list[TargetValues]:
+    """The file's targets as the targets table stores them (header values redacted)."""
+    return [TargetValues(t.name, t.kind.value, t.url, t.interval, t.public()) for t in targets]
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size

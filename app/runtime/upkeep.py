@@ -1,0 +1,119 @@
+"""The service's upkeep once the database is ready: rollups, retention, the outbox sender,
+the check for silent vantages.
+
+Each is one step of a loop the service runs for ever (``_forever``); a database that is
+away makes a step log and give up until the next, never fail the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.alerts.sender import Sender
+from app.clock import utcnow
+from app.runs.pipeline import is_transient
+from app.runtime.foreground import Foreground
+from app.store.prune import prune_samples
+from app.store.rollups.catchup import catch_up
+from app.store.rollups.digests import CATCH_UP_EVERY_S, prune_fine_rollups
+
+log = logging.getLogger(__name__)
+
+PRUNE_EVERY_S = 3600.0
+ROLLUP_LOOKBACK = timedelta(days=2)
+SEND_EVERY_S = 2.0
+
+
+class Looping(Protocol):
+    """A check the service runs for ever beside its own (the agents' ``vantage_silent``)."""
+
+    async def loop(self) -> None: ...
+
+
+@dataclass
+class Upkeep:
+    sessions: sessionmaker[Session]
+    engine: Engine
+    raw_retention_days: int
+    sender: Sender | None = None
+    vantages: Looping | None = None  # vantage_silent
+    # What waits for the catch-up to yield between its batches (agents' pushes).
+    foreground: Foreground = field(default_factory=Foreground)
+
+    def loops(self) -> list[Callable[[], Awaitable[None]]]:
+        loops: list[Callable[[], Awaitable[None]]] = [self.rollup_loop, self.prune_loop]
+        if self.sender is not None:
+            loops.append(self.send_loop)
+        if self.vantages is not None:
+            loops.append(self.vantages.loop)
+        return loops
+
+    # Rollups and retention ----------------------------------------------------------
+
+    async def rollup_loop(self) -> None:
+        # The first pass reaches back over all raw samples: runs stored while no process
+        # kept rollups (an upgrade, an import) are added while their samples are there.
+        await self._catch_up(utcnow() - self._retention())
+        while True:
+            await asyncio.sleep(CATCH_UP_EVERY_S)
+            await self._catch_up(utcnow() - ROLLUP_LOOKBACK)
+
+    async def _catch_up(self, since: datetime) -> None:
+        try:
+            added = await asyncio.to_thread(
+                catch_up, self.sessions, since, utcnow(), between=self.foreground.quiet
+            )
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("rollups not kept up, database unreachable: %s", exc)
+            return
+        if added:
+            log.debug("%d run(s) added to the rollups", added)
+
+    def _retention(self) -> timedelta:
+        return timedelta(days=self.raw_retention_days)
+
+    async def prune_loop(self) -> None:
+        await self.prune(utcnow())
+        await asyncio.sleep(PRUNE_EVERY_S)
+
+    async def prune(self, now: datetime) -> None:
+        """Raw samples past the retention, and the fine rollups past theirs."""
+        cutoff = now - self._retention()
+        # A run's samples are about to go: its digest must exist first, or history loses it.
+        await self._catch_up(cutoff - timedelta(days=1))
+        if deleted := await self._pruned(prune_samples, cutoff):
+            log.info("pruned %d raw samples older than %s", deleted, cutoff.date())
+        if deleted := await self._pruned(prune_fine_rollups, now):
+            log.info("pruned %d 5- and 15-minute rollups past their keeping", deleted)
+
+    async def _pruned(self, prune: Callable[[Engine, datetime], int], at: datetime) -> int:
+        try:
+            return await asyncio.to_thread(prune, self.engine, at)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            return 0
+
+    # Notifications ----------------------------------------------------------------
+
+    async def send_loop(self) -> None:
+        assert self.sender is not None
+        try:
+            handled = await self.sender.run_once()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("outbox not sent, database unreachable: %s", exc)
+            handled = 0
+        if handled < self.sender.batch:  # a full batch: more may be due at once
+            await asyncio.sleep(SEND_EVERY_S)

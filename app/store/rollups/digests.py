@@ -1,0 +1,205 @@
+"""Run digests and rollups: kept in step with the stored runs, once per run.
+
+A complete run's digest (app.analysis.digest) is written beside it and merged into its
+rollups, one row per (target, vantage, period) for each period in ``PERIODS``, aligned to
+the UTC epoch, and one more per period for the target's vantages pooled (``POOLED``). Each
+rollup keeps its period's quantiles beside its sketches.
+
+The digest row is the marker that the run is counted: inserting it is ON CONFLICT DO
+NOTHING, and only the writer whose insert took merges the rollups, so adding a run twice
+(the store hook, then ``catch_up``) counts it once. New rollup rows go in with one
+statement; existing ones are merged under a row lock (``FOR UPDATE`` on PostgreSQL; SQLite
+has one writer), always in key order, so two writers never deadlock.
+
+Two ways in:
+* ``add_run(session, record, now, target_id)`` in the transaction that stores the run
+  (``app.store.ingest.store_run``), or just after it;
+* ``app.store.rollups.catchup.catch_up(sessions, since, now)`` for complete runs stored without
+  it (the service's runs, spool flushes, imports), as long as their samples are still there.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, Table, and_, select, update
+from sqlalchemy.orm import Session
+
+from app.analysis.digest import QUANTILES, Digest, digest_of, merge_digests
+from app.analysis.summary import Summary
+from app.store.models import RollupRow, RunDigestRow, TargetRow
+from app.store.prune import prune_rows
+from app.store.records import RunRecord, RunStatus
+from app.store.targets import insert_unless_present
+
+PERIODS = (300, 900, 3600, 21600, 86400)  # 5 min, 15 min, 1 h, 6 h, 1 day
+# The vantage of the rollups that pool every vantage of a target: a history of all vantages
+# then reads one row per bucket, like a history of one. Never a vantage's own name ("*"
+# is not one any probe reports).
+POOLED = "*"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# History and the overview read run digests and rollups, added off the store's path (by the
+# service's rollup loop, this often) so that storing a run stays one statement; they trail
+# the runs by at most this much.
+CATCH_UP_EVERY_S = 10.0
+# The 5- and 15-minute rollups hold about a row per run (for the vantage, and again pooled)
+# and were most of the disk a run keeps (``bench.store_size``). They are kept this
+# long; older windows cut into buckets that need them are merged from the run digests, which
+# are kept forever (``app.store.reads.timeseries.time_series``): the same numbers, more rows
+# to read.
+FINE_PERIODS = (300, 900)
+FINE_ROLLUPS_KEPT = timedelta(days=35)
+# Pruned a day later than reads stop using them: a read near the edge never finds them gone.
+_FINE_PRUNE_MARGIN = timedelta(days=1)
+
+
+def fine_rollups_from(now: datetime) -> datetime:
+    """The oldest period start whose 5- and 15-minute rollups reads may rely on at ``now``."""
+    return now - FINE_ROLLUPS_KEPT
+
+
+def prune_fine_rollups(engine: Engine, now: datetime) -> int:
+    """Delete the 5- and 15-minute rollups reads no longer use, in short batches."""
+    before = fine_rollups_from(now) - _FINE_PRUNE_MARGIN
+    # A period at a time: each is one ordered range of ix_rollups_period_s_period_start.
+    older = [(RollupRow.period_s == p) & (RollupRow.period_start < before) for p in FINE_PERIODS]
+    return sum(prune_rows(engine, RollupRow.period_start, where) for where in older)
+
+
+def period_start(at: datetime, seconds: int) -> datetime:
+    """The start of the UTC-aligned period of ``seconds`` that holds ``at``."""
+    elapsed = int((at - EPOCH).total_seconds() // seconds) * seconds
+    return EPOCH + timedelta(seconds=elapsed)
+
+
+@dataclass(frozen=True, slots=True)
+class RunDigest:
+    run_id: uuid.UUID
+    target_id: int
+    vantage: str
+    started_at: datetime
+    digest: Digest
+
+
+def add_run(session: Session, record: RunRecord, now: datetime, target: int | None = None) -> bool:
+    """Count a stored run in the rollups; False if it is not complete or already counted.
+
+    ``target`` is the run's target id when the caller has it (``store_run`` does).
+    """
+    if record.status != RunStatus.COMPLETE:
+        return False
+    if target is None:
+        target = session.scalar(select(TargetRow.id).where(TargetRow.name == record.target))
+        if target is None:
+            return False
+    found = RunDigest(
+        record.id, target, record.vantage, record.started_at, digest_of(record.samples)
+    )
+    return add_digests(session, [found], now) == 1
+
+
+def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -> int:
+    """Write the run digests not written yet and merge those into the rollups."""
+    if not digests:
+        return 0
+    statement = insert_unless_present(session, DIGESTS, ["run_id"]).returning(DIGESTS.c.run_id)
+    inserted = set(session.scalars(statement, [digest_values(d) for d in digests]).all())
+    fresh = [d for d in digests if d.run_id in inserted]
+    merged = {key: merge_digests(parts) for key, parts in sorted(by_rollup(fresh).items())}
+    for key in sorted(merged.keys() - _insert_new(session, merged, now)):
+        _merge_into(session, key, merged[key], now)
+    return len(fresh)
+
+
+RollupKey = tuple[int, str, int, datetime]
+DIGESTS: Table = RunDigestRow.__table__  # type: ignore[assignment]
+ROLLUPS: Table = RollupRow.__table__  # type: ignore[assignment]
+
+
+def by_rollup(digests: Iterable[RunDigest]) -> dict[RollupKey, list[Digest]]:
+    groups: dict[RollupKey, list[Digest]] = defaultdict(list)
+    for found in digests:
+        for seconds in PERIODS:
+            start = period_start(found.started_at, seconds)
+            for vantage in (found.vantage, POOLED):
+                groups[(found.target_id, vantage, seconds, start)].append(found.digest)
+    return groups
+
+
+def _insert_new(session: Session, merged: dict[RollupKey, Digest], now: datetime) -> set[RollupKey]:
+    """Insert the rollup rows that do not exist yet, in one statement; the keys inserted.
+
+    Rows go in key order, as ``_merge_into`` locks them, so two writers never deadlock.
+    """
+    if not merged:
+        return set()
+    rows = [
+        {**dict(zip(KEY_COLUMNS, key, strict=True)), **rollup_values(digest, now)}
+        for key, digest in merged.items()
+    ]
+    statement = insert_unless_present(session, ROLLUPS, list(KEY_COLUMNS)).returning(
+        *(ROLLUPS.c[name] for name in KEY_COLUMNS)
+    )
+    return {(t, v, p, start) for t, v, p, start in session.execute(statement, rows)}
+
+
+def _merge_into(session: Session, key: RollupKey, digest: Digest, now: datetime) -> None:
+    """Merge ``digest`` into the existing rollup row ``key``, under its row lock."""
+    where = _rollup_key(key)
+    stored = session.scalars(select(RollupRow.digest).where(where).with_for_update()).one()
+    merged = merge_digests([Digest.from_json(stored), digest])
+    session.execute(update(RollupRow).where(where).values(rollup_values(merged, now)))
+
+
+KEY_COLUMNS = ("target_id", "vantage", "period_s", "period_start")
+
+
+def _rollup_key(key: RollupKey) -> Any:
+    target, vantage, seconds, start = key
+    return and_(
+        RollupRow.target_id == target,
+        RollupRow.vantage == vantage,
+        RollupRow.period_s == seconds,
+        RollupRow.period_start == start,
+    )
+
+
+def rollup_values(digest: Digest, now: datetime) -> dict[str, Any]:
+    summary = digest.summary()
+    return {
+        "runs": digest.runs,
+        "n": digest.n,
+        "total_p50": summary.total.get("p50"),
+        # The period's quantiles, kept beside its sketches: a history whose buckets are
+        # this period reads these few numbers instead of merging sketches.
+        "digest": {**digest.to_json(), "summary": _compact(digest, summary)},
+        "updated_at": now,
+    }
+
+
+def _compact(digest: Digest, summary: Summary) -> dict[str, Any]:
+    return {
+        "runs": digest.runs,
+        "n": digest.n,
+        "errors": digest.errors,
+        "deadline_exceeded": digest.deadline_exceeded,
+        "total": [summary.total.get(name) for name in QUANTILES],
+        "phases": {
+            name: [stats.quantiles[q] for q in QUANTILES] for name, stats in summary.phases.items()
+        },
+    }
+
+
+def digest_values(found: RunDigest) -> dict[str, Any]:
+    return {
+        "run_id": found.run_id,
+        "target_id": found.target_id,
+        "vantage": found.vantage,
+        "started_at": found.started_at,
+        "digest": found.digest.to_json(),
+    }

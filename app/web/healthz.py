@@ -1,0 +1,35 @@
+"""``/healthz``: is this process doing its job, and if not, what is wrong.
+
+It answers 200 while it spools, too, within a second whatever the database does: the
+checks behind it run on threads of their own with a short budget (``app.runtime.health``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from app import __version__
+from app.runtime.service import Service
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz(request: Request) -> dict[str, Any]:
+    service: Service = request.app.state.service
+    await service.health.refresh()
+    report = service.health.report()
+    return {
+        "status": report["status"],
+        "version": __version__,
+        "vantage": service.resolved.vantage,
+        "database": report["database"],
+        "leader": service.leadership.leading,
+        # The targets file's: a standby probes none of them, nor does the demo's web app.
+        "targets": len(service.targets.targets),
+        "spooled_runs": report["spooled_runs"],
+        "spool": report["spool"],
+        "problems": report["problems"],
+    }

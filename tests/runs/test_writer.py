@@ -1,0 +1,72 @@
+"""The writer thread: runs stored as they come, passed on (alert evaluation) once none
+waits to be stored, and a second run of one target only after the first was passed on."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from app.runs.spool import Spool
+from app.runs.writer import Writer
+from app.store.records import RunRecord, RunStatus
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def run(target: str) -> RunRecord:
+    return RunRecord(
+        id=uuid.uuid4(), target=target, vantage="eu", started_at=NOW, status=RunStatus.COMPLETE
+    )
+
+
+def test_waiting_runs_are_stored_before_the_stored_ones_are_passed_on(tmp_path: Path) -> None:
+    events: list[tuple[str, str]] = []
+    storing, gate = threading.Event(), threading.Event()
+
+    def deliver(record: RunRecord) -> bool:
+        if record.target == "a":
+            storing.set()
+            assert gate.wait(10)
+        events.append(("store", record.target))
+        return True
+
+    def after(record: RunRecord) -> None:
+        events.append(("after", record.target))
+
+    writer = Writer(deliver, lambda: 0, Spool(tmp_path), after_store=after)
+    writer.start()
+
+    async def submit() -> None:
+        await writer.submit(run("a"))
+        assert await asyncio.to_thread(storing.wait, 10)  # "a" holds the writer meanwhile
+        for target in ("b", "c", "b"):
+            await writer.submit(run(target))
+
+    asyncio.run(submit())
+    gate.set()
+    assert writer.close(10) == 0
+
+    assert events == [
+        ("store", "a"),
+        ("store", "b"),
+        ("store", "c"),
+        ("after", "a"),  # b's second run: b's first is passed on before it is stored
+        ("after", "b"),
+        ("after", "c"),
+        ("store", "b"),
+        ("after", "b"),
+    ]
+
+
+def test_a_run_stored_alone_is_passed_on_before_the_writer_waits_again(tmp_path: Path) -> None:
+    passed = threading.Event()
+    writer = Writer(
+        lambda _record: True, lambda: 0, Spool(tmp_path), after_store=lambda _r: passed.set()
+    )
+    writer.start()
+    asyncio.run(writer.submit(run("a")))
+    assert passed.wait(10)  # no second run needed to push it on
+    assert writer.close(10) == 0

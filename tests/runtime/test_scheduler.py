@@ -1,0 +1,180 @@
+"""The watch loop's timing: one job per target, spread, never overlapping, reloadable."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+
+import pytest
+from apscheduler.schedulers.base import STATE_PAUSED
+
+from app.config import Target
+from app.runtime.scheduler import Watch, first_run_offset
+from tests.helpers import until
+
+pytestmark = pytest.mark.anyio
+
+
+def target(name: str, **fields: object) -> Target:
+    return Target.model_validate({"name": name, "url": "http://127.0.0.1:1/"} | fields)
+
+
+class Recorder:
+    """The pipeline's place: records what the scheduler asked for, and when it ran.
+
+    A run waits for ``release`` (set from the start unless ``hold``), so a test decides when
+    runs finish instead of sleeping for them.
+    """
+
+    def __init__(self, *, hold: bool = False, busy_s: float = 0.0) -> None:
+        self.calls: list[tuple[str, datetime | None]] = []
+        self.busy_s = busy_s
+        self.release = asyncio.Event()
+        if not hold:
+            self.release.set()
+        self.active = 0
+        self.most_active = 0
+        self.cancelled = 0
+        self.finished = 0
+
+    async def __call__(self, run: Target, due: datetime | None) -> None:
+        self.calls.append((run.name, due))
+        self.active += 1
+        self.most_active = max(self.most_active, self.active)
+        try:
+            await self.release.wait()
+            await asyncio.sleep(self.busy_s)
+            self.finished += 1
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            self.active -= 1
+
+    def count(self, name: str) -> int:
+        return sum(1 for called, _ in self.calls if called == name)
+
+    def due(self, name: str) -> list[datetime]:
+        return [due for called, due in self.calls if called == name and due is not None]
+
+
+def slots(due: list[datetime], first: datetime, interval_s: float) -> list[float]:
+    """Each due time as a number of intervals after ``first``."""
+    return [(at - first).total_seconds() / interval_s for at in due]
+
+
+def test_first_runs_are_spread_over_the_interval_and_stable() -> None:
+    offsets = [first_run_offset(f"target-{i}", 10.0) for i in range(200)]
+    assert all(0 <= offset < 10 for offset in offsets)
+    assert sum(offset < 5 for offset in offsets) in range(80, 121)  # about half
+    assert first_run_offset("target-7", 10.0) == offsets[7]
+
+
+def test_each_job_fires_first_at_its_offset_then_every_interval() -> None:
+    watch = Watch(Recorder())
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    watch.apply([target("a", interval=0.2), target("b", interval=30)], now=now)
+    for name, interval in (("a", 0.2), ("b", 30.0)):
+        job = watch.scheduler.get_job(name)
+        first = now + timedelta(seconds=first_run_offset(name, interval))
+        assert job.next_run_time == first
+        assert (job.max_instances, job.coalesce) == (1, True)
+        later = job.trigger.get_next_fire_time(first, first)
+        assert later == first + timedelta(seconds=interval)
+
+
+async def test_every_target_runs_on_its_interval() -> None:
+    """Due times sit on each target's grid (first slot + whole intervals), one run a slot.
+    How late runs start under load is bench.schedule_load's lateness (p99 <= 50 ms)."""
+    recorder = Recorder()
+    watch = Watch(recorder)
+    now = datetime.now(UTC)
+    watch.apply([target("a", interval=0.2), target("b", interval=0.3)], now=now)
+    watch.start(paused=False)
+    await until(lambda: recorder.count("a") >= 4 and recorder.count("b") >= 3, what="runs")
+    await watch.stop(grace_s=1)
+    assert all(due is not None and due.tzinfo is UTC for _, due in recorder.calls)
+    for name, interval in (("a", 0.2), ("b", 0.3)):
+        first = now + timedelta(seconds=first_run_offset(name, interval))
+        on_grid = slots(recorder.due(name), first, interval)
+        assert all(abs(slot - round(slot)) < 1e-6 for slot in on_grid), on_grid
+        assert on_grid == sorted(set(on_grid)), on_grid  # never two runs for one slot
+    assert len(watch.lateness_s) == len(recorder.calls)
+    assert all(late >= 0 for late in watch.lateness_s)
+
+
+async def test_a_slow_run_never_overlaps_the_next() -> None:
+    """A run busy for 3.5 intervals: never two at once, and the slots it covered are skipped,
+    not queued (the next due slot is the last one reached once it has finished)."""
+    recorder = Recorder(busy_s=0.35)
+    watch = Watch(recorder)
+    watch.apply([target("slow", interval=0.1)])
+    watch.start(paused=False)
+    await until(lambda: recorder.finished >= 3, what="three slow runs")
+    await watch.stop(grace_s=1)
+    assert recorder.most_active == 1
+    due = recorder.due("slow")
+    gaps = [(b - a).total_seconds() for a, b in pairwise(due)]
+    assert all(gap >= 0.3 - 1e-6 for gap in gaps), gaps
+
+
+async def test_apply_adds_removes_reschedules_and_updates_without_restart() -> None:
+    recorder = Recorder()
+    watch = Watch(recorder)
+    watch.apply([target("keep", interval=60), target("drop", interval=60)])
+    watch.start(paused=False)
+    changes = watch.apply(
+        [target("keep", interval=0.1), target("new", interval=0.1)],
+    )
+    assert changes.added == ("new",) and changes.removed == ("drop",)
+    assert changes.rescheduled == ("keep",)
+    assert watch.scheduler.get_job("keep").trigger.interval == timedelta(seconds=0.1)
+    changes = watch.apply([target("keep", interval=0.1, samples=3), target("new", interval=0.1)])
+    assert changes.updated == ("keep",) and not changes.rescheduled
+    assert watch.targets["keep"].samples == 3
+    await until(lambda: recorder.count("keep") >= 2 and recorder.count("new") >= 1, what="runs")
+    await watch.stop(grace_s=1)
+    assert recorder.count("drop") == 0
+    assert {job.id for job in watch.scheduler.get_jobs()} == {"keep", "new"}
+
+
+async def test_a_paused_watch_runs_nothing_until_resumed() -> None:
+    recorder = Recorder()
+    watch = Watch(recorder)
+    # Applied a second ago: the first slot is already due when the watch starts.
+    watch.apply([target("a", interval=0.1)], now=datetime.now(UTC) - timedelta(seconds=1))
+    watch.start(paused=True)
+    # A window for a run that should not happen; a slow machine only makes it shorter.
+    await asyncio.sleep(0.3)
+    assert recorder.calls == []
+    watch.resume()
+    await until(lambda: recorder.count("a") >= 2, what="runs after resume")
+    await watch.stop(grace_s=1)
+
+
+async def test_stop_lets_a_run_in_flight_finish_within_the_grace() -> None:
+    recorder = Recorder(hold=True)
+    watch = Watch(recorder)
+    watch.apply([target("long", interval=0.05)])
+    watch.start(paused=False)
+    await until(lambda: recorder.active == 1, what="a run in flight")
+    stopping = asyncio.create_task(watch.stop(grace_s=60))
+    await until(lambda: watch.scheduler.state == STATE_PAUSED, what="scheduling stopped")
+    assert not stopping.done()  # waiting for the run
+    recorder.release.set()
+    await stopping
+    assert (recorder.finished, recorder.cancelled, recorder.active) == (1, 0, 0)
+
+
+async def test_stop_cancels_a_run_still_in_flight_after_the_grace() -> None:
+    recorder = Recorder(hold=True)
+    watch = Watch(recorder)
+    watch.apply([target("long", interval=0.05)])
+    watch.start(paused=False)
+    await until(lambda: recorder.active == 1, what="a run in flight")
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await watch.stop(grace_s=0.3)
+    assert loop.time() - began >= 0.3 - 0.01  # the grace was given in full
+    assert (recorder.finished, recorder.cancelled, recorder.active) == (0, 1, 0)
