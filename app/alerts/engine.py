@@ -29,15 +29,13 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.orm import Session, sessionmaker
-
 from app.alerts import rows, silences, silent
 from app.alerts.evaluate import Evaluator
 from app.alerts.identity import Alert, Transition
 from app.alerts.state import State
 from app.clock import utcnow
 from app.store import alertwrites
-from app.store.db import write_transaction
+from app.store.db import Session, Sessions, write_transaction
 from app.store.reads.alertreads import alert_by_id
 from app.store.records import RunRecord, RunStatus
 from app.store.silencerows import SilenceRecord
@@ -82,7 +80,7 @@ def log_announced(transitions: Iterable[Transition]) -> None:
 class AlertEngine:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: Sessions,
         evaluator: Evaluator,
         notifiers_for: Callable[[str], list[str]],
         clock: Callable[[], datetime] = utcnow,

@@ -8,14 +8,13 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from app.alerts.evaluate import VantageState
 from app.alerts.identity import Alert, Identity, Transition
 from app.alerts.state import Cooling, Position, State
 from app.analysis.tail import TailState
 from app.store import alertwrites
 from app.store.alertwrites import DetectorState
+from app.store.db import Session
 from app.store.reads.alertreads import AlertRecord, TransitionRecord
 from app.store.targets import interval_by_name
 

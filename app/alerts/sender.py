@@ -37,11 +37,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.orm import Session, sessionmaker
-
 from app.clock import utcnow
 from app.notifiers.base import Delivery, Notifier, TransportError, scrub
 from app.store import outbox
+from app.store.db import Session, Sessions
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +80,7 @@ class Outcome:
 class Sender:
     """Sends the outbox. ``notifiers`` may be replaced whole (a reload of the targets file)."""
 
-    sessions: sessionmaker[Session]
+    sessions: Sessions
     notifiers: dict[str, Notifier[Any]]
     backoff: Backoff = field(default_factory=Backoff)
     batch: int = 20

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from app.store import silencerows
+from app.store.db import Session
 from app.store.silencerows import SilenceRecord
 
 

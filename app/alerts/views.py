@@ -12,10 +12,10 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
-from sqlalchemy.orm import Session
 
 from app.alerts.rows import OPEN_STATES, identity_of
 from app.alerts.summary import summarize_alert
+from app.store.db import Session
 from app.store.reads.alertreads import (
     AlertFilter,
     AlertRecord,

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 from weakref import WeakKeyDictionary
 
 import orjson
@@ -133,12 +133,18 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def make_sessions(engine: Engine) -> sessionmaker[Session]:
+# What the layers above the store hold without knowing SQLAlchemy: a session, and what opens
+# one (tests/test_layers.py keeps alerts, analysis and web free of SQLAlchemy imports).
+Sessions: TypeAlias = sessionmaker[Session]
+__all__ = ["Session", "Sessions"]
+
+
+def make_sessions(engine: Engine) -> Sessions:
     return sessionmaker(engine, expire_on_commit=False)
 
 
 @contextmanager
-def transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
+def transaction(sessions: Sessions) -> Iterator[Session]:
     """One session, one transaction: committed on success, rolled back on any error."""
     with sessions.begin() as session:
         yield session
@@ -199,7 +205,7 @@ def write_lock(engine: Engine) -> Iterator[None]:
 
 
 @contextmanager
-def write_transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
+def write_transaction(sessions: Sessions) -> Iterator[Session]:
     """``transaction`` for writers: under ``write_lock`` of the sessions' engine."""
     engine: Engine = sessions.kw["bind"]
     with write_lock(engine), sessions.begin() as session:
@@ -207,7 +213,7 @@ def write_transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
 
 
 @contextmanager
-def write_connection(sessions: sessionmaker[Session]) -> Iterator[Connection]:
+def write_connection(sessions: Sessions) -> Iterator[Connection]:
     """``write_transaction`` without the ORM: a Core connection in one transaction, for
     the run store, where a Session's own work is a large share of the write."""
     engine: Engine = sessions.kw["bind"]

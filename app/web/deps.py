@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy.orm import Session
 
 from app.runtime.service import Service
+from app.store.db import Session
 
 
 def get_service(request: Request) -> Service:

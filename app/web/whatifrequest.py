@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
-from sqlalchemy.orm import Session
 
 from app.analysis.whatif import (
     Change,
@@ -32,6 +31,7 @@ from app.analysis.whatif import (
 )
 from app.analysis.whatif.apply import apply, settle
 from app.analysis.whatif.changes import check_changes
+from app.store.db import Session
 from app.store.reads.newestruns import newest_start
 from app.store.reads.whatifsamples import load_sample_set
 from app.store.targets import target_key

@@ -8,7 +8,6 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.orm import Session
 
 from app.alerts import views
 from app.alerts.engine import AlertNotFound, AlertNotOpen
@@ -16,6 +15,7 @@ from app.alerts.rows import note_acknowledgement
 from app.alerts.views import AlertDetail, AlertView, Page
 from app.clock import utcnow
 from app.runtime.service import Service
+from app.store.db import Session
 from app.store.reads.paging import BadCursor
 from app.web.api.params import NO_NUL, CursorParam, TargetParam, VantageParam
 from app.web.auth import WRITE_ERRORS, WriteAccess

@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, status
-from sqlalchemy.orm import Session
 from starlette.convertors import Convertor, register_url_convertor
 
 from app.clock import parse_timestamp, utcnow
+from app.store.db import Session
 from app.store.reads.browse import has_runs_from
 from app.store.targets import target_key
 from app.web.errors import Responses, errors

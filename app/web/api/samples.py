@@ -9,9 +9,9 @@ from datetime import datetime
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
-from sqlalchemy.orm import Session, sessionmaker
 
 from app.csvio.export import export_samples
+from app.store.db import Sessions
 from app.store.reads.browse import samples_page
 from app.store.reads.paging import BadCursor
 from app.web.api.params import (
@@ -97,7 +97,7 @@ class _ReaderGone(Exception):
 
 
 def _exported(
-    sessions: sessionmaker[Session], target: str | None, start: datetime, end: datetime
+    sessions: Sessions, target: str | None, start: datetime, end: datetime
 ) -> Iterator[str]:
     pipe = _Pipe()
 

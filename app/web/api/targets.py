@@ -6,10 +6,10 @@ from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter
-from sqlalchemy.orm import Session
 
 from app.analysis.detectors.deadline import SloStatus
 from app.clock import utcnow
+from app.store.db import Session
 from app.store.models import TargetRow
 from app.store.reads.breakdown import breakdown, last_runs
 from app.store.reads.slo import target_slo

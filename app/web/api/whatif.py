@@ -11,9 +11,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.orm import Session
 
 from app.analysis.whatif.levers import headline
+from app.store.db import Session
 from app.web.api.params import (
     NO_NUL,
     TIME_HELP,

@@ -9,9 +9,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
-from sqlalchemy.orm import Session
 
 from app.clock import utcnow
+from app.store.db import Session
 from app.store.reads.breakdown import breakdown
 from app.store.targets import target_names
 from app.web.deps import SessionDep

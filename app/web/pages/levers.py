@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.orm import Session
-
 from app.analysis.whatif import Bound, Lever
+from app.store.db import Session
 from app.web.whatifrequest import DEFAULT_SPAN, NoSamples, Scope, levers_now
 
 WINDOW_TEXT = "the last 7 days"

@@ -10,11 +10,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
-from sqlalchemy.orm import Session
 
 from app.alerts.views import AlertView, list_alerts
 from app.analysis.breakdown import Breakdown
 from app.clock import utcnow
+from app.store.db import Session
 from app.store.models import RunRow
 from app.store.reads.breakdown import breakdown
 from app.store.reads.browse import first_run_at, vantages_since
