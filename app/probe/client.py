@@ -20,6 +20,7 @@ import httpx
 
 from app import __version__, clock
 from app.probe import outcome, redirects, responses, template
+from app.probe.compat import use_network_backend
 from app.probe.kinds import KINDS, Answer
 from app.probe.net.backend import AsyncioBackend
 from app.probe.readers import BodyReader, ErrorBodyReader, Findings
@@ -44,8 +45,7 @@ def make_client(spec: ProbeSpec, *, connections: int = 1) -> httpx.AsyncClient:
     transport = httpx.AsyncHTTPTransport(
         verify=_verify(spec.verify), http2=spec.http2, limits=limits, trust_env=False
     )
-    # httpx does not take a network backend; its pool (httpcore's, pinned) does.
-    transport._pool._network_backend = AsyncioBackend()
+    use_network_backend(transport, AsyncioBackend())
     return httpx.AsyncClient(
         transport=transport,
         timeout=timeout,

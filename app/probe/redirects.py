@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import httpx
 
+from app.probe.compat import build_redirect_request
 from app.probe.kinds import KINDS
 from app.probe.readers import ProbeError
 from app.probe.spec import ProbeSpec
@@ -55,10 +56,7 @@ def next_request(
         raise RedirectNotFollowed(f"{hop}: {spec.kind.value} targets do not follow redirects")
     if len(seen) > spec.max_redirects:
         raise TooManyRedirects(f"more than {spec.max_redirects} redirects; the last: {hop}")
-    # httpx's own rules (303, and 301/302 after a POST, become a GET without the body;
-    # Authorization dropped across origins; the client's cookies). Private, but httpx is
-    # pinned to a minor version, as httpcore is.
-    follow = client._build_redirect_request(request, response)
+    follow = build_redirect_request(client, request, response)  # httpx's own rules
     if follow.url in seen:
         raise RedirectLoop(f"redirect loop: {hop} asked for before")
     if not _keeps_headers(request.url, follow.url):

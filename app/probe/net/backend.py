@@ -29,8 +29,8 @@ from httpcore import (
     ConnectError,
     ConnectTimeout,
 )
-from httpcore._backends.base import SOCKET_OPTION
 
+from app.probe.compat import SOCKET_OPTION
 from app.probe.net.connect import connect, prepare
 from app.probe.net.stream import open_stream, within
 

@@ -12,7 +12,7 @@ from functools import partial
 from ipaddress import ip_address
 from typing import Any
 
-from httpcore._backends.base import SOCKET_OPTION
+from app.probe.compat import SOCKET_OPTION
 
 # RFC 8305's recommended head start of one address over the next.
 HAPPY_EYEBALLS_DELAY_S = 0.25

@@ -25,8 +25,8 @@ from httpcore import (
     WriteError,
     WriteTimeout,
 )
-from httpcore._utils import is_socket_readable
 
+from app.probe.compat import is_socket_readable
 from app.probe.rtt import tcp_rtt_ms
 
 # Reading pauses above this many buffered bytes, so a server that floods memory cannot.
