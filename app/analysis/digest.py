@@ -83,11 +83,6 @@ class Digest:
             dominant=dominant_phase(phase_shares),
         )
 
-    def main_provenance(self, phase: str) -> str:
-        """How most of the phase's samples were measured ("" when none were)."""
-        counts = self.provenance.get(phase, {})
-        return max(sorted(counts), key=lambda label: counts[label]) if counts else ""
-
 
 def _quantiles(sketches: list[Sketch]) -> list[dict[str, float]]:
     """Each sketch's ``Sketch.quantiles``, found for all of them in one pass (a rollup's

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from app.analysis.runs import Array, RunData, stacked_totals
+from app.analysis.runs import Array
 
-QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
-# A p99 needs about 100 samples beyond it to mean anything: from fewer than 300 it is
-# reported as insufficient rather than as a number.
-MIN_SAMPLES = {"p50": 1, "p90": 30, "p95": 60, "p99": 300}
 DEFAULT_RESAMPLES = 400
 LEVEL = 0.95
 
@@ -32,10 +28,6 @@ class Estimate:
     low: float | None
     high: float | None
     n: int
-
-    @property
-    def sufficient(self) -> bool:
-        return self.value is not None
 
 
 def resample_indices(
@@ -75,32 +67,6 @@ def interval(replicates: Array, level: float = LEVEL) -> tuple[float, float]:
     tail = (1 - level) / 2
     low, high = np.quantile(replicates, [tail, 1 - tail])
     return float(low), float(high)
-
-
-def quantile_estimates(
-    runs: Sequence[RunData],
-    rng: np.random.Generator,
-    resamples: int = DEFAULT_RESAMPLES,
-) -> dict[str, Estimate]:
-    """p50/p90/p95/p99 of end-to-end time, censored samples included, with 95 % intervals."""
-    totals, sizes = stacked_totals([run for run in runs if run.timed])
-    n = len(totals)
-    found: dict[str, Estimate] = {}
-    for name, q in QUANTILES.items():
-        if n < MIN_SAMPLES[name]:
-            found[name] = Estimate(None, None, None, n)
-            continue
-        replicates = bootstrap(totals, sizes, _quantile_of_rows(q), resamples, rng)
-        low, high = interval(replicates)
-        found[name] = Estimate(float(np.quantile(totals, q)), low, high, n)
-    return found
-
-
-def _quantile_of_rows(q: float) -> Callable[[Array], Array]:
-    def statistic(rows: Array) -> Array:
-        return row_quantiles(rows, q)
-
-    return statistic
 
 
 def row_quantiles(rows: Array, q: float) -> Array:

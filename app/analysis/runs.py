@@ -165,13 +165,6 @@ def stacked_phases(
     return np.concatenate(blocks, axis=0), sizes
 
 
-def stacked_totals(runs: Sequence[RunData]) -> tuple[Array, NDArray[np.int64]]:
-    sizes = np.array([run.timed for run in runs], dtype=np.int64)
-    if not runs:
-        return np.empty(0), sizes
-    return np.concatenate([run.totals for run in runs]), sizes
-
-
 def _aligned(run: RunData, names: Sequence[str]) -> Array:
     if run.phase_names == tuple(names):
         return run.phases

@@ -27,11 +27,6 @@ MIN_SECRET_LENGTH = 8
 MIN_FRAGMENT = 4
 
 
-def secret_parts(headers: Mapping[str, str]) -> list[str]:
-    """Each header value and each of its words that could be a secret, longest first."""
-    return _parts(headers.values())
-
-
 def _parts(values: Iterable[str]) -> list[str]:
     values = list(values)
     parts = {value.strip() for value in values} | {w for value in values for w in value.split()}

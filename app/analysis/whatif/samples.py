@@ -101,7 +101,3 @@ def _with_deadline(samples: SampleSet) -> SampleSet:
         return samples
     cut = float(samples.totals[samples.censored].min())
     return SampleSet(samples.phases, samples.ms, samples.run, samples.censored, cut)
-
-
-def empty_like(phases: tuple[str, ...]) -> SampleSet:
-    return SampleSet(phases, np.zeros((0, len(phases))), np.zeros(0, np.intp), np.zeros(0, bool))
