@@ -156,3 +156,21 @@ def test_layers_above_the_store_import_no_sqlalchemy(path: Path) -> None:
 def test_alerts_and_analysis_reach_the_tables_through_store_functions_only(path: Path) -> None:
     """The ORM rows stay in app/store: alerts and analysis read and write plain values."""
     assert "app.store.models" not in imported(path), f"{path.name} imports app.store.models"
+
+
+MODULE_LINES_MAX = 300
+ROOT_MODULES = {"__init__", "__main__", "main", "clock", "durations", "envvars"}
+
+
+def test_the_root_of_app_holds_the_wiring_and_the_leaves_every_layer_reads() -> None:
+    """main (the wiring), the clock, durations and the ${ENV} expansion; every other module
+    lives in the folder of its role."""
+    assert {path.stem for path in APP.glob("*.py")} == ROOT_MODULES
+
+
+@pytest.mark.parametrize(
+    "path", sorted(APP.rglob("*.py")), ids=lambda p: p.relative_to(APP).as_posix()
+)
+def test_no_module_is_over_the_size_that_asks_for_a_split(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MODULE_LINES_MAX, f"{path.relative_to(APP)}: {lines} lines"
