@@ -210,8 +210,15 @@ def test_the_readme_is_a_map_not_a_manual() -> None:
         "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/phasewatch demo",
         ".ci/test",
     ]
-    for step in ("config", "scheduler", "probe", "store", "analysis", "alerts", "web"):
+    for step in ("config", "scheduler", "probe", "runs", "store", "analysis", "alerts", "web"):
         assert f"| {step} | `app/" in README, step
+
+
+def test_the_readme_maps_every_folder_of_app_in_one_row() -> None:
+    where = README.split("## Where things live", 1)[1].split("\n\n|", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split(" | ")[1] for line in where.splitlines()[2:]]
+    folders = sorted(p.name for p in (ROOT / "app").iterdir() if (p / "__init__.py").exists())
+    assert sorted(row.strip("`/").removeprefix("app/") for row in rows) == folders
 
 
 @pytest.mark.parametrize(
