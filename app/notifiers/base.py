@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar, get_args, get_origin
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -238,6 +238,14 @@ class Notifier(ABC, Generic[ConfigT]):
     # Whether it wants still-firing alerts re-announced (Alertmanager forgets alerts whose
     # ``endsAt`` passes); chat notifiers do not, or they would repeat every interval.
     refreshes: ClassVar[bool] = False
+    # The pydantic model of its config: the ``ConfigT`` it is declared with.
+    config_model: ClassVar[type[BaseModel]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if get_origin(base) is Notifier:
+                (cls.config_model,) = get_args(base)
 
     def __init__(self, name: str, config: ConfigT) -> None:
         self.name = name
