@@ -8,6 +8,7 @@ before anything walks it.
 
 Limits (README, "The targets file"): ``MAX_FILE_BYTES`` of UTF-8, ``MAX_ALIAS_NODES`` nodes
 reached through aliases in all, ``MAX_DEPTH`` levels of nesting (the composer recurses).
+A key given twice in one mapping is refused at its second line.
 Each refusal is a ``YamlRefused`` naming the line, as ``path:line: reason``.
 """
 
@@ -99,6 +100,8 @@ class _BudgetLoader(yaml.SafeLoader):
         self._depth -= 1
         if node is not None:
             self._expanded[node] = 1 + sum(self._expanded[part] for part in _children(node))
+        if isinstance(node, yaml.MappingNode):
+            _refuse_a_key_twice(node)
         return node
 
     def _count_alias(self, event: yaml.AliasEvent) -> None:
@@ -115,6 +118,20 @@ class _BudgetLoader(yaml.SafeLoader):
                 "targets file (an alias bomb?)"
             )
             raise _Over(None, None, reason, _mark(event))
+
+
+def _refuse_a_key_twice(node: yaml.MappingNode) -> None:
+    """YAML says keys are unique; PyYAML keeps the last silently (``url:`` twice in a
+    target probed the second URL). Merge keys (``<<``) are not keys of the mapping."""
+    seen: dict[str, int] = {}
+    for key, _value in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        line = key.start_mark.line + 1
+        if key.value in seen:
+            reason = f"the key '{key.value}' appears twice in one mapping (line {seen[key.value]})"
+            raise _Over(None, None, reason, key.start_mark)
+        seen[key.value] = line
 
 
 def _mark(event: yaml.Event) -> yaml.Mark | None:

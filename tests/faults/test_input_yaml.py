@@ -1,6 +1,7 @@
 """A hostile targets file is refused fast and in one line: alias bombs, files past the size
-limit, nesting past the depth limit, bytes that are not UTF-8; by `check-config`, by
-`serve` at start, and by a running `serve` reloading it (which keeps its targets)."""
+limit, nesting past the depth limit, bytes that are not UTF-8, a key given twice; by
+`check-config`, by `serve` at start, and by a running `serve` reloading it (which keeps its
+targets)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ HOSTILE = {
     "not-utf8": (
         NOT_UTF8,
         f"not-utf8.yaml:4: not UTF-8 text: byte 0xe9 at byte offset {NOT_UTF8_OFFSET} ",
+    ),
+    "duplicate-key": (
+        b"targets:\n  - name: a\n    url: http://x/\n    url: http://y/\n",
+        "duplicate-key.yaml:4: the key 'url' appears twice in one mapping (line 3)",
     ),
     "nul": (
         GOOD.encode() + b"vantage: a\x00b\n",
