@@ -58,7 +58,7 @@ def check_config(
     """Validate a targets file: every problem on a line of its own, exit 1 if any."""
     from app.config import Settings
 
-    targets = load_targets_or_exit(path or Settings().config)
+    targets = load_targets_or_exit(path or Settings().config, starts=False)
     names = ", ".join(target.name for target in targets.targets) or "none"
     sys.stdout.write(f"ok: {len(targets.targets)} target(s): {names}\n")
 
@@ -114,9 +114,12 @@ def _given(**options: Any) -> dict[str, Any]:
     return {name: value for name, value in options.items() if value is not None}
 
 
-def load_targets_or_exit(path: Path, *, require_env: bool = True) -> TargetsFile:
+def load_targets_or_exit(
+    path: Path, *, require_env: bool = True, starts: bool = True
+) -> TargetsFile:
     """The targets file, or each problem on a line and exit 1. ``require_env=False`` for
-    commands that never probe or notify: ``${VAR}`` need not be set for them."""
+    commands that never probe or notify: ``${VAR}`` need not be set for them; ``starts``
+    for commands that would have started something (the summary says nothing did)."""
     from app.config import ConfigError, load_targets
 
     try:
@@ -124,7 +127,7 @@ def load_targets_or_exit(path: Path, *, require_env: bool = True) -> TargetsFile
     except ConfigError as exc:
         for problem in exc.problems:
             sys.stderr.write(f"{problem}\n")
-        fail(f"{path}: {len(exc.problems)} problem(s); nothing started")
+        fail(f"{path}: {len(exc.problems)} problem(s)" + ("; nothing started" if starts else ""))
 
 
 def _prepare_database(url: str, migrate: bool, *, wait: bool = True) -> None:

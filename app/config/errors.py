@@ -3,9 +3,13 @@ field and the reason (never a value: it may be a secret)."""
 
 from __future__ import annotations
 
+import difflib
+import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from pydantic import BaseModel
 
 from app.config.safeyaml import LineIndex
 from app.notifiers import KINDS
@@ -20,14 +24,72 @@ class ConfigError(Exception):
         super().__init__("\n".join(problems))
 
 
-def describe(where: Where, error: Any) -> str:
+# Pydantic's words where a reader of a targets file wants the rule in theirs.
+PATTERN_REASONS = {r"^https?://": "must start with http:// or https://"}
+
+
+def describe(where: Where, error: Any, model: type[BaseModel]) -> str:
     loc = tuple(error["loc"])
     if loc[:1] == ("notifiers",) and len(loc) > 2 and loc[2] in KINDS:
         loc = loc[:2] + loc[3:]  # pydantic names the union member: notifiers.x.webhook.url
     if loc[-1:] == ("[key]",):
         loc = loc[:-1]  # a dict's key was refused: headers.<name> says which
-    reason = error["msg"].removeprefix("Value error, ")
-    return where.line(loc, reason)
+    return where.line(loc, _reason(error, loc, model))
+
+
+def _reason(error: Any, loc: tuple[Any, ...], model: type[BaseModel]) -> str:
+    if error["type"] == "extra_forbidden":
+        known = fields_at(model, loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), sorted(known), n=1)
+        return f"unknown field; did you mean '{close[0]}'?" if close else "unknown field"
+    if error["type"] == "string_pattern_mismatch":
+        pattern = error.get("ctx", {}).get("pattern")
+        if pattern in PATTERN_REASONS:
+            return PATTERN_REASONS[pattern]
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+def fields_at(model: Any, path: tuple[Any, ...]) -> set[str]:
+    """The fields a mapping at ``path`` of ``model``'s data may hold (every union member's)."""
+    kinds = [model]
+    for part in path:
+        kinds = [inner for kind in kinds for inner in _inside(kind, part)]
+    return {name for kind in kinds for name in _fields(kind)}
+
+
+def _members(kind: Any) -> list[Any]:
+    """``kind`` with Annotated, Optional and unions taken apart."""
+    origin = get_origin(kind)
+    if origin is Annotated:
+        return _members(get_args(kind)[0])
+    if origin is Union or origin is types.UnionType:
+        return [member for arg in get_args(kind) for member in _members(arg)]
+    return [kind]
+
+
+def _inside(kind: Any, part: Any) -> list[Any]:
+    found: list[Any] = []
+    for member in _members(kind):
+        origin, args = get_origin(member), get_args(member)
+        if (
+            isinstance(member, type)
+            and issubclass(member, BaseModel)
+            and part in member.model_fields
+        ):
+            found.append(member.model_fields[part].annotation)
+        elif origin is list and args and isinstance(part, int):
+            found.append(args[0])
+        elif origin is dict and len(args) == 2:
+            found.append(args[1])
+    return found
+
+
+def _fields(kind: Any) -> list[str]:
+    return [name for member in _members(kind) if _is_model(member) for name in member.model_fields]
+
+
+def _is_model(kind: Any) -> bool:
+    return isinstance(kind, type) and issubclass(kind, BaseModel)
 
 
 @dataclass(frozen=True)

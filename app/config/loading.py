@@ -40,10 +40,16 @@ def load_targets(
         context = {"environ": environ, "keep_unset": not require_env}
         parsed = TargetsFile.model_validate(raw, context=context)
     except ValidationError as exc:
-        problems += [describe(where, error) for error in exc.errors()]
+        problems += [describe(where, error, TargetsFile) for error in exc.errors()]
     if problems:
-        raise ConfigError(path, problems)
+        raise ConfigError(path, sorted(problems, key=lambda p: _line_of(p, path)))
     return parsed
+
+
+def _line_of(problem: str, path: Path) -> int:
+    """A problem's line (``path:LINE: …``, 0 without one): problems read in the file's order."""
+    number = problem.removeprefix(f"{path}:").split(":", 1)[0]
+    return int(number) if number.isdigit() else 0
 
 
 def _expand_headers(

@@ -33,7 +33,7 @@ def test_check_config_lists_every_problem_and_exits_1(
     lines = err.splitlines()
     assert lines[0] == f"{path}:2: targets[a].samples: Input should be greater than or equal to 1"
     assert lines[1] == f"{path}:3: targets[b].url: Field required"
-    assert lines[2] == f"phasewatch: error: {path}: 2 problem(s); nothing started"
+    assert lines[2] == f"phasewatch: error: {path}: 2 problem(s)"
 
 
 def test_db_upgrade_then_current(empty_db_url: str, capsys: pytest.CaptureFixture[str]) -> None:

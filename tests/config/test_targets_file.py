@@ -62,7 +62,7 @@ def test_the_shipped_example_is_valid_and_means_what_its_comments_say() -> None:
         ),
         (
             "targets:\n  - name: a\n    url: ftp://x/\n",
-            "phasewatch.yaml:3: targets[a].url: String should match pattern",
+            "phasewatch.yaml:3: targets[a].url: must start with http:// or https://",
         ),
         (
             "targets:\n  - name: a\n    url: http://x/\n    kind: grpc\n",
@@ -70,7 +70,19 @@ def test_the_shipped_example_is_valid_and_means_what_its_comments_say() -> None:
         ),
         (
             "targets:\n  - name: a\n    url: http://x/\n    sampels: 3\n",
-            "phasewatch.yaml:4: targets[a].sampels: Extra inputs are not permitted",
+            "phasewatch.yaml:4: targets[a].sampels: unknown field; did you mean 'samples'?",
+        ),
+        (
+            "targets:\n  - name: a\n    url: http://x/\n    alerts: {enabeld: [tail_shift]}\n",
+            "phasewatch.yaml:4: targets[a].alerts.enabeld: unknown field; did you mean 'enabled'?",
+        ),
+        (
+            "targets: []\nnotifiers:\n  hook: {type: webhook, url: 'http://h/', timout: 5}\n",
+            "phasewatch.yaml:3: notifiers.hook.timout: unknown field; did you mean 'timeout'?",
+        ),
+        (
+            "targets: []\nzzz: 1\n",
+            "phasewatch.yaml:2: zzz: unknown field\n",
         ),
         (
             "targets:\n  - url: http://x/\n",
@@ -119,8 +131,17 @@ def test_each_error_names_file_line_target_field_and_reason(
     tmp_path: Path, text: str, expected: str
 ) -> None:
     found = problems(write(tmp_path, text))
-    shown = [problem.replace(f"{tmp_path}/", "") for problem in found]
+    shown = [problem.replace(f"{tmp_path}/", "") + "\n" for problem in found]
     assert any(problem.startswith(expected) for problem in shown), shown
+
+
+def test_problems_are_listed_in_the_order_of_their_lines(tmp_path: Path) -> None:
+    text = (
+        "targets:\n  - name: a\n    samples: 0\n    url: http://x/\n"
+        "    headers: {A: '${NOPE}'}\n  - {name: b, url: nope}\n"
+    )
+    found = [problem.replace(f"{tmp_path}/", "") for problem in problems(write(tmp_path, text))]
+    assert [problem.split(":")[1] for problem in found] == ["3", "5", "6"]
 
 
 def test_every_error_is_reported_not_only_the_first(tmp_path: Path) -> None:
