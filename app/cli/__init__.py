@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
 from typer.core import TyperGroup
@@ -118,6 +118,24 @@ def version() -> None:
     sys.stdout.write(f"phasewatch {__version__}\n")
 
 
+def _version_option(value: bool) -> None:
+    if value:
+        version()
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_version_option, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """Tells you when the bottleneck of a latency-critical endpoint has moved."""
+
+
 def every_command() -> dict[str, Command]:
     """Every command by its full name (``"db upgrade"``), modules imported, in help order."""
     return dict(_walk(typer.main.get_command(cli), ()))
@@ -136,8 +154,12 @@ def _walk(command: Command, path: tuple[str, ...]) -> Iterator[tuple[str, Comman
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: usage errors are one line on stderr and exit code 2."""
+    args = sys.argv[1:] if argv is None else argv
+    if args in ([], ["db"]):
+        # A group alone asks for its help: given as written, not folded into an error line.
+        args = [*args, "--help"]
     try:
-        code = cli(args=argv, standalone_mode=False)
+        code = cli(args=args, standalone_mode=False, prog_name="phasewatch")
     except TyperException as exc:
         sys.stderr.write(f"phasewatch: error: {one_line(exc.format_message())}\n")
         sys.exit(exc.exit_code)

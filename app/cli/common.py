@@ -30,6 +30,19 @@ DatabaseUrl = Annotated[
 ]
 
 
+def own_command() -> str:
+    """How to run phasewatch again from here, for a line that tells the user to: the script
+    beside this interpreter (``.venv/bin/phasewatch`` after the Quick start's install, which
+    puts nothing on PATH), else the bare name."""
+    beside = Path(sys.executable).parent / "phasewatch"
+    if not beside.exists():
+        return "phasewatch"
+    try:
+        return str(beside.relative_to(Path.cwd()))
+    except ValueError:
+        return str(beside)
+
+
 def one_line(message: str) -> str:
     return " ".join(message.split())
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.cli.common import fail
+from app.cli.common import fail, own_command
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -138,10 +138,11 @@ def _server(
 
 
 def _replay_hint(database_url: str, config: Path) -> str:
+    command = own_command()
     return (
         "  To replay its alerts, while it is up (Ctrl-C removes its files):\n"
-        f"    phasewatch export --database-url {database_url} > demo.csv\n"
-        f"    cp {config} demo.yaml && phasewatch backtest demo.csv --config demo.yaml"
+        f"    {command} export --database-url {database_url} > demo.csv\n"
+        f"    cp {config} demo.yaml && {command} backtest demo.csv --config demo.yaml"
     )
 
 

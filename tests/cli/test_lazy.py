@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
+from app import __version__
 from app.cli import COMMANDS, DB_COMMANDS, Lazy, every_command
+from tests.clirun import run_cli
 
 LAZY = [*COMMANDS.values(), *DB_COMMANDS.values()]
 
@@ -69,3 +71,20 @@ def test_a_built_command_shows_the_summary_it_was_listed_with() -> None:
     for prefix, table in [("", COMMANDS), ("db ", DB_COMMANDS)]:
         for name, lazy in table.items():
             assert built[prefix + name].get_short_help_str(limit=200) == lazy.summary
+
+
+@pytest.mark.parametrize(("argv", "usage"), [([], "phasewatch"), (["db"], "phasewatch db")])
+def test_a_group_alone_prints_its_help_as_written_and_exits_0(
+    argv: list[str], usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(argv, capsys)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"Usage: {usage} [OPTIONS] COMMAND [ARGS]...\n\n")
+    assert "\nCommands:\n" in out
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["version"]])
+def test_the_version_is_an_option_and_a_command(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(argv, capsys) == (0, f"phasewatch {__version__}\n", "")

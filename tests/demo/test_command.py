@@ -209,6 +209,10 @@ def test_a_backtest_of_the_demos_export_with_its_targets_file_fires_what_the_dem
     assert {(kind, target) for kind, target, _ in fired} == EXPECTED, demo.output()
     export = next(line for line in demo.seen if "phasewatch export --database-url" in line)
     copy = next(line for line in demo.seen if "phasewatch backtest demo.csv" in line)
+    # The command as the Quick start installs it (nothing on PATH): the script beside python.
+    command = export.split()[0]
+    assert Path(command).resolve() == (Path(sys.executable).parent / "phasewatch").resolve()
+    assert f"&& {command} backtest" in copy
     database_url = export.split("--database-url ", 1)[1].split(" ", 1)[0]
     config = Path(copy.split("cp ", 1)[1].split(" ", 1)[0])
     assert config.parent == Path(database_url.removeprefix("sqlite:///")).parent
