@@ -112,21 +112,31 @@ DOCS = {"README.md": README} | {
 }
 
 
-def documented_targets_files() -> list[str]:
-    blocks = re.findall(r"```yaml\n(.*?)```", "\n".join(DOCS.values()), flags=re.DOTALL)
-    return [block for block in blocks if "targets:" in block]
+def documented_targets_files() -> list[tuple[str, dict[str, str]]]:
+    """Each targets file the docs show, with the environment its page serves it in (a page
+    that starts serve with ``PHASEWATCH_VANTAGE=…`` names the server's own vantage)."""
+    found = []
+    for text in DOCS.values():
+        vantage = re.search(r"PHASEWATCH_VANTAGE=(\S+)", text)
+        environ = {"PHASEWATCH_VANTAGE": vantage[1]} if vantage else {}
+        blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
+        found += [(block, environ) for block in blocks if "targets:" in block]
+    return found
 
 
 def test_the_readme_has_a_targets_file() -> None:
     assert "targets:" in "".join(re.findall(r"```yaml\n(.*?)```", README, flags=re.DOTALL))
 
 
-@pytest.mark.parametrize("text", documented_targets_files())
-def test_every_targets_file_in_the_readme_is_valid(text: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("text", "environ"), documented_targets_files())
+def test_every_targets_file_in_the_readme_is_valid(
+    text: str, environ: dict[str, str], tmp_path: Path
+) -> None:
     path = tmp_path / "phasewatch.yaml"
     path.write_text(text)
     names = re.findall(r"\$\{(\w+)\}", text)
-    loaded = load_targets(path, environ=dict.fromkeys(names, "https://secret.example"))
+    variables = dict.fromkeys(names, "https://secret.example")
+    loaded = load_targets(path, environ=variables | environ)
     assert loaded.targets
 
 

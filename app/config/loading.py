@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from app.config.errors import ConfigError, Where, describe
 from app.config.safeyaml import YamlRefused, read_document
+from app.config.settings import VANTAGE_VARIABLE, server_vantage
 from app.config.targets import TargetsFile
 from app.envvars import UnsetVariable, expand
 
@@ -37,7 +38,11 @@ def load_targets(
     problems = _expand_headers(raw, environ, not require_env, where)
     try:
         # Notifier configs expand ``${NAME}`` themselves (URLs, headers, passwords).
-        context = {"environ": environ, "keep_unset": not require_env}
+        context = {
+            "environ": environ,
+            "keep_unset": not require_env,
+            "server_vantage": server_vantage(environ.get(VANTAGE_VARIABLE), raw.get("vantage")),
+        }
         parsed = TargetsFile.model_validate(raw, context=context)
     except ValidationError as exc:
         problems += [describe(where, error, TargetsFile) for error in exc.errors()]

@@ -24,10 +24,14 @@ DEFAULT_DATABASE_URL = "sqlite:///./phasewatch.db"
 _HOST_PATTERN = re.compile(r"^(\*|(\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])$")
 
 
+ENV_PREFIX = "PHASEWATCH_"
+VANTAGE_VARIABLE = f"{ENV_PREFIX}VANTAGE"
+
+
 class Settings(BaseSettings):
     """Process settings: ``PHASEWATCH_<NAME>`` in the environment, then the targets file."""
 
-    model_config = SettingsConfigDict(env_prefix="PHASEWATCH_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     config: Path = Field(DEFAULT_CONFIG_PATH, description="Path of the targets file.")
     database_url: str | None = Field(
@@ -69,9 +73,15 @@ class Settings(BaseSettings):
     def resolved(self, targets: TargetsFile) -> ResolvedSettings:
         return ResolvedSettings(
             database_url=self.database_url or targets.database_url or DEFAULT_DATABASE_URL,
-            vantage=self.vantage or targets.vantage or socket.gethostname(),
+            vantage=server_vantage(self.vantage, targets.vantage),
             raw_retention_days=self.raw_retention_days or targets.raw_retention_days or 30,
         )
+
+
+def server_vantage(setting: str | None, in_file: Any) -> str:
+    """This process's vantage: ``PHASEWATCH_VANTAGE``, else the file's ``vantage:``, else
+    the host name."""
+    return setting or (in_file if isinstance(in_file, str) and in_file else socket.gethostname())
 
 
 class ResolvedSettings(BaseModel):

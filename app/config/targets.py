@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.analysis.detectors import DetectorParams
 from app.config.vantages import VantageAccess, VantageName
 from app.durations import Seconds
+from app.envvars import validation_context
 from app.notifiers import NotifierConfig
 from app.probe.headername import HeaderName
 from app.probe.kinds import KINDS as PROBE_KINDS
@@ -164,20 +173,51 @@ class TargetsFile(BaseModel):
     def _known_notifiers(self) -> TargetsFile:
         defined = ", ".join(self.notifiers) or "none"
         unknown = [
-            InitErrorDetails(
-                type=PydanticCustomError(
-                    "unknown_notifier",
-                    "no notifier '{name}'; notifiers defined: {defined}",
-                    {"name": name, "defined": defined},
-                ),
-                loc=("targets", index, "notifiers", position),
-                input=name,
+            _unknown(
+                "unknown_notifier",
+                "no notifier '{name}'; notifiers defined: {defined}",
+                {"name": name, "defined": defined},
+                ("targets", index, "notifiers", position),
             )
             for index, target in enumerate(self.targets)
             for position, name in enumerate(target.notifiers)
             if name not in self.notifiers
         ]
-        if unknown:
-            # Raised with its own locations, so each problem names the target's line.
-            raise ValidationError.from_exception_data(type(self).__name__, unknown)
+        _raise(unknown, type(self).__name__)
         return self
+
+    @model_validator(mode="after")
+    def _known_vantages(self, info: ValidationInfo) -> TargetsFile:
+        """A target's vantages are agents declared under ``vantages:`` or this server's own
+        (``load_targets`` says which that is); any other would never be probed, silently."""
+        own = validation_context(info).get("server_vantage")
+        if own is None:
+            return self
+        known = ", ".join([*self.vantages, f"this server's own '{own}'"])
+        unknown = [
+            _unknown(
+                "unknown_vantage",
+                "no vantage '{name}' (nothing would probe it there); known: {known}",
+                {"name": name, "known": known},
+                ("targets", index, "vantages", position),
+            )
+            for index, target in enumerate(self.targets)
+            for position, name in enumerate(target.vantages or [])
+            if name not in self.vantages and name != own
+        ]
+        _raise(unknown, type(self).__name__)
+        return self
+
+
+def _unknown(
+    kind: str, template: str, values: dict[str, Any], loc: tuple[str | int, ...]
+) -> InitErrorDetails:
+    return InitErrorDetails(
+        type=PydanticCustomError(kind, template, values), loc=loc, input=values["name"]
+    )
+
+
+def _raise(problems: list[InitErrorDetails], title: str) -> None:
+    if problems:
+        # Raised with their own locations, so each problem names the target's line.
+        raise ValidationError.from_exception_data(title, problems)

@@ -123,6 +123,16 @@ def test_the_shipped_example_is_valid_and_means_what_its_comments_say() -> None:
             "phasewatch.yaml:6: targets[a].alerts.slo.ticket.0: short must not be",
         ),
         ("vantage: ''\n", "phasewatch.yaml:1: vantage: String should have at least 1 character"),
+        (
+            "vantage: home\nvantages: {nu: {token: short}}\ntargets: []\n",
+            "phasewatch.yaml:2: vantages.nu.token: a token needs at least 16 characters",
+        ),
+        (
+            "vantage: home\nvantages: {nu: {token: '0123456789abcdef'}}\ntargets:\n"
+            "  - {name: a, url: 'http://x/', vantages: [nu, home, mars]}\n",
+            "phasewatch.yaml:4: targets[a].vantages.2: no vantage 'mars' (nothing would probe it"
+            " there); known: nu, this server's own 'home'",
+        ),
         ("targets: [\n", "phasewatch.yaml: not valid YAML: line 2"),
         ("- just a list\n", "phasewatch.yaml: the file must be a mapping"),
     ],
@@ -133,6 +143,29 @@ def test_each_error_names_file_line_target_field_and_reason(
     found = problems(write(tmp_path, text))
     shown = [problem.replace(f"{tmp_path}/", "") + "\n" for problem in found]
     assert any(problem.startswith(expected) for problem in shown), shown
+
+
+AGENT_FILE = (
+    "vantage: home\nvantages: {nu: {token: '${AGENT_TOKEN}'}}\ntargets:\n"
+    "  - {name: a, url: 'http://x/', vantages: [nu, edge]}\n"
+)
+
+
+def test_the_servers_own_vantage_is_the_environments_before_the_files(tmp_path: Path) -> None:
+    path = write(tmp_path, AGENT_FILE)
+    environ = {"AGENT_TOKEN": "0123456789abcdef", "PHASEWATCH_VANTAGE": "edge"}
+    (target,) = load_targets(path, environ).targets
+    assert target.vantages == ["nu", "edge"]
+    (problem,) = problems(path, {"AGENT_TOKEN": "0123456789abcdef"})
+    assert "no vantage 'edge'" in problem and "this server's own 'home'" in problem
+
+
+def test_a_command_that_needs_no_variables_reads_a_token_left_unset(tmp_path: Path) -> None:
+    path = write(tmp_path, AGENT_FILE.replace("edge", "home"))
+    loaded = load_targets(path, {}, require_env=False)
+    assert loaded.vantages["nu"].token.get_secret_value() == "${AGENT_TOKEN}"
+    (problem,) = problems(path, {})
+    assert problem.endswith("vantages.nu.token: environment variable AGENT_TOKEN is not set")
 
 
 def test_problems_are_listed_in_the_order_of_their_lines(tmp_path: Path) -> None:
