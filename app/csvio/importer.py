@@ -14,6 +14,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from sqlalchemy import Engine
@@ -27,8 +28,8 @@ from app.csvio.layout import (
     ImportResult,
     parse_name,
     parse_number,
+    parse_run_id,
     parse_status,
-    parse_uuid,
     phase_order,
 )
 from app.store.db import make_sessions, transaction
@@ -224,7 +225,13 @@ def _parse_row(
     before = problems.count
     cell = {name: cells[index] for name, index in layout.base.items()}
     started_at = _checked(parse_timestamp, cell, "timestamp", line, problems)
-    run_id = _checked(parse_uuid, cell, "run_id", line, problems)
+    run_id = _checked(
+        partial(parse_run_id, target=cell["target"], vantage=cell["vantage"]),
+        cell,
+        "run_id",
+        line,
+        problems,
+    )
     status = _checked(parse_status, cell, "status", line, problems)
     total = _checked(parse_number, cell, "total_ms", line, problems)
     values = [_phase_value(cells[i], name, line, problems) for name, i in layout.phases.items()]

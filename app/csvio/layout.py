@@ -84,11 +84,20 @@ def format_number(value: float) -> str:
     return repr(float(value) + 0.0)
 
 
-def parse_uuid(text: str) -> uuid.UUID:
+# The namespace of run ids another tool wrote as text (``run-0001``): each maps to a UUID of
+# its own, the same for the same text of the same target and vantage, so a second import of
+# the file stores nothing twice.
+TEXT_RUN_IDS = uuid.UUID("6f3c1d2a-90b4-5e6f-8a7b-0c1d2e3f4a5b")
+
+
+def parse_run_id(text: str, target: str, vantage: str) -> uuid.UUID:
+    """A UUID as written, else the UUID ``text`` stands for in its (target, vantage)."""
+    if not text.strip():
+        raise ValueError("is empty")
     try:
         return uuid.UUID(text)
     except ValueError:
-        raise ValueError(f"{text!r} is not a UUID") from None
+        return uuid.uuid5(TEXT_RUN_IDS, f"{target}\n{vantage}\n{text}")
 
 
 def parse_status(text: str) -> str:
