@@ -528,6 +528,12 @@ def test_malformed_event_data_raises_stream_format_error(reader: Reader, data: s
         reader(SSEEvent("message", data))
 
 
+def test_an_openai_stream_read_as_anthropic_says_which_kind_it_looks_like() -> None:
+    with pytest.raises(StreamFormatError) as caught:
+        read_anthropic_event(SSEEvent("message", "[DONE]"))
+    assert str(caught.value) == "an OpenAI-style stream, not Anthropic's (kind: openai?): '[DONE]'"
+
+
 # --- whole bodies -----------------------------------------------------------------------
 
 OPENAI_BODY = b"""{

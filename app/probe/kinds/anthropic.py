@@ -19,13 +19,15 @@ from app.probe.kinds.base import Answer
 from app.probe.kinds.llm import LlmKind
 from app.probe.readers import StreamReader
 from app.probe.spec import Kind
-from app.probe.sse import SSEEvent
+from app.probe.sse import SSEEvent, StreamFormatError
 
 
 def read_anthropic_event(event: SSEEvent) -> StreamFacts:
     """One Messages API stream event, told apart by its JSON "type" (else the event name)."""
     if event.event == "error":
         return StreamFacts(error=error_from_data(event.data))
+    if event.data.strip() == "[DONE]":  # OpenAI's end of stream, which Anthropic never sends
+        raise StreamFormatError("an OpenAI-style stream, not Anthropic's (kind: openai?)", "[DONE]")
     payload = load_object(event.data)
     kind = payload.get("type")
     reader = _ANTHROPIC_READERS.get(kind if isinstance(kind, str) else event.event)
