@@ -83,12 +83,14 @@ def store_engine(url: str, migrate: bool = False) -> Iterator[Engine]:
     from sqlalchemy import inspect
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-    from app.store.db import make_engine
+    from app.store.db import UnsupportedDatabase, make_engine
 
     try:
         engine = make_engine(url)
     except (ArgumentError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--database-url") from exc
+    except UnsupportedDatabase as exc:
+        fail(f"database: {exc}")
     try:
         if migrate:
             from app.store.migrate import upgrade  # alembic: only commands that write need it

@@ -79,13 +79,14 @@ def db_current(database_url: DatabaseUrl = None, config: ConfigPath = None) -> N
     from app.store.db import make_engine
     from app.store.migrate import current_revision, head_revision
 
-    engine = make_engine(resolve_database_url(database_url, config))
     try:
-        current = current_revision(engine)
+        engine = make_engine(resolve_database_url(database_url, config))
+        try:
+            current = current_revision(engine)
+        finally:
+            engine.dispose()
     except SQLAlchemyError as exc:
         fail(f"database: {database_problem(exc)}")
-    finally:
-        engine.dispose()
     head = head_revision()
     sys.stdout.write(f"database at revision {current or 'none'}; head is {head}\n")
     if current != head:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -40,12 +41,41 @@ class UnsupportedDatabase(SQLAlchemyError):
     """A database phasewatch cannot store into as it is; the message says how to fix it."""
 
 
+# The drivers phasewatch ships and is tested on; every spelling of PostgreSQL means psycopg 3.
+DRIVERS = {
+    "sqlite": "sqlite",
+    "sqlite+pysqlite": "sqlite",
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "postgresql+psycopg": "postgresql+psycopg",
+    "postgresql+psycopg2": "postgresql+psycopg",
+}
+
+
 def normalize_url(url: str) -> str:
-    """``postgresql://`` means psycopg 3 here, not SQLAlchemy's default psycopg2."""
+    """The URL with the driver phasewatch uses; any database but these two is refused in a
+    sentence (SQLAlchemy would fail on importing a driver that is not installed)."""
     parsed = make_url(url)
-    if parsed.drivername in ("postgresql", "postgres"):
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed.render_as_string(hide_password=False)
+    driver = DRIVERS.get(parsed.drivername)
+    if driver is None:
+        raise UnsupportedDatabase(
+            f"{parsed.drivername}:// is not supported: phasewatch stores into SQLite"
+            " (sqlite:///path/to/file.db) or PostgreSQL (postgresql://user@host/db)"
+        )
+    if driver == "sqlite":
+        _check_sqlite_folder(parsed.database)
+    return parsed.set(drivername=driver).render_as_string(hide_password=False)
+
+
+def _check_sqlite_folder(database: str | None) -> None:
+    """SQLite says only "unable to open database file": name the file and what is wrong."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    folder = Path(database).resolve().parent
+    if not folder.is_dir():
+        raise UnsupportedDatabase(f"SQLite file {database}: its folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UnsupportedDatabase(f"SQLite file {database}: the folder {folder} is not writable")
 
 
 def make_engine(url: str, **options: Any) -> Engine:

@@ -55,6 +55,27 @@ def test_db_on_an_unreachable_database_is_one_line(
     assert err.count("\n") == 1 and err.startswith("phasewatch: error: database: ")
 
 
+@pytest.mark.parametrize("command", ["db upgrade", "db current", "export", "import x.csv"])
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("mysql://u@127.0.0.1/db", "mysql:// is not supported: phasewatch stores into SQLite"),
+        ("postgresql+asyncpg://u@h/db", "postgresql+asyncpg:// is not supported"),
+        ("sqlite:////no/such/folder/x.db", "SQLite file /no/such/folder/x.db: its folder"),
+    ],
+)
+def test_a_database_phasewatch_cannot_use_is_one_line_naming_why(
+    command: str, url: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "x.csv").write_text("timestamp,target,vantage,run_id,status,total_ms\n")
+    argv = [*command.split(), "--database-url", url]
+    argv = [str(tmp_path / a) if a == "x.csv" else a for a in argv]
+    code, out, err = run(argv, capsys)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"phasewatch: error: database: {reason}"), err
+    assert err.count("\n") == 1
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("command", ["upgrade", "current"])
 def test_a_database_not_in_utf8_is_refused_in_one_line_naming_the_fix(
