@@ -47,9 +47,14 @@ def one_line(message: str) -> str:
     return " ".join(message.split())
 
 
-def database_problem(exc: BaseException) -> str:
-    """What the database (its driver's error, not SQLAlchemy's wrapper) said, on one line."""
-    return one_line(str(getattr(exc, "orig", None) or exc))
+def database_problem(exc: BaseException, url: str | None = None) -> str:
+    """What the database (its driver's error, not SQLAlchemy's wrapper) said, on one line;
+    for a SQLite file that cannot be opened, which file and why."""
+    from app.store.db import sqlite_folder_problem
+
+    said = one_line(str(getattr(exc, "orig", None) or exc))
+    found = sqlite_folder_problem(url) if url and "unable to open database file" in said else None
+    return found or said
 
 
 def fail(message: str) -> NoReturn:
@@ -101,7 +106,7 @@ def store_engine(url: str, migrate: bool = False) -> Iterator[Engine]:
             fail("database is not initialised: run 'phasewatch db upgrade'")
         yield engine
     except SQLAlchemyError as exc:
-        fail(f"database: {database_problem(exc)}")
+        fail(f"database: {database_problem(exc, url)}")
     finally:
         engine.dispose()
 

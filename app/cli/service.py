@@ -79,14 +79,15 @@ def db_current(database_url: DatabaseUrl = None, config: ConfigPath = None) -> N
     from app.store.db import make_engine
     from app.store.migrate import current_revision, head_revision
 
+    url = resolve_database_url(database_url, config)
     try:
-        engine = make_engine(resolve_database_url(database_url, config))
+        engine = make_engine(url)
         try:
             current = current_revision(engine)
         finally:
             engine.dispose()
     except SQLAlchemyError as exc:
-        fail(f"database: {database_problem(exc)}")
+        fail(f"database: {database_problem(exc, url)}")
     head = head_revision()
     sys.stdout.write(f"database at revision {current or 'none'}; head is {head}\n")
     if current != head:
@@ -151,7 +152,7 @@ def _prepare_database(url: str, migrate: bool, *, wait: bool = True) -> None:
         finally:
             engine.dispose()
     except SQLAlchemyError as exc:
-        problem = database_problem(exc)
+        problem = database_problem(exc, url)
         if wait and is_transient(exc) and not url.startswith("sqlite"):
             logging.getLogger(__name__).warning(
                 "database unreachable (%s); starting anyway, runs wait in the spool", problem

@@ -62,20 +62,22 @@ def normalize_url(url: str) -> str:
             f"{parsed.drivername}:// is not supported: phasewatch stores into SQLite"
             " (sqlite:///path/to/file.db) or PostgreSQL (postgresql://user@host/db)"
         )
-    if driver == "sqlite":
-        _check_sqlite_folder(parsed.database)
     return parsed.set(drivername=driver).render_as_string(hide_password=False)
 
 
-def _check_sqlite_folder(database: str | None) -> None:
-    """SQLite says only "unable to open database file": name the file and what is wrong."""
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return
+def sqlite_folder_problem(url: str) -> str | None:
+    """What keeps SQLite from opening a file URL's database, which SQLite itself says only as
+    "unable to open database file": the file and its folder, named."""
+    parsed = make_url(url)
+    database = parsed.database
+    if not parsed.drivername.startswith("sqlite") or not database or database == ":memory:":
+        return None
     folder = Path(database).resolve().parent
     if not folder.is_dir():
-        raise UnsupportedDatabase(f"SQLite file {database}: its folder {folder} does not exist")
+        return f"SQLite file {database}: its folder {folder} does not exist"
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise UnsupportedDatabase(f"SQLite file {database}: the folder {folder} is not writable")
+        return f"SQLite file {database}: the folder {folder} is not writable"
+    return None
 
 
 def make_engine(url: str, **options: Any) -> Engine:
