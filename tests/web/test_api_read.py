@@ -180,6 +180,9 @@ def test_history_buckets_hold_the_quantiles_of_their_samples(filled: Filled) -> 
         assert found["dominant"][i] == "queue"
     fine = filled.get("/api/v1/targets/chat-prod/history", **window(bucket=60))
     assert fine["source"] == "runs" and sum(fine["runs"]) == len(records)
+    # A bucket is a duration as the targets file writes one, or seconds.
+    assert filled.get("/api/v1/targets/chat-prod/history", **window(bucket="1h")) == found
+    assert filled.get("/api/v1/targets/chat-prod/history", **window(bucket="1m")) == fine
 
 
 def test_default_bucket_is_no_finer_than_the_targets_interval(filled: Filled) -> None:
@@ -276,6 +279,9 @@ BAD_REQUESTS = [
     ("/api/v1/targets/chat-prod/breakdown", {"from": "99999999999999999999"}, 422),
     ("/api/v1/targets/chat-prod/history", {"bucket": 90}, 422),
     ("/api/v1/targets/chat-prod/history", {"bucket": 0}, 422),
+    ("/api/v1/targets/chat-prod/history", {"bucket": "1.5m"}, 422),
+    ("/api/v1/targets/chat-prod/history", {"bucket": "soon"}, 422),
+    ("/api/v1/targets/chat-prod/history", {"bucket": "367d"}, 422),
     ("/api/v1/targets/chat-prod/history", {"from": "2020-01-01T00:00:00Z", "bucket": 60}, 422),
     ("/api/v1/targets/chat-prod/history", {"from": "1000-01-01T00:00:00Z"}, 422),
     ("/api/v1/runs", {"limit": 0}, 422),
