@@ -50,10 +50,8 @@ class Api:
 
     def store(self, record: Any) -> list[Transition]:
         """Store a run as the pipeline does (its after_store hook included)."""
-        assert self.service.pipeline.store(record)
-        hook = self.service.pipeline.after_store
-        assert hook is not None
-        result = hook(record)
+        assert self.service.sink.store(record)
+        result = self.service.after_store(record)
         return result if isinstance(result, list) else []
 
     def failing(self, target: str, vantage: str, runs: int, start: datetime) -> None:

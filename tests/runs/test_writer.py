@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from app.runs.sink import Stored
 from app.runs.spool import Spool
 from app.runs.writer import Writer
 from app.store.records import RunRecord, RunStatus
@@ -20,6 +22,19 @@ def run(target: str) -> RunRecord:
     return RunRecord(
         id=uuid.uuid4(), target=target, vantage="eu", started_at=NOW, status=RunStatus.COMPLETE
     )
+
+
+class Stores:
+    """A sink that stores by calling ``store`` (a test's), never away."""
+
+    problem = None
+    batches = False
+
+    def __init__(self, store: Callable[[RunRecord], bool]) -> None:
+        self.store = store
+
+    def store_batch(self, records: Sequence[RunRecord]) -> list[Stored]:
+        return [self.store(record) for record in records]
 
 
 def test_waiting_runs_are_stored_before_the_stored_ones_are_passed_on(tmp_path: Path) -> None:
@@ -36,7 +51,7 @@ def test_waiting_runs_are_stored_before_the_stored_ones_are_passed_on(tmp_path: 
     def after(record: RunRecord) -> None:
         events.append(("after", record.target))
 
-    writer = Writer(deliver, lambda: 0, Spool(tmp_path), after_store=after)
+    writer = Writer(Stores(deliver), Spool(tmp_path), after_store=after)
     writer.start()
 
     async def submit() -> None:
@@ -64,7 +79,7 @@ def test_waiting_runs_are_stored_before_the_stored_ones_are_passed_on(tmp_path: 
 def test_a_run_stored_alone_is_passed_on_before_the_writer_waits_again(tmp_path: Path) -> None:
     passed = threading.Event()
     writer = Writer(
-        lambda _record: True, lambda: 0, Spool(tmp_path), after_store=lambda _r: passed.set()
+        Stores(lambda _record: True), Spool(tmp_path), after_store=lambda _r: passed.set()
     )
     writer.start()
     asyncio.run(writer.submit(run("a")))
