@@ -123,12 +123,22 @@ def in_process(app: FastAPI) -> Iterator[httpx.Client]:
             yield client
 
 
-@contextmanager
-def serving(app: FastAPI, lifespan: Lifespan = "off") -> Iterator[str]:
-    """``app`` under uvicorn on a free loopback port, in a thread; yields its base URL. For
-    tests where the socket is the point (a browser, a process calling back)."""
+def loopback_socket() -> socket.socket:
+    """A socket bound to a free loopback port and not listening yet: a client connecting
+    there is refused until ``serving`` listens on it."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextmanager
+def serving(
+    app: FastAPI, lifespan: Lifespan = "off", sock: socket.socket | None = None
+) -> Iterator[str]:
+    """``app`` under uvicorn on a free loopback port (``sock``'s, if given), in a thread;
+    yields its base URL. For tests where the socket is the point (a browser, a process
+    calling back)."""
+    sock = sock or loopback_socket()
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, lifespan=lifespan, log_config=None, access_log=False)
     server = uvicorn.Server(config)
