@@ -1,5 +1,6 @@
-"""``create_app(settings)``: wires the engine, the spool, the pipeline, alerting, the scheduler
-and the web app. Nothing is built at import time, so tests build as many apps as they like."""
+"""``create_app(settings)``: wires the engine, the sink (the database), the spool, the writer
+and the pipeline, alerting, the scheduler and the web app. Nothing is built at import time,
+so tests build as many apps as they like."""
 
 from __future__ import annotations
 

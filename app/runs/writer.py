@@ -38,6 +38,7 @@ BATCH_MAX = 32  # stored runs waiting to be passed on, at most
 FLUSH_RUNS = 50
 FLUSH_BYTES = 4 << 20
 _FLUSH, _STOP = "flush", "stop"
+ORPHAN = "run %s of %s was left by a process that died; recorded as %s (%d samples)"
 
 
 def _ready() -> threading.Event:
@@ -104,13 +105,8 @@ class Writer:
         aborted run, one that was finished and waiting to be stored as it was."""
         orphans = await asyncio.to_thread(self.spool.adopt_orphans)
         for orphan in orphans:
-            log.warning(
-                "run %s of %s was left by a process that died; recorded as %s (%d samples)",
-                orphan.id,
-                orphan.target,
-                orphan.status,
-                len(orphan.samples),
-            )
+            n = len(orphan.samples)
+            log.warning(ORPHAN, orphan.id, orphan.target, orphan.status, n)
             await self.submit(orphan)
         return len(orphans)
 
