@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from app.runs.memsink import MemorySink
 from app.runs.sink import Stored
 from app.runs.spool import Spool
 from app.runs.writer import Writer
@@ -85,3 +86,21 @@ def test_a_run_stored_alone_is_passed_on_before_the_writer_waits_again(tmp_path:
     asyncio.run(writer.submit(run("a")))
     assert passed.wait(10)  # no second run needed to push it on
     assert writer.close(10) == 0
+
+
+def test_runs_wait_in_the_spool_while_the_sink_is_away_and_arrive_in_order(
+    tmp_path: Path,
+) -> None:
+    sink, spool = MemorySink(), Spool(tmp_path)
+    writer = Writer(sink, spool)
+    first, second, third, refused = run("a"), run("b"), run("c"), run("d")
+    sink.go_away("the server is away")
+    assert writer.deliver(first) is False and writer.deliver(second) is False
+    assert spool.pending() == 2 and sink.problem == "the server is away"
+    sink.come_back()
+    sink.refuse(refused.id, "not this vantage's")
+    spool.append(refused)
+    assert writer.deliver(third) is True  # behind the spooled ones, which go first
+    assert list(sink.runs) == [first.id, second.id, third.id]
+    assert sink.problem is None and not spool.has_pending()
+    assert str(refused.id) in (tmp_path / "rejected.jsonl").read_text()  # set aside, kept
