@@ -1,9 +1,10 @@
-"""``create_app(settings)``: wires the engine, the spool, the pipeline, alerting, the scheduler
-and the web app. Nothing is built at import time, so tests build as many apps as they like."""
+"""``create_app(settings)``: wires the engine, the sink (the database), the spool, the writer
+and the pipeline, alerting, the scheduler and the web app. Nothing is built at import time,
+so tests build as many apps as they like."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -18,6 +19,7 @@ from app.alerts.evaluate import Evaluator
 from app.alerts.sender import Sender
 from app.config import Settings, Target, TargetsFile, load_targets
 from app.notifiers import build_notifiers
+from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.spool import Spool
 from app.runs.writer import Writer
@@ -29,6 +31,7 @@ from app.runtime.upkeep import Upkeep
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
+from app.store.records import RunRecord
 from app.web import api as web_api
 from app.web import errors, healthz, pages, scrape
 from app.web.api import agent
@@ -49,27 +52,31 @@ def build_service(
     alerts = AlertEngine(
         sessions, evaluator, rules.notifiers_for, wants_refresh=rules.wants_refresh
     )
-    spool = Spool(settings.spool_dir)
-    after_store = (
+    # Every stored run, probed here or pushed by an agent: evaluation, then metrics.
+    after_store: Callable[[RunRecord], object] = (
         alerts.evaluate_after
         if observed is None
         else then(alerts.evaluate_after, observed.observe_run)
     )
-    pipeline = Pipeline(sessions, spool, resolved.vantage, after_store=after_store)
-    writer = Writer(pipeline.deliver, pipeline.flush, spool, after_store=after_store)
-    sender = Sender(pipeline.sessions, build_notifiers(targets.notifiers))
+    sink = DatabaseSink(sessions)
+    writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
+    pipeline = Pipeline(writer, resolved.vantage)
+    sender = Sender(sessions, build_notifiers(targets.notifiers))
     return Service(
         settings=settings,
         resolved=resolved,
         targets=targets,
         engine=engine,
+        sessions=sessions,
+        sink=sink,
+        after_store=after_store,
         pipeline=pipeline,
         watch=Watch(pipeline.run),
         leadership=Leadership(engine),
         alerts=alerts,
         rules=rules,
         writer=writer,
-        health=Health(engine, pipeline, writer),
+        health=Health(engine, writer),
         upkeep=Upkeep(sessions, engine, resolved.raw_retention_days, sender),
         sender=sender,
     )
@@ -101,7 +108,7 @@ def create_app(
     observed = RunMetrics()
     service = build_service(settings, targets, observed)
     service.probing, service.migrate = probing, migrate
-    observed.watch(service.pipeline.sessions, service.pipeline.spool.pending)
+    observed.watch(service.sessions, service.writer.spool.pending)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -114,7 +114,7 @@ def burners(count: int) -> Iterator[list[int]]:
 
 def counting_spool(service: Service, counts: Counts) -> None:
     """Count every run the service puts in its spool (the pipeline and writer share it)."""
-    spool = service.pipeline.spool
+    spool = service.writer.spool
     append = spool.append
 
     def counted(record: RunRecord) -> None:
@@ -242,7 +242,7 @@ def measure(url: str, args: argparse.Namespace) -> list[str]:
             )
         engine = bench_engine(url)
         stored = Stored.read(engine)
-        spooled = service.pipeline.spool.pending()
+        spooled = service.writer.spool.pending()
         sim_lag = sim.loop_lag()
         engine.dispose()
     late = [s * 1000 for s in watch.lateness_s]

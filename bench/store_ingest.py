@@ -21,10 +21,7 @@ import io
 import math
 import os
 import pstats
-import shutil
-import tempfile
 import time
-import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,8 +33,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
-from app.runs.pipeline import Pipeline
-from app.runs.spool import Spool
+from app.runs.dbsink import DatabaseSink
 from app.runtime.service import target_values
 from app.store.db import make_sessions
 from app.store.records import RunRecord
@@ -166,12 +162,8 @@ def in_session(sessions: sessionmaker[Session], store: StoreRun) -> Store:
 
 
 def as_pipeline(sessions: sessionmaker[Session]) -> Store:
-    """``Pipeline.store``: what the service's writer calls with each finished run (its
-    spool, in a fresh directory, is never written: every store succeeds)."""
-    directory = tempfile.mkdtemp(prefix="pw_bench_spool_")
-    pipeline = Pipeline(sessions, Spool(Path(directory)), "bench")
-    weakref.finalize(pipeline, shutil.rmtree, directory, ignore_errors=True)
-    return pipeline.store
+    """``DatabaseSink.store``: what the service's writer calls with each finished run."""
+    return DatabaseSink(sessions).store
 
 
 def store_all(

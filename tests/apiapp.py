@@ -50,10 +50,8 @@ class Api:
 
     def store(self, record: Any) -> list[Transition]:
         """Store a run as the pipeline does (its after_store hook included)."""
-        assert self.service.pipeline.store(record)
-        hook = self.service.pipeline.after_store
-        assert hook is not None
-        result = hook(record)
+        assert self.service.sink.store(record)
+        result = self.service.after_store(record)
         return result if isinstance(result, list) else []
 
     def failing(self, target: str, vantage: str, runs: int, start: datetime) -> None:
@@ -125,12 +123,22 @@ def in_process(app: FastAPI) -> Iterator[httpx.Client]:
             yield client
 
 
-@contextmanager
-def serving(app: FastAPI, lifespan: Lifespan = "off") -> Iterator[str]:
-    """``app`` under uvicorn on a free loopback port, in a thread; yields its base URL. For
-    tests where the socket is the point (a browser, a process calling back)."""
+def loopback_socket() -> socket.socket:
+    """A socket bound to a free loopback port and not listening yet: a client connecting
+    there is refused until ``serving`` listens on it."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextmanager
+def serving(
+    app: FastAPI, lifespan: Lifespan = "off", sock: socket.socket | None = None
+) -> Iterator[str]:
+    """``app`` under uvicorn on a free loopback port (``sock``'s, if given), in a thread;
+    yields its base URL. For tests where the socket is the point (a browser, a process
+    calling back)."""
+    sock = sock or loopback_socket()
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, lifespan=lifespan, log_config=None, access_log=False)
     server = uvicorn.Server(config)

@@ -138,8 +138,7 @@ def _prepare_database(url: str, migrate: bool, *, wait: bool = True) -> None:
     answers. A SQLite file that cannot be opened is a mistake to fix, not an outage."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from app.runs.pipeline import is_transient
-    from app.store.db import make_engine
+    from app.store.db import is_transient, make_engine
     from app.store.migrate import current_revision, head_revision, upgrade
 
     try:

@@ -42,8 +42,10 @@ from app.demo.sim.core import SimConfig
 from app.demo.sim.network import sleep_until
 from app.demo.sim.server import SimServer
 from app.demo.virtual import VirtualClock, VirtualEventLoop
+from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.spool import Spool
+from app.runs.writer import Writer
 from app.runtime.scheduler import first_run_offset
 from app.runtime.service import AlertRules, target_values
 from app.store.db import make_engine, make_sessions
@@ -212,7 +214,8 @@ class Replay:
         self, sessions: Sessions, vantage: str, after_store: Callable[[RunRecord], None]
     ) -> Pipeline:
         spool = Spool(self.workdir / "spool" / vantage)
-        return Pipeline(sessions, spool, vantage, clock=self.now, after_store=after_store)
+        writer = Writer(DatabaseSink(sessions, self.now), spool, after_store=after_store)
+        return Pipeline(writer, vantage, clock=self.now)
 
     async def _stream(self, target: Target, sim: SimServer, pipeline: Pipeline) -> None:
         endpoint = story.endpoint(target.name)

@@ -1,8 +1,11 @@
-"""Run one target: probe → store (or spool) → ``after_store`` (alert evaluation, wired by
-``build_service``). The only module that knows the whole flow.
+"""Run one target: probe → the store stage (a ``Writer``: the run goes to its ``Sink``, or
+waits in the spool) → ``after_store`` (alert evaluation, wired by ``build_service``). The
+only module that knows the whole flow; where a run goes is the sink's business
+(``app.runs.sink``: the database, a push to the server, memory in tests).
 
-In ``serve`` the store stage is a ``Writer`` (its own thread): ``run`` returns once the run
-is measured and handed over. Without one (the demo, tests) ``run`` stores the run itself.
+Once the writer is started (``serve``, ``phasewatch agent``) it stores on its own thread:
+``run`` returns once the run is measured and handed over. Before that, and after it is
+closed (the demo, tests), ``run`` stores the run itself, within a budget.
 """
 
 from __future__ import annotations
@@ -16,19 +19,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from sqlalchemy.orm import Session, sessionmaker
-
 from app import clock
 from app.analysis.summary import TIMED
 from app.clock import utcnow
 from app.config import Target
 from app.probe.run import probe_run
 from app.probe.sample import Sample
+from app.runs.dbsink import DatabaseSink
+from app.runs.sink import SinkAway
 from app.runs.spool import Spool
 from app.runs.writer import Writer
-from app.store.db import write_connection
-from app.store.ingest import store_run_on
+from app.store.db import Sessions
+from app.store.db import is_transient as is_transient  # transitional: app/agents/server/watch.py
 from app.store.records import RunRecord, RunStatus, SampleRecord
 
 log = logging.getLogger(__name__)
@@ -36,24 +38,6 @@ log = logging.getLogger(__name__)
 STORE_TIMEOUT_S = 20.0
 ERROR_CHARS = 160
 ABORT_STORE_TIMEOUT_S = 1.5  # at shutdown, within the 5 s SIGTERM promise
-
-
-def describe(exc: Exception) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _ready() -> threading.Event:
-    ready = threading.Event()
-    ready.set()
-    return ready
-
-
-def is_transient(exc: Exception) -> bool:
-    """The database is away (down, restarting, unreachable), not refusing this run."""
-    if isinstance(exc, OperationalError | InterfaceError):
-        return True
-    return isinstance(exc, DBAPIError) and exc.connection_invalidated
 
 
 @dataclass
@@ -95,22 +79,17 @@ def _why(record: RunRecord) -> str:
 
 @dataclass
 class Pipeline:
-    sessions: sessionmaker[Session]
-    spool: Spool
+    writer: Writer  # the store stage, with the sink and the spool
     vantage: str
     clock: Callable[[], datetime] = utcnow
     # Monotonic time each target was last probed: the first request after a quiet spell
     # is tagged as a cold start.
     idle_since: dict[str, float] = field(default_factory=dict)
-    # Called in a thread with each complete run the database now has. Runs that went to
-    # the spool are not passed on: the next run stored looks at the last runs anyway.
-    after_store: Callable[[RunRecord], object] | None = None
     failing: Failing = field(default_factory=Failing)
-    # Set once the database has the schema: until then every run waits in the spool.
-    ready: threading.Event = field(default_factory=_ready)
-    writer: Writer | None = None
-    # Why the last store failed while the database was away; None once one succeeds.
-    store_problem: str | None = None
+
+    @property
+    def spool(self) -> Spool:
+        return self.writer.spool
 
     async def run(self, target: Target, scheduled_at: datetime | None = None) -> RunRecord:
         """Probe ``target`` once (a run of N samples) and store the run whole.
@@ -144,22 +123,25 @@ class Pipeline:
         record = self._record(run, samples, RunStatus.COMPLETE)
         self.failing.note(record)
         if await self._keep(record, STORE_TIMEOUT_S):
-            await self._after_store(record)
+            await asyncio.to_thread(self.writer.pass_on, record)
         return record
 
     async def _keep(self, record: RunRecord, budget_s: float) -> bool:
-        """Store ``record`` within ``budget_s``, else spool it: never lose it, never hang.
+        """Hand ``record`` to the running writer; else store it here within ``budget_s``,
+        or spool it: never lose it, never hang.
 
-        A database that hangs without failing gets the budget; after it the run waits in
-        the spool. Should the hung store land after all, the second copy is a no-op.
-        True when the database has the run. With a writer, the run is handed to it.
+        A sink that hangs without failing gets the budget; after it the run waits in the
+        spool. Should the hung store land after all, the second copy is a no-op. True when
+        the sink has the run and it is to be passed on here.
         """
-        if self.writer is not None:
+        if self.writer.running:
             await self.writer.submit(record)
             return False
         stored = False
         try:
-            stored = await asyncio.wait_for(asyncio.to_thread(self.deliver, record), budget_s)
+            stored = await asyncio.wait_for(
+                asyncio.to_thread(self.writer.deliver, record), budget_s
+            )
         except TimeoutError:
             log.warning("storing run %s took over %s s; spooled", record.id, budget_s)
             if not await asyncio.to_thread(self._spooled, record):
@@ -167,7 +149,7 @@ class Pipeline:
         except OSError as exc:
             return _not_kept(record, exc)
         self.spool.end(record.id)
-        return stored
+        return stored and record.status == RunStatus.COMPLETE
 
     def _spooled(self, record: RunRecord) -> bool:
         try:
@@ -175,15 +157,6 @@ class Pipeline:
         except OSError as exc:
             return _not_kept(record, exc)
         return True
-
-    async def _after_store(self, record: RunRecord) -> None:
-        """The stored run goes on (to alerting); a failure there never fails the run."""
-        if self.after_store is None:
-            return
-        try:
-            await asyncio.to_thread(self.after_store, record)
-        except Exception:
-            log.exception("after storing run %s of %s", record.id, record.target)
 
     def _record(self, run: RunRecord, samples: list[Sample], status: str) -> RunRecord:
         return RunRecord(
@@ -197,75 +170,30 @@ class Pipeline:
             samples=tuple(SampleRecord.from_sample(s) for s in samples),
         )
 
-    def deliver(self, record: RunRecord) -> bool:
-        """Store ``record``, or spool it while the database is away.
+    # Transitional: read by app/web/deps.py and app/web/api/agentpush.py, which another
+    # branch is restructuring (to read ``Service.sessions``, ``Service.sink`` and
+    # ``Service.writer.ready``). Nothing else may use these; delete them at that merge.
+    @property
+    def sessions(self) -> Sessions:
+        return self.database.sessions
 
-        True once the database has the run (stored now, or already there). Raises OSError
-        when the database is away and the spool cannot be written either.
-        """
-        if not self.ready.is_set():
-            self.spool.append(record)  # the schema is not there yet
-            return False
-        if self.spool.has_pending():
-            # Runs reach the database in the order they finished: none jumps the queue.
-            self.spool.append(record)
-            return self.flush() > 0 and not self.spool.has_pending()
-        try:
-            self.store(record)
-        except Exception as exc:
-            if not self.transient(exc):
-                raise
-            log.warning("database unreachable (%s); run %s spooled", exc, record.id)
-            self.spool.append(record)
-            return False
-        return True
+    @property
+    def database(self) -> DatabaseSink:
+        sink = self.writer.sink
+        if not isinstance(sink, DatabaseSink):
+            raise TypeError("this pipeline's sink is not the database")
+        return sink
 
-    def transient(self, exc: Exception) -> bool:
-        """Is the store away for now (the run waits in the spool)? An agent's is the server."""
-        return is_transient(exc)
+    @property
+    def ready(self) -> threading.Event:
+        return self.writer.ready
 
-    def store(self, record: RunRecord) -> bool:
-        try:
-            with write_connection(self.sessions) as connection:
-                stored = store_run_on(connection, record, self.clock())
-        except Exception as exc:
-            if self.transient(exc):
-                self.store_problem = describe(exc)
-            raise
-        self.store_problem = None
-        return stored
-
-    def flush(self) -> int:
-        """Move spooled runs into the database, oldest first; returns how many left."""
-        if not self.ready.is_set():
-            return 0
-        flushed = self.spool.flush(self.store, self.transient)
-        if flushed:
-            log.info("%d spooled run(s) stored", flushed)
-        return flushed
-
-    def recover_orphans(self) -> int:
-        """Runs journalled by processes that died: one cut mid-run becomes an aborted run,
-        one that was finished and waiting to be stored is stored as it was."""
-        orphans = self.spool.adopt_orphans()
-        for orphan in orphans:
-            log_orphan(orphan)
-            self.deliver(orphan)
-            self.spool.end(orphan.id)
-        return len(orphans)
+    @staticmethod
+    def transient(exc: Exception) -> bool:
+        return isinstance(exc, SinkAway)
 
 
 def _not_kept(record: RunRecord, exc: OSError) -> bool:
     # Its journal, if the disk took that, lets the next start recover it.
     log.error("run %s of %s neither stored nor spooled: %s", record.id, record.target, exc)
     return False
-
-
-def log_orphan(orphan: RunRecord) -> None:
-    log.warning(
-        "run %s of %s was left by a process that died; recorded as %s (%d samples)",
-        orphan.id,
-        orphan.target,
-        orphan.status,
-        len(orphan.samples),
-    )

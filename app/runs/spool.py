@@ -24,14 +24,15 @@ from typing import Any
 
 from app.runs.diskio import append_durable, hold_lock, problem_of, shared_lock
 from app.runs.journal import Journal
+from app.runs.sink import SinkAway, Stored
 from app.store.records import RunRecord
 
 log = logging.getLogger(__name__)
 
 RUNS_LOCK = b"phasewatch: held around every change to runs.jsonl\n"
-# Takes spooled lines, answers for each in order: None taken (stored, or had already),
-# a text why it never will be (set aside); fewer answers than lines: the rest not taken.
-PushLines = Callable[[list[str]], Sequence[str | None]]
+# A sink's batch form (``Sink.store_batch``): answers each run in order, True or False
+# taken, a text why it never will be (set aside); fewer answers: the rest not taken.
+StoreBatch = Callable[[Sequence[RunRecord]], Sequence[Stored]]
 FLUSH_LOCK = b"phasewatch: held by the process flushing runs.jsonl\n"
 
 
@@ -96,26 +97,21 @@ class Spool:
         self._wrote()
         return None
 
-    def flush(
-        self, store: Callable[[RunRecord], Any], transient: Callable[[Exception], bool]
-    ) -> int:
-        """Store every spooled run in order; returns how many left the spool.
+    def flush(self, store: StoreBatch, runs: int, size: int) -> int:
+        """Store every spooled run in order, handed to ``store`` (a sink's ``store_batch``)
+        in batches of at most ``runs`` lines and ``size`` bytes (a longer line alone);
+        returns how many left the spool.
 
-        A transient failure (the database is still away) stops the flush and keeps the
-        rest in order. Any other failure would block the spool for ever, so that run is
-        set aside in ``rejected.jsonl`` (kept, logged) and the flush goes on. The file lock
-        is not held while storing: appends go on meanwhile, behind the lines being flushed.
-        Another process flushing the same spool: this one leaves it to that one (0).
+        Only the lines answered for leave it: ``SinkAway`` stops the flush and keeps the
+        rest in order. A run refused for good (or a line that is not a run) would block the
+        spool for ever, so it is set aside in ``rejected.jsonl`` (kept, logged) and the
+        flush goes on. The file lock is not held while storing: appends go on meanwhile,
+        behind the lines being flushed. Another process flushing the same spool: this one
+        leaves it to that one (0).
         """
-        return self._exclusive(lambda: self._flush(store, transient))
-
-    def flush_batched(
-        self, push: PushLines, transient: Callable[[Exception], bool], runs: int, size: int
-    ) -> int:
-        """``flush``, the lines handed over in order in batches of at most ``runs`` lines
-        and ``size`` bytes (a longer line alone). Only lines ``push`` answered for leave the
-        spool; a refused one is set aside in ``rejected.jsonl``."""
-        return self._exclusive(lambda: self._flush_batched(push, transient, runs, size))
+        return self._exclusive(
+            lambda: self._drain(lambda lines: self._consume(lines, store, runs, size))
+        )
 
     def _exclusive(self, flush: Callable[[], int]) -> int:
         """``flush()`` as the one flush of this spool (0 when another process has it)."""
@@ -133,62 +129,33 @@ class Spool:
             finally:
                 os.close(flushing)
 
-    def _flush_batched(
-        self, push: PushLines, transient: Callable[[Exception], bool], runs: int, size: int
-    ) -> int:
-        def consume(lines: list[str]) -> Iterator[int]:
-            for batch in batches(lines, runs, size):
-                answers = push(batch)[: len(batch)]
-                for line, refused in zip(batch, answers, strict=False):
-                    if refused is not None:
-                        log.error("spooled run refused (%s); set aside in rejected.jsonl", refused)
-                        self._append(self.directory / "rejected.jsonl", line.encode())
-                yield len(answers)
-                if len(answers) < len(batch):
-                    return
+    def _consume(self, lines: list[str], store: StoreBatch, runs: int, size: int) -> Iterator[int]:
+        """Yields how many more lines are done, batch by batch, until one is not taken whole."""
+        for batch in batches(lines, runs, size):
+            answers = _answered(batch, store)
+            for line, answer in zip(batch, answers, strict=False):
+                if isinstance(answer, str):
+                    log.error("spooled run refused (%s); set aside in rejected.jsonl", answer)
+                    self._append(self.directory / "rejected.jsonl", line.encode())
+            yield len(answers)
+            if len(answers) < len(batch):
+                return
 
-        return self._drain(consume, transient)
-
-    def _flush(
-        self, store: Callable[[RunRecord], Any], transient: Callable[[Exception], bool]
-    ) -> int:
-        def consume(lines: list[str]) -> Iterator[int]:
-            for line in lines:
-                self._store_line(line, store, transient)
-                yield 1
-
-        return self._drain(consume, transient)
-
-    def _drain(
-        self, consume: Callable[[list[str]], Iterator[int]], transient: Callable[[Exception], bool]
-    ) -> int:
+    def _drain(self, consume: Callable[[list[str]], Iterator[int]]) -> int:
         """Hands the spooled lines to ``consume``, which yields how many more are done; the
-        lines not done stay, in order, also when a transient failure stops it."""
+        lines not done stay, in order, also when the sink going away stops it."""
         with self._shared():
             lines = list(self._lines())
         done = 0
         try:
             for count in consume(lines):
                 done += count
-        except Exception as exc:
-            if not transient(exc):
-                raise
+        except SinkAway:
+            pass
         finally:
             with self._shared():
                 self._rewrite(list(self._lines())[done:])
         return done
-
-    def _store_line(
-        self, line: str, store: Callable[[RunRecord], Any], transient: Callable[[Exception], bool]
-    ) -> None:
-        record = RunRecord.from_json(json.loads(line))
-        try:
-            store(record)
-        except Exception as exc:
-            if transient(exc):
-                raise
-            log.exception("spooled run could not be stored; set aside in rejected.jsonl")
-            self.reject(record, line)
 
     def _lines(self) -> Iterator[str]:
         if not self.path.exists():
@@ -269,3 +236,25 @@ def batches(lines: Sequence[str], runs: int, size: int) -> Iterator[list[str]]:
         held += len(line)
     if batch:
         yield batch
+
+
+def _answered(batch: list[str], store: StoreBatch) -> list[Stored]:
+    """Each line's answer, in order, as far as ``store`` answered: a line that is not a run
+    is refused here, the runs go to ``store`` together."""
+    parsed = [_parsed(line) for line in batch]
+    records = [item for item in parsed if isinstance(item, RunRecord)]
+    answers = iter(store(records) if records else ())
+    answered: list[Stored] = []
+    for item in parsed:
+        answer = item if isinstance(item, str) else next(answers, None)
+        if answer is None:
+            break  # the rest were not taken
+        answered.append(answer)
+    return answered
+
+
+def _parsed(line: str) -> RunRecord | str:
+    try:
+        return RunRecord.from_json(json.loads(line))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return f"not a run: {type(exc).__name__}"

@@ -1,12 +1,15 @@
-"""The pipeline's store stage on a thread of its own, so a database that hangs never holds
-the scheduler: a probe job ends when its run is measured, whatever the database does.
+"""The pipeline's store stage: each finished run goes to the ``Sink`` (app.runs.sink), or
+waits in the spool while the sink is away, and once stored is passed on (``after_store``:
+alert evaluation, then metrics).
 
-Finished runs wait on a bounded queue, journalled whole (so a crash meanwhile loses
-nothing); the writer thread stores each one, or spools it while the database is away,
-then passes it on (``after_store``). When the queue is full (the database has hung for a
-while) a run goes straight to the spool, behind which the queued ones then line up. A run
-that can be neither stored nor spooled (database away *and* spool full) is held in memory,
-retried at the next flush, and stays journalled if the journal could be written.
+Started, the writer works on a thread of its own, so a sink that hangs never holds the
+scheduler: a probe job ends when its run is measured, whatever the database does. Finished
+runs wait on a bounded queue, journalled whole (so a crash meanwhile loses nothing). When
+the queue is full (the sink has hung for a while) a run goes straight to the spool, behind
+which the queued ones then line up. A run that can be neither stored nor spooled (sink away
+*and* spool full) is held in memory, retried at the next flush, and stays journalled if the
+journal could be written. Not started (the demo, tests) or closed, it stores on the
+caller's thread (``Pipeline``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.runs.sink import Sink, SinkAway
 from app.runs.spool import Spool
 from app.runs.threads import NoWaitThreadPool
 from app.store.records import RunRecord, RunStatus
@@ -30,16 +34,32 @@ log = logging.getLogger(__name__)
 CAPACITY = 256  # runs; 200 targets every 10 s fill it in 13 s of a hung database
 HELD_MAX = 1000
 BATCH_MAX = 32  # stored runs waiting to be passed on, at most
+# A spool flush hands the sink at most this many runs (and bytes of their JSON) at once.
+FLUSH_RUNS = 50
+FLUSH_BYTES = 4 << 20
 _FLUSH, _STOP = "flush", "stop"
+ORPHAN = "run %s of %s was left by a process that died; recorded as %s (%d samples)"
+
+
+def _ready() -> threading.Event:
+    ready = threading.Event()
+    ready.set()
+    return ready
 
 
 @dataclass
 class Writer:
-    deliver: Callable[[RunRecord], bool]  # stores, or spools (OSError: the spool failed too)
-    flush: Callable[[], int]
+    sink: Sink
     spool: Spool
+    # Called with each complete run the sink now has. Runs that went to the spool are not
+    # passed on: the next run stored looks at the last runs anyway.
     after_store: Callable[[RunRecord], object] | None = None
     capacity: int = CAPACITY
+    flush_runs: int = FLUSH_RUNS
+    flush_bytes: int = FLUSH_BYTES
+    # Set while the sink may be tried: ``serve`` clears it until the database has the
+    # schema, and every run waits in the spool meanwhile.
+    ready: threading.Event = field(default_factory=_ready)
     current: RunRecord | None = None
     _since: float | None = None  # when the store (or flush) in progress began
     _queue: queue.Queue[RunRecord | str] = field(init=False)
@@ -61,6 +81,11 @@ class Writer:
         self._thread.start()
 
     @property
+    def running(self) -> bool:
+        """Started and not closed: runs are handed to the writer's thread."""
+        return self._thread is not None and not self._abandoned.is_set()
+
+    @property
     def waiting_s(self) -> float:
         """How long the store or flush in progress has waited for the database."""
         since = self._since
@@ -74,6 +99,16 @@ class Writer:
             self._queue.put_nowait(record)
         except queue.Full:
             await loop.run_in_executor(self._disk, self._spool_or_hold, record)
+
+    async def recover_orphans(self) -> int:
+        """Hand over the runs journalled by processes that died: one cut mid-run as an
+        aborted run, one that was finished and waiting to be stored as it was."""
+        orphans = await asyncio.to_thread(self.spool.adopt_orphans)
+        for orphan in orphans:
+            n = len(orphan.samples)
+            log.warning(ORPHAN, orphan.id, orphan.target, orphan.status, n)
+            await self.submit(orphan)
+        return len(orphans)
 
     def queued(self) -> int:
         """Runs waiting for the writer thread (not a flush or stop request)."""
@@ -109,6 +144,55 @@ class Writer:
         self._disk.shutdown(wait=False)
         return len(left)
 
+    def deliver(self, record: RunRecord) -> bool:
+        """Store ``record``, or spool it while the sink is away (or not ready).
+
+        True once the sink has the run (stored now, or already there). Raises OSError when
+        the sink is away and the spool cannot be written either, SinkRefused (or any other
+        error) when the sink will never take it.
+        """
+        if not self.ready.is_set():
+            self.spool.append(record)  # the schema is not there yet
+            return False
+        if self.sink.batches and self.queued() and self._spooled(record):
+            return False  # more runs wait behind this one: it goes in a batch with them
+        if self.spool.has_pending():
+            # Runs reach the sink in the order they finished: none jumps the queue.
+            self.spool.append(record)
+            return self.flush() > 0 and not self.spool.has_pending()
+        try:
+            self.sink.store(record)  # stored now, or there already: the sink has it
+        except SinkAway as exc:
+            log.warning("store away (%s); run %s spooled", exc, record.id)
+            self.spool.append(record)
+            return False
+        return True
+
+    def flush(self) -> int:
+        """Move spooled runs to the sink, oldest first; returns how many left."""
+        if not self.ready.is_set():
+            return 0
+        flushed = self.spool.flush(self.sink.store_batch, self.flush_runs, self.flush_bytes)
+        if flushed:
+            log.info("%d spooled run(s) stored", flushed)
+        return flushed
+
+    def pass_on(self, record: RunRecord) -> None:
+        """``after_store``; a failure there never fails the run."""
+        if self.after_store is None:
+            return
+        try:
+            self.after_store(record)
+        except Exception:
+            log.exception("after storing run %s of %s", record.id, record.target)
+
+    def _spooled(self, record: RunRecord) -> bool:
+        try:
+            self.spool.append(record)
+        except OSError:
+            return False  # then stored alone
+        return True
+
     # On the writer thread ---------------------------------------------------------
 
     def _work(self) -> None:
@@ -135,22 +219,22 @@ class Writer:
 
     def _after_all(self, stored: list[RunRecord]) -> list[RunRecord]:
         for record in stored:
-            self._after(record)
+            self.pass_on(record)
         return []
 
     def _keep(self, record: RunRecord) -> bool:
         """Store (or spool) ``record``; True when it is stored and complete, to be passed
-        on (as ``Pipeline.after_store`` promises)."""
+        on (as ``after_store`` promises)."""
         if self._abandoned.is_set():
             self._overflow(record)  # shutdown gave up on the database
             return False
         self.current, self._since = record, time.monotonic()
         try:
             stored = self.deliver(record)
-        except OSError as exc:  # the database is away and the spool failed too
+        except OSError as exc:  # the sink is away and the spool failed too
             self._hold(record, exc)
             return False
-        except Exception:
+        except Exception:  # SinkRefused, or an error the sink did not expect: never stored
             log.exception("run %s could not be stored; set aside in rejected.jsonl", record.id)
             self._reject(record)
             stored = False
@@ -165,7 +249,7 @@ class Writer:
             self._held.clear()
         for record in held:
             if self._keep(record):
-                self._after(record)
+                self.pass_on(record)
         if self._abandoned.is_set():
             return
         self._since = time.monotonic()
@@ -175,14 +259,6 @@ class Writer:
             log.exception("flushing the spool failed; retried at the next tick")
         finally:
             self._since = None
-
-    def _after(self, record: RunRecord) -> None:
-        if self.after_store is None:
-            return
-        try:
-            self.after_store(record)
-        except Exception:
-            log.exception("after storing run %s of %s", record.id, record.target)
 
     def _hold(self, record: RunRecord, exc: OSError) -> None:
         with self._held_lock:

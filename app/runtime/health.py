@@ -4,7 +4,7 @@ The database ping and the spool count run on threads of their own (``app.runs.th
 /healthz waits for them at most ``ASK_BUDGET_S`` and otherwise says so ("no answer"); a
 ping that hangs (a frozen database) is not started again while it hangs. Whether the spool
 can be written is checked every few seconds by the service's health loop, and by every
-write. The store stage says how long it has waited and why its last store failed.
+write. The store stage says how long it has waited, and its sink why its last store failed.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from app.runs.pipeline import Pipeline, describe
 from app.runs.threads import Check
 from app.runs.writer import Writer
+from app.store.db import describe
 
 ASK_BUDGET_S = 0.5
 STUCK_S = 2.0  # a store waiting longer than this is reported
@@ -28,8 +28,7 @@ NO_SCHEMA = "waiting for the schema"
 @dataclass
 class Health:
     engine: Engine
-    pipeline: Pipeline
-    writer: Writer
+    writer: Writer  # the store stage: its sink, its spool
     # Set by the service while the database answers but lacks the schema this code needs.
     schema_problem: str | None = None
     database: str = REACHABLE
@@ -40,21 +39,21 @@ class Health:
 
     def __post_init__(self) -> None:
         self._ping = Check(self._select_one, "healthz-ping")
-        self._count = Check(self.pipeline.spool.pending, "healthz-spool")
+        self._count = Check(self.writer.spool.pending, "healthz-spool")
 
     async def refresh(self) -> None:
         await asyncio.gather(self._ask_database(), self._count_spool())
 
     def check_spool(self) -> None:
         """Blocking (a small write and fsync): for the health loop's thread."""
-        self.pipeline.spool.check()
+        self.writer.spool.check()
 
     def report(self) -> dict[str, Any]:
         problems = self.problems()
         database = self.database
         if database == REACHABLE and self.schema_problem is not None:
             database = NO_SCHEMA
-        spool_problem = self.pipeline.spool.problem
+        spool_problem = self.writer.spool.problem
         return {
             "status": "degraded" if problems else "ok",
             "database": database,
@@ -72,10 +71,10 @@ class Health:
         waited = self.writer.waiting_s
         if waited > STUCK_S:
             found.append(f"store: waiting {waited:.0f} s for the database")
-        if self.pipeline.store_problem is not None:
-            found.append(f"store: last attempt failed: {self.pipeline.store_problem}")
-        if self.pipeline.spool.problem is not None:
-            found.append(f"spool {self.pipeline.spool.problem}")
+        if self.writer.sink.problem is not None:
+            found.append(f"store: last attempt failed: {self.writer.sink.problem}")
+        if self.writer.spool.problem is not None:
+            found.append(f"spool {self.writer.spool.problem}")
         return found
 
     async def _ask_database(self) -> None:

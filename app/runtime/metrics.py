@@ -1,8 +1,8 @@
 """What ``/metrics`` exposes, in one registry per app (never prometheus-client's global one,
 so tests and replicas in one process never share counters).
 
-Each stored run is observed once (``RunMetrics.observe_run``, the pipeline's ``after_store``
-hook, called in a worker thread; prometheus-client is thread-safe). Alert states and the
+Each stored run is observed once (``RunMetrics.observe_run``, in the ``Service.after_store``
+road, called in a worker thread; prometheus-client is thread-safe). Alert states and the
 spool are read when Prometheus scrapes (``ServiceCollector``). Labels are bounded: target,
 vantage, phase, status, error class, alert state and kind; never a run id or a message.
 

@@ -13,8 +13,8 @@ import logging
 
 from sqlalchemy import Engine
 
-from app.runs.pipeline import describe, is_transient
 from app.runtime.health import Health
+from app.store.db import describe, is_transient
 from app.store.migrate import current_revision, head_revision, upgrade
 
 log = logging.getLogger(__name__)

@@ -42,14 +42,17 @@ from app.config import (
 )
 from app.config.placement import probed_here
 from app.notifiers import KINDS, build_notifiers, names_for
-from app.runs.pipeline import Pipeline, is_transient, log_orphan
+from app.runs.dbsink import DatabaseSink
+from app.runs.pipeline import Pipeline
 from app.runs.writer import Writer
 from app.runtime.health import Health
 from app.runtime.readiness import wait_for_schema
 from app.runtime.scheduler import Watch
 from app.runtime.stopping import stop_within_budget
 from app.runtime.upkeep import Upkeep
+from app.store.db import Sessions, is_transient
 from app.store.leader import Leadership
+from app.store.records import RunRecord
 from app.store.targets import TargetValues, sync_targets
 
 log = logging.getLogger(__name__)
@@ -93,6 +96,10 @@ class Service:
     resolved: ResolvedSettings
     targets: TargetsFile
     engine: Engine
+    sessions: Sessions
+    sink: DatabaseSink  # where the runs go: this service's own and the ones agents push
+    # Every stored run's one road on: alert evaluation, then metrics (``build_service``).
+    after_store: Callable[[RunRecord], object]
     pipeline: Pipeline
     watch: Watch
     leadership: Leadership
@@ -114,10 +121,9 @@ class Service:
     _started: bool = False
 
     async def start(self) -> None:
-        self.pipeline.writer = self.writer  # from now on a run is stored on the writer's thread
-        self.pipeline.ready.clear()  # runs are spooled until the schema is known to be there
-        self.writer.start()
-        await self._recover_orphans()
+        self.writer.ready.clear()  # runs are spooled until the schema is known to be there
+        self.writer.start()  # from now on a run is stored on the writer's thread
+        await self.writer.recover_orphans()
         self.watch.apply(self._scheduled(self.targets))
         ready = asyncio.create_task(self._when_ready())
         self.tasks.append(ready)
@@ -148,7 +154,7 @@ class Service:
     async def _when_ready(self) -> None:
         """Once the database has the schema: targets, alert state, the spool, upkeep loops."""
         await wait_for_schema(self.engine, self.resolved.database_url, self.migrate, self.health)
-        self.pipeline.ready.set()
+        self.writer.ready.set()
         await asyncio.to_thread(self._sync_targets, self.targets)
         await self._restore_alerts()
         self.writer.request_flush()
@@ -198,14 +204,9 @@ class Service:
 
     async def _flush_loop(self) -> None:
         await asyncio.sleep(FLUSH_EVERY_S)
-        await self._recover_orphans()  # a replica that died beside this one leaves some
-        if self.pipeline.spool.has_pending():
+        await self.writer.recover_orphans()  # a replica that died beside this one leaves some
+        if self.writer.spool.has_pending():
             self.writer.request_flush()
-
-    async def _recover_orphans(self) -> None:
-        for orphan in await asyncio.to_thread(self.pipeline.spool.adopt_orphans):
-            log_orphan(orphan)
-            await self.writer.submit(orphan)
 
     async def _health_loop(self) -> None:
         await asyncio.to_thread(self.health.check_spool)
@@ -229,7 +230,7 @@ class Service:
             for problem in exc.problems:
                 log.error("reload refused, keeping the running targets: %s", problem)
             return
-        if self.pipeline.ready.is_set():  # else the database gets them once it is ready
+        if self.writer.ready.is_set():  # else the database gets them once it is ready
             await asyncio.to_thread(self._sync_targets, targets)
         changes = self.watch.apply(self._scheduled(targets))
         if self.sender is not None:
@@ -259,7 +260,7 @@ class Service:
     def _write_targets(self, targets: TargetsFile) -> None:
         for attempt in range(SYNC_ATTEMPTS):
             try:
-                with self.pipeline.sessions.begin() as session:
+                with self.sessions.begin() as session:
                     sync_targets(session, target_values(targets.targets), utcnow())
                 return
             except IntegrityError:

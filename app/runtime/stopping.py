@@ -18,7 +18,6 @@ from typing import Protocol
 from sqlalchemy import Engine
 
 from app.alerts.sender import Sender
-from app.runs.pipeline import Pipeline
 from app.runs.threads import bounded
 from app.runs.writer import Writer
 from app.runtime.scheduler import Watch
@@ -60,9 +59,6 @@ class Stoppable(Protocol):
     def writer(self) -> Writer: ...
 
     @property
-    def pipeline(self) -> Pipeline: ...
-
-    @property
     def leadership(self) -> Leadership: ...
 
     @property
@@ -83,9 +79,8 @@ async def stop_within_budget(service: Stoppable) -> None:
     spooled = await bounded(
         lambda: service.writer.close(STORE_GRACE_S), STORE_GRACE_S + 0.25, "storing the last runs"
     )
-    service.pipeline.writer = None
     await bounded(service.leadership.release, RELEASE_GRACE_S, "releasing the lead")
     await bounded(lambda: close_pool(service.engine), POOL_GRACE_S, "closing connections")
-    service.pipeline.spool.close()
+    service.writer.spool.close()
     left = f"; {spooled} run(s) the database did not take left in the spool" if spooled else ""
     log.info("stopped in %.1f s%s", time.monotonic() - began, left)

@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts.sender import Sender
 from app.clock import utcnow
-from app.runs.pipeline import is_transient
 from app.runtime.foreground import Foreground
+from app.store.db import is_transient
 from app.store.prune import prune_samples
 from app.store.rollups.catchup import catch_up
 from app.store.rollups.digests import CATCH_UP_EVERY_S, prune_fine_rollups

@@ -16,7 +16,13 @@ from weakref import WeakKeyDictionary
 import orjson
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
@@ -39,6 +45,19 @@ POSTGRES_CONNECT_ARGS: dict[str, Any] = POSTGRES_TIMEOUTS | {"client_encoding": 
 
 class UnsupportedDatabase(SQLAlchemyError):
     """A database phasewatch cannot store into as it is; the message says how to fix it."""
+
+
+def is_transient(exc: Exception) -> bool:
+    """The database is away (down, restarting, unreachable), not refusing this write."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def describe(exc: Exception) -> str:
+    """A database error on one line: the driver's own words, without SQLAlchemy's wrapping."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # The drivers phasewatch ships and is tested on; every spelling of PostgreSQL means psycopg 3.

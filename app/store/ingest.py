@@ -80,7 +80,7 @@ def store_run(session: Session, record: RunRecord, now: datetime) -> bool:
 
 
 def store_run_on(connection: Connection, record: RunRecord, now: datetime) -> bool:
-    """``store_run`` on a Core connection in a transaction, which the pipeline's write
+    """``store_run`` on a Core connection in a transaction, which the database sink's write
     uses: a Session's begin, connection and commit cost about as much as storing a
     20-sample run on SQLite (``bench.store_ingest``)."""
 

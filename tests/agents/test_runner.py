@@ -6,7 +6,7 @@ sets aside a run the server refuses for good, and pushes a run its crash cut as 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from app.agents.remote.runner import Agent
 from app.agents.wire import MAX_BATCH_RUNS
 from app.config import Settings, load_targets
 from app.main import create_app
+from app.runs.sink import Stored
 from app.runs.spool import Spool
 from app.store.records import RunRecord, RunStatus
 from tests.apiapp import Api, serving
@@ -135,7 +136,7 @@ def test_a_run_the_server_refuses_for_good_is_set_aside(server: Api, tmp_path: P
         )
     )
     agent.spool.append(forged)
-    assert agent.pipeline.flush() == 1  # it left the spool ...
+    assert agent.writer.flush() == 1  # it left the spool ...
     rejected = (tmp_path / "agent-spool" / "rejected.jsonl").read_text()
     assert str(forged.id) in rejected  # ... and waits in rejected.jsonl, kept
     assert vantages_of(server) == []
@@ -179,9 +180,9 @@ class Batches:
         self._push = client.push_batch
         client.push_batch = self  # type: ignore[method-assign]
 
-    def __call__(self, lines: list[str]) -> list[str | None]:
-        self.sizes.append(len(lines))
-        return self._push(lines)
+    def __call__(self, records: Sequence[RunRecord]) -> list[Stored]:
+        self.sizes.append(len(records))
+        return self._push(records)
 
 
 def listed_ids(server: Api) -> set[str]:
@@ -202,13 +203,13 @@ def test_a_spool_is_flushed_in_batches_and_a_refused_run_is_set_aside(
     )
     for record in [*runs[:30], forged, *runs[30:]]:
         agent.spool.append(record)
-    assert agent.pipeline.flush() == 61
+    assert agent.writer.flush() == 61
     assert batches.sizes == [MAX_BATCH_RUNS, 11]
     assert listed_ids(server) == {str(r.id) for r in runs}
     rejected = (tmp_path / "agent-spool" / "rejected.jsonl").read_text()
     assert str(forged.id) in rejected and not agent.spool.has_pending()
     agent.spool.append(runs[0])  # pushed again: acknowledged as a duplicate, gone
-    assert agent.pipeline.flush() == 1 and not agent.spool.has_pending()
+    assert agent.writer.flush() == 1 and not agent.spool.has_pending()
     agent.client.close()
 
 
@@ -221,8 +222,8 @@ def test_an_agent_pushes_one_by_one_to_a_server_without_batches(
     runs = keyed_runs(3)
     for record in runs:
         agent.spool.append(record)
-    assert agent.pipeline.flush() == 3
-    assert agent.pipeline.batching is False  # and stays so: no batch is tried again
+    assert agent.writer.flush() == 3
+    assert agent.sink.batching is False  # and stays so: no batch is tried again
     assert listed_ids(server) == {str(r.id) for r in runs}
     agent.client.close()
 

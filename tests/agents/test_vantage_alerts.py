@@ -97,7 +97,7 @@ async def replay(app: FastAPI, runs: list[RunRecord]) -> list[dict[str, object]]
                 answer = await client.post(RUNS_PATH, content=body, headers=headers)
                 assert answer.status_code == 200, answer.text
             else:
-                assert service.pipeline.store(run)
+                assert service.sink.store(run)
                 evaluations.submit(run)
             assert evaluations.wait_idle(30)
         alerts = (await client.get("/api/v1/alerts", params={"target": "chat"})).json()

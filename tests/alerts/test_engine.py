@@ -27,8 +27,10 @@ from app.demo.sim.app import SimConfig
 from app.demo.sim.server import SimServer
 from app.main import build_service
 from app.probe.spec import Kind
+from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.spool import Spool
+from app.runs.writer import Writer
 from app.runtime.service import target_values
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
@@ -540,7 +542,8 @@ async def test_a_failing_evaluation_never_fails_or_loses_the_run(
         seen.append(record)
         raise RuntimeError("detection broke")
 
-    pipeline = Pipeline(sessions, Spool(tmp_path / "spool"), "here", after_store=evaluate)
+    writer = Writer(DatabaseSink(sessions), Spool(tmp_path / "spool"), after_store=evaluate)
+    pipeline = Pipeline(writer, "here")
     record = await pipeline.run(sim_target(sim))
     assert [run.id for run in seen] == [record.id]
     with sessions() as session:
@@ -554,9 +557,10 @@ async def test_a_spooled_run_is_not_evaluated_until_a_stored_one_comes(
     seen: list[RunRecord] = []
     spool = Spool(tmp_path / "spool")
     away = make_sessions(make_engine(f"sqlite:///{tmp_path}/absent/dir/pw.db"))
-    await Pipeline(away, spool, "here", after_store=seen.append).run(sim_target(sim))
+    gone = Writer(DatabaseSink(away), spool, after_store=seen.append)
+    await Pipeline(gone, "here").run(sim_target(sim))
     assert seen == [] and spool.has_pending()
-    back = Pipeline(sessions, spool, "here", after_store=seen.append)
+    back = Pipeline(Writer(DatabaseSink(sessions), spool, after_store=seen.append), "here")
     record = await back.run(sim_target(sim))
     assert [run.id for run in seen] == [record.id]  # after the spooled one was flushed
 
@@ -578,7 +582,8 @@ def test_build_service_wires_alerting_with_each_target_s_rules(tmp_path: Path) -
     )
     service = build_service(settings, targets)
     try:
-        assert service.pipeline.after_store == service.alerts.evaluate_after
+        assert service.after_store == service.alerts.evaluate_after
+        assert service.writer.after_store is service.after_store
         params_for = service.alerts.evaluator.params_for
         assert params_for("chat").confirm == 5
         assert params_for("plain") == DetectorParams() == params_for("imported")

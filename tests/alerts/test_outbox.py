@@ -213,7 +213,7 @@ async def test_the_service_sends_the_outbox_in_the_background(db_url: str, tmp_p
         path.write_text(f"notifiers:\n  ops: {{type: webhook, url: '{receiver.url}/hook'}}\n")
         settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
         service = build_service(settings, load_targets(path))
-        outbox = Outbox(service.pipeline.sessions)
+        outbox = Outbox(service.sessions)
         _, row_id = outbox.fire(identity(), "ops")
         await service.start()
         try:

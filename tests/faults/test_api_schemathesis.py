@@ -65,10 +65,9 @@ def seed(service: Service) -> dict[str, str]:
     now = datetime.now(UTC)
     records = stored_runs(now)
     for record in records:
-        assert service.pipeline.store(record)
-        assert service.pipeline.after_store is not None
-        service.pipeline.after_store(record)
-    with service.pipeline.sessions() as session:
+        assert service.sink.store(record)
+        service.after_store(record)
+    with service.sessions() as session:
         alert = session.scalars(select(AlertRow.id).where(AlertRow.state == "firing")).one()
     silence = service.alerts.create_silence(
         [{"name": "target", "value": "openai/gpt-4o"}], now, now + timedelta(hours=2), "seed"

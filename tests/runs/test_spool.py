@@ -9,18 +9,31 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from app.clock import utcnow
 from app.runs.diskio import append_durable
+from app.runs.sink import SinkAway, Stored
 from app.runs.spool import Spool, batches
 from app.store.records import RunRecord, RunStatus
 
 
 def journal(target: str = "api") -> RunRecord:
     return RunRecord(uuid.uuid4(), target, "here", utcnow(), RunStatus.ABORTED)
+
+
+class TakeAll:
+    """A batch form that takes every run (and keeps them in ``stored``)."""
+
+    def __init__(self, stored: list[RunRecord]) -> None:
+        self.stored = stored
+
+    def __call__(self, records: Sequence[RunRecord]) -> list[Stored]:
+        self.stored.extend(records)
+        return [True] * len(records)
 
 
 def test_a_live_owners_journal_is_never_adopted_and_a_dead_ones_is_adopted_once(
@@ -57,7 +70,7 @@ def test_appends_from_two_spools_on_one_directory_are_all_kept(tmp_path: Path) -
     assert first.pending() == second.pending() == 6
 
     stored: list[RunRecord] = []
-    assert first.flush(stored.append, lambda _: False) == 6
+    assert first.flush(TakeAll(stored), 2, 1 << 20) == 6
     assert [r.id for r in stored] == [r.id for r in runs]
     assert second.pending() == 0 and not second.has_pending()
 
@@ -90,7 +103,7 @@ def test_the_backlog_is_counted_on_from_the_last_count(tmp_path: Path) -> None:
     assert spool.pending() == 3
     spool.append(journal())
     assert spool.pending() == 4
-    assert spool.flush(lambda _: None, lambda _: False) == 4
+    assert spool.flush(TakeAll([]), 50, 1 << 20) == 4
     assert spool.pending() == 0
     spool.append(journal())  # a new file: counted from its start
     assert spool.pending() == 1
@@ -135,13 +148,13 @@ def test_a_batched_flush_removes_only_the_runs_answered_for(tmp_path: Path) -> N
     spooled(spool, 5)
     sent: list[list[str]] = []
 
-    def push(lines: list[str]) -> list[str | None]:
-        sent.append([json.loads(line)["target"] for line in lines])
-        return [None, "refused: not assigned", None][: len(lines)] if len(sent) == 1 else [None]
+    def push(records: Sequence[RunRecord]) -> list[Stored]:
+        sent.append([record.target for record in records])
+        return [True, "refused: not assigned", False][: len(records)] if len(sent) == 1 else [True]
 
     # The first batch of 3 is answered whole (one refused: set aside); the second answers
     # for one run of two, so the flush stops there and the last run stays spooled.
-    assert spool.flush_batched(push, lambda exc: False, 3, 1 << 20) == 4
+    assert spool.flush(push, 3, 1 << 20) == 4
     assert sent == [["t0", "t1", "t2"], ["t3", "t4"]]
     assert left(spool) == ["t4"]
     rejected = (tmp_path / "rejected.jsonl").read_text().splitlines()
@@ -155,14 +168,29 @@ def test_a_batched_flush_keeps_everything_from_the_batch_the_server_did_not_take
     spooled(spool, 4)
     calls = []
 
-    def push(lines: list[str]) -> list[str | None]:
-        calls.append(len(lines))
+    def push(records: Sequence[RunRecord]) -> list[Stored]:
+        calls.append(len(records))
         if len(calls) == 2:
-            raise ConnectionError("the server went away")
-        return [None] * len(lines)
+            raise SinkAway("the server went away")
+        return [True] * len(records)
 
-    flushed = spool.flush_batched(push, lambda exc: isinstance(exc, ConnectionError), 2, 1 << 20)
+    flushed = spool.flush(push, 2, 1 << 20)
     assert (flushed, calls) == (2, [2, 2])
     assert left(spool) == ["t2", "t3"]
-    assert spool.flush_batched(lambda lines: [None] * len(lines), lambda exc: False, 2, 99) == 2
+    assert spool.flush(TakeAll([]), 2, 99) == 2
     assert left(spool) == [] and not spool.has_pending()
+
+
+def test_a_spooled_line_that_is_not_a_run_is_set_aside_and_the_flush_goes_on(
+    tmp_path: Path,
+) -> None:
+    spool = Spool(tmp_path)
+    first, second = journal("t0"), journal("t1")
+    spool.append(first)
+    append_durable(spool.path, b'{"not": "a run"}\n')
+    spool.append(second)
+    stored: list[RunRecord] = []
+    assert spool.flush(TakeAll(stored), 50, 1 << 20) == 3
+    assert [r.id for r in stored] == [first.id, second.id]
+    assert (tmp_path / "rejected.jsonl").read_text() == '{"not": "a run"}\n'
+    assert not spool.has_pending()

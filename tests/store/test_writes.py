@@ -19,8 +19,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError, StatementError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
-from app.runs.pipeline import is_transient
 from app.store.db import (
+    is_transient,
     json_dumps,
     json_dumps_text,
     json_loads,

@@ -264,9 +264,9 @@ def test_each_series_shows_its_most_severe_open_alert(served: Api) -> None:
         _row("a", None, "critical", "pending", 1),  # across vantages: a series of its own
         _row("c", "us", "critical", "resolved", 1),
     ]
-    with served.service.pipeline.sessions.begin() as session:
+    with served.service.sessions.begin() as session:
         session.add_all(rows)
-    with served.service.pipeline.sessions() as session:
+    with served.service.sessions() as session:
         found = open_alerts_by_series(session)
     assert {key: view.summary for key, view in found.items()} == {
         ("a", "eu"): "critical firing",
@@ -302,7 +302,7 @@ def test_a_silence_holds_the_notifications_of_the_alerts_it_matches(served: Api)
     assert datetime.fromisoformat(made["endsAt"]) - starts == timedelta(hours=2)
     served.failing("alpha", "eu", 4, minutes_ago(10))
     served.failing("beta", "eu", 4, minutes_ago(10))
-    with served.service.pipeline.sessions() as session:
+    with served.service.sessions() as session:
         held = session.execute(select(AlertRow.target, DeliveryRow.status).join(AlertRow)).all()
     assert sorted(held) == [("alpha", "silenced"), ("beta", "pending")]
 
@@ -321,7 +321,7 @@ def test_a_negative_matcher_leaves_out_the_alerts_it_names(served: Api) -> None:
     }  # fmt: skip
     served.failing("alpha", "eu", 4, minutes_ago(10))
     served.failing("beta", "eu", 4, minutes_ago(10))
-    with served.service.pipeline.sessions() as session:
+    with served.service.sessions() as session:
         held = session.execute(select(AlertRow.target, DeliveryRow.status).join(AlertRow)).all()
     assert sorted(held) == [("alpha", "silenced"), ("beta", "pending")]
 

@@ -89,7 +89,7 @@ def filled(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
             )
             records.append(record_of(run))
     with api(module_db_url, tmp_path_factory.mktemp("api"), TARGETS) as served:
-        sessions = served.service.pipeline.sessions
+        sessions = served.service.sessions
         with sessions.begin() as session:
             sync_targets(session, target_values(TARGETS.targets), NOW)
             for record in records:
@@ -241,7 +241,7 @@ def test_samples_csv_is_the_export_layout(filled: Filled) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/csv")
     expected = io.StringIO()
-    with filled.api.service.pipeline.sessions() as session:
+    with filled.api.service.sessions() as session:
         count = export_samples(session, expected, target="chat-prod", start=START, end=NOW)
     assert response.text == expected.getvalue()
     rows = list(csv.reader(io.StringIO(response.text)))

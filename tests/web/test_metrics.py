@@ -87,7 +87,7 @@ def feed(served: Api) -> list[RunRecord]:
 
 
 def stored_samples(served: Api) -> list[tuple[str, str, SampleRow]]:
-    with served.service.pipeline.sessions() as session:
+    with served.service.sessions() as session:
         query = (
             select(TargetRow.name, RunRow.vantage, SampleRow)
             .select_from(SampleRow)
@@ -98,7 +98,7 @@ def stored_samples(served: Api) -> list[tuple[str, str, SampleRow]]:
 
 
 def last_runs(served: Api) -> dict[tuple[str, str], RunRow]:
-    with served.service.pipeline.sessions() as session:
+    with served.service.sessions() as session:
         rows = session.execute(
             select(TargetRow.name, RunRow).join(TargetRow).order_by(RunRow.started_at)
         )
@@ -237,7 +237,7 @@ def test_spooled_runs_are_a_gauge(served: Api) -> None:
     assert value(parsed(scrape(served)), "phasewatch_spooled_runs") == 0
     rng = np.random.default_rng(1)
     for k in range(2):
-        served.service.pipeline.spool.append(record_of(make_run(rng, minutes_ago(k), n=2)))
+        served.service.writer.spool.append(record_of(make_run(rng, minutes_ago(k), n=2)))
     assert value(parsed(scrape(served)), "phasewatch_spooled_runs") == 2
 
 

@@ -120,7 +120,7 @@ def config(
 
 def run_everything(service: Service) -> None:
     """What serve does, target by target: probe, store, evaluate alerts, notify."""
-    with service.pipeline.sessions.begin() as session:
+    with service.sessions.begin() as session:
         sync_targets(session, target_values(service.targets.targets), utcnow())
 
     async def probe_and_notify() -> None:
@@ -148,7 +148,7 @@ def fill(path: str, ids: dict[str, list[str]]) -> list[str]:
 
 
 def real_ids(service: Service) -> dict[str, list[str]]:
-    with service.pipeline.sessions() as session:
+    with service.sessions() as session:
         alerts = [str(i) for i in session.scalars(select(AlertRow.id))]
         runs = [str(i) for i in session.scalars(select(RunRow.id))]
         targets = list(session.scalars(select(TargetRow.name)))

@@ -2,9 +2,10 @@
 
 Synchronous (httpx.Client): a push runs on the writer's thread, as a store does in ``serve``.
 Several runs waiting go in one request (``push_batch``), answered run by run.
-An answer that says "later" (no connection, a timeout, 401 while a token is being rotated,
-429, 5xx) raises ``Unreachable``: the run stays in the spool and is pushed again. One that
-says "never" (403, 413, 422) raises ``Refused``: the run is set aside, kept, not retried.
+Failures speak the sink's vocabulary (app.runs.sink), for a fetch or a report too: an answer
+that says "later" (no connection, a timeout, 401 while a token is being rotated, 429, 5xx)
+raises ``SinkAway``: the run stays in the spool and is pushed again. One that says "never"
+(403, 413, 422) raises ``SinkRefused``: the run is set aside, kept, not retried.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,18 +33,11 @@ from app.agents.wire import (
     BatchAnswer,
     Outcome,
 )
+from app.runs.sink import SinkAway, SinkRefused, Stored
 from app.store.records import RunRecord
 
 TIMEOUT_S = 10.0
 _LATER = frozenset({401, 408, 425, 429})
-
-
-class Unreachable(Exception):
-    """The server did not take the run now; it may later."""
-
-
-class Refused(Exception):
-    """The server will never take this (the reason is its answer's detail)."""
 
 
 class ServerClient:
@@ -67,29 +62,30 @@ class ServerClient:
 
     def push(self, record: RunRecord) -> bool:
         """True: stored now; False: the server had it already (a replay)."""
-        body = json.dumps(record.to_json(), separators=(",", ":")).encode()
-        answer = self._post(RUNS_PATH, body)
+        answer = self._post(RUNS_PATH, _json(record).encode())
         return bool(answer.json().get("stored"))
 
-    def push_batch(self, lines: list[str]) -> list[str | None]:
-        """Push runs as the spool keeps them (a ``RunRecord`` JSON a line) in one request.
+    def push_batch(self, records: Sequence[RunRecord]) -> list[Stored]:
+        """Push runs in one request.
 
-        For each run in order: None, the server has it (stored now or before); a text, why
-        it refused it. An answer that does not name a run where it stands ends the list
+        For each run in order: True stored now, False the server had it already, a text
+        why it refused it. An answer that does not name a run where it stands ends the list
         there: that run and the ones after it count as not pushed.
         """
-        runs = ",".join(line.strip() for line in lines)
+        runs = ",".join(_json(record) for record in records)
         answer = self._post(BATCH_PATH, f'{{"runs":[{runs}]}}'.encode())
         try:
             results = BatchAnswer.model_validate(answer.json()).results
         except ValueError as exc:
-            raise Unreachable(f"an answer that is not a batch's: {exc}") from exc
-        taken: list[str | None] = []
-        for line, result in zip(lines, results, strict=False):
-            if result.id is not None and result.id != _id_of(line):
+            raise SinkAway(f"an answer that is not a batch's: {exc}") from exc
+        taken: list[Stored] = []
+        for record, result in zip(records, results, strict=False):
+            if result.id is not None and result.id != str(record.id):
                 break
-            refused = result.outcome == Outcome.REFUSED
-            taken.append((result.reason or "refused") if refused else None)
+            if result.outcome == Outcome.REFUSED:
+                taken.append(result.reason or "refused")
+            else:
+                taken.append(result.outcome == Outcome.STORED)
         return taken
 
     def _post(self, path: str, body: bytes) -> httpx.Response:
@@ -113,21 +109,18 @@ class ServerClient:
             with self._lock:
                 answer = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
+            raise SinkAway(f"{type(exc).__name__}: {exc}") from exc
         if answer.is_success:
             return answer
         detail = _detail(answer)
         if answer.status_code in _LATER or answer.status_code >= 500:
-            raise Unreachable(f"{answer.status_code}: {detail}")
-        raise Refused(f"{answer.status_code}: {detail}")
+            raise SinkAway(f"{answer.status_code}: {detail}")
+        raise SinkRefused(f"{answer.status_code}: {detail}")
 
 
-def _id_of(line: str) -> str | None:
-    try:
-        found = json.loads(line).get("id")
-    except (ValueError, AttributeError):
-        return None
-    return found if isinstance(found, str) else None
+def _json(record: RunRecord) -> str:
+    """A run on the wire, as the spool keeps it: compact JSON."""
+    return json.dumps(record.to_json(), separators=(",", ":"))
 
 
 def _detail(answer: httpx.Response) -> str:

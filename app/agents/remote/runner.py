@@ -1,6 +1,7 @@
 """The agent's loop: fetch the assignment, probe it with ``serve``'s scheduler, pipeline and
-writer (the store step a push), flush the spool with backoff while the server is away, and
-fetch again on a schedule or as soon as the server names another assignment version.
+writer (their sink a ``PushSink``: runs go to the server), flush the spool with backoff
+while the server is away, and fetch again on a schedule or as soon as the server names
+another assignment version.
 
 The last assignment is kept beside the spool, so an agent started while the server is
 away probes what it was last told instead of nothing.
@@ -18,94 +19,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
-from sqlalchemy.orm import sessionmaker
 
-from app.agents.remote.client import Refused, ServerClient, Unreachable
+from app.agents.remote.client import ServerClient
+from app.agents.remote.pushsink import PushSink
 from app.agents.wire import MAX_BATCH_JSON_BYTES, MAX_BATCH_RUNS, Assignment
 from app.config import Target
 from app.config.placement import probed_here
-from app.runs.pipeline import Pipeline, log_orphan
+from app.runs.pipeline import Pipeline
+from app.runs.sink import SinkError
 from app.runs.spool import Spool
 from app.runs.writer import Writer
 from app.runtime.scheduler import Watch
 from app.runtime.stopping import RUNS_GRACE_S, STORE_GRACE_S
-from app.store.records import RunRecord
 
 log = logging.getLogger(__name__)
 
 FLUSH_BASE_S = 1.0
 FLUSH_MAX_S = 60.0
 ASSIGNMENT_FILE = "assignment.json"
-
-
-@dataclass
-class PushPipeline(Pipeline):
-    """``serve``'s pipeline whose store is a push to the server.
-
-    More than one run waiting (a spool to flush after an outage, or runs finishing together
-    while one is pushed) go in batches; a server without batches (404, 405) gets them one
-    by one from then on.
-    """
-
-    client: ServerClient | None = None
-    batching: bool = True
-
-    def deliver(self, record: RunRecord) -> bool:
-        if self.batching and self.writer is not None and self.writer.queued():
-            # More runs wait behind this one: it goes in a batch with them, from the spool.
-            try:
-                self.spool.append(record)
-            except OSError:
-                return super().deliver(record)
-            return False
-        return super().deliver(record)
-
-    def flush(self) -> int:
-        flushed = self.spool.flush_batched(
-            self._push_lines, self.transient, MAX_BATCH_RUNS, MAX_BATCH_JSON_BYTES
-        )
-        if flushed:
-            log.info("%d spooled run(s) pushed", flushed)
-        return flushed
-
-    def _push_lines(self, lines: list[str]) -> list[str | None]:
-        assert self.client is not None
-        if self.batching:
-            try:
-                taken = self.client.push_batch(lines)
-            except Unreachable as exc:
-                self.store_problem = str(exc)
-                raise
-            except Refused as exc:
-                # A server that predates batches, or a batch it will not take whole.
-                self.batching = not str(exc).startswith(("404", "405"))
-                log.warning("batch of %d refused (%s); pushed one by one", len(lines), exc)
-            else:
-                self.store_problem = None
-                return taken
-        return [self._push_line(line) for line in lines]
-
-    def _push_line(self, line: str) -> str | None:
-        try:
-            self.store(RunRecord.from_json(json.loads(line)))
-        except Refused as exc:
-            return str(exc)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            return f"not a run: {type(exc).__name__}"
-        return None
-
-    def store(self, record: RunRecord) -> bool:
-        assert self.client is not None
-        try:
-            stored = self.client.push(record)
-        except Unreachable as exc:
-            self.store_problem = str(exc)
-            raise
-        self.store_problem = None
-        return stored
-
-    def transient(self, exc: Exception) -> bool:
-        return isinstance(exc, Unreachable)
 
 
 @dataclass
@@ -121,16 +52,16 @@ class Agent:
 
     def __post_init__(self) -> None:
         self.spool = Spool(self.spool_dir)
-        self.pipeline = PushPipeline(sessionmaker(), self.spool, self.vantage, client=self.client)
-        self.writer = Writer(self.pipeline.deliver, self.pipeline.flush, self.spool)
-        self.pipeline.writer = self.writer
+        self.sink = PushSink(self.client)
+        self.writer = Writer(
+            self.sink, self.spool, flush_runs=MAX_BATCH_RUNS, flush_bytes=MAX_BATCH_JSON_BYTES
+        )
+        self.pipeline = Pipeline(self.writer, self.vantage)
         self.watch = Watch(self.pipeline.run)
 
     async def run(self, stop: asyncio.Event) -> None:
         self.writer.start()
-        for orphan in await asyncio.to_thread(self.spool.adopt_orphans):
-            log_orphan(orphan)  # cut mid-run by a crash: pushed as aborted
-            await self.writer.submit(orphan)
+        await self.writer.recover_orphans()  # a run cut by a crash is pushed as aborted
         self.assignment = self._kept()
         await self.refetch()
         self.watch.start(paused=False)
@@ -150,7 +81,7 @@ class Agent:
     async def refetch(self) -> None:
         try:
             fetched = await asyncio.to_thread(self.client.fetch)
-        except (Unreachable, Refused) as exc:
+        except SinkError as exc:
             if not self.fetch_problem:  # once an outage, not at every try
                 log.warning("assignment not fetched (%s); probing the last one known", exc)
             self.fetch_problem = str(exc)
@@ -188,7 +119,7 @@ class Agent:
 
     async def _report(self) -> None:
         pending = await asyncio.to_thread(self.spool.pending)
-        with contextlib.suppress(Unreachable, Refused):
+        with contextlib.suppress(SinkError):
             await asyncio.to_thread(self.client.report, self.refused, pending)
 
     async def _flush_loop(self, stop: asyncio.Event) -> None:
@@ -199,7 +130,7 @@ class Agent:
                 continue
             self.writer.request_flush()
             # Doubling while the server stays away, up to a minute; at once when back.
-            away = self.pipeline.store_problem is not None
+            away = self.sink.problem is not None
             delay = min(FLUSH_MAX_S, delay * 2) if away else FLUSH_BASE_S
 
     async def _refresh_loop(self, stop: asyncio.Event) -> None:

@@ -1,47 +1,27 @@
-"""Storing a batch of runs an agent pushed: in one transaction while every run in it can be
-stored (one commit for the lot), run by run when one cannot, so a bad run does not refuse
-its batch mates."""
+"""Storing a batch of runs an agent pushed, through the service's ``DatabaseSink``: in one
+transaction while every run in it can be stored (one commit for the lot), run by run when
+one cannot, so a bad run does not refuse its batch mates (``DatabaseSink.store_batch``, the
+same road a flush of ``serve``'s own spool takes)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.runs.pipeline import Pipeline, describe
-from app.store.db import write_transaction
-from app.store.ingest import store_run
+from app.runs.dbsink import DatabaseSink
+from app.runs.pipeline import Pipeline
+from app.runs.sink import Stored
 from app.store.records import RunRecord
 
-# A run's outcome: True stored now, False stored already (a replay), a text why it never
-# can be (the database refused it).
-Stored = bool | str
+__all__ = ["Stored", "store_batch"]
 
 
-def store_batch(pipeline: Pipeline, records: Sequence[RunRecord]) -> list[Stored]:
-    """Each run's outcome, in order. The database away (``pipeline.transient``) raises:
-    nothing is answered then, and every run is pushed again (a no-op for those stored)."""
-    try:
-        with write_transaction(pipeline.sessions) as session:
-            now = pipeline.clock()
-            stored: list[Stored] = [store_run(session, record, now) for record in records]
-    except Exception as exc:
-        if pipeline.transient(exc):
-            pipeline.store_problem = describe(exc)
-            raise
-        if len(records) == 1:
-            return [_refused(exc)]
-        return [_alone(pipeline, record) for record in records]
-    pipeline.store_problem = None
-    return stored
+def store_batch(sink: DatabaseSink | Pipeline, records: Sequence[RunRecord]) -> list[Stored]:
+    """Each run's outcome, in order: True stored now, False stored already (a replay), a
+    text why the database never can. The database away raises ``SinkAway``: nothing is
+    answered then, and every run is pushed again (a no-op for those stored).
 
-
-def _alone(pipeline: Pipeline, record: RunRecord) -> Stored:
-    try:
-        return pipeline.store(record)
-    except Exception as exc:
-        if pipeline.transient(exc):
-            raise
-        return _refused(exc)
-
-
-def _refused(exc: Exception) -> str:
-    return f"the database refused it: {type(exc).__name__}"
+    ``sink`` is ``Service.sink``; a ``Pipeline`` (its database sink) is taken only until
+    app/web/api/agentpush.py, restructured on another branch, passes that.
+    """
+    database = sink.database if isinstance(sink, Pipeline) else sink
+    return database.store_batch(records)

@@ -81,7 +81,7 @@ def get_alert(alert_id: str, session: SessionDep) -> AlertDetail:
 async def acknowledge(alert_id: str, body: Acknowledgement, service: ServiceDep) -> AlertDetail:
     """Accept the new normal: the alert resolves and its detector re-bases on what is now."""
     await asyncio.to_thread(_acknowledge, service, alert_id, body)
-    with service.pipeline.sessions() as session:
+    with service.sessions() as session:
         return _detail_or_404(session, alert_id)
 
 
@@ -97,7 +97,7 @@ def _acknowledge(service: Service, alert_id: str, body: Acknowledgement) -> None
 
 def _keep_comment(service: Service, alert_id: uuid.UUID, body: Acknowledgement) -> None:
     """Who acknowledged and why, on the acknowledgement's own transition."""
-    with service.pipeline.sessions.begin() as session:
+    with service.sessions.begin() as session:
         note_acknowledgement(session, alert_id, {"by": body.by, "comment": body.comment})
 
 

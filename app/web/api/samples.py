@@ -62,7 +62,7 @@ def samples_csv(
     streamed: ``timestamp,target,vantage,run_id,status,total_ms,<phase>_ms…``."""
     if target is not None:
         target_id_or_404(session, target)
-    chunks = _exported(service.pipeline.sessions, target, window.start, window.end)
+    chunks = _exported(service.sessions, target, window.start, window.end)
     name = f"phasewatch-{target or 'all'}-{window.start:%Y%m%dT%H%M%SZ}.csv"
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
     return StreamingResponse(chunks, media_type="text/csv; charset=utf-8", headers=headers)

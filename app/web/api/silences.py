@@ -85,7 +85,7 @@ async def list_silences(
 @router.get("/silences/{silence_id}", response_model=SilenceView, responses=NOT_FOUND)
 async def get_silence(silence_id: str, service: ServiceDep) -> SilenceView:
     key = _uuid_or_404(silence_id)
-    with service.pipeline.sessions() as session:
+    with service.sessions() as session:
         row = silence_row(session, key)
     if row is None:
         raise _not_found(silence_id)

@@ -1,0 +1,74 @@
+"""The database as a ``Sink`` (``serve``'s, and the server's for the runs agents push).
+
+The SQL stays in ``app.store`` (``store_run_on``, ``store_run``); this module only says
+what the database's errors mean in the sink's vocabulary: a connection that failed or was
+lost (``is_transient``) is ``SinkAway``, any other error ``SinkRefused``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+
+from app.clock import utcnow
+from app.runs.sink import LastAttempt, SinkAway, SinkError, SinkRefused, Stored
+from app.store.db import Sessions, describe, is_transient, write_connection, write_transaction
+from app.store.ingest import store_run, store_run_on
+from app.store.records import RunRecord
+
+
+class DatabaseSink:
+    batches = False  # a run stored alone costs one commit, not a request
+
+    def __init__(self, sessions: Sessions, clock: Callable[[], datetime] = utcnow) -> None:
+        self.sessions = sessions
+        self.clock = clock
+        self._last = LastAttempt()
+
+    @property
+    def problem(self) -> str | None:
+        return self._last.problem
+
+    def store(self, record: RunRecord) -> bool:
+        return self._last(lambda: self._store(record))
+
+    def store_batch(self, records: Sequence[RunRecord]) -> list[Stored]:
+        """One transaction (one commit) for the lot while every run in it can be stored;
+        run by run when one cannot, so a bad run does not refuse its batch mates."""
+        return self._last(lambda: self._store_batch(records))
+
+    def _store(self, record: RunRecord) -> bool:
+        with translated(), write_connection(self.sessions) as connection:
+            return store_run_on(connection, record, self.clock())
+
+    def _store_batch(self, records: Sequence[RunRecord]) -> list[Stored]:
+        if not records:
+            return []
+        try:
+            with translated(), write_transaction(self.sessions) as session:
+                now = self.clock()
+                return [store_run(session, record, now) for record in records]
+        except SinkRefused as exc:
+            if len(records) == 1:
+                return [str(exc)]
+        return [self._alone(record) for record in records]
+
+    def _alone(self, record: RunRecord) -> Stored:
+        try:
+            return self._store(record)
+        except SinkRefused as exc:
+            return str(exc)
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """The database's errors as the sink's (the original kept as the cause, for the log)."""
+    try:
+        yield
+    except SinkError:
+        raise
+    except Exception as exc:
+        if is_transient(exc):
+            raise SinkAway(describe(exc)) from exc
+        raise SinkRefused(f"the database refused it: {type(exc).__name__}") from exc
