@@ -1,8 +1,8 @@
 """After every run: detectors → signals → alert transitions. The same code runs in
 production (runs from the database) and in backtests (runs from a CSV, simulated clock).
 
-    evaluate(target, vantage, now) ─▶ PerVantage.signals ─┬─▶ apply ─▶ transitions
-                                      CrossVantage.signals ┘
+    evaluate(target, vantage, now) ─▶ PerVantage.signals ───┬─▶ apply ─▶ transitions
+                                      CrossVantage.signals ─┘
 
 The evaluator keeps what detection needs between runs: open alerts, recently resolved
 ones held back from firing again (``Cooling``), each vantage's ``DetectorMemory`` (tail
