@@ -7,8 +7,8 @@ seen from one vantage gets scope ``vantage``. Vantages are combined once every p
 vantage has a new run (a round); a vantage more than ``LATE_AFTER_INTERVALS`` late is not
 waited for (``lateness``).
 
-The evaluator is read through ``EvaluatorView`` (its open alerts, each vantage's reference,
-a target's random numbers), handed in with each call.
+The evaluator is read through ``EvaluatorView`` (its open alerts, each vantage's memory
+for its reference, a target's random numbers), handed in with each call.
 """
 
 from __future__ import annotations
