@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from app.analysis.whatif import Outcome, SampleSet, parse_changes, predict, sample_set
+from app.analysis.whatif import EndToEnd, SampleSet, parse_changes, predict, sample_set
 from app.demo.sim.app import SimConfig
 from app.demo.sim.process import SimProcess
 from app.probe.run import probe_run
@@ -118,7 +118,7 @@ async def measure(targets: dict[str, Target], runs: int, per_run: int) -> dict[s
     return {name: sample_set(rows[name], targets[name].deadline_ms) for name in targets}
 
 
-def compare(case: Case, predicted: Outcome, measured: Outcome) -> tuple[list[str], bool]:
+def compare(case: Case, predicted: EndToEnd, measured: EndToEnd) -> tuple[list[str], bool]:
     """The table row and whether every goal was met."""
     cells, met = [case.name], True
     for name in ("p50_ms", "p90_ms"):

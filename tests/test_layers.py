@@ -115,6 +115,43 @@ def test_no_cycle_between_the_packages_and_modules_of_app() -> None:
     assert not found, f"import cycles: {found}"
 
 
+def module_graph(package: Path) -> dict[str, set[str]]:
+    """Module of ``package`` -> the modules of ``package`` it imports (any import; ``from
+    app.alerts import silent`` imports app.alerts.silent)."""
+    modules = {
+        ".".join(("app", *path.relative_to(APP).with_suffix("").parts)).removesuffix(".__init__")
+        for path in package.rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for path in package.rglob("*.py"):
+        source = ".".join(("app", *path.relative_to(APP).with_suffix("").parts))
+        names = imported_with_members(path)
+        graph[source.removesuffix(".__init__")] = (names & modules) - {source}
+    return graph
+
+
+def imported_with_members(path: Path) -> set[str]:
+    """``imported``, and ``module.name`` for each ``from module import name``."""
+    found = imported(path)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_the_module_graph_sees_a_module_imported_from_its_package() -> None:
+    graph = module_graph(APP / "alerts")
+    assert "app.alerts.silent" in graph["app.alerts.evaluate"]  # from app.alerts import silent
+    assert "app.alerts.history" in graph["app.alerts.crossvantage"]
+
+
+def test_no_cycle_between_the_modules_of_alerts() -> None:
+    """The evaluator's helpers read it through a Protocol handed in with each call
+    (app.alerts.memory.EvaluatorView), never by importing it back."""
+    graph = module_graph(APP / "alerts")
+    assert not cycles(graph), f"import cycles: {cycles(graph)}"
+
+
 ABOVE_THE_STORE = ("alerts", "analysis", "web")
 
 

@@ -6,21 +6,23 @@ the new leader is a server-side phase, which needs a second vantage to agree. A 
 seen from one vantage gets scope ``vantage``. Vantages are combined once every present
 vantage has a new run (a round); a vantage more than ``LATE_AFTER_INTERVALS`` late is not
 waited for (``lateness``).
+
+The evaluator is read through ``EvaluatorView`` (its open alerts, each vantage's memory
+for its reference, a target's random numbers), handed in with each call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
+from app.alerts.history import History
 from app.alerts.identity import Alert, Identity
+from app.alerts.memory import EvaluatorView
 from app.alerts.state import State
 from app.analysis import detectors as d
 from app.analysis.dominance import phase_mix
-
-if TYPE_CHECKING:
-    from app.alerts.evaluate import Evaluator
 
 KIND = "dominant_shift"
 # A round waits for a vantage's next run until it is this many of its intervals late (its
@@ -31,49 +33,55 @@ LATE_AFTER_INTERVALS = 1.0
 # silence is vantage_silent's to tell).
 AWAY_AFTER_INTERVALS = 10.0
 Found = dict[Identity, d.Finding]
+Alerts = Mapping[Identity, Alert]
 
 
 class CrossVantage:
-    def __init__(self, evaluator: Evaluator) -> None:
-        self.ev = evaluator
+    """Judges the vantages of a target together; remembers the last round of each target
+    (``rounds``: target -> each present vantage's latest run id when it was combined)."""
 
-    def signals(self, target: str, vantage: str, now: datetime, params: d.DetectorParams) -> Found:
+    def __init__(self, history: History) -> None:
+        self.history = history
+        self.rounds: dict[str, dict[str, str]] = {}
+
+    def signals(
+        self,
+        view: EvaluatorView,
+        target: str,
+        vantage: str,
+        now: datetime,
+        params: d.DetectorParams,
+    ) -> Found:
         if KIND not in params.enabled:
             return {}
         present, late = self._present_vantages(target, now)
         if len(present) + len(late) <= 1:
-            return self._at(target, vantage, "vantage", params)
+            return self._at(view, target, vantage, "vantage", params)
         # One vantage on time while the others are late is still one of several: its
         # change is a path change, or waits for a second to agree (never scope vantage).
         if not present or not self._new_round(target, present):
             return {}
-        per_vantage = {v: self._at(target, v, "path", params) for v in present}
-        return self._combine(target, Round(present, late), per_vantage)
+        per_vantage = {v: self._at(view, target, v, "path", params) for v in present}
+        return _combine(view.alerts, target, Round(present, late), per_vantage)
 
-    def open_at(self, target: str, vantage: str) -> Alert | None:
-        """The active dominant_shift that covers ``vantage``, if any."""
-        for identity, alert in self.ev.alerts.items():
-            if identity.kind == KIND and identity.target == target:
-                if identity.vantage in (vantage, None) and alert.position.active:
-                    return alert
-        return None
-
-    def _at(self, target: str, vantage: str, scope: str, params: d.DetectorParams) -> Found:
-        reference = self.ev.state(target, vantage).reference
+    def _at(
+        self, view: EvaluatorView, target: str, vantage: str, scope: str, params: d.DetectorParams
+    ) -> Found:
+        reference = view.memory(target, vantage).reference
         runs = min(params.dominant_runs, params.recent_runs)
-        window = self.ev.history.last(target, vantage, runs)
+        window = self.history.last(target, vantage, runs)
         if reference is None or len(window) < runs:
             return {}
         found: Found = {}
         leader: str | None = reference.mix.dominant
-        shift = self.open_at(target, vantage)
+        shift = open_at(view.alerts, target, vantage)
         # A service shift seen as one new leader from different old ones has no old leader
         # of its own: here it is this vantage's.
         old = None if shift is None else shift.identity.from_phase or reference.mix.dominant
         if shift is not None and old is not None:
             new = shift.identity.to_phase
             found[replace(shift.identity, vantage=vantage, scope=scope)] = d.dominant_resolution(
-                window, old, new, reference.mix.dominant, params, self.ev.rng(target)
+                window, old, new, reference.mix.dominant, params, view.rng(target)
             )
             leader = new or phase_mix(window).dominant
         if leader is None:
@@ -84,90 +92,30 @@ class CrossVantage:
         if candidate is not None and not reverting:
             identity = Identity(KIND, target, vantage, scope, leader, candidate)
             if identity not in found:
-                finding = d.dominant_finding(window, leader, candidate, params, self.ev.rng(target))
+                finding = d.dominant_finding(window, leader, candidate, params, view.rng(target))
                 found[identity] = _before(finding, reference, leader)
         if shift is None and all(f.signal is not d.Signal.HIT for f in found.values()):
             # A large lead in the newest two runs: one run sooner (d.fast_dominant).
-            fast = d.fast_dominant(window, leader, params, self.ev.rng(target))
+            fast = d.fast_dominant(window, leader, params, view.rng(target))
             if fast is not None:
                 identity = Identity(KIND, target, vantage, scope, leader, fast[0])
                 found = {identity: _before(fast[1], reference, leader)}
         return found
 
-    def _combine(self, target: str, seen: Round, per_vantage: dict[str, Found]) -> Found:
-        """Grouped by the phase that lost the lead."""
-        by_loser: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
-        for vantage, found in per_vantage.items():
-            for identity, finding in found.items():
-                by_loser.setdefault(identity.from_phase, {})[vantage] = (identity, finding)
-        combined: Found = {}
-        lone: dict[str, tuple[Identity, d.Finding]] = {}  # a server-side leader one vantage saw
-        for old, at in by_loser.items():
-            hits = [v for v, (_, finding) in at.items() if finding.signal is d.Signal.HIT]
-            service = self._open_service(target, old)
-            if service is not None or len(hits) >= 2:
-                winners = {at[v][0].to_phase for v in hits}
-                only = winners.pop() if len(winners) == 1 else None
-                service = service or Identity(KIND, target, None, "service", old, only)
-                combined[service] = _agreement(at, hits, seen)
-            elif len(hits) == 1 and at[hits[0]][0].to_phase not in d.SERVER_SIDE:
-                combined[at[hits[0]][0]] = at[hits[0]][1]
-            elif len(hits) == 1:
-                lone[hits[0]] = at[hits[0]]
-            self._keep_open(at, service, combined)
-        combined |= self._same_winner(target, seen, lone)
-        return combined
-
-    def _same_winner(
-        self, target: str, seen: Round, lone: dict[str, tuple[Identity, d.Finding]]
-    ) -> Found:
-        """Server-side leaders that only one vantage saw take over from its old leader, but
-        that two or more saw take over from different old ones (network here, the queue
-        there): one service change, grouped by the phase that won."""
-        by_winner: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
-        for vantage, (identity, finding) in lone.items():
-            by_winner.setdefault(identity.to_phase, {})[vantage] = (identity, finding)
-        found: Found = {}
-        for new, at in by_winner.items():
-            if len(at) >= 2:
-                service = Identity(KIND, target, None, "service", None, new)
-                found[service] = _agreement(at, list(at), seen)
-        return found
-
-    def _keep_open(
-        self, at: dict[str, tuple[Identity, d.Finding]], service: Identity | None, combined: Found
-    ) -> None:
-        """Open per-vantage alerts hear their own finding; a pending one that a service
-        alert now covers is held (the change reached a second vantage)."""
-        for identity, finding in at.values():
-            alert = self.ev.alerts.get(identity)
-            if alert is None or identity in combined:
-                continue
-            if service is not None and alert.position.state is State.PENDING:
-                finding = d.Finding(d.Signal.HOLD, finding.numbers)
-            combined[identity] = finding
-
-    def _open_service(self, target: str, old: str | None) -> Identity | None:
-        for identity, alert in self.ev.alerts.items():
-            same = (identity.kind, identity.target, identity.vantage, identity.from_phase)
-            if same == (KIND, target, None, old) and alert.position.open:
-                return identity
-        return None
-
     def _new_round(self, target: str, present: list[str]) -> bool:
         """Every present vantage has a new run since the last combined evaluation."""
-        ids = {v: run.run_id for v in present for run in self.ev.history.last(target, v, 1)}
-        previous = self.ev._rounds.get(target, {})
+        ids = {v: run.run_id for v in present for run in self.history.last(target, v, 1)}
+        previous = self.rounds.get(target, {})
         if any(previous.get(v) == run_id for v, run_id in ids.items()):
             return False
-        self.ev._rounds[target] = ids
+        self.rounds[target] = ids
         return True
 
     def _present_vantages(self, target: str, now: datetime) -> tuple[list[str], list[str]]:
         """The vantages a round waits for, and those late (left out, but counted)."""
         present, late = [], []
-        for vantage in self.ev.history.vantages(target, now):
-            last = self.ev.history.last(target, vantage, 2)
+        for vantage in self.history.vantages(target, now):
+            last = self.history.last(target, vantage, 2)
             if not last:
                 continue
             spacing = (last[-1].at - last[0].at) if len(last) == 2 else timedelta(hours=1)
@@ -177,6 +125,80 @@ class CrossVantage:
             elif waiting == LATE:
                 late.append(vantage)
         return sorted(present), sorted(late)
+
+
+def open_at(alerts: Alerts, target: str, vantage: str) -> Alert | None:
+    """The active dominant_shift that covers ``vantage``, if any."""
+    for identity, alert in alerts.items():
+        if identity.kind == KIND and identity.target == target:
+            if identity.vantage in (vantage, None) and alert.position.active:
+                return alert
+    return None
+
+
+def _combine(alerts: Alerts, target: str, seen: Round, per_vantage: dict[str, Found]) -> Found:
+    """Grouped by the phase that lost the lead."""
+    by_loser: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
+    for vantage, found in per_vantage.items():
+        for identity, finding in found.items():
+            by_loser.setdefault(identity.from_phase, {})[vantage] = (identity, finding)
+    combined: Found = {}
+    lone: dict[str, tuple[Identity, d.Finding]] = {}  # a server-side leader one vantage saw
+    for old, at in by_loser.items():
+        hits = [v for v, (_, finding) in at.items() if finding.signal is d.Signal.HIT]
+        service = _open_service(alerts, target, old)
+        if service is not None or len(hits) >= 2:
+            winners = {at[v][0].to_phase for v in hits}
+            only = winners.pop() if len(winners) == 1 else None
+            service = service or Identity(KIND, target, None, "service", old, only)
+            combined[service] = _agreement(at, hits, seen)
+        elif len(hits) == 1 and at[hits[0]][0].to_phase not in d.SERVER_SIDE:
+            combined[at[hits[0]][0]] = at[hits[0]][1]
+        elif len(hits) == 1:
+            lone[hits[0]] = at[hits[0]]
+        _keep_open(alerts, at, service, combined)
+    combined |= _same_winner(target, seen, lone)
+    return combined
+
+
+def _same_winner(target: str, seen: Round, lone: dict[str, tuple[Identity, d.Finding]]) -> Found:
+    """Server-side leaders that only one vantage saw take over from its old leader, but
+    that two or more saw take over from different old ones (network here, the queue
+    there): one service change, grouped by the phase that won."""
+    by_winner: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
+    for vantage, (identity, finding) in lone.items():
+        by_winner.setdefault(identity.to_phase, {})[vantage] = (identity, finding)
+    found: Found = {}
+    for new, at in by_winner.items():
+        if len(at) >= 2:
+            service = Identity(KIND, target, None, "service", None, new)
+            found[service] = _agreement(at, list(at), seen)
+    return found
+
+
+def _keep_open(
+    alerts: Alerts,
+    at: dict[str, tuple[Identity, d.Finding]],
+    service: Identity | None,
+    combined: Found,
+) -> None:
+    """Open per-vantage alerts hear their own finding; a pending one that a service
+    alert now covers is held (the change reached a second vantage)."""
+    for identity, finding in at.values():
+        alert = alerts.get(identity)
+        if alert is None or identity in combined:
+            continue
+        if service is not None and alert.position.state is State.PENDING:
+            finding = d.Finding(d.Signal.HOLD, finding.numbers)
+        combined[identity] = finding
+
+
+def _open_service(alerts: Alerts, target: str, old: str | None) -> Identity | None:
+    for identity, alert in alerts.items():
+        same = (identity.kind, identity.target, identity.vantage, identity.from_phase)
+        if same == (KIND, target, None, old) and alert.position.open:
+            return identity
+    return None
 
 
 PRESENT, LATE, AWAY = "present", "late", "away"

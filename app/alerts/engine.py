@@ -8,10 +8,11 @@ Notified: transitions into ``firing``, refreshes of a firing alert (which keep
 Alertmanager's ``endsAt`` ahead), and ``resolved`` for an alert that fired. A delivery
 whose alert matches an active silence is written ``silenced`` and never sent.
 
-The evaluator's state (open alerts, each vantage's CUSUM, exclusions, re-bases) is read
+The evaluator's memory (open alerts, each vantage's CUSUM, exclusions, re-bases) is read
 back on the first use after a start, so a restart neither re-fires nor forgets an alert.
-Should a transaction fail, the evaluator is put back as it was before that evaluation:
-memory and database never disagree about an alert.
+Should a transaction fail, the evaluator's memory of that target is put back as it was
+before that evaluation (``Evaluator.snapshot``/``restore``): memory and database never
+disagree about an alert.
 
 Errors: ``AlertError`` ─┬─ ``AlertNotFound``  no alert has that id
                         └─ ``AlertNotOpen``   it exists, but its episode is over
@@ -19,20 +20,19 @@ Errors: ``AlertError`` ─┬─ ``AlertNotFound``  no alert has that id
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from app.alerts import rows, silences, silent
 from app.alerts.evaluate import Evaluator
-from app.alerts.identity import Alert, Transition
-from app.alerts.state import State
+from app.alerts.identity import Alert, Identity, Transition
+from app.alerts.state import Rules, State
+from app.analysis.detectors import Finding
 from app.clock import utcnow
 from app.store import alertwrites
 from app.store.db import Session, Sessions, write_transaction
@@ -107,7 +107,7 @@ class AlertEngine:
         with self._lock:
             self._restore()
             now = self.clock()
-            with self._undo_on_error() as alerts:
+            with self._undo_on_error(run.target) as alerts:
                 transitions = self.evaluator.evaluate(run.target, run.vantage, now)
                 # On SQLite: in turn with the runs being stored, never polling for the lock.
                 with write_transaction(self.sessions) as session:
@@ -123,7 +123,7 @@ class AlertEngine:
         with self._lock:
             self._restore()
             now = self.clock()
-            with self._undo_on_error() as alerts:
+            with self._undo_on_error(silent.TARGET) as alerts:
                 transitions = self._settle_silences(list(heard), since, now, after)
                 with write_transaction(self.sessions) as session:
                     self._persist(session, silent.TARGET, transitions, alerts, now)
@@ -133,29 +133,28 @@ class AlertEngine:
     def _settle_silences(
         self, heard: list[silent.Heard], since: datetime, now: datetime, after: int
     ) -> list[Transition]:
-        ev = self.evaluator
+        """One ``Heard`` per vantage: each judged, in the order given, then those whose
+        alert is open but which are no longer listed."""
         listed = {h.vantage for h in heard}
         gone = [
             silent.Heard(i.vantage, None, None)
-            for i in ev.alerts
+            for i in self.evaluator.alerts
             if i.kind == silent.KIND and i.vantage is not None and i.vantage not in listed
         ]
-        moved = []
+        signals: dict[Identity, Finding] = {}
+        rules: dict[Identity, Rules] = {}
         for one in heard + gone:
-            identity, finding = silent.identity(one.vantage), silent.judge(one, since, now, after)
-            hold = silent.refire_hold(one, after)
-            if ev._may_move(identity, finding.signal) and not ev._held_back(
-                identity, finding.signal, now, hold
-            ):
-                moved.append(ev._move(identity, finding.signal, now, finding.numbers, silent.RULES))
-        return [transition for transition in moved if transition is not None]
+            identity = silent.identity(one.vantage)
+            signals[identity] = silent.judge(one, since, now, after)
+            rules[identity] = silent.rules(one, after)
+        return self.evaluator.apply(signals, now, rules.__getitem__)
 
     def acknowledge(self, alert_id: str, by: str, now: datetime) -> Transition | None:
         """A person accepts the new normal: the alert resolves and the reference re-bases."""
         with self._lock:
             self._restore()
             alert = self._open(alert_id)
-            with self._undo_on_error() as alerts:
+            with self._undo_on_error(alert.identity.target) as alerts:
                 transition = self.evaluator.acknowledge(alert.id, now)
                 if transition is None:
                     raise AlertNotOpen(f"alert {alert_id} is not open")
@@ -220,12 +219,8 @@ class AlertEngine:
                     if transition.refresh and not self.wants_refresh(notifier):
                         continue
                     rows.add_delivery(session, alert, step, notifier, payload, silenced, now)
-        self._save_vantages(session, target, now)
-
-    def _save_vantages(self, session: Session, target: str, now: datetime) -> None:
-        for (name, vantage), state in self.evaluator.vantages.items():
-            if name == target:
-                rows.save_vantage(session, name, vantage, state, now)
+        for vantage, memory in self.evaluator.memories(target).items():
+            rows.save_memory(session, target, vantage, memory, now)
 
     # Restoring -----------------------------------------------------------------------------
 
@@ -238,17 +233,9 @@ class AlertEngine:
             since = self.clock() - COOLING_LOOKBACK
             resolved = alertwrites.resolved_since(session, State.RESOLVED.value, since)
             alerts = [rows.alert_of(row) for row in open_rows]
-            vantages = {(row.target, row.vantage): rows.vantage_of(row) for row in states}
-        self.evaluator.alerts.update({alert.identity: alert for alert in alerts})
-        self.evaluator.cooling.update(
-            {rows.identity_of(row): rows.cooling_of(row) for row in resolved}
-        )
-        self.evaluator.vantages.update(vantages)
-        # The last combined round is not stored: take it to have seen every vantage's last
-        # run, so a round after a restart needs a new run at each (never an early confirm).
-        for (target, vantage), state in vantages.items():
-            if state.last_run is not None:
-                self.evaluator._rounds.setdefault(target, {})[vantage] = state.last_run
+            cooling = {rows.identity_of(row): rows.cooling_of(row) for row in resolved}
+            memories = {(row.target, row.vantage): rows.memory_of(row) for row in states}
+        self.evaluator.load(alerts, cooling, memories)
         self._restored = True
         if alerts:
             log.info("%d open alert(s) restored", len(alerts))
@@ -268,22 +255,13 @@ class AlertEngine:
         raise AlertNotOpen(f"alert {alert_id} is {row.state}, not open")
 
     @contextmanager
-    def _undo_on_error(self) -> Iterator[dict[str, Alert]]:
-        """Yields the open alerts by id (they leave the evaluator when they close)."""
-        evaluator = self.evaluator
-        alerts = {alert.id: alert for alert in evaluator.alerts.values()}
-        saved = (
-            copy.deepcopy(evaluator.alerts),
-            copy.deepcopy(evaluator.cooling),
-            {
-                # The miss ledger is shared: the run it may have taken is stored either way.
-                key: replace(state, excluded=list(state.excluded), tail=replace(state.tail))
-                for key, state in evaluator.vantages.items()
-            },
-            copy.deepcopy(evaluator._rounds),
-        )
+    def _undo_on_error(self, target: str) -> Iterator[dict[str, Alert]]:
+        """Yields ``target``'s open alerts by id (they leave the evaluator when they
+        close); on an error, puts the evaluator's memory of ``target`` back as it was."""
+        saved = self.evaluator.snapshot(target)
+        alerts = {a.id: a for i, a in self.evaluator.alerts.items() if i.target == target}
         try:
             yield alerts
         except BaseException:
-            evaluator.alerts, evaluator.cooling, evaluator.vantages, evaluator._rounds = saved
+            self.evaluator.restore(saved)
             raise

@@ -1,21 +1,29 @@
 """After every run: detectors → signals → alert transitions. The same code runs in
 production (runs from the database) and in backtests (runs from a CSV, simulated clock).
 
+    evaluate(target, vantage, now) ─▶ PerVantage.signals ───┬─▶ apply ─▶ transitions
+                                      CrossVantage.signals ─┘
+
 The evaluator keeps what detection needs between runs: open alerts, recently resolved
-ones held back from firing again (``Cooling``), each vantage's tail CUSUM and deadline-miss
-ledger, and the references (rebuilt once a day, or when a change is acknowledged, from the
-previous ``reference_days`` minus the runs inside alerts that fired). Which detectors run,
-and everything about each, comes from the registry (app/analysis/detectors/).
+ones held back from firing again (``Cooling``), each vantage's ``DetectorMemory`` (tail
+CUSUM, deadline-miss ledger, and the reference: rebuilt once a day, or when a change is
+acknowledged, from the previous ``reference_days`` minus the runs inside alerts that
+fired), and each target's last round of vantages combined. Which detectors run, and
+everything about each, comes from the registry (app/analysis/detectors/).
+
+Its boundary: ``evaluate`` and ``acknowledge`` (a run, a person); ``apply`` (signals judged
+elsewhere: ``vantage_silent``); ``snapshot``/``restore`` (one target's memory, to undo an
+evaluation that failed to commit); ``load`` (memory read back after a start); ``alerts``,
+``cooling``, ``memory``/``memories`` and ``rng`` to read it.
 """
 
 from __future__ import annotations
 
 import uuid
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -23,27 +31,13 @@ from app.alerts import silent
 from app.alerts.crossvantage import CrossVantage
 from app.alerts.history import History
 from app.alerts.identity import Alert, Identity, Transition
-from app.alerts.references import REBUILD_EVERY, current_reference
+from app.alerts.memory import DetectorMemory, Snapshot
+from app.alerts.pervantage import PerVantage
 from app.alerts.state import Cooling, Position, Rules, State, step
 from app.alerts.summary import summarize_alert
 from app.analysis import detectors as d
-from app.analysis.runs import RunData
-from app.analysis.slo import MissLedger
-from app.analysis.tail import TailState
 
-
-@dataclass
-class VantageState:
-    tail: TailState = field(default_factory=TailState)
-    last_run: str | None = None
-    reference: d.Reference | None = None
-    rebase_at: datetime | None = None
-    # Periods inside alerts that fired: kept out of the reference.
-    excluded: list[tuple[datetime, datetime | None]] = field(default_factory=list)
-    # Derived from the history's run counts, rebuilt with the reference (so a run flushed
-    # late from a spool counts from the next rebuild on), never stored.
-    misses: MissLedger | None = None
-    misses_built_at: datetime | None = None
+T = TypeVar("T")
 
 
 class Evaluator:
@@ -59,46 +53,68 @@ class Evaluator:
         self._rngs: dict[str, np.random.Generator] = {}
         self.alerts: dict[Identity, Alert] = {}
         self.cooling: dict[Identity, Cooling] = {}
-        self.vantages: dict[tuple[str, str], VantageState] = {}
-        self._rounds: dict[str, dict[str, str]] = {}
-        self._identities: dict[tuple[str, str, str, str], Identity] = {}
-        self.cross = CrossVantage(self)
+        self._memories: dict[str, dict[str, DetectorMemory]] = {}  # by target, then vantage
+        self._per_vantage = PerVantage(history)
+        self._cross = CrossVantage(history)
 
     # Entry points ----------------------------------------------------------------
 
     def evaluate(self, target: str, vantage: str, now: datetime) -> list[Transition]:
         """Evaluate ``target`` after a new run at ``vantage``."""
         params = self.params_for(target)
-        state = self.state(target, vantage)
-        recent = self.history.last(target, vantage, max(params.recent_runs, params.failing_runs))
-        if not recent or recent[-1].run_id == state.last_run:
+        signals = self._per_vantage.signals(self, target, vantage, now, params)
+        if signals is None:
             return []
-        window = recent[-params.recent_runs :]
-        reference = self._reference(target, vantage, now, params, window)
-        self._advance(state, recent[-1], reference, params, now)
-        state.last_run = recent[-1].run_id
-        signals = self._vantage_signals(target, vantage, window, recent, reference, params, now)
-        signals |= self.cross.signals(target, vantage, now, params)
-        return self._apply(signals, now, params)
+        signals |= self._cross.signals(self, target, vantage, now, params)
+        self._hold_moved_on(signals)
+        return self.apply(signals, now, lambda identity: rules_for(identity.kind, params))
 
     def acknowledge(self, alert_id: str, now: datetime) -> Transition | None:
         """A person accepts the new normal: resolved, and the reference re-bases."""
         for identity, alert in list(self.alerts.items()):
             if alert.id == alert_id:
                 for vantage in self._covered(identity, now):
-                    state = self.state(identity.target, vantage)
-                    state.rebase_at, state.reference = alert.opened_at, None
-                    state.excluded = [span for span in state.excluded if span[1] is not None]
+                    memory = self.memory(identity.target, vantage)
+                    memory.rebase_at, memory.reference = alert.opened_at, None
+                    memory.excluded = [span for span in memory.excluded if span[1] is not None]
                 params = self.params_for(identity.target)
                 return self._move(identity, d.Signal.ACK, now, {}, rules_for(identity.kind, params))
         return None
 
-    def state(self, target: str, vantage: str) -> VantageState:
-        # Asked for several times a run: a new VantageState only for a new key.
-        state = self.vantages.get((target, vantage))
-        if state is None:
-            state = self.vantages[(target, vantage)] = VantageState()
-        return state
+    def apply(
+        self,
+        signals: Mapping[Identity, d.Finding],
+        now: datetime,
+        rules: Callable[[Identity], Rules],
+    ) -> list[Transition]:
+        """Each signal moves its alert by the state table under ``rules(identity)``; the
+        changes, in the order of ``signals``. Only a hit opens an alert, and a hit for one
+        that resolved lately is held back for ``Rules.refire_hold`` (no flapping)."""
+        moved = []
+        for identity, finding in signals.items():
+            if not self._may_move(identity, finding.signal):
+                continue
+            rule = rules(identity)
+            if not self._held_back(identity, finding.signal, now, rule.refire_hold):
+                moved.append(self._move(identity, finding.signal, now, finding.numbers, rule))
+        return [transition for transition in moved if transition is not None]
+
+    # Memory -------------------------------------------------------------------------
+
+    def memory(self, target: str, vantage: str) -> DetectorMemory:
+        """The detectors' memory of ``target`` at ``vantage``, made on first ask."""
+        # Asked for several times a run: a new DetectorMemory only for a new key.
+        by_vantage = self._memories.get(target)
+        if by_vantage is None:
+            by_vantage = self._memories[target] = {}
+        memory = by_vantage.get(vantage)
+        if memory is None:
+            memory = by_vantage[vantage] = DetectorMemory()
+        return memory
+
+    def memories(self, target: str) -> Mapping[str, DetectorMemory]:
+        """The detectors' memory of ``target`` at each vantage, by vantage."""
+        return self._memories.get(target, {})
 
     def rng(self, target: str) -> np.random.Generator:
         """``target``'s own random numbers: its bootstrap draws, so its alerts, depend on
@@ -108,90 +124,53 @@ class Evaluator:
             rng = self._rngs[target] = np.random.default_rng([self.seed, _name_key(target)])
         return rng
 
-    # Per-vantage detectors ---------------------------------------------------------
-
-    def _vantage_signals(
+    def load(
         self,
-        target: str,
-        vantage: str,
-        window: list[RunData],
-        recent: list[RunData],
-        reference: d.Reference | None,
-        params: d.DetectorParams,
-        now: datetime,
-    ) -> dict[Identity, d.Finding]:
-        state = self.state(target, vantage)
-        assert state.misses is not None
-        inputs = d.Inputs(
-            window=window,
-            recent=recent,
-            reference=reference,
-            params=params,
-            rng=self.rng(target),
-            now=now,
-            tail=state.tail,
-            onset=lambda count: self.history.last(target, vantage, count),
-            misses=state.misses,
-            dominant_open=self.cross.open_at(target, vantage) is not None,
-            active=frozenset(
-                (i.kind, i.severity)
-                for i, alert in self.alerts.items()
-                if i.target == target and i.vantage == vantage and alert.position.active
-            ),
-        )
-        found: dict[Identity, d.Finding] = {}
-        for name in params.enabled:
-            detector = d.DETECTORS[name]
-            for finding in detector.judge(inputs) if detector.judge else ():
-                severity = finding.severity or detector.severity
-                found[self._identity(name, target, vantage, severity)] = finding
-        return found
-
-    def _identity(self, kind: str, target: str, vantage: str, severity: str) -> Identity:
-        """A per-vantage alert's identity, made once (several are asked for every run)."""
-        key = (kind, target, vantage, severity)
-        identity = self._identities.get(key)
-        if identity is None:
-            identity = Identity(kind, target, vantage, "vantage", severity=severity)
-            self._identities[key] = identity
-        return identity
-
-    def _advance(
-        self,
-        state: VantageState,
-        run: RunData,
-        reference: d.Reference | None,
-        params: d.DetectorParams,
-        now: datetime,
+        alerts: Iterable[Alert],
+        cooling: Mapping[Identity, Cooling],
+        memories: Mapping[tuple[str, str], DetectorMemory],
     ) -> None:
-        """What the newest run adds to the detectors' memory, before they judge."""
-        if reference is not None and reference.tail is not None:
-            d.advance_tail(state.tail, run, reference.tail, params)
-        built = state.misses_built_at
-        if state.misses is None or built is None or now - built >= REBUILD_EVERY:
-            start = now - params.slo.budget_window
-            counts = self.history.counts(run.target, run.vantage, start, now)
-            state.misses, state.misses_built_at = MissLedger.of(counts, now), now
-        state.misses.add(run.at, run.timed, run.censored)
-        state.misses.prune(now - params.slo.budget_window)
+        """Memory read back after a start: open alerts, resolved ones held back, and the
+        detectors' memory by (target, vantage)."""
+        self.alerts.update({alert.identity: alert for alert in alerts})
+        self.cooling.update(cooling)
+        for (target, vantage), memory in memories.items():
+            self._memories.setdefault(target, {})[vantage] = memory
+            # The last combined round is not stored: take it to have seen every vantage's
+            # last run, so a round after a restart needs a new run at each (never an
+            # early confirm).
+            if memory.last_run is not None:
+                self._cross.rounds.setdefault(target, {})[vantage] = memory.last_run
+
+    def snapshot(self, target: str) -> Snapshot:
+        """A copy of all that an evaluation of ``target`` (or an acknowledgement of one of
+        its alerts) can change: alerts, holds and rounds are keyed by their target, and it
+        covers only its own vantages' memory. ``restore`` puts it back."""
+        rounds = self._cross.rounds.get(target)
+        return Snapshot.of(target, self.alerts, self.cooling, self.memories(target), rounds)
+
+    def restore(self, saved: Snapshot) -> None:
+        """``saved.target``'s memory as it was when ``saved`` was taken; every other
+        target's as it is (the target's alerts keep their order among themselves)."""
+        fresh = saved.copy()
+        _put_back(self.alerts, fresh.alerts, fresh.target)
+        _put_back(self.cooling, fresh.cooling, fresh.target)
+        self._memories[fresh.target] = fresh.memories
+        if fresh.last_round is None:
+            self._cross.rounds.pop(fresh.target, None)
+        else:
+            self._cross.rounds[fresh.target] = fresh.last_round
 
     # Alerts --------------------------------------------------------------------------
 
-    def _apply(
-        self, signals: dict[Identity, d.Finding], now: datetime, params: d.DetectorParams
-    ) -> list[Transition]:
+    def _hold_moved_on(self, signals: dict[Identity, d.Finding]) -> None:
+        """A pending alert of a detector that judged again but named another key (a
+        pending shift that moved on) hears a hold."""
         evaluated = {(i.kind, i.target, i.vantage) for i in signals}
         for identity, alert in list(self.alerts.items()):
             unsignalled = identity not in signals and alert.position.state is State.PENDING
             if unsignalled and (identity.kind, identity.target, identity.vantage) in evaluated:
-                signals[identity] = d.Finding(d.Signal.HOLD)  # a pending shift that moved on
-        moved = [
-            self._move(i, f.signal, now, f.numbers, rules_for(i.kind, params))
-            for i, f in signals.items()
-            if self._may_move(i, f.signal)
-            and not self._held_back(i, f.signal, now, timedelta(seconds=params.refire_hold))
-        ]
-        return [transition for transition in moved if transition is not None]
+                signals[identity] = d.Finding(d.Signal.HOLD)
 
     def _may_move(self, identity: Identity, signal: d.Signal) -> bool:
         """Only a hit moves an alert that is not open (and no hold is counting)."""
@@ -248,7 +227,7 @@ class Evaluator:
             alert.fired_at = now
             if detector is None or detector.excludes_runs:
                 for vantage in self._covered(alert.identity, now):
-                    self.state(alert.identity.target, vantage).excluded.append((now, None))
+                    self.memory(alert.identity.target, vantage).excluded.append((now, None))
         if state in (State.INACTIVE, State.RESOLVED):
             self.alerts.pop(alert.identity, None)
             if before.active:
@@ -261,12 +240,12 @@ class Evaluator:
         self.cooling[alert.identity] = Cooling(quiet_since=now)
         detector = d.DETECTORS.get(alert.identity.kind)
         for vantage in self._covered(alert.identity, now):
-            state = self.state(alert.identity.target, vantage)
-            state.excluded = [(start, end or now) for start, end in state.excluded]
+            memory = self.memory(alert.identity.target, vantage)
+            memory.excluded = [(start, end or now) for start, end in memory.excluded]
             if detector is not None and detector.on_resolve is not None:
-                detector.on_resolve(state.tail)
+                detector.on_resolve(memory.tail)
 
-    # References -------------------------------------------------------------------------
+    # Vantages -----------------------------------------------------------------------------
 
     def _covered(self, identity: Identity, now: datetime) -> list[str]:
         if identity.target == silent.TARGET:
@@ -275,22 +254,23 @@ class Evaluator:
             return [identity.vantage]
         return self.history.vantages(identity.target, now)
 
-    def _reference(
-        self,
-        target: str,
-        vantage: str,
-        now: datetime,
-        params: d.DetectorParams,
-        window: list[RunData],
-    ) -> d.Reference | None:
-        state = self.state(target, vantage)
-        return current_reference(self.history, state, target, vantage, now, params, window)
-
 
 def rules_for(kind: str, params: d.DetectorParams) -> Rules:
     detector = d.DETECTORS.get(kind)
     confirm = detector.confirm(params) if detector is not None else params.confirm
-    return Rules(confirm, params.recover, timedelta(seconds=params.keep_firing_for))
+    return Rules(
+        confirm,
+        params.recover,
+        timedelta(seconds=params.keep_firing_for),
+        timedelta(seconds=params.refire_hold),
+    )
+
+
+def _put_back(table: dict[Identity, T], kept: dict[Identity, T], target: str) -> None:
+    """``target``'s entries of ``table`` replaced by ``kept`` (the others left in place)."""
+    for identity in [i for i in table if i.target == target]:
+        del table[identity]
+    table.update(kept)
 
 
 def _name_key(target: str) -> int:

@@ -1,7 +1,7 @@
 """A vantage's reference: what its recent runs are compared with.
 
 Built from the previous ``reference_days`` of runs before the recent window, minus the runs
-inside alerts that fired (``VantageState.excluded``) and those before an acknowledged
+inside alerts that fired (``DetectorMemory.excluded``) and those before an acknowledged
 change (``rebase_at``); kept a day (``REBUILD_EVERY``), then rebuilt. Too few runs, or too
 short a span, and there is none: the detectors that compare abstain.
 """
@@ -9,45 +9,42 @@ short a span, and there is none: the detectors that compare abstain.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from app.alerts.history import History
+from app.alerts.memory import DetectorMemory
 from app.analysis import detectors as d
 from app.analysis.dominance import phase_mix
 from app.analysis.runs import RunData
 from app.analysis.tail import tail_reference
-
-if TYPE_CHECKING:
-    from app.alerts.evaluate import VantageState
 
 REBUILD_EVERY = timedelta(days=1)
 
 
 def current_reference(
     history: History,
-    state: VantageState,
+    memory: DetectorMemory,
     target: str,
     vantage: str,
     now: datetime,
     params: d.DetectorParams,
     window: list[RunData],
 ) -> d.Reference | None:
-    """``state``'s reference, rebuilt (and kept in ``state``) when it is a day old."""
-    if state.reference is not None and now - state.reference.built_at < REBUILD_EVERY:
-        return state.reference
+    """``memory``'s reference, rebuilt (and kept in ``memory``) when it is a day old."""
+    if memory.reference is not None and now - memory.reference.built_at < REBUILD_EVERY:
+        return memory.reference
     start = now - timedelta(days=params.reference_days)
-    if state.rebase_at is not None:
-        start = max(start, state.rebase_at)
+    if memory.rebase_at is not None:
+        start = max(start, memory.rebase_at)
     end = window[0].at if window else now
     runs = history.window(target, vantage, start, end)
-    if state.excluded:
-        runs = [run for run in runs if not _inside(run.at, state.excluded)]
+    if memory.excluded:
+        runs = [run for run in runs if not _inside(run.at, memory.excluded)]
     span = runs[-1].at - runs[0].at if runs else timedelta(0)
     too_short = span < timedelta(days=params.min_reference_days)
     if len(runs) < params.min_reference_runs or too_short:
-        state.reference = None
+        memory.reference = None
         return None
-    state.reference = d.Reference(
+    memory.reference = d.Reference(
         built_at=now,
         runs=len(runs),
         span=span,
@@ -59,7 +56,7 @@ def current_reference(
             else None
         ),
     )
-    return state.reference
+    return memory.reference
 
 
 def _inside(at: datetime, spans: list[tuple[datetime, datetime | None]]) -> bool:

@@ -8,8 +8,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.alerts.evaluate import VantageState
 from app.alerts.identity import Alert, Identity, Transition
+from app.alerts.memory import DetectorMemory
 from app.alerts.state import Cooling, Position, State
 from app.analysis.tail import TailState
 from app.store import alertwrites
@@ -106,17 +106,17 @@ def note_acknowledgement(session: Session, alert_id: uuid.UUID, note: dict[str, 
     alertwrites.note_on_acknowledgement(session, alert_id, note)
 
 
-def save_vantage(
-    session: Session, target: str, vantage: str, state: VantageState, now: datetime
+def save_memory(
+    session: Session, target: str, vantage: str, memory: DetectorMemory, now: datetime
 ) -> None:
-    spans = {"spans": [[_iso(start), _iso(end)] for start, end in state.excluded]}
+    spans = {"spans": [[_iso(start), _iso(end)] for start, end in memory.excluded]}
     stored = DetectorState(
         target,
         vantage,
-        float(state.tail.scores[0]),
-        state.tail.runs,
-        state.last_run,
-        state.rebase_at,
+        float(memory.tail.scores[0]),
+        memory.tail.runs,
+        memory.last_run,
+        memory.rebase_at,
         spans,
         now,
     )
@@ -150,9 +150,9 @@ def alert_of(row: AlertRecord) -> Alert:
     )
 
 
-def vantage_of(row: DetectorState) -> VantageState:
+def memory_of(row: DetectorState) -> DetectorMemory:
     spans = row.excluded.get("spans", [])
-    return VantageState(
+    return DetectorMemory(
         tail=TailState((row.tail_score,), row.tail_runs),
         last_run=row.last_run_id,
         rebase_at=row.rebase_at,

@@ -69,7 +69,7 @@ class Claimed:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class SendResult:
     error: str | None = None
     permanent: bool = False
     retry_after: float | None = None
@@ -88,7 +88,7 @@ class Sender:
     rng: random.Random = field(default_factory=random.Random)
     _stopping: threading.Event = field(default_factory=threading.Event, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _inflight: concurrent.futures.Future[Outcome] | None = field(default=None, repr=False)
+    _inflight: concurrent.futures.Future[SendResult] | None = field(default=None, repr=False)
 
     async def run_once(self) -> int:
         """Send what is due, at most ``batch`` rows; returns how many rows were handled."""
@@ -122,15 +122,15 @@ class Sender:
         _log(claimed.delivery, status, outcome)
         return True
 
-    def _send(self, claimed: Claimed, loop: asyncio.AbstractEventLoop) -> Outcome | None:
+    def _send(self, claimed: Claimed, loop: asyncio.AbstractEventLoop) -> SendResult | None:
         """Runs the send on the event loop (where it can be cancelled) and waits for it."""
         notifier = self.notifiers.get(claimed.delivery.notifier)
         if notifier is None:
             name = claimed.delivery.notifier
-            return Outcome(f"no notifier named {name!r} in the targets file")
+            return SendResult(f"no notifier named {name!r} in the targets file")
         if claimed.delivery.refresh and not notifier.refreshes:
             kind = type(notifier).__name__.lower()
-            return Outcome(skipped=f"not sent: {kind} notifiers hear changes, not refreshes")
+            return SendResult(skipped=f"not sent: {kind} notifiers hear changes, not refreshes")
         with self._lock:
             if self._stopping.is_set():
                 return None
@@ -147,17 +147,17 @@ class Sender:
                 self._inflight = None
 
 
-async def attempt(notifier: Notifier[Any], delivery: Delivery) -> Outcome:
+async def attempt(notifier: Notifier[Any], delivery: Delivery) -> SendResult:
     try:
         await notifier.notify(delivery)
     except TransportError as exc:
-        return Outcome(exc.message, exc.permanent, exc.retry_after)
+        return SendResult(exc.message, exc.permanent, exc.retry_after)
     except Exception as exc:
         # A payload this notifier cannot render will not render better later.
         log.exception("notifier %s could not handle delivery %d", notifier.name, delivery.id)
         error = scrub(repr(exc), notifier.secrets())
-        return Outcome(f"phasewatch could not build the notification: {error}", permanent=True)
-    return Outcome()
+        return SendResult(f"phasewatch could not build the notification: {error}", permanent=True)
+    return SendResult()
 
 
 def claim(session: Session, now: datetime) -> Claimed | None:
@@ -172,7 +172,7 @@ def claim(session: Session, now: datetime) -> Claimed | None:
 def record(
     session: Session,
     claimed: Claimed,
-    outcome: Outcome,
+    outcome: SendResult,
     now: datetime,
     backoff: Backoff,
     rng: random.Random,
@@ -209,7 +209,7 @@ def _cut(text: str) -> str:
     return text if len(text) <= _ERROR_LIMIT else text[: _ERROR_LIMIT - 1] + "…"
 
 
-def _log(delivery: Delivery, status: str, outcome: Outcome) -> None:
+def _log(delivery: Delivery, status: str, outcome: SendResult) -> None:
     if status == SENT:
         log.info("delivery %d sent to %s", delivery.id, delivery.notifier)
         return

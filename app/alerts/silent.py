@@ -12,7 +12,7 @@ restarted server does not call every agent silent before it had a chance to repo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -69,10 +69,11 @@ def identity(vantage: str) -> Identity:
     return Identity(KIND, TARGET, vantage, SCOPE)
 
 
-def refire_hold(heard: Heard, after: int) -> timedelta:
-    """A resolved silence fires again only once quiet, or silent, for as long as it takes
-    to fire at all: a vantage that drops out for good is news, one that blinks is not."""
-    return timedelta(seconds=after * (heard.interval_s or 0.0))
+def rules(heard: Heard, after: int) -> Rules:
+    """``RULES``, and a resolved silence fires again only once quiet, or silent, for as
+    long as it takes to fire at all: a vantage that drops out for good is news, one that
+    blinks is not."""
+    return replace(RULES, refire_hold=timedelta(seconds=after * (heard.interval_s or 0.0)))
 
 
 def sentence(identity: Named, n: dict[str, Any]) -> str:

@@ -68,6 +68,7 @@ class Rules:
     confirm: int = 2  # consecutive hits before an alert fires
     recover: int = 2  # consecutive clears before a firing alert resolves ...
     keep_firing_for: timedelta = timedelta(0)  # ... and clear for at least this long
+    refire_hold: timedelta = timedelta(0)  # a resolved alert's hold (Cooling.over)
 
 
 @dataclass(frozen=True, slots=True)

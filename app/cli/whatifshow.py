@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from app.analysis.whatif import Interval, Lever, Outcome, Prediction, levers_to_json
+from app.analysis.whatif import EndToEnd, Interval, Lever, Prediction, levers_to_json
 from app.analysis.whatif.levers import headline
 
 
@@ -48,7 +48,7 @@ def print_prediction(
         console.print(f"note: {note}", highlight=False)
 
 
-def _comparison(before: Outcome, after: Outcome) -> Table:
+def _comparison(before: EndToEnd, after: EndToEnd) -> Table:
     table = Table(box=None, header_style="bold", title_justify="left")
     for heading in ("end-to-end", "now (95 % interval)", "after (95 % interval)"):
         table.add_column(heading, justify="left" if heading == "end-to-end" else "right")
@@ -61,7 +61,7 @@ def _comparison(before: Outcome, after: Outcome) -> Table:
     return table
 
 
-def _shares(before: Outcome, after: Outcome) -> Table:
+def _shares(before: EndToEnd, after: EndToEnd) -> Table:
     table = Table(box=None, header_style="bold")
     for heading in ("phase", "share now", "share after"):
         table.add_column(heading, justify="left" if heading == "phase" else "right")
@@ -70,7 +70,7 @@ def _shares(before: Outcome, after: Outcome) -> Table:
     return table
 
 
-def _levers(found: list[Lever], now: Outcome) -> Table:
+def _levers(found: list[Lever], now: EndToEnd) -> Table:
     table = Table(
         box=None,
         header_style="bold",
@@ -104,5 +104,5 @@ def _pct(share: float) -> str:
     return f"{share:.0%}"
 
 
-def _lead(outcome: Outcome, phase: str | None) -> str:
+def _lead(outcome: EndToEnd, phase: str | None) -> str:
     return "-" if phase is None else f"{phase} ({outcome.shares[phase]:.0%})"

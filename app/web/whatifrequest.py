@@ -20,8 +20,8 @@ import numpy as np
 from app.analysis.whatif import (
     Change,
     ChangeError,
+    EndToEnd,
     Lever,
-    Outcome,
     SampleSet,
     TakePhase,
     changes_from_json,
@@ -63,7 +63,7 @@ class Scope:
 class LeversNow:
     """The levers, best first, and the end-to-end as measured that they improve on."""
 
-    now: Outcome
+    now: EndToEnd
     levers: list[Lever]
     samples: int
 

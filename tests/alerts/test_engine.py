@@ -316,11 +316,11 @@ def test_detector_state_is_stored_and_read_back(watch: Watch) -> None:
     watch.firing()
     (state,) = rows(watch.sessions, DetectorStateRow)
     assert (state.target, state.vantage) == ("chat", "eu")
-    last = watch.engine.evaluator.vantages[("chat", "eu")]
+    last = watch.engine.evaluator.memory("chat", "eu")
     assert state.last_run_id == last.last_run is not None
     restarted = watch.restart()
     restarted.restore()
-    again = restarted.evaluator.vantages[("chat", "eu")]
+    again = restarted.evaluator.memory("chat", "eu")
     assert (again.last_run, again.tail, again.rebase_at) == (
         last.last_run, last.tail, last.rebase_at
     )  # fmt: skip
@@ -345,7 +345,7 @@ def test_acknowledging_a_firing_alert_resolves_it_and_notifies(watch: Watch) -> 
     assert (last.before, last.after, last.acknowledged) == ("firing", "resolved", True)
     resolved = [row for row in deliveries(watch.sessions) if row.transition_id == last.id]
     assert [row.payload["state"] for row in resolved] == ["resolved", "resolved"]
-    state = watch.engine.evaluator.vantages[("chat", "eu")]
+    state = watch.engine.evaluator.memory("chat", "eu")
     assert state.rebase_at == alert.opened_at  # the reference re-bases onto the change
     (stored,) = rows(watch.sessions, DetectorStateRow)
     assert stored.rebase_at == alert.opened_at

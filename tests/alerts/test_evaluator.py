@@ -149,7 +149,7 @@ def test_acknowledged_change_resolves_and_does_not_fire_again_on_the_same_data()
     assert replay.evaluator.alerts == {}
     # Two and a half more days of the new normal: the reference re-based onto it.
     assert replay.feed(runs[split:]) == []
-    reference = replay.evaluator.vantages[("chat", "eu")].reference
+    reference = replay.evaluator.memory("chat", "eu").reference
     assert reference is not None and reference.mix.dominant == "generation"
 
 

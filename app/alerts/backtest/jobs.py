@@ -66,7 +66,7 @@ class Share:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ShareResult:
     """A worker's moved transitions by run position, and the error that stopped it."""
 
     numbered: Numbered
@@ -93,15 +93,15 @@ def replay_file(
             pool.submit(_worker, path, params_for, seed, Share(i, jobs)) for i in range(1, jobs)
         ]
         # This process replays the first share meanwhile: one process fewer to start.
-        outcomes = [_worker(path, params_for, seed, Share(0, jobs))]
-        outcomes += [future.result() for future in futures]
-    for outcome in outcomes:
+        results = [_worker(path, params_for, seed, Share(0, jobs))]
+        results += [future.result() for future in futures]
+    for result in results:
         if coverage is not None:
-            coverage.merge(outcome.coverage)
-    failed = [o for o in outcomes if o.error is not None]
+            coverage.merge(result.coverage)
+    failed = [o for o in results if o.error is not None]
     first = min(failed, key=operator.attrgetter("runs_before"), default=None)
     stop = first.runs_before if first is not None else None
-    merged = heapq.merge(*(o.numbered for o in outcomes), key=operator.itemgetter(0))
+    merged = heapq.merge(*(o.numbered for o in results), key=operator.itemgetter(0))
     for number, transitions in merged:
         if stop is not None and number >= stop:
             break
@@ -151,7 +151,7 @@ def keep_freed_memory() -> None:
         pass  # not glibc: its allocator's defaults then
 
 
-def _worker(path: Path, params_for: ParamsTable, seed: int, share: Share) -> Outcome:
+def _worker(path: Path, params_for: ParamsTable, seed: int, share: Share) -> ShareResult:
     numbered: Numbered = []
     coverage = Coverage()
     try:
@@ -163,5 +163,5 @@ def _worker(path: Path, params_for: ParamsTable, seed: int, share: Share) -> Out
                 if moved:
                     numbered.append((number, moved))
     except BacktestError as exc:
-        return Outcome(numbered, coverage, str(exc), exc.runs_before)
-    return Outcome(numbered, coverage)
+        return ShareResult(numbered, coverage, str(exc), exc.runs_before)
+    return ShareResult(numbered, coverage)

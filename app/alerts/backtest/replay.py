@@ -52,7 +52,7 @@ def replay_numbered(
         history.add(run)
         transitions = evaluator.evaluate(run.target, run.vantage, run.at)
         if coverage is not None:
-            coverage.add(run, evaluator.state(run.target, run.vantage).reference)
+            coverage.add(run, evaluator.memory(run.target, run.vantage).reference)
         yield number, transitions
 
 

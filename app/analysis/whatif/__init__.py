@@ -18,7 +18,7 @@ from app.analysis.whatif.changes import (
     parse_changes,
 )
 from app.analysis.whatif.levers import Lever, levers, levers_to_json
-from app.analysis.whatif.outcome import Bound, Outcome, Prediction
+from app.analysis.whatif.outcome import Bound, EndToEnd, Prediction
 from app.analysis.whatif.predict import predict
 from app.analysis.whatif.resample import Interval
 from app.analysis.whatif.samples import SampleSet, sample_set
@@ -31,7 +31,7 @@ __all__ = [
     "Deadline",
     "Interval",
     "Lever",
-    "Outcome",
+    "EndToEnd",
     "Prediction",
     "SampleSet",
     "ScalePhase",

@@ -21,7 +21,10 @@ from app.analysis.whatif.resample import (
 
 
 @dataclass(frozen=True)
-class Outcome:
+class EndToEnd:
+    """The end-to-end distribution of a target's requests: as measured, or as a what-if
+    predicts it once its changes are made."""
+
     p50_ms: Interval
     p90_ms: Interval
     p99_ms: Interval
@@ -68,8 +71,8 @@ class Bound:
 
 @dataclass(frozen=True)
 class Prediction:
-    before: Outcome
-    after: Outcome
+    before: EndToEnd
+    after: EndToEnd
     changes: tuple[Change, ...]
     notes: tuple[str, ...] = ()
     optimistic: Bound | None = None
@@ -84,14 +87,14 @@ class Prediction:
         }
 
 
-def outcome(
+def end_to_end(
     phases: tuple[str, ...],
     settled: Settled,
     run: NDArray[np.intp],
     counts: Counts,
     deadline_ms: float | None,
     measured: int,
-) -> Outcome:
+) -> EndToEnd:
     """The point estimates from every sample, their intervals from the run resamples."""
     points = point_quantiles(settled.values) if len(settled.values) else np.full(3, np.nan)
     spread = resampled_quantiles(settled.values, run, counts)
@@ -100,7 +103,7 @@ def outcome(
     shares = shares_of(phases, settled.phase_ms)
     leaders = sorted(shares, key=lambda phase: -shares[phase])
     p50, p90, p99 = (interval(float(points[i]), spread[:, i]) for i in range(3))
-    return Outcome(
+    return EndToEnd(
         p50,
         p90,
         p99,

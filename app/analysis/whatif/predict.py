@@ -8,7 +8,7 @@ import numpy as np
 
 from app.analysis.whatif.apply import Applied, apply, deadline_of, settle
 from app.analysis.whatif.changes import Change, ColdStarts, TakePhase
-from app.analysis.whatif.outcome import Bound, Outcome, Prediction, bound, outcome
+from app.analysis.whatif.outcome import Bound, EndToEnd, Prediction, bound, end_to_end
 from app.analysis.whatif.resample import run_counts
 from app.analysis.whatif.samples import SampleSet
 
@@ -31,7 +31,7 @@ def predict(
     applied = apply(samples, changes, donors or {}, rng)
     before = _before(samples, counts, deadline_of(samples, changes))
     after_settled = settle(applied.ms, applied.censored, applied.deadline_ms)
-    after = outcome(
+    after = end_to_end(
         samples.phases, after_settled, applied.run, counts, applied.deadline_ms, samples.n
     )
     optimistic = _optimistic(applied)
@@ -40,13 +40,13 @@ def predict(
     )
 
 
-def _before(samples: SampleSet, counts: np.ndarray, deadline_ms: float | None) -> Outcome:
+def _before(samples: SampleSet, counts: np.ndarray, deadline_ms: float | None) -> EndToEnd:
     """As measured; its misses counted against the deadline the changes set, if any, so
     that both sides are judged by one deadline."""
     settled = settle(samples.ms, samples.censored, samples.deadline_ms)
     if deadline_ms is not None:
         settled.miss[:] |= samples.totals > deadline_ms
-    return outcome(samples.phases, settled, samples.run, counts, deadline_ms, samples.n)
+    return end_to_end(samples.phases, settled, samples.run, counts, deadline_ms, samples.n)
 
 
 def _optimistic(applied: Applied) -> Bound | None:

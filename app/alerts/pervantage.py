@@ -1,0 +1,101 @@
+"""Each vantage judged alone, after a new run there: the run added to the vantage's
+``DetectorMemory`` (tail CUSUM, deadline-miss ledger), its reference brought up to date
+(app.alerts.references), then every enabled detector's findings by alert identity
+(scope ``vantage``). app.alerts.crossvantage judges the vantages together.
+
+The evaluator is read through ``EvaluatorView``, handed in with each call.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from app.alerts.crossvantage import Found, open_at
+from app.alerts.history import History
+from app.alerts.identity import Identity
+from app.alerts.memory import DetectorMemory, EvaluatorView
+from app.alerts.references import REBUILD_EVERY, current_reference
+from app.analysis import detectors as d
+from app.analysis.runs import RunData
+from app.analysis.slo import MissLedger
+
+
+class PerVantage:
+    def __init__(self, history: History) -> None:
+        self.history = history
+        self._identities: dict[tuple[str, str, str, str], Identity] = {}
+
+    def signals(
+        self,
+        view: EvaluatorView,
+        target: str,
+        vantage: str,
+        now: datetime,
+        params: d.DetectorParams,
+    ) -> Found | None:
+        """The findings after ``vantage``'s newest run; None: it has no run since the last
+        evaluation (nothing was judged, nothing remembered)."""
+        memory = view.memory(target, vantage)
+        recent = self.history.last(target, vantage, max(params.recent_runs, params.failing_runs))
+        if not recent or recent[-1].run_id == memory.last_run:
+            return None
+        window = recent[-params.recent_runs :]
+        reference = current_reference(self.history, memory, target, vantage, now, params, window)
+        self._advance(memory, recent[-1], reference, params, now)
+        memory.last_run = recent[-1].run_id
+        assert memory.misses is not None
+        inputs = d.Inputs(
+            window=window,
+            recent=recent,
+            reference=reference,
+            params=params,
+            rng=view.rng(target),
+            now=now,
+            tail=memory.tail,
+            onset=lambda count: self.history.last(target, vantage, count),
+            misses=memory.misses,
+            dominant_open=open_at(view.alerts, target, vantage) is not None,
+            active=frozenset(
+                (i.kind, i.severity)
+                for i, alert in view.alerts.items()
+                if i.target == target and i.vantage == vantage and alert.position.active
+            ),
+        )
+        return self._judge(inputs, target, vantage)
+
+    def _judge(self, inputs: d.Inputs, target: str, vantage: str) -> Found:
+        found: Found = {}
+        for name in inputs.params.enabled:
+            detector = d.DETECTORS[name]
+            for finding in detector.judge(inputs) if detector.judge else ():
+                severity = finding.severity or detector.severity
+                found[self._identity(name, target, vantage, severity)] = finding
+        return found
+
+    def _identity(self, kind: str, target: str, vantage: str, severity: str) -> Identity:
+        """A per-vantage alert's identity, made once (several are asked for every run)."""
+        key = (kind, target, vantage, severity)
+        identity = self._identities.get(key)
+        if identity is None:
+            identity = Identity(kind, target, vantage, "vantage", severity=severity)
+            self._identities[key] = identity
+        return identity
+
+    def _advance(
+        self,
+        memory: DetectorMemory,
+        run: RunData,
+        reference: d.Reference | None,
+        params: d.DetectorParams,
+        now: datetime,
+    ) -> None:
+        """What the newest run adds to the detectors' memory, before they judge."""
+        if reference is not None and reference.tail is not None:
+            d.advance_tail(memory.tail, run, reference.tail, params)
+        built = memory.misses_built_at
+        if memory.misses is None or built is None or now - built >= REBUILD_EVERY:
+            start = now - params.slo.budget_window
+            counts = self.history.counts(run.target, run.vantage, start, now)
+            memory.misses, memory.misses_built_at = MissLedger.of(counts, now), now
+        memory.misses.add(run.at, run.timed, run.censored)
+        memory.misses.prune(now - params.slo.budget_window)
