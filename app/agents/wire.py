@@ -57,7 +57,7 @@ def assignment_version(targets: list[dict[str, Any]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-class Outcome(StrEnum):
+class PushOutcome(StrEnum):
     """What the server did with one run of a batch."""
 
     STORED = "stored"
@@ -65,9 +65,13 @@ class Outcome(StrEnum):
     REFUSED = "refused"  # never (its reason says why): the agent sets the run aside
 
 
+# The name app.agents.remote.client still imports; PushOutcome is the one to use.
+Outcome = PushOutcome
+
+
 class RunOutcome(BaseModel):
     id: str | None = Field(description="The run's id; null when the item is not a run.")
-    outcome: Outcome
+    outcome: PushOutcome
     reason: str | None = Field(None, description="Why it was refused.")
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
-from app.agents.server.book import PushLimit, VantageBook, VantageState, is_silent
+from app.agents.server.book import AgentSeen, PushLimit, VantageBook, is_silent
 from app.agents.server.evaluations import Evaluations
 from app.agents.wire import CONFIG_PATH, RUNS_PATH, SENT_AT_HEADER, STATUS_PATH, VANTAGE_HEADER
 from app.config import Settings, load_targets
@@ -279,7 +279,7 @@ T0 = datetime(2026, 12, 1, tzinfo=UTC)
 def test_a_vantage_is_silent_after_three_of_its_shortest_intervals(
     last_pushed: datetime | None, interval_s: float | None, now: datetime, silent: bool
 ) -> None:
-    state = VantageState("fra-1", last_pushed=last_pushed)
+    state = AgentSeen("fra-1", last_pushed=last_pushed)
     assert is_silent(state, interval_s, T0, now) is silent
 
 
