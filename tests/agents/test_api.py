@@ -17,13 +17,14 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
+from app.agents.server.body import MAX_RUN_BYTES, MAX_WIRE_BYTES
 from app.agents.server.book import AgentSeen, PushLimit, VantageBook, is_silent
 from app.agents.server.evaluations import Evaluations
 from app.agents.wire import CONFIG_PATH, RUNS_PATH, SENT_AT_HEADER, STATUS_PATH, VANTAGE_HEADER
 from app.config import Settings, load_targets
 from app.main import create_app
 from app.store.records import RunRecord
-from app.web.api.agentbody import MAX_RUN_BYTES, MAX_WIRE_BYTES
+from app.web.deps import agents_of, service_of
 from tests.runfactory import failed_run, make_run, record_of
 
 pytestmark = pytest.mark.anyio
@@ -59,8 +60,8 @@ async def app(db_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
     settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
     built = create_app(settings, targets)
     yield built
-    assert built.state.evaluations.wait_idle(30)  # pushed runs' evaluations are done
-    built.state.service.engine.dispose()
+    assert agents_of(built).evaluations.wait_idle(30)  # pushed runs' evaluations are done
+    service_of(built).engine.dispose()
 
 
 @pytest.fixture
@@ -186,7 +187,7 @@ async def test_a_replayed_push_stores_nothing_and_the_run_is_listed_with_its_van
     assert [(r["id"], r["vantage"], r["n_samples"]) for r in listed] == [
         (str(record.id), "fra-1", 4)
     ]
-    assert app.state.vantages.get("fra-1").runs == 2
+    assert agents_of(app).book.get("fra-1").runs == 2
 
 
 async def test_an_uncompressed_push_is_taken_too(client: httpx.AsyncClient) -> None:
@@ -201,7 +202,7 @@ async def test_each_push_measures_the_agents_clock_skew(
     ahead = datetime.now(UTC) + timedelta(hours=1)  # an agent whose clock runs an hour fast
     headers = GZIP | agent("fra-1", FRA) | {SENT_AT_HEADER: ahead.isoformat()}
     assert (await client.post(RUNS_PATH, content=packed(run()), headers=headers)).is_success
-    skew = app.state.vantages.get("fra-1").skew_s
+    skew = agents_of(app).book.get("fra-1").skew_s
     assert skew is not None and -3600 <= skew < -3000
 
 
@@ -214,7 +215,7 @@ async def test_an_agent_reports_the_targets_it_refused(
     }
     answer = await client.post(STATUS_PATH, json=report, headers=agent("fra-1", FRA))
     assert answer.status_code == 204
-    state = app.state.vantages.get("fra-1")
+    state = agents_of(app).book.get("fra-1")
     assert state.refused == report["refused"] and state.pending == 3
     refused = await client.post(STATUS_PATH, json=report, headers=agent("fra-1", SEOUL))
     assert refused.status_code == 401
@@ -223,7 +224,7 @@ async def test_an_agent_reports_the_targets_it_refused(
 async def test_the_server_probes_what_has_no_list_and_what_lists_its_own_vantage(
     app: FastAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service = app.state.service
+    service = service_of(app)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     here = service._scheduled(service.targets)
     assert [t.name for t in here] == ["translate", "local"]
@@ -293,7 +294,7 @@ async def test_pushed_runs_are_evaluated_like_local_ones(
         assert (
             await client.post(RUNS_PATH, content=body, headers=GZIP | agent("fra-1", FRA))
         ).is_success
-    assert app.state.evaluations.wait_idle(30)
+    assert agents_of(app).evaluations.wait_idle(30)
     alerts = (await client.get("/api/v1/alerts", params={"target": "translate"})).json()["items"]
     assert [(a["kind"], a["vantage"]) for a in alerts] == [("probe_failing", "fra-1")]
 
@@ -321,7 +322,7 @@ def test_evaluation_keeps_up_run_by_run_and_coalesces_a_backlog() -> None:
 async def test_a_vantage_pushing_over_its_limit_is_told_to_come_back(
     client: httpx.AsyncClient, app: FastAPI
 ) -> None:
-    app.state.vantages.limit = PushLimit(per_s=0.001, burst=2)
+    agents_of(app).book.limit = PushLimit(per_s=0.001, burst=2)
     headers = GZIP | agent("fra-1", FRA)
     codes = [(await client.post(RUNS_PATH, content=packed(run()), headers=headers)).status_code]
     codes += [(await client.post(RUNS_PATH, content=packed(run()), headers=headers)).status_code]

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from app.agents.wire import BATCH_PATH, MAX_BATCH_RUNS
 from app.config import Settings, load_targets
 from app.main import create_app
+from app.web.deps import agents_of, service_of
 from tests.agents.test_api import FRA, GZIP, SECRET, SEOUL, TARGETS, agent, run
 
 pytestmark = pytest.mark.anyio
@@ -30,8 +31,8 @@ async def app(db_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
     settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
     built = create_app(settings, targets)
     yield built
-    assert built.state.evaluations.wait_idle(30)
-    built.state.service.engine.dispose()
+    assert agents_of(built).evaluations.wait_idle(30)
+    service_of(built).engine.dispose()
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ async def test_each_run_of_a_batch_gets_its_own_outcome_and_a_bad_one_refuses_on
     assert reasons[0] is None and reasons[4] is None and reasons[6] is None
     assert await listed(client) == sorted([str(first.id), str(second.id)])
     assert answer.json()["config"] == answer.headers["X-Phasewatch-Config"]
-    assert app.state.vantages.get("fra-1").runs == 3  # stored and duplicate, not refused
+    assert agents_of(app).book.get("fra-1").runs == 3  # stored and duplicate, not refused
 
 
 async def test_a_replayed_batch_stores_nothing(client: httpx.AsyncClient) -> None:
