@@ -30,6 +30,7 @@ from app.runtime.upkeep import Upkeep
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
+from app.store.records import RunRecord
 from app.web import api as web_api
 from app.web import deps, errors, healthz, pages, scrape
 from app.web.auth import document_open_writes
@@ -59,10 +60,9 @@ def build_service(
         sessions, evaluator, rules.notifiers_for, wants_refresh=rules.wants_refresh
     )
     spool = Spool(settings.spool_dir)
-    after_store = (
-        alerts.evaluate_after
-        if observed is None
-        else then(alerts.evaluate_after, observed.observe_run)
+    # Every run stored, probed here or pushed by an agent: evaluated, then counted.
+    after_store = then(
+        alerts.evaluate_after, _uncounted if observed is None else observed.observe_run
     )
     pipeline = Pipeline(sessions, spool, resolved.vantage, after_store=after_store)
     writer = Writer(pipeline.deliver, pipeline.flush, spool, after_store=after_store)
@@ -88,10 +88,15 @@ def build_service(
         upkeep=Upkeep(
             sessions, engine, resolved.raw_retention_days, sender=sender, vantages=vantages
         ),
+        after_store=after_store,
         sender=sender,
         probing=probing,
         migrate=migrate,
     )
+
+
+def _uncounted(_run: RunRecord) -> None:
+    """No /metrics: a service built without its app (tests, benchmarks)."""
 
 
 def silence_watch(
@@ -127,7 +132,7 @@ def create_app(
         settings, targets, observed, probing=probing, migrate=migrate, book=book
     )
     observed.watch(service.pipeline.sessions, service.pipeline.spool.pending)
-    # The server's side of `phasewatch agent`.
+    # The server's side of `phasewatch agent`: pushed runs take the service's after_store.
     agents = Agents(service, book, observed.observe_run)
     observed.registry.register(agents.collector)
 

@@ -50,6 +50,7 @@ from app.runtime.scheduler import Watch
 from app.runtime.stopping import stop_within_budget
 from app.runtime.upkeep import Upkeep
 from app.store.leader import Leadership
+from app.store.records import RunRecord
 from app.store.targets import TargetValues, sync_targets
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,8 @@ class Service:
     writer: Writer
     health: Health
     upkeep: Upkeep
+    # What follows each run stored, whoever measured it: alert evaluation, then /metrics.
+    after_store: Callable[[RunRecord], None]
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reload_requested: asyncio.Event = field(default_factory=asyncio.Event)
     sender: Sender | None = None

@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from app.agents.server.evaluations import Evaluations
 from app.agents.wire import CONFIG_PATH, RUNS_PATH, SENT_AT_HEADER, STATUS_PATH, VANTAGE_HEADER
 from app.config import Settings, load_targets
 from app.main import create_app
-from app.store.records import RunRecord
+from app.store.records import RunRecord, RunStatus
 from app.web.deps import agents_of, service_of
 from tests.runfactory import failed_run, make_run, record_of
 
@@ -243,7 +244,7 @@ def test_a_target_at_vantages_keeps_its_templates_and_needs_no_variable(tmp_path
 
 
 async def test_the_vantages_list_and_metrics_show_what_each_agent_reported(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient, app: FastAPI
 ) -> None:
     report = {"refused": {"translate": "environment variable X is not set"}, "pending": 2}
     assert (await client.post(STATUS_PATH, json=report, headers=agent("seoul-1", SEOUL))).is_success
@@ -256,6 +257,7 @@ async def test_the_vantages_list_and_metrics_show_what_each_agent_reported(
     assert listed["seoul-1"]["targets"] == ["translate", "seoul-only"]
     assert (listed["seoul-1"]["refused"], listed["seoul-1"]["pending"]) == (report["refused"], 2)
     assert not listed["fra-1"]["silent"] and not listed["seoul-1"]["silent"]  # just started
+    assert agents_of(app).evaluations.wait_idle(30)  # pushed runs are counted after their turn
     metrics = (await client.get("/metrics")).text
     assert 'phasewatch_agent_runs_pushed{vantage="fra-1"} 1.0' in metrics
     assert 'phasewatch_agent_refused_targets{vantage="seoul-1"} 1.0' in metrics
@@ -300,13 +302,13 @@ async def test_pushed_runs_are_evaluated_like_local_ones(
 
 
 def test_evaluation_keeps_up_run_by_run_and_coalesces_a_backlog() -> None:
-    release, evaluated = threading.Event(), []
+    release, evaluated, counted = threading.Event(), [], []
 
-    def evaluate(record: RunRecord) -> None:
+    def after_store(record: RunRecord) -> None:
         release.wait(10)
         evaluated.append(record.id)
 
-    evaluations = Evaluations(evaluate)
+    evaluations = Evaluations(after_store, lambda record: counted.append(record.id))
     first, second, third = (run() for _ in range(3))
     other = run(vantage="seoul-1")
     evaluations.submit(first)  # taken at once; evaluation holds until released
@@ -317,6 +319,19 @@ def test_evaluation_keeps_up_run_by_run_and_coalesces_a_backlog() -> None:
     release.set()
     assert evaluations.wait_idle(10)
     assert evaluated == [first.id, third.id, other.id] and evaluations.coalesced == 1
+    assert counted == [second.id]  # counted on /metrics all the same, once
+
+
+def test_a_pushed_run_not_complete_is_counted_and_never_evaluated() -> None:
+    evaluated, counted = [], []
+    evaluations = Evaluations(
+        lambda record: evaluated.append(record.id), lambda record: counted.append(record.id)
+    )
+    complete, aborted = run(), replace(run(), status=RunStatus.ABORTED)
+    for record in (complete, aborted):
+        evaluations.submit(record)
+    assert evaluations.wait_idle(10)
+    assert evaluated == [complete.id] and counted == [aborted.id]
 
 
 async def test_a_vantage_pushing_over_its_limit_is_told_to_come_back(

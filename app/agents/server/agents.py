@@ -44,13 +44,13 @@ class Agents:
     def __init__(
         self, service: Service, book: VantageBook, count: Callable[[RunRecord], object]
     ) -> None:
-        """``count``: /metrics' count of one run (``RunMetrics.observe_run``)."""
+        """``count``: /metrics' count of one run (``RunMetrics.observe_run``), for a pushed
+        run whose evaluation a newer one took over (see ``Evaluations``)."""
         self.service = service
         self.book = book
         self.assignments = Assignments()
         self.foreground = service.upkeep.foreground
-        self.count = count
-        self.evaluations = Evaluations(service.alerts.evaluate_after, self.foreground)
+        self.evaluations = Evaluations(service.after_store, count, self.foreground)
         self.collector = VantageCollector(book, self.shortest_interval)
         # Bound to an event loop at its first use (anyio): the loop serving the pushes.
         self.threads = anyio.CapacityLimiter(STORE_THREADS)
@@ -102,14 +102,10 @@ class Agents:
 
     async def _stored(self, store: Store[T], push: _Received) -> T:
         """``store`` on a push thread, while background work holds back."""
-        pipeline, after = self.service.pipeline, self._after_store
+        pipeline, after = self.service.pipeline, self.evaluations.submit
         work = partial(store, pipeline, push.check, after, push.data, push.gzipped)
         with self.foreground.serving():
             return await anyio.to_thread.run_sync(work, limiter=self.threads)
-
-    def _after_store(self, record: RunRecord) -> None:
-        self.count(record)
-        self.evaluations.submit(record)  # the push does not wait for it
 
 
 @dataclass(frozen=True)
