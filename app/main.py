@@ -30,7 +30,6 @@ from app.runtime.upkeep import Upkeep
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
-from app.store.records import RunRecord
 from app.web import api as web_api
 from app.web import deps, errors, healthz, pages, scrape
 from app.web.auth import document_open_writes
@@ -61,8 +60,10 @@ def build_service(
     )
     spool = Spool(settings.spool_dir)
     # Every run stored, probed here or pushed by an agent: evaluated, then counted.
-    after_store = then(
-        alerts.evaluate_after, _uncounted if observed is None else observed.observe_run
+    after_store = (
+        alerts.evaluate_after
+        if observed is None
+        else then(alerts.evaluate_after, observed.observe_run)
     )
     pipeline = Pipeline(sessions, spool, resolved.vantage, after_store=after_store)
     writer = Writer(pipeline.deliver, pipeline.flush, spool, after_store=after_store)
@@ -93,10 +94,6 @@ def build_service(
         probing=probing,
         migrate=migrate,
     )
-
-
-def _uncounted(_run: RunRecord) -> None:
-    """No /metrics: a service built without its app (tests, benchmarks)."""
 
 
 def silence_watch(

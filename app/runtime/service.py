@@ -102,8 +102,9 @@ class Service:
     writer: Writer
     health: Health
     upkeep: Upkeep
-    # What follows each run stored, whoever measured it: alert evaluation, then /metrics.
-    after_store: Callable[[RunRecord], None]
+    # What follows each run stored, whoever measured it: alert evaluation, then /metrics
+    # (what it returns is not used: alone, ``AlertEngine.evaluate_after`` returns transitions).
+    after_store: Callable[[RunRecord], object]
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reload_requested: asyncio.Event = field(default_factory=asyncio.Event)
     sender: Sender | None = None

@@ -579,6 +579,8 @@ def test_build_service_wires_alerting_with_each_target_s_rules(tmp_path: Path) -
     service = build_service(settings, targets)
     try:
         assert service.pipeline.after_store == service.alerts.evaluate_after
+        # One road for every run: the pipeline's, the writer's and the agents' (Agents).
+        assert service.after_store is service.pipeline.after_store is service.writer.after_store
         params_for = service.alerts.evaluator.params_for
         assert params_for("chat").confirm == 5
         assert params_for("plain") == DetectorParams() == params_for("imported")
