@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from app import __version__
+from app.agents.server.agents import Agents
 from app.agents.server.book import VantageBook
 from app.agents.server.watch import VantageWatch
 from app.alerts.engine import AlertEngine
@@ -33,16 +34,24 @@ from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
 from app.store.records import RunRecord
 from app.web import api as web_api
-from app.web import errors, healthz, pages, scrape
-from app.web.api import agent
+from app.web import deps, errors, healthz, pages, scrape
 from app.web.auth import document_open_writes
 from app.web.hosts import allowed_hosts
 from app.web.pages import STATIC_DIR
 
 
 def build_service(
-    settings: Settings, targets: TargetsFile | None = None, observed: RunMetrics | None = None
+    settings: Settings,
+    targets: TargetsFile | None = None,
+    observed: RunMetrics | None = None,
+    *,
+    probing: bool = True,
+    migrate: bool = False,
+    book: VantageBook | None = None,
 ) -> Service:
+    """The service, its parts built in the order they need each other. ``book``: the
+    agents' (``Agents.book``), given when the server takes agents; its upkeep then checks
+    every vantage for silence."""
     targets = targets if targets is not None else load_targets(settings.config)
     resolved = settings.resolved(targets)
     engine = make_engine(resolved.database_url)
@@ -62,6 +71,12 @@ def build_service(
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
     pipeline = Pipeline(writer, resolved.vantage)
     sender = Sender(sessions, build_notifiers(targets.notifiers))
+    watch = Watch(pipeline.run)
+    leadership = Leadership(engine)
+    vantages = None
+    if book is not None:
+        here = (resolved.vantage, watch) if probing else None
+        vantages = silence_watch(book, alerts, rules, leadership, here)
     return Service(
         settings=settings,
         resolved=resolved,
@@ -71,28 +86,36 @@ def build_service(
         sink=sink,
         after_store=after_store,
         pipeline=pipeline,
-        watch=Watch(pipeline.run),
-        leadership=Leadership(engine),
+        watch=watch,
+        leadership=leadership,
         alerts=alerts,
         rules=rules,
         writer=writer,
         health=Health(engine, writer),
-        upkeep=Upkeep(sessions, engine, resolved.raw_retention_days, sender),
+        upkeep=Upkeep(
+            sessions, engine, resolved.raw_retention_days, sender=sender, vantages=vantages
+        ),
         sender=sender,
+        probing=probing,
+        migrate=migrate,
     )
 
 
-def silence_watch(service: Service, book: VantageBook) -> VantageWatch:
-    """``vantage_silent`` over each agent of the targets file as it stands, and over this
-    server's own vantage while it probes (what its watch schedules), checked by the leader."""
+def silence_watch(
+    book: VantageBook,
+    alerts: AlertEngine,
+    rules: AlertRules,
+    leadership: Leadership,
+    here: tuple[str, Watch] | None,
+) -> VantageWatch:
+    """``vantage_silent`` over each agent of the targets file as it stands (``rules``
+    follows reloads), and over this server's own vantage while it probes (``here``: what
+    its watch schedules), checked by the leader."""
 
     def own() -> tuple[str, list[Target]] | None:
-        here = list(service.watch.targets.values())
-        return (service.resolved.vantage, here) if service.probing else None
+        return None if here is None else (here[0], list(here[1].targets.values()))
 
-    return VantageWatch(
-        service.alerts, book, lambda: service.targets, lambda: service.leadership.leading, own
-    )
+    return VantageWatch(alerts, book, lambda: rules.targets, lambda: leadership.leading, own)
 
 
 def create_app(
@@ -106,9 +129,14 @@ def create_app(
     ``probing=False`` serves the database without probing (``phasewatch demo``);
     ``migrate=True`` migrates a database that was unreachable at start once it answers."""
     observed = RunMetrics()
-    service = build_service(settings, targets, observed)
-    service.probing, service.migrate = probing, migrate
+    book = VantageBook()
+    service = build_service(
+        settings, targets, observed, probing=probing, migrate=migrate, book=book
+    )
     observed.watch(service.sessions, service.writer.spool.pending)
+    # The server's side of `phasewatch agent`: pushed runs take the service's after_store.
+    agents = Agents(service, book, observed.observe_run)
+    observed.registry.register(agents.collector)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -122,10 +150,7 @@ def create_app(
     app = FastAPI(
         title="phasewatch", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
     )
-    app.state.service = service
-    app.state.metrics = observed
-    agent.install(app, service, observed)  # the server's side of `phasewatch agent`
-    service.upkeep.vantages = silence_watch(service, app.state.vantages)
+    deps.install(app, service, agents, observed)
     errors.install(app)
     app.include_router(healthz.router)
     app.include_router(web_api.router)

@@ -57,7 +57,7 @@ def assignment_version(targets: list[dict[str, Any]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-class Outcome(StrEnum):
+class PushOutcome(StrEnum):
     """What the server did with one run of a batch."""
 
     STORED = "stored"
@@ -67,7 +67,7 @@ class Outcome(StrEnum):
 
 class RunOutcome(BaseModel):
     id: str | None = Field(description="The run's id; null when the item is not a run.")
-    outcome: Outcome
+    outcome: PushOutcome
     reason: str | None = Field(None, description="Why it was refused.")
 
 

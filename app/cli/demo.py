@@ -123,6 +123,7 @@ def _server(
 
     from app.config import Settings
     from app.main import create_app
+    from app.web.deps import metrics_of
 
     settings = Settings(
         config=workdir / "phasewatch.yaml",
@@ -134,7 +135,7 @@ def _server(
     )
     app = create_app(settings, targets, probing=False)
     config = uvicorn.Config(app, log_config=None, log_level="warning")
-    return uvicorn.Server(config), app.state.metrics
+    return uvicorn.Server(config), metrics_of(app)
 
 
 def _replay_hint(database_url: str, config: Path) -> str:

@@ -22,6 +22,7 @@ from fastapi import FastAPI
 
 from app.runs.threads import NoWaitThreadPool
 from app.runtime.service import Service
+from app.web.deps import service_of
 
 HTTP_GRACE_S = 1  # uvicorn takes whole seconds
 DEFAULT_EXECUTOR_THREADS = 32
@@ -64,7 +65,7 @@ def run_server(app: FastAPI, host: str, port: int, log_level: str) -> NoReturn:
         log_level=log_level,
         timeout_graceful_shutdown=HTTP_GRACE_S,
     )
-    server = _Server(config, app.state.service)
+    server = _Server(config, service_of(app))
     code = 0
     try:
         with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:

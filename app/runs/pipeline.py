@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -25,12 +24,8 @@ from app.clock import utcnow
 from app.config import Target
 from app.probe.run import probe_run
 from app.probe.sample import Sample
-from app.runs.dbsink import DatabaseSink
-from app.runs.sink import SinkAway
 from app.runs.spool import Spool
 from app.runs.writer import Writer
-from app.store.db import Sessions
-from app.store.db import is_transient as is_transient  # transitional: app/agents/server/watch.py
 from app.store.records import RunRecord, RunStatus, SampleRecord
 
 log = logging.getLogger(__name__)
@@ -169,28 +164,6 @@ class Pipeline:
             finished_at=self.clock(),
             samples=tuple(SampleRecord.from_sample(s) for s in samples),
         )
-
-    # Transitional: read by app/web/deps.py and app/web/api/agentpush.py, which another
-    # branch is restructuring (to read ``Service.sessions``, ``Service.sink`` and
-    # ``Service.writer.ready``). Nothing else may use these; delete them at that merge.
-    @property
-    def sessions(self) -> Sessions:
-        return self.database.sessions
-
-    @property
-    def database(self) -> DatabaseSink:
-        sink = self.writer.sink
-        if not isinstance(sink, DatabaseSink):
-            raise TypeError("this pipeline's sink is not the database")
-        return sink
-
-    @property
-    def ready(self) -> threading.Event:
-        return self.writer.ready
-
-    @staticmethod
-    def transient(exc: Exception) -> bool:
-        return isinstance(exc, SinkAway)
 
 
 def _not_kept(record: RunRecord, exc: OSError) -> bool:

@@ -98,7 +98,8 @@ class Service:
     engine: Engine
     sessions: Sessions
     sink: DatabaseSink  # where the runs go: this service's own and the ones agents push
-    # Every stored run's one road on: alert evaluation, then metrics (``build_service``).
+    # What follows each run stored, whoever measured it: alert evaluation, then /metrics
+    # (what it returns is not used: alone, ``AlertEngine.evaluate_after`` returns transitions).
     after_store: Callable[[RunRecord], object]
     pipeline: Pipeline
     watch: Watch

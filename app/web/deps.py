@@ -1,6 +1,8 @@
-"""What a request handler may reach: the service ``create_app`` built, and a database session.
+"""What a request handler may reach: the service ``create_app`` built, the server's side of
+agents, the metrics, and a database session.
 
-The one seam between the web layer and the store: handlers never build engines or sessions.
+The one seam between the web layer and what ``create_app`` wires: handlers never build
+engines or sessions, and never read ``app.state`` (only this module does).
 """
 
 from __future__ import annotations
@@ -8,21 +10,53 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, FastAPI, Request
 
+from app.agents.server.agents import Agents
+from app.runtime.metrics import RunMetrics
 from app.runtime.service import Service
 from app.store.db import Session
 
 
-def get_service(request: Request) -> Service:
-    service: Service = request.app.state.service
+def install(app: FastAPI, service: Service, agents: Agents, metrics: RunMetrics) -> None:
+    """What the handlers of ``app`` reach, kept on ``app.state``."""
+    app.state.service, app.state.agents, app.state.metrics = service, agents, metrics
+
+
+def service_of(app: FastAPI) -> Service:
+    service: Service = app.state.service
     return service
 
 
+def agents_of(app: FastAPI) -> Agents:
+    agents: Agents = app.state.agents
+    return agents
+
+
+def metrics_of(app: FastAPI) -> RunMetrics:
+    metrics: RunMetrics = app.state.metrics
+    return metrics
+
+
+# async: resolved on the event loop, never a worker thread's hop.
+async def get_service(request: Request) -> Service:
+    return service_of(request.app)
+
+
+async def get_agents(request: Request) -> Agents:
+    return agents_of(request.app)
+
+
+async def get_metrics(request: Request) -> RunMetrics:
+    return metrics_of(request.app)
+
+
 def get_session(service: Annotated[Service, Depends(get_service)]) -> Iterator[Session]:
-    with service.pipeline.sessions() as session:
+    with service.sessions() as session:
         yield session
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
+AgentsDep = Annotated[Agents, Depends(get_agents)]
+MetricsDep = Annotated[RunMetrics, Depends(get_metrics)]
 SessionDep = Annotated[Session, Depends(get_session)]

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from app import __version__
-from app.runtime.service import Service
+from app.web.deps import ServiceDep
 
 router = APIRouter()
 
 
 @router.get("/healthz")
-async def healthz(request: Request) -> dict[str, Any]:
-    service: Service = request.app.state.service
+async def healthz(service: ServiceDep) -> dict[str, Any]:
     await service.health.refresh()
     report = service.health.report()
     return {

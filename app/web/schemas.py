@@ -100,7 +100,9 @@ class BreakdownOut(Out):
     )
 
 
-class VantageOut(Out):
+# A vantage a target was probed from, and its last run there (the vantages themselves,
+# with what the server heard from each, are ``app.web.api.vantages.VantageOut``).
+class TargetVantageOut(Out):
     name: str
     last_run_at: datetime
 
@@ -114,7 +116,7 @@ class TargetOut(Out):
     deadline_ms: float | None
     active: bool = Field(description="false: gone from the targets file, or known by runs only")
     header_names: list[str] = Field(description="names only: header values are never shown")
-    vantages: list[VantageOut]
+    vantages: list[TargetVantageOut]
     last_run_at: datetime | None
 
 

@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,14 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
-from app.agents.server.book import PushLimit, VantageBook, VantageState, is_silent
+from app.agents.server.body import MAX_RUN_BYTES, MAX_WIRE_BYTES
+from app.agents.server.book import AgentSeen, PushLimit, VantageBook, is_silent
 from app.agents.server.evaluations import Evaluations
 from app.agents.wire import CONFIG_PATH, RUNS_PATH, SENT_AT_HEADER, STATUS_PATH, VANTAGE_HEADER
 from app.config import Settings, load_targets
 from app.main import create_app
-from app.store.records import RunRecord
-from app.web.api.agentbody import MAX_RUN_BYTES, MAX_WIRE_BYTES
+from app.store.records import RunRecord, RunStatus
+from app.web.deps import agents_of, service_of
 from tests.runfactory import failed_run, make_run, record_of
 
 pytestmark = pytest.mark.anyio
@@ -59,8 +61,8 @@ async def app(db_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
     settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
     built = create_app(settings, targets)
     yield built
-    assert built.state.evaluations.wait_idle(30)  # pushed runs' evaluations are done
-    built.state.service.engine.dispose()
+    assert agents_of(built).evaluations.wait_idle(30)  # pushed runs' evaluations are done
+    service_of(built).engine.dispose()
 
 
 @pytest.fixture
@@ -186,7 +188,7 @@ async def test_a_replayed_push_stores_nothing_and_the_run_is_listed_with_its_van
     assert [(r["id"], r["vantage"], r["n_samples"]) for r in listed] == [
         (str(record.id), "fra-1", 4)
     ]
-    assert app.state.vantages.get("fra-1").runs == 2
+    assert agents_of(app).book.get("fra-1").runs == 2
 
 
 async def test_an_uncompressed_push_is_taken_too(client: httpx.AsyncClient) -> None:
@@ -201,7 +203,7 @@ async def test_each_push_measures_the_agents_clock_skew(
     ahead = datetime.now(UTC) + timedelta(hours=1)  # an agent whose clock runs an hour fast
     headers = GZIP | agent("fra-1", FRA) | {SENT_AT_HEADER: ahead.isoformat()}
     assert (await client.post(RUNS_PATH, content=packed(run()), headers=headers)).is_success
-    skew = app.state.vantages.get("fra-1").skew_s
+    skew = agents_of(app).book.get("fra-1").skew_s
     assert skew is not None and -3600 <= skew < -3000
 
 
@@ -214,7 +216,7 @@ async def test_an_agent_reports_the_targets_it_refused(
     }
     answer = await client.post(STATUS_PATH, json=report, headers=agent("fra-1", FRA))
     assert answer.status_code == 204
-    state = app.state.vantages.get("fra-1")
+    state = agents_of(app).book.get("fra-1")
     assert state.refused == report["refused"] and state.pending == 3
     refused = await client.post(STATUS_PATH, json=report, headers=agent("fra-1", SEOUL))
     assert refused.status_code == 401
@@ -223,7 +225,7 @@ async def test_an_agent_reports_the_targets_it_refused(
 async def test_the_server_probes_what_has_no_list_and_what_lists_its_own_vantage(
     app: FastAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service = app.state.service
+    service = service_of(app)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     here = service._scheduled(service.targets)
     assert [t.name for t in here] == ["translate", "local"]
@@ -242,7 +244,7 @@ def test_a_target_at_vantages_keeps_its_templates_and_needs_no_variable(tmp_path
 
 
 async def test_the_vantages_list_and_metrics_show_what_each_agent_reported(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient, app: FastAPI
 ) -> None:
     report = {"refused": {"translate": "environment variable X is not set"}, "pending": 2}
     assert (await client.post(STATUS_PATH, json=report, headers=agent("seoul-1", SEOUL))).is_success
@@ -255,6 +257,7 @@ async def test_the_vantages_list_and_metrics_show_what_each_agent_reported(
     assert listed["seoul-1"]["targets"] == ["translate", "seoul-only"]
     assert (listed["seoul-1"]["refused"], listed["seoul-1"]["pending"]) == (report["refused"], 2)
     assert not listed["fra-1"]["silent"] and not listed["seoul-1"]["silent"]  # just started
+    assert agents_of(app).evaluations.wait_idle(30)  # pushed runs are counted after their turn
     metrics = (await client.get("/metrics")).text
     assert 'phasewatch_agent_runs_pushed{vantage="fra-1"} 1.0' in metrics
     assert 'phasewatch_agent_refused_targets{vantage="seoul-1"} 1.0' in metrics
@@ -279,7 +282,7 @@ T0 = datetime(2026, 12, 1, tzinfo=UTC)
 def test_a_vantage_is_silent_after_three_of_its_shortest_intervals(
     last_pushed: datetime | None, interval_s: float | None, now: datetime, silent: bool
 ) -> None:
-    state = VantageState("fra-1", last_pushed=last_pushed)
+    state = AgentSeen("fra-1", last_pushed=last_pushed)
     assert is_silent(state, interval_s, T0, now) is silent
 
 
@@ -293,19 +296,19 @@ async def test_pushed_runs_are_evaluated_like_local_ones(
         assert (
             await client.post(RUNS_PATH, content=body, headers=GZIP | agent("fra-1", FRA))
         ).is_success
-    assert app.state.evaluations.wait_idle(30)
+    assert agents_of(app).evaluations.wait_idle(30)
     alerts = (await client.get("/api/v1/alerts", params={"target": "translate"})).json()["items"]
     assert [(a["kind"], a["vantage"]) for a in alerts] == [("probe_failing", "fra-1")]
 
 
 def test_evaluation_keeps_up_run_by_run_and_coalesces_a_backlog() -> None:
-    release, evaluated = threading.Event(), []
+    release, evaluated, counted = threading.Event(), [], []
 
-    def evaluate(record: RunRecord) -> None:
+    def after_store(record: RunRecord) -> None:
         release.wait(10)
         evaluated.append(record.id)
 
-    evaluations = Evaluations(evaluate)
+    evaluations = Evaluations(after_store, lambda record: counted.append(record.id))
     first, second, third = (run() for _ in range(3))
     other = run(vantage="seoul-1")
     evaluations.submit(first)  # taken at once; evaluation holds until released
@@ -316,12 +319,25 @@ def test_evaluation_keeps_up_run_by_run_and_coalesces_a_backlog() -> None:
     release.set()
     assert evaluations.wait_idle(10)
     assert evaluated == [first.id, third.id, other.id] and evaluations.coalesced == 1
+    assert counted == [second.id]  # counted on /metrics all the same, once
+
+
+def test_a_pushed_run_not_complete_is_counted_and_never_evaluated() -> None:
+    evaluated, counted = [], []
+    evaluations = Evaluations(
+        lambda record: evaluated.append(record.id), lambda record: counted.append(record.id)
+    )
+    complete, aborted = run(), replace(run(), status=RunStatus.ABORTED)
+    for record in (complete, aborted):
+        evaluations.submit(record)
+    assert evaluations.wait_idle(10)
+    assert evaluated == [complete.id] and counted == [aborted.id]
 
 
 async def test_a_vantage_pushing_over_its_limit_is_told_to_come_back(
     client: httpx.AsyncClient, app: FastAPI
 ) -> None:
-    app.state.vantages.limit = PushLimit(per_s=0.001, burst=2)
+    agents_of(app).book.limit = PushLimit(per_s=0.001, burst=2)
     headers = GZIP | agent("fra-1", FRA)
     codes = [(await client.post(RUNS_PATH, content=packed(run()), headers=headers)).status_code]
     codes += [(await client.post(RUNS_PATH, content=packed(run()), headers=headers)).status_code]

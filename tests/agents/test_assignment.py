@@ -4,13 +4,10 @@ came back as set, and was refused)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
-
 import pytest
 
+from app.agents.server.assignments import assignment
 from app.config import Target, TargetsFile
-from app.web.api.agent import assignment
 
 TOKEN = {"token": "token-a-0123456789abcdef"}
 
@@ -19,8 +16,7 @@ TOKEN = {"token": "token-a-0123456789abcdef"}
 def test_an_assigned_target_validates_at_the_agent_as_it_was(kind: str) -> None:
     target = Target(name="t", kind=kind, url="http://x.invalid/", vantages=["a"])  # type: ignore[arg-type]
     file = TargetsFile(targets=[target], vantages={"a": TOKEN})  # type: ignore[dict-item]
-    service: Any = SimpleNamespace(targets=file)
-    (sent,) = assignment(service, "a").targets
+    (sent,) = assignment(file, "a").targets
     received = Target.model_validate(sent)
     kept_back = {"alerts", "notifiers"}
     assert received.model_dump(exclude=kept_back) == target.model_dump(exclude=kept_back)

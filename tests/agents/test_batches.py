@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from fastapi import FastAPI
 from app.agents.wire import BATCH_PATH, MAX_BATCH_RUNS
 from app.config import Settings, load_targets
 from app.main import create_app
+from app.store.records import RunStatus
+from app.web.deps import agents_of, service_of
 from tests.agents.test_api import FRA, GZIP, SECRET, SEOUL, TARGETS, agent, run
 
 pytestmark = pytest.mark.anyio
@@ -30,8 +33,8 @@ async def app(db_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
     settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
     built = create_app(settings, targets)
     yield built
-    assert built.state.evaluations.wait_idle(30)
-    built.state.service.engine.dispose()
+    assert agents_of(built).evaluations.wait_idle(30)
+    service_of(built).engine.dispose()
 
 
 @pytest.fixture
@@ -90,7 +93,22 @@ async def test_each_run_of_a_batch_gets_its_own_outcome_and_a_bad_one_refuses_on
     assert reasons[0] is None and reasons[4] is None and reasons[6] is None
     assert await listed(client) == sorted([str(first.id), str(second.id)])
     assert answer.json()["config"] == answer.headers["X-Phasewatch-Config"]
-    assert app.state.vantages.get("fra-1").runs == 3  # stored and duplicate, not refused
+    assert agents_of(app).book.get("fra-1").runs == 3  # stored and duplicate, not refused
+
+
+async def test_every_pushed_run_is_counted_once_on_metrics_whether_or_not_it_coalesced(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    # One (target, vantage): runs pushed together wait for one evaluation turn, and the
+    # turn evaluates only the newest complete one; an aborted run is never evaluated.
+    runs = [run(n=2) for _ in range(5)] + [replace(run(n=1), status=RunStatus.ABORTED)]
+    body = batch(*(r.to_json() for r in runs))
+    for _ in range(2):  # the second push is a replay: nothing stored, nothing counted
+        answer = await client.post(BATCH_PATH, content=body, headers=GZIP | agent("fra-1", FRA))
+        assert answer.status_code == 200, answer.text
+    assert agents_of(app).evaluations.wait_idle(30)
+    metrics = (await client.get("/metrics")).text
+    assert 'phasewatch_runs_stored_total{target="translate",vantage="fra-1"} 6.0' in metrics
 
 
 async def test_a_replayed_batch_stores_nothing(client: httpx.AsyncClient) -> None:

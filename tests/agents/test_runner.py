@@ -22,6 +22,7 @@ from app.main import create_app
 from app.runs.sink import Stored
 from app.runs.spool import Spool
 from app.store.records import RunRecord, RunStatus
+from app.web.deps import agents_of, service_of
 from tests.apiapp import Api, serving
 from tests.cliserver import Recorder
 from tests.cliserver import serving as endpoint_serving
@@ -58,9 +59,9 @@ def server(db_url: str, tmp_path: Path, endpoint: tuple[Recorder, str]) -> Itera
     try:
         with serving(app) as base, httpx.Client(base_url=base, timeout=30) as client:
             yield Api(app, client)
-            assert app.state.evaluations.wait_idle(30)
+            assert agents_of(app).evaluations.wait_idle(30)
     finally:
-        app.state.service.engine.dispose()
+        service_of(app).engine.dispose()
 
 
 def vantages_of(server: Api) -> list[tuple[str, str]]:
@@ -102,7 +103,7 @@ async def test_the_agent_fills_templates_from_its_environment_and_reports_refusa
     agent = make_agent(server, tmp_path)
     await run_agent(agent, (lambda: vantages_of(server) == [("keyed", "fra-1")], nothing))
     assert {r.headers["x-key"] for r in recorder.received} == {"agent-value"}
-    refused = server.app.state.vantages.get("fra-1").refused
+    refused = agents_of(server.app).book.get("fra-1").refused
     assert refused == {"lacking": "environment variable NOT_HERE is not set"}
 
 

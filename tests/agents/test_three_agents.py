@@ -1,4 +1,4 @@
-"""Issue 15's acceptance, with real processes on loopback: one `phasewatch serve` on
+"""Agents end to end, with real processes on loopback: one `phasewatch serve` on
 PostgreSQL and three `phasewatch agent`s, each on its own simulated route to one simulated
 endpoint (the sim's ``paths``: the agent names itself in ``X-Sim-Client``, a header
 template it fills from its own environment).
@@ -144,7 +144,7 @@ def copies(db_url: str, run_id: uuid.UUID) -> int:
         engine.dispose()
 
 
-def test_three_agents_on_three_routes_meet_issue_15s_acceptance(
+def test_three_agents_localise_alerts_survive_a_server_outage_and_refuse_forged_pushes(
     tmp_path: Path, sim: SimServer, processes: list[Process], postgres_url: str
 ) -> None:
     config, port = config_file(tmp_path, sim), free_port()

@@ -20,6 +20,7 @@ from app.agents.wire import RUNS_PATH, VANTAGE_HEADER
 from app.config import Settings, load_targets
 from app.main import create_app
 from app.store.records import RunRecord
+from app.web.deps import agents_of, service_of
 from tests.runfactory import LLM, make_run, record_of
 
 pytestmark = pytest.mark.anyio
@@ -56,8 +57,8 @@ async def app(db_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
     settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
     built = create_app(settings, load_targets(path, {}))
     yield built
-    assert built.state.evaluations.wait_idle(30)
-    built.state.service.engine.dispose()
+    assert agents_of(built).evaluations.wait_idle(30)
+    service_of(built).engine.dispose()
 
 
 def timeline(seed: int, mixes: Mapping[str, Callable[[datetime], Mix]]) -> list[RunRecord]:
@@ -82,7 +83,7 @@ def fixed(mix: Mix) -> Callable[[datetime], Mix]:
 async def replay(app: FastAPI, runs: list[RunRecord]) -> list[dict[str, object]]:
     """Each run in time order: pushed by its agent (the server's own stored locally), then
     evaluated with the engine's clock at the run's time."""
-    service, evaluations = app.state.service, app.state.evaluations
+    service, evaluations = service_of(app), agents_of(app).evaluations
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         for run in runs:

@@ -583,6 +583,7 @@ def test_build_service_wires_alerting_with_each_target_s_rules(tmp_path: Path) -
     service = build_service(settings, targets)
     try:
         assert service.after_store == service.alerts.evaluate_after
+        # One road for every run: the writer's and the agents' (Agents) take the service's.
         assert service.writer.after_store is service.after_store
         params_for = service.alerts.evaluator.params_for
         assert params_for("chat").confirm == 5

@@ -84,7 +84,7 @@ def test_a_bad_change_names_its_token_and_the_reason(
     assert repr(token) in str(caught.value)
 
 
-def test_the_issues_json_shape_reads_as_the_tokens_do() -> None:
+def test_each_json_change_reads_as_the_token_that_says_the_same() -> None:
     items: list[dict[str, Any]] = [
         {"phase": "network", "set_ms": 15},
         {"phase": "generation", "scale": 1.5},

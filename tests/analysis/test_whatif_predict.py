@@ -197,7 +197,7 @@ def test_the_identity_change_keeps_cut_samples_where_they_were() -> None:
     assert prediction.after == prediction.before
 
 
-def test_failed_samples_are_left_out_and_the_json_has_the_issues_shape() -> None:
+def test_failed_samples_are_left_out_and_the_json_has_quantiles_shares_and_dominant() -> None:
     rows = [(0, "ok", {"network": 10.0, "queue": 5.0}), (0, "error", {"network": 1.0})]
     rows += [(1, "ok", {"network": 12.0, "queue": 7.0}), (1, "http_error", {"network": 1.0})]
     samples = sample_set(rows)

@@ -31,7 +31,7 @@ from app.agents.wire import (
     VERSION_HEADER,
     Assignment,
     BatchAnswer,
-    Outcome,
+    PushOutcome,
 )
 from app.runs.sink import SinkAway, SinkRefused, Stored
 from app.store.records import RunRecord
@@ -82,10 +82,10 @@ class ServerClient:
         for record, result in zip(records, results, strict=False):
             if result.id is not None and result.id != str(record.id):
                 break
-            if result.outcome == Outcome.REFUSED:
+            if result.outcome == PushOutcome.REFUSED:
                 taken.append(result.reason or "refused")
             else:
-                taken.append(result.outcome == Outcome.STORED)
+                taken.append(result.outcome == PushOutcome.STORED)
         return taken
 
     def _post(self, path: str, body: bytes) -> httpx.Response:

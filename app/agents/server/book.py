@@ -12,7 +12,9 @@ SILENT_INTERVALS = 3
 
 
 @dataclass(frozen=True)
-class VantageState:
+class AgentSeen:
+    """What the server has seen of one agent (not the evaluator's per-vantage memory)."""
+
     vantage: str
     last_seen: datetime | None = None  # any request
     last_pushed: datetime | None = None  # a run
@@ -26,7 +28,7 @@ class VantageState:
 
 
 def is_silent(
-    state: VantageState,
+    state: AgentSeen,
     interval_s: float | None,
     since: datetime,
     now: datetime,
@@ -53,7 +55,7 @@ class PushLimit:
 class VantageBook:
     since: datetime = field(default_factory=lambda: datetime.now(UTC))
     limit: PushLimit = field(default_factory=PushLimit)
-    _states: dict[str, VantageState] = field(default_factory=dict)
+    _states: dict[str, AgentSeen] = field(default_factory=dict)
     _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # tokens, at
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -73,10 +75,10 @@ class VantageBook:
         sent_at: datetime | None,
         version: str | None,
         runs: int = 1,
-    ) -> VantageState:
+    ) -> AgentSeen:
         skew = None if sent_at is None else (now - sent_at).total_seconds()
         with self._lock:
-            old = self._states.get(vantage) or VantageState(vantage)
+            old = self._states.get(vantage) or AgentSeen(vantage)
             new = replace(
                 old,
                 last_seen=now,
@@ -95,9 +97,9 @@ class VantageBook:
         refused: dict[str, str],
         pending: int | None,
         version: str | None,
-    ) -> VantageState:
+    ) -> AgentSeen:
         with self._lock:
-            old = self._states.get(vantage) or VantageState(vantage)
+            old = self._states.get(vantage) or AgentSeen(vantage)
             new = replace(
                 old,
                 last_seen=now,
@@ -108,10 +110,10 @@ class VantageBook:
             self._states[vantage] = new
             return new
 
-    def get(self, vantage: str) -> VantageState:
+    def get(self, vantage: str) -> AgentSeen:
         with self._lock:
-            return self._states.get(vantage) or VantageState(vantage)
+            return self._states.get(vantage) or AgentSeen(vantage)
 
-    def all(self) -> list[VantageState]:
+    def all(self) -> list[AgentSeen]:
         with self._lock:
             return sorted(self._states.values(), key=lambda state: state.vantage)

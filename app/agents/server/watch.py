@@ -21,7 +21,7 @@ from app.alerts.silent import Heard
 from app.clock import utcnow
 from app.config import Target, TargetsFile
 from app.config.placement import assigned
-from app.runs.pipeline import is_transient
+from app.store.db import is_transient
 from app.store.reads.vantagereads import last_runs
 
 log = logging.getLogger(__name__)

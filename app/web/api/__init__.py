@@ -5,8 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.web.api import (
-    agent,
-    agentpush,
+    agents,
     alerts,
     breakdown,
     compare,
@@ -33,8 +32,7 @@ for module in (
     compare,
     alerts,
     silences,
-    agent,
-    agentpush,
+    agents,
     vantages,
     whatif,
 ):

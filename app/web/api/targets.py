@@ -16,7 +16,7 @@ from app.store.reads.slo import target_slo
 from app.store.targets import all_targets, target_row
 from app.web.api.params import TARGET_ERRORS, RecentWindowDep, not_found
 from app.web.deps import SessionDep
-from app.web.schemas import BreakdownOut, TargetDetail, TargetOut, VantageOut, redacted_url
+from app.web.schemas import BreakdownOut, TargetDetail, TargetOut, TargetVantageOut, redacted_url
 
 router = APIRouter(tags=["targets"])
 
@@ -69,6 +69,6 @@ def _target_out(row: TargetRow, vantages: dict[str, datetime]) -> TargetOut:
         deadline_ms=config.get("deadline_ms"),
         active=row.active,
         header_names=sorted(config.get("headers") or {}),
-        vantages=[VantageOut(name=v, last_run_at=at) for v, at in sorted(vantages.items())],
+        vantages=[TargetVantageOut(name=v, last_run_at=at) for v, at in sorted(vantages.items())],
         last_run_at=max(vantages.values(), default=None),
     )

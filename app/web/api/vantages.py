@@ -13,8 +13,7 @@ from app.alerts import silent
 from app.clock import utcnow
 from app.config.placement import assigned, runs_at, shortest_interval
 from app.runtime.service import Service
-from app.web.api.agent import BookDep
-from app.web.deps import ServiceDep
+from app.web.deps import AgentsDep, ServiceDep
 
 router = APIRouter(tags=["vantages"])
 
@@ -39,7 +38,7 @@ class VantageOut(BaseModel):
 
 
 @router.get("/vantages", response_model=list[VantageOut])
-def list_vantages(service: ServiceDep, vantages: BookDep) -> list[VantageOut]:
+def list_vantages(service: ServiceDep, agents: AgentsDep) -> list[VantageOut]:
     """The server's vantage first, then each agent of the targets file, by name."""
     now = utcnow()
     own = service.resolved.vantage
@@ -47,7 +46,7 @@ def list_vantages(service: ServiceDep, vantages: BookDep) -> list[VantageOut]:
     after = service.targets.vantage_silent_after
     found = [_empty(own, local, _open_alert(service, own))]
     for name in sorted(service.targets.vantages):
-        state = vantages.get(name)
+        state = agents.book.get(name)
         targets = assigned(service.targets.targets, name)
         shortest = shortest_interval(service.targets.targets, name)
         found.append(
@@ -62,7 +61,7 @@ def list_vantages(service: ServiceDep, vantages: BookDep) -> list[VantageOut]:
                 runs_pushed=state.runs,
                 pending=state.pending,
                 refused=state.refused,
-                silent=is_silent(state, shortest, vantages.since, now, after),
+                silent=is_silent(state, shortest, agents.book.since, now, after),
                 alert=_open_alert(service, name),
             )
         )

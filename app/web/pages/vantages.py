@@ -6,16 +6,15 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from app.web.api.agent import BookDep
 from app.web.api.vantages import list_vantages
-from app.web.deps import ServiceDep
+from app.web.deps import AgentsDep, ServiceDep
 from app.web.pages.render import page
 
 router = APIRouter()
 
 
 @router.get("/vantages", response_class=HTMLResponse, include_in_schema=False)
-def vantages_page(request: Request, service: ServiceDep, vantages: BookDep) -> HTMLResponse:
+def vantages_page(request: Request, service: ServiceDep, agents: AgentsDep) -> HTMLResponse:
     return page(
-        request, "vantages.html.j2", section="vantages", vantages=list_vantages(service, vantages)
+        request, "vantages.html.j2", section="vantages", vantages=list_vantages(service, agents)
     )

@@ -1,32 +1,42 @@
 """What an agent's push body may be: gzip or identity, bounded in size before and after
-decompression (413), JSON (422). Read off the event loop's hands: decompressing and
-parsing happen on the thread that stores the run."""
+decompression (413), JSON (422). Read by the event loop, bounded as it arrives;
+decompressed and parsed on the thread that stores the run."""
 
 from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import AsyncIterable
+from dataclasses import dataclass
 from typing import Any
 
-from fastapi import HTTPException, Request, status
+from app.agents.server.refusals import NotGzip, TooLarge, Unreadable
 
 MAX_WIRE_BYTES = 4 << 20  # a push as sent (compressed)
 MAX_RUN_BYTES = 32 << 20  # and as read: 10,000 samples of a chatty run fit
 
 
-async def wire_body(request: Request) -> tuple[bytes, bool]:
+@dataclass(frozen=True)
+class Body:
+    """A push's body as it arrives, with what its headers say of it."""
+
+    chunks: AsyncIterable[bytes]
+    length: str = ""  # Content-Length as sent
+    encoding: str = "identity"  # Content-Encoding as sent
+
+
+async def wire_body(body: Body) -> tuple[bytes, bool]:
     """The body as sent, and whether it is gzip."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_WIRE_BYTES:
+    if body.length.isdigit() and int(body.length) > MAX_WIRE_BYTES:
         raise too_large()
     data = bytearray()
-    async for chunk in request.stream():
+    async for chunk in body.chunks:
         data += chunk
         if len(data) > MAX_WIRE_BYTES:
             raise too_large()
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    encoding = body.encoding.strip().lower()
     if encoding not in ("gzip", "identity"):
-        raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, "send gzip or identity")
+        raise NotGzip("send gzip or identity")
     return bytes(data), encoding == "gzip"
 
 
@@ -39,7 +49,7 @@ def json_of(data: bytes, gzipped: bool) -> Any:
     try:
         return json.loads(data)
     except ValueError as exc:  # UnicodeDecodeError too
-        raise invalid("the body is not JSON") from exc
+        raise Unreadable("the body is not JSON") from exc
 
 
 def gunzip(data: bytes) -> bytes:
@@ -48,18 +58,13 @@ def gunzip(data: bytes) -> bytes:
     try:
         out = inflate.decompress(data, MAX_RUN_BYTES + 1)
     except zlib.error as exc:
-        raise invalid("the body is not gzip") from exc
+        raise Unreadable("the body is not gzip") from exc
     if len(out) > MAX_RUN_BYTES or inflate.unconsumed_tail:
         raise too_large()
     if not inflate.eof:
-        raise invalid("the gzip body is cut short")
+        raise Unreadable("the gzip body is cut short")
     return out
 
 
-def invalid(why: str) -> HTTPException:
-    return HTTPException(422, why)
-
-
-def too_large() -> HTTPException:
-    limits = f"{MAX_WIRE_BYTES} bytes sent, {MAX_RUN_BYTES} read"
-    return HTTPException(413, f"at most {limits}")
+def too_large() -> TooLarge:
+    return TooLarge(f"at most {MAX_WIRE_BYTES} bytes sent, {MAX_RUN_BYTES} read")
