@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from app.config import TargetsFile
     from app.demo.replay import Replay
     from app.runtime.metrics import RunMetrics
+    from app.store.records import RunRecord
 
 HOST = "127.0.0.1"
 DEFAULT_SPEED = 1200.0  # simulated seconds per real second: an hour every 3 s
@@ -80,14 +81,13 @@ def _run(listener: socket.socket, workdir: Path, speed: float) -> None:
         targets = replay.start()
         config = _write_targets_file(workdir, replay)
         server, metrics = _server(listener, workdir, database_url, targets)
-        # The dashboard's /metrics count the story's runs, as serve's count its own.
-        replay.observe_run = metrics.observe_run
         url = f"http://{HOST}:{listener.getsockname()[1]}/"
         _say(f"phasewatch demo: dashboard at {url}  (Ctrl-C stops)")
         for line in STORY:
             _say(f"  {line}")
         _say(f"  Its targets file, with the story's detector settings: {config}")
-        _watch(server, replay, started, _replay_hint(database_url, config))
+        # The dashboard's /metrics count the story's runs, as serve's count its own.
+        _watch(server, replay, started, _replay_hint(database_url, config), metrics.observe_run)
         # The dashboard on the story's clock: its "last hour" is the story's, not the real
         # hour that the story's runs reach only as it ends.
         with clock.use(time.perf_counter_ns, replay.dashboard_now):
@@ -147,13 +147,19 @@ def _replay_hint(database_url: str, config: Path) -> str:
     )
 
 
-def _watch(server: uvicorn.Server, replay: Replay, started: float, hint: str) -> None:
+def _watch(
+    server: uvicorn.Server,
+    replay: Replay,
+    started: float,
+    hint: str,
+    observe_run: Callable[[RunRecord], object],
+) -> None:
     """Start the story once the dashboard answers; say when it is over."""
 
     def watch() -> None:
         while not server.started and not server.should_exit:
             time.sleep(0.02)
-        replay.go()
+        replay.go(observe_run)
         replay.finished.wait()
         if replay.error is not None:
             server.should_exit = True  # the command fails with the replay's error

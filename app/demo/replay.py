@@ -78,8 +78,8 @@ class Replay:
         self.targets: TargetsFile | None = None
         self.urls: dict[str, str] = {}  # each sim's base URL, once it listens
         # Called with each stored run after its evaluation, as serve's after_store hook is
-        # (the dashboard's /metrics); set before ``go``.
-        self.observe_run: Callable[[RunRecord], object] | None = None
+        # (the dashboard's /metrics); given to ``go``.
+        self._observe_run: Callable[[RunRecord], object] | None = None
         self._ended: tuple[datetime, datetime] | None = None  # simulated and real end
         self.transitions: list[Transition] = []
         self.finished = threading.Event()
@@ -104,8 +104,10 @@ class Replay:
         assert self.targets is not None
         return self.targets
 
-    def go(self) -> None:
-        """Begin the story: its first hour is ``story.END_H`` hours before now."""
+    def go(self, observe_run: Callable[[RunRecord], object] | None = None) -> None:
+        """Begin the story: its first hour is ``story.END_H`` hours before now. Each run
+        stored is then passed to ``observe_run`` (the dashboard's /metrics), if given."""
+        self._observe_run = observe_run
         self._origin = clock.wall() - timedelta(hours=story.END_H)
         self._go.set()
 
@@ -197,8 +199,8 @@ class Replay:
             # Digested at once, not by the dashboard's rollup loop: its 10 s are hours of
             # the story, and the overview reads digests.
             catch_up(sessions, record.started_at, self.now())
-            if self.observe_run is not None:
-                self.observe_run(record)
+            if self._observe_run is not None:
+                self._observe_run(record)
 
         with clock.use(self.clock.now_ns, self.now):
             streams = [

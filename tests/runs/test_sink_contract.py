@@ -32,6 +32,7 @@ from app.store.db import Sessions, make_engine, make_sessions
 from app.store.migrate import upgrade
 from app.store.models import TargetRow
 from app.store.records import RunRecord
+from app.web.deps import agents_of
 from tests.apiapp import loopback_socket, serving
 from tests.runfactory import make_run, record_of
 
@@ -161,7 +162,7 @@ def push(request: pytest.FixtureRequest, tmp: Path, away: bool) -> Iterator[Case
     client = ServerClient(f"http://127.0.0.1:{sock.getsockname()[1]}", TOKEN, VANTAGE)
     with ExitStack() as stack:
         stack.callback(app.state.service.engine.dispose)
-        stack.callback(lambda: app.state.evaluations.wait_idle(30))
+        stack.callback(lambda: agents_of(app).evaluations.wait_idle(30))
         stack.callback(client.close)
 
         def back() -> None:
