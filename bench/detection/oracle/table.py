@@ -57,6 +57,7 @@ def runs(value: int | float | None) -> str:
 
 def event_table(rows: Sequence[Beside]) -> None:
     headers = ["change", "kind", "nats/run", "h (nats)", "oracle", "phasewatch", "ratio"]
+    headers += ["oracle alarms before"]
     print("\noracle beside phasewatch, each change (one vantage / both pooled):")
     print_table(headers, [_event_row(b) for b in rows])
 
@@ -71,6 +72,7 @@ def _event_row(b: Beside) -> list[str]:
         f"{runs(o.one)} / {runs(o.pooled)}",
         runs(b.phasewatch),
         f"{ratio(b.phasewatch, o.one)} / {ratio(b.phasewatch, o.pooled)}",
+        f"{o.pre_alarms} in {o.pre_runs} runs",
     ]
 
 
