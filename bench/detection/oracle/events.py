@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.detection.labels import Event, Labels, parse_time
-from bench.detection.model import MICROS, Series
+from bench.detection.model import MICROS, Ints, Series
 from bench.detection.oracle.cusum import Stream, alarms, calibrate, first_alarm
 from bench.detection.oracle.regime import Fitted, cycle, fit, params_of, pooled, regimes, structural
 from bench.detection.oracle.statistic import Floats, information, llr, run_stats
@@ -48,8 +48,8 @@ def arl(interval_s: float, pooled: bool) -> float:
 class Observed:
     """One series of the corpus: each run's slot and start (µs), and its samples."""
 
-    slots: np.ndarray
-    starts: np.ndarray
+    slots: Ints
+    starts: Ints
     values: Floats  # runs × samples × phases (the CSV's phase columns), NaN: not timed
     names: tuple[str, ...]
 
@@ -112,7 +112,7 @@ class Side:
 
     series: Series
     fitted: Fitted
-    slots: np.ndarray
+    slots: Ints
     logmed: Floats
     counts: Floats
 
@@ -126,7 +126,7 @@ def side(series: Series, fitted: Fitted, observed: Observed) -> Side:
     return Side(series, fitted, observed.slots[kept], logmed, stats.counts)
 
 
-def on_slots(increments: Floats, slots: np.ndarray, first: int, count: int) -> Floats:
+def on_slots(increments: Floats, slots: Ints, first: int, count: int) -> Floats:
     """Per slot from ``first`` on (``count`` of them); a slot with no run adds 0."""
     out = np.zeros(count)
     inside = (slots >= first) & (slots < first + count)

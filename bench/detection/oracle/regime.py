@@ -26,6 +26,7 @@ from bench.detection.model import (
     STATUS_DEADLINE,
     STATUS_OK,
     Floats,
+    Ints,
     Profile,
     Series,
     draw,
@@ -86,7 +87,7 @@ def structural(labels: Labels) -> dict[str, list[Series]]:
     return found
 
 
-def cycle(series: Series, starts: np.ndarray[Any, Any]) -> Floats:
+def cycle(series: Series, starts: Ints) -> Floats:
     p = series.profile
     return load_cycle(starts, p.daily_amplitude, p.peak_hour, p.weekend_factor)
 

@@ -91,7 +91,8 @@ def kl_gauss(post: Gauss, pre: Gauss) -> float:
     _, logdet_pre = np.linalg.slogdet(pre.cov)
     _, logdet_post = np.linalg.slogdet(post.cov)
     trace = float(np.trace(inverse @ post.cov))
-    return 0.5 * (trace + float(diff @ inverse @ diff) - len(diff) + logdet_pre - logdet_post)
+    logdets = float(logdet_pre - logdet_post)
+    return 0.5 * (trace + float(diff @ inverse @ diff) - len(diff) + logdets)
 
 
 def information(pre: Hypothesis, post: Hypothesis, samples: int) -> float:
