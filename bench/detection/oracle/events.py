@@ -152,9 +152,8 @@ def _stream(sides: list[Side], labels: Labels) -> Stream:
     offsets = np.cumsum([0, *(len(s.fitted.pre.gauss.mean) for s in sides)])[:-1]
     loads = tuple(int(o) + s.fitted.load for o, s in zip(offsets, sides, strict=True))
     p = params_of(labels)
-    return Stream(
-        pre, post, loads, p.load_sigma, p.load_rho, p.day_sigma, p.samples, _per_day(labels)
-    )
+    null = tuple(s.fitted.null for s in sides)
+    return Stream(pre, post, loads, p.load_sigma, p.load_rho, p.day_sigma, _per_day(labels), null)
 
 
 def judge(sides: list[Side], labels: Labels, first: int, horizon: int) -> Verdict:
@@ -170,7 +169,7 @@ def judge(sides: list[Side], labels: Labels, first: int, horizon: int) -> Verdic
     threshold = calibrate(stream, arl(labels.interval_s, pooled=len(sides) > 1))
     delay = first_alarm(on_slots(increments, common, first, horizon), threshold)
     before = increments[common < first]
-    nats = information(stream.pre, stream.post, stream.samples)
+    nats = information(stream.pre, stream.post, params_of(labels).samples)
     return Verdict(delay, threshold, nats, alarms(before, threshold), len(before))
 
 

@@ -35,7 +35,7 @@ from bench.detection.model import (
 from bench.detection.oracle.statistic import Gauss, Hypothesis, RunStats, run_stats, tail_edges
 from bench.detection.scenario import Context, Params, after
 
-DRAWN_RUNS = 4000  # per regime: enough for the p99.9 bin (80,000 samples)
+DRAWN_RUNS = 8000  # per regime: 160 samples a regime in the p99.9 bin
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +55,15 @@ class Regime:
 
 @dataclass(frozen=True, slots=True)
 class Fitted:
-    """One vantage's hypotheses: before and after, the tail-bin edges, the load's share."""
+    """One vantage's hypotheses: before and after, the tail-bin edges, the load's share,
+    and the pre-change draws the calibration resamples."""
 
     pre: Hypothesis
     post: Hypothesis
     edges: Floats
     load: int  # the load phase's column
     load_var: float  # variance of the shared load's log, in the log medians
+    null: RunStats  # the pre-change draws' statistics, the shared load taken out
 
 
 def params_of(labels: Labels, **changes: Any) -> Params:
@@ -115,11 +117,13 @@ def regimes(series: Series, start: datetime) -> tuple[Regime, Regime]:
     return regime_at(series, max(0, first - 1)), regime_at(series, first)
 
 
-def simulate(regime: Regime, params: Params, rng: np.random.Generator) -> Floats:
-    """``DRAWN_RUNS`` runs of the regime: runs × samples × phases, NaN where not timed."""
+def simulate(regime: Regime, params: Params, rng: np.random.Generator) -> tuple[Floats, Floats]:
+    """``DRAWN_RUNS`` runs of the regime: runs × samples × phases (NaN where not timed),
+    and the log of the shared load each run was drawn with."""
     runs, load = DRAWN_RUNS, regime.profile.phases.index(regime.profile.load_phase)
     medians = np.tile(regime.medians, (runs, 1))
-    medians[:, load] *= np.exp(math.sqrt(load_var(params)) * rng.standard_normal(runs))
+    shared = math.sqrt(load_var(params)) * rng.standard_normal(runs)
+    medians[:, load] *= np.exp(shared)
 
     def const(value: float) -> Floats:
         return np.full(runs, value)
@@ -142,7 +146,8 @@ def simulate(regime: Regime, params: Params, rng: np.random.Generator) -> Floats
     drawn = draw(series, params.samples, params.spacing_s, rng)
     timed = (drawn.status == STATUS_OK) | (drawn.status == STATUS_DEADLINE)
     values = np.where(timed[:, :, None], drawn.phases[:, :, 1:], np.nan)
-    return np.asarray(values[timed.any(axis=1)], dtype=np.float64)
+    kept = timed.any(axis=1)
+    return np.asarray(values[kept], dtype=np.float64), shared[kept]
 
 
 def load_var(params: Params) -> float:
@@ -152,11 +157,20 @@ def load_var(params: Params) -> float:
 def fit(pre: Regime, post: Regime, params: Params, rng: np.random.Generator) -> Fitted:
     """The two hypotheses of one vantage, from draws of each regime."""
     load = pre.profile.phases.index(pre.profile.load_phase)
-    before, later = simulate(pre, params, rng), simulate(post, params, rng)
+    (before, shared), (later, _) = simulate(pre, params, rng), simulate(post, params, rng)
     ratio = before[:, :, load] / np.nanmedian(before[:, :, load], axis=1)[:, None]
     edges = tail_edges(ratio)
-    hypotheses = [_hypothesis(run_stats(v, load, edges)) for v in (before, later)]
-    return Fitted(hypotheses[0], hypotheses[1], edges, load, load_var(params))
+    stats = [run_stats(v, load, edges) for v in (before, later)]
+    null = stats[0].logmed.copy()
+    null[:, load] -= shared
+    return Fitted(
+        _hypothesis(stats[0]),
+        _hypothesis(stats[1]),
+        edges,
+        load,
+        load_var(params),
+        RunStats(null, stats[0].counts),
+    )
 
 
 def _hypothesis(stats: RunStats) -> Hypothesis:
