@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from bench.detection.catalog import LONG, SCENARIOS
-from bench.detection.labels import Event, Labels, parse_time
+from bench.detection.labels import Labels, parse_time
 from bench.detection.model import (
     MICROS,
     STATUS_DEADLINE,
@@ -198,8 +198,3 @@ def _joint(parts: list[Hypothesis], sides: list[Fitted]) -> Hypothesis:
                 cov[i, j] = sides[0].load_var
     mean = np.concatenate([p.gauss.mean for p in parts])
     return Hypothesis(Gauss(mean, cov), tuple(q for p in parts for q in p.probs))
-
-
-def event_sides(series: list[Series], event: Event) -> list[Series]:
-    """The series an event is seen on: its vantage's, or every vantage's."""
-    return [s for s in series if event.vantage is None or s.vantage == event.vantage]
