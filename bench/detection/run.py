@@ -17,7 +17,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.common import REPO_ROOT, machine_info
@@ -25,6 +25,7 @@ from bench.detection import report
 from bench.detection.baselines import run_baselines
 from bench.detection.generate import Written, add_params, generate, params_from, scenario_names
 from bench.detection.labels import Alert, Labels, read_labels, transitions_from_jsonl
+from bench.detection.oracle import table as oracle
 from bench.detection.report import PHASEWATCH, Scores
 from bench.detection.scenario import Params
 from bench.detection.score import score
@@ -48,6 +49,8 @@ class Seed:
     labels: dict[str, Labels]
     scores: Scores
     replays: dict[str, Replay]
+    oracle: list[oracle.Beside] = field(default_factory=list)
+    oracle_seconds: float = 0.0
 
 
 def backtest_help() -> str | None:
@@ -118,7 +121,19 @@ def run_seed(params: Params, names: list[str], out: Path, args: argparse.Namespa
         seed.scores[item.scenario][PHASEWATCH] = score(labels, done.transitions)
         if done.error:
             print(f"phasewatch on {item.scenario}: {done.error}")
+    if not args.no_oracle:
+        _oracle(seed)
     return seed
+
+
+def _oracle(seed: Seed) -> None:
+    """The oracle's delay on every change, phasewatch's beside it (bench/detection/oracle)."""
+    began = time.perf_counter()
+    for item in seed.written:
+        replay = seed.replays.get(item.scenario)
+        alerts = replay.transitions if replay is not None else None
+        seed.oracle += oracle.beside(seed.labels[item.scenario], item.csv, alerts)
+    seed.oracle_seconds = time.perf_counter() - began
 
 
 def _rows(path: Path) -> int:
@@ -136,6 +151,10 @@ def _show(number: int, seed: Seed, args: argparse.Namespace) -> None:
     seconds = sum(r.seconds for r in seed.replays.values())
     if seconds:
         print(f"backtest: {samples} samples in {seconds:.1f} s = {samples / seconds:,.0f}/s")
+    if seed.oracle:
+        oracle.event_table(seed.oracle)
+        oracle.kind_table(seed.oracle)
+        print(f"oracle: {len(seed.oracle)} changes in {seed.oracle_seconds:.1f} s")
     if args.details:
         alerts = {sc: r.transitions for sc, r in seed.replays.items()}
         report.details(seed.scores, seed.labels, alerts)
@@ -146,6 +165,8 @@ def _save(number: int, seed: Seed) -> None:
         "seed": number,
         "backtest_seconds": {sc: r.seconds for sc, r in seed.replays.items()},
         "samples": {item.scenario: item.rows for item in seed.written},
+        "oracle": oracle.as_json(seed.oracle),
+        "oracle_seconds": seed.oracle_seconds,
     }
     report.save(seed.out / "results.json", seed.scores, extra)
 
@@ -162,6 +183,7 @@ def main() -> None:
     parser.add_argument("--no-phasewatch", action="store_true", help="baselines only")
     parser.add_argument("--timeout", type=float, default=3600, help="per backtest, seconds")
     parser.add_argument("--details", action="store_true", help="list misses and false alarms")
+    parser.add_argument("--no-oracle", action="store_true", help="without the oracle's delays")
     args = parser.parse_args()
     base, names = params_from(args), scenario_names(args)
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [base.seed]
@@ -177,6 +199,9 @@ def main() -> None:
         _show(number, done[number], args)
         _save(number, done[number])
     _summary({n: s.scores for n, s in done.items()}, args.out)
+    if len(done) > 1 and any(s.oracle for s in done.values()):
+        print(f"\n## oracle, seeds {', '.join(map(str, done))} pooled")
+        oracle.kind_table([b for s in done.values() for b in s.oracle])
 
 
 def _out(base: Path | None, seed: int, count: int) -> Path:
