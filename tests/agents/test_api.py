@@ -143,6 +143,7 @@ async def test_an_assignment_is_the_targets_listing_the_vantage_with_templates(
         (agent("fra-1", FRA), gzip.compress(b'{"id": "x"}'), 422),
         (agent("fra-1", FRA), b"not gzip at all", 422),
         (agent("fra-1", FRA), packed(run())[:-9], 422),  # cut short
+        (agent("fra-1", FRA), gzip.compress(b"[" * 100_000 + b"]" * 100_000), 422),
         (agent("fra-1", FRA), gzip.compress(b" " * (MAX_RUN_BYTES + 1)), 413),  # a bomb
         (agent("fra-1", FRA), b"\0" * (MAX_WIRE_BYTES + 1), 413),
         (agent("fra-1", FRA) | {"Content-Encoding": "br"}, packed(run()), 415),
@@ -160,6 +161,7 @@ async def test_an_assignment_is_the_targets_listing_the_vantage_with_templates(
         "not-a-run",
         "not-gzip",
         "truncated",
+        "nested-too-deep",
         "bomb",
         "too-large",
         "unknown-encoding",

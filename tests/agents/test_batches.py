@@ -44,6 +44,9 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+DEEP = 100_000  # '[' nested this deep: a few hundred bytes gzipped
+
+
 def batch(*items: Any) -> bytes:
     return gzip.compress(json.dumps({"runs": list(items)}).encode())
 
@@ -139,6 +142,7 @@ async def test_an_uncompressed_batch_is_taken_too(client: httpx.AsyncClient) -> 
         (agent("fra-1", FRA), batch(*([{"id": "x"}] * (MAX_BATCH_RUNS + 1))), 413),
         (agent("fra-1", FRA) | {"Content-Encoding": "br"}, batch(run().to_json()), 415),
         (agent("fra-1", FRA), batch(), 200),
+        (agent("fra-1", FRA), gzip.compress(b'{"runs": ' + b"[" * DEEP + b"]" * DEEP + b"}"), 422),
     ],
     ids=[
         "no-token",
@@ -151,6 +155,7 @@ async def test_an_uncompressed_batch_is_taken_too(client: httpx.AsyncClient) -> 
         "too-many-runs",
         "unknown-encoding",
         "empty",
+        "nested-too-deep",
     ],
 )
 async def test_what_a_batch_may_be(
@@ -159,6 +164,16 @@ async def test_what_a_batch_may_be(
     answer = await client.post(BATCH_PATH, content=body, headers=GZIP | headers)
     assert answer.status_code == expected, answer.text
     assert await listed(client) == []
+
+
+async def test_a_batch_over_the_limit_is_refused_in_runs_not_bytes(
+    client: httpx.AsyncClient,
+) -> None:
+    body = batch(*([run().to_json()] * (MAX_BATCH_RUNS + 1)))
+    answer = await client.post(BATCH_PATH, content=body, headers=GZIP | agent("fra-1", FRA))
+    assert answer.status_code == 413
+    expected = f"at most {MAX_BATCH_RUNS} runs in a batch, not {MAX_BATCH_RUNS + 1}"
+    assert expected in answer.json()["detail"]
 
 
 async def test_a_single_push_the_database_refuses_is_a_422_not_a_500(

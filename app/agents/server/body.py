@@ -50,6 +50,8 @@ def json_of(data: bytes, gzipped: bool) -> Any:
         return json.loads(data)
     except ValueError as exc:  # UnicodeDecodeError too
         raise Unreadable("the body is not JSON") from exc
+    except RecursionError as exc:  # a few bytes of '[' nest deeper than any run does
+        raise Unreadable("the body's JSON is nested too deep") from exc
 
 
 def gunzip(data: bytes) -> bytes:

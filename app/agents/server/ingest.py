@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.agents.server.access import PushCheck
-from app.agents.server.body import json_of, too_large
-from app.agents.server.refusals import NotYours, StoreAway, Unreadable
+from app.agents.server.body import json_of
+from app.agents.server.refusals import NotYours, StoreAway, TooLarge, Unreadable
 from app.agents.wire import MAX_BATCH_RUNS, PushOutcome, RunOutcome
 from app.runs.dbsink import DatabaseSink
 from app.runs.sink import SinkAway, Stored
@@ -79,7 +79,7 @@ def _runs_of(body: Any) -> list[Any]:
     if not isinstance(runs, list):
         raise Unreadable('the body is not a batch: {"runs": [...]}')
     if len(runs) > MAX_BATCH_RUNS:
-        raise too_large()
+        raise TooLarge(f"at most {MAX_BATCH_RUNS} runs in a batch, not {len(runs)}")
     return runs
 
 
