@@ -47,7 +47,7 @@ def agent(
 ) -> None:
     """Fetch this vantage's targets from the server, probe them as serve does, and push
     each run; while the server is away, runs wait in the spool."""
-    from app.agents.remote.client import ServerClient
+    from app.agents.remote.client import NotAdmitted, ServerClient
     from app.agents.remote.runner import Agent
     from app.cli.service import LOG_FORMAT, quiet_chatty_loggers
 
@@ -58,7 +58,13 @@ def agent(
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
     quiet_chatty_loggers()
     client = ServerClient(server, token.strip(), vantage)
-    asyncio.run(_run(Agent(client, vantage, spool_dir, refresh_s=refresh)))
+    try:
+        asyncio.run(_run(Agent(client, vantage, spool_dir, refresh_s=refresh)))
+    except NotAdmitted as exc:
+        fail(
+            f"{server} refuses this token for vantage {vantage!r} ({exc}): check"
+            " PHASEWATCH_AGENT_TOKEN and --vantage against the server's vantages:"
+        )
 
 
 async def _run(agent: Agent) -> None:

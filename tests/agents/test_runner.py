@@ -24,6 +24,7 @@ from app.runs.spool import Spool
 from app.store.records import RunRecord, RunStatus
 from app.web.deps import agents_of, service_of
 from tests.apiapp import Api, serving
+from tests.clirun import run_cli
 from tests.cliserver import Recorder
 from tests.cliserver import serving as endpoint_serving
 from tests.runfactory import make_run, record_of
@@ -244,3 +245,19 @@ async def test_runs_that_finish_together_are_pushed_in_one_batch_even_at_a_stop(
     assert batches.sizes == [4] and not agent.spool.has_pending()
     agent.spool.close()
     agent.client.close()
+
+
+@pytest.mark.parametrize(
+    ("vantage", "token"), [("fra-1", "wrong-token-0123456789abcdef"), ("nope", TOKEN)]
+)
+def test_an_agent_the_server_refuses_at_start_says_why_in_one_line_and_exits_1(
+    server: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str], vantage: str, token: str
+) -> None:
+    spool = tmp_path / "agent-spool"
+    argv = ["agent", "--server", str(server.client.base_url), "--vantage", vantage]
+    code, out, err = run_cli([*argv, "--token", token, "--spool-dir", str(spool)], capsys)
+    assert (code, out) == (1, "")
+    last = err.splitlines()[-1]
+    assert last.startswith(f"phasewatch: error: {server.client.base_url} refuses this token")
+    assert f"for vantage {vantage!r} (401: " in last
+    assert vantages_of(server) == []  # nothing probed, nothing pushed

@@ -40,6 +40,11 @@ TIMEOUT_S = 10.0
 _LATER = frozenset({401, 408, 425, 429})
 
 
+class NotAdmitted(SinkAway):
+    """401: the server does not take this token for this vantage. Later, for a push (the
+    token may be being rotated); at start, with no assignment kept, a mistake to say."""
+
+
 class ServerClient:
     def __init__(self, server: str, token: str, vantage: str, timeout_s: float = TIMEOUT_S) -> None:
         self.vantage = vantage
@@ -113,6 +118,8 @@ class ServerClient:
         if answer.is_success:
             return answer
         detail = _detail(answer)
+        if answer.status_code == 401:
+            raise NotAdmitted(f"401: {detail}")
         if answer.status_code in _LATER or answer.status_code >= 500:
             raise SinkAway(f"{answer.status_code}: {detail}")
         raise SinkRefused(f"{answer.status_code}: {detail}")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from app.agents.remote.client import ServerClient
+from app.agents.remote.client import NotAdmitted, ServerClient
 from app.agents.remote.pushsink import PushSink
 from app.agents.wire import MAX_BATCH_JSON_BYTES, MAX_BATCH_RUNS, Assignment
 from app.config import Target
@@ -60,10 +60,18 @@ class Agent:
         self.watch = Watch(self.pipeline.run)
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Probe and push until ``stop``. Raises NotAdmitted when the server refuses this
+        agent's token for its vantage at start and no assignment was kept from before:
+        nothing could be probed, so it is said at once rather than retried for ever."""
+        self.assignment = self._kept()
+        try:
+            await self.refetch(admitted=self.assignment is not None)
+        except NotAdmitted:
+            self.spool.close()
+            self.client.close()
+            raise
         self.writer.start()
         await self.writer.recover_orphans()  # a run cut by a crash is pushed as aborted
-        self.assignment = self._kept()
-        await self.refetch()
         self.watch.start(paused=False)
         try:
             await asyncio.gather(self._flush_loop(stop), self._refresh_loop(stop))
@@ -78,12 +86,16 @@ class Agent:
         self.spool.close()
         self.client.close()
 
-    async def refetch(self) -> None:
+    async def refetch(self, *, admitted: bool = True) -> None:
+        """Fetch the assignment and apply it; ``admitted=False``: a 401 raises NotAdmitted."""
         try:
             fetched = await asyncio.to_thread(self.client.fetch)
         except SinkError as exc:
+            if isinstance(exc, NotAdmitted) and not admitted:
+                raise
             if not self.fetch_problem:  # once an outage, not at every try
-                log.warning("assignment not fetched (%s); probing the last one known", exc)
+                meanwhile = "the last one known" if self.assignment else "nothing until then"
+                log.warning("assignment not fetched (%s); probing %s", exc, meanwhile)
             self.fetch_problem = str(exc)
         else:
             if self.fetch_problem:
