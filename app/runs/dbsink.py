@@ -22,6 +22,7 @@ class DatabaseSink:
     batches = False  # a run stored alone costs one commit, not a request
 
     def __init__(self, sessions: Sessions, clock: Callable[[], datetime] = utcnow) -> None:
+        self.name = "the database"
         self.sessions = sessions
         self.clock = clock
         self._last = LastAttempt()

@@ -13,6 +13,7 @@ from app.store.records import RunRecord
 
 class MemorySink:
     def __init__(self, batches: bool = False) -> None:
+        self.name = "memory"
         self.batches = batches
         self.runs: dict[uuid.UUID, RunRecord] = {}  # in the order stored
         self._away: str | None = None

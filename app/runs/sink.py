@@ -53,6 +53,11 @@ class SinkRefused(SinkError):
 
 class Sink(Protocol):
     @property
+    def name(self) -> str:
+        """What the sink is, for a person reading the log: "the database", "server <url>"."""
+        ...
+
+    @property
     def problem(self) -> str | None:
         """Why the last attempt failed while away; None once one succeeded."""
         ...

@@ -163,7 +163,7 @@ class Writer:
         try:
             self.sink.store(record)  # stored now, or there already: the sink has it
         except SinkAway as exc:
-            log.warning("store away (%s); run %s spooled", exc, record.id)
+            log.warning("%s is away (%s); run %s spooled", self.sink.name, exc, record.id)
             self.spool.append(record)
             return False
         return True
@@ -174,7 +174,7 @@ class Writer:
             return 0
         flushed = self.spool.flush(self.sink.store_batch, self.flush_runs, self.flush_bytes)
         if flushed:
-            log.info("%d spooled run(s) stored", flushed)
+            log.info("%d spooled run(s) now in %s", flushed, self.sink.name)
         return flushed
 
     def pass_on(self, record: RunRecord) -> None:

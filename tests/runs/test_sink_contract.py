@@ -238,6 +238,18 @@ def test_an_away_sink_raises_sink_away_and_says_why_until_a_store_succeeds(
     assert away_case.order() == ["t0", "t1"]
 
 
+NAMES = {
+    "memory": "memory",
+    "database-sqlite": "the database",
+    "database-postgresql": "the database",
+    "push": "server http://127.0.0.1:",
+}
+
+
+def test_a_sink_names_itself_for_the_log_lines_that_say_it_is_away(kind: str, case: Case) -> None:
+    assert case.sink.name.startswith(NAMES[kind])
+
+
 def test_a_run_refused_for_good_raises_sink_refused_and_never_refuses_its_batch_mates(
     case: Case,
 ) -> None:

@@ -48,6 +48,7 @@ class NotAdmitted(SinkAway):
 class ServerClient:
     def __init__(self, server: str, token: str, vantage: str, timeout_s: float = TIMEOUT_S) -> None:
         self.vantage = vantage
+        self.server = server.rstrip("/")
         headers = {
             "Authorization": f"Bearer {token}",
             VANTAGE_HEADER: vantage,

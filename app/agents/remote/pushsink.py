@@ -22,6 +22,7 @@ NO_BATCHES = ("404", "405")  # the statuses of a server from before batches
 
 class PushSink:
     def __init__(self, client: ServerClient) -> None:
+        self.name = f"server {client.server}"
         self.client = client
         self.batching = True  # until the server says it has no batches
         self._last = LastAttempt()
