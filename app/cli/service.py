@@ -97,8 +97,12 @@ def db_current(database_url: DatabaseUrl = None, config: ConfigPath = None) -> N
 def quiet_chatty_loggers() -> None:
     # One line per probe request or job would drown what matters; and httpcore's debug
     # lines carry response headers, which may repeat a target's secret.
-    for chatty in ("httpx", "httpcore", "apscheduler.executors", "apscheduler.scheduler"):
+    for chatty in ("httpx", "httpcore"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
+    # APScheduler's warnings of skipped and missed runs are said once a streak, in the
+    # targets' terms (app.runtime.scheduler); its errors (a job that raised) still show.
+    for chatty in ("apscheduler.executors", "apscheduler.scheduler"):
+        logging.getLogger(chatty).setLevel(max(logging.ERROR, logging.root.level))
 
 
 def _refuse_open_writes(settings: Settings) -> None:

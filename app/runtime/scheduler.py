@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from apscheduler.events import EVENT_JOB_SUBMITTED, JobSubmissionEvent
+from apscheduler.events import (
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    EVENT_JOB_SUBMITTED,
+    JobEvent,
+    JobSubmissionEvent,
+)
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
@@ -33,6 +39,20 @@ class Changes:
     rescheduled: tuple[str, ...] = ()
     updated: tuple[str, ...] = ()
 
+    def __str__(self) -> str:
+        """``added a, b; removed c`` as a log line says it; ``no change`` when there is none."""
+        parts = [
+            f"{what} {', '.join(names)}"
+            for what, names in (
+                ("added", self.added),
+                ("removed", self.removed),
+                ("rescheduled", self.rescheduled),
+                ("updated", self.updated),
+            )
+            if names
+        ]
+        return "; ".join(parts) or "no change"
+
 
 def first_run_offset(name: str, interval_s: float) -> float:
     """Where in its interval a target first runs: spread by name, the same on every start.
@@ -48,6 +68,10 @@ class Watch:
         self.run_target = run_target
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.scheduler.add_listener(self._submitted, EVENT_JOB_SUBMITTED)
+        self.scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
+        # Due runs skipped since each target's last run began (APScheduler's own warning
+        # for each is silenced: one line a streak here says it in the targets' terms).
+        self.skipped: dict[str, int] = {}
         self.targets: dict[str, Target] = {}
         self.running: set[asyncio.Task[Any]] = set()
         self.lateness_s: deque[float] = deque(maxlen=LATENESS_WINDOW)
@@ -101,10 +125,28 @@ class Watch:
     def _submitted(self, event: JobSubmissionEvent) -> None:
         self._due[event.job_id] = event.scheduled_run_times[-1]
 
+    def _skipped(self, event: JobEvent) -> None:
+        name = event.job_id
+        count = self.skipped.get(name, 0) + 1
+        self.skipped[name] = count
+        if count == 1:
+            why = (
+                "the previous run is still going"
+                if event.code == EVENT_JOB_MAX_INSTANCES
+                else f"it would start over {MISFIRE_GRACE_S:g} s late"
+            )
+            log.warning("target %s: a due run skipped, %s", name, why)
+
+    def _began(self, name: str) -> None:
+        count = self.skipped.pop(name, 0)
+        if count > 1:
+            log.warning("target %s: %d due runs were skipped before this one began", name, count)
+
     async def _job(self, name: str) -> None:
         target = self.targets.get(name)
         if target is None:
             return
+        self._began(name)
         due = self._due.pop(name, None)
         if due is not None:
             self.lateness_s.append((clock.wall() - due).total_seconds())

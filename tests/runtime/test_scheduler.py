@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
@@ -10,7 +11,7 @@ import pytest
 from apscheduler.schedulers.base import STATE_PAUSED
 
 from app.config import Target
-from app.runtime.scheduler import Watch, first_run_offset
+from app.runtime.scheduler import Changes, Watch, first_run_offset
 from tests.helpers import until
 
 pytestmark = pytest.mark.anyio
@@ -104,9 +105,11 @@ async def test_every_target_runs_on_its_interval() -> None:
     assert all(late >= 0 for late in watch.lateness_s)
 
 
-async def test_a_slow_run_never_overlaps_the_next() -> None:
+async def test_a_slow_run_never_overlaps_the_next(caplog: pytest.LogCaptureFixture) -> None:
     """A run busy for 3.5 intervals: never two at once, and the slots it covered are skipped,
-    not queued (the next due slot is the last one reached once it has finished)."""
+    not queued (the next due slot is the last one reached once it has finished); the log
+    says so once a streak of skips, not once a slot."""
+    caplog.set_level(logging.WARNING, logger="app.runtime.scheduler")
     recorder = Recorder(busy_s=0.35)
     watch = Watch(recorder)
     watch.apply([target("slow", interval=0.1)])
@@ -117,6 +120,22 @@ async def test_a_slow_run_never_overlaps_the_next() -> None:
     due = recorder.due("slow")
     gaps = [(b - a).total_seconds() for a, b in pairwise(due)]
     assert all(gap >= 0.3 - 1e-6 for gap in gaps), gaps
+    said = [r.getMessage() for r in caplog.records if r.name == "app.runtime.scheduler"]
+    started = "target slow: a due run skipped, the previous run is still going"
+    assert 1 <= said.count(started) <= len(recorder.calls), said
+    assert any(line.endswith("due runs were skipped before this one began") for line in said)
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        (Changes(), "no change"),
+        (Changes(added=("a", "b")), "added a, b"),
+        (Changes(("a",), ("b",), ("c",), ("d",)), "added a; removed b; rescheduled c; updated d"),
+    ],
+)
+def test_changes_read_as_a_sentence_in_the_log(changes: Changes, said: str) -> None:
+    assert str(changes) == said
 
 
 async def test_apply_adds_removes_reschedules_and_updates_without_restart() -> None:
