@@ -155,6 +155,10 @@ class Watch:
         self.running.add(task)
         try:
             await self.run_target(target, due)
+        except asyncio.CancelledError:
+            # ``stop`` cut it (the pipeline stored what it had as aborted). Ending here keeps
+            # APScheduler from logging the cancellation as a job's error, with its traceback.
+            log.info("target %s: the run in flight was cut at stop", name)
         finally:
             self.running.discard(task)
 
