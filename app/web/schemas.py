@@ -53,6 +53,13 @@ class VersionOut(Out):
     schema_revision: str | None = Field(description="Alembic revision the database is at")
 
 
+class IndexOut(Out):
+    version: str
+    openapi: str = Field(description="The OpenAPI document: every endpoint, its parameters")
+    docs: str = Field(description="The same, to read in a browser")
+    endpoints: list[str] = Field(description="Every GET of this API, as `/api/v1/...` paths")
+
+
 class PhaseOut(Out):
     phase: str
     p50: float

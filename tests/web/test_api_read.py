@@ -117,6 +117,18 @@ def test_version_names_the_database_and_its_revision(filled: Filled, module_db_u
     assert found["schema_revision"] == head_revision()
 
 
+def test_the_api_root_lists_every_get_endpoint_and_where_the_document_is(
+    filled: Filled,
+) -> None:
+    found = filled.get("/api/v1/")
+    assert (found["openapi"], found["docs"]) == ("/openapi.json", "/docs")
+    assert {"/api/v1/version", "/api/v1/targets", "/api/v1/runs"} <= set(found["endpoints"])
+    assert found["endpoints"] == sorted(found["endpoints"])
+    for path in found["endpoints"]:
+        if "{" not in path:  # each one answers, none is a 404
+            assert filled.api.client.get(path).status_code != 404, path
+
+
 def test_targets_list_shows_header_names_never_values(filled: Filled) -> None:
     found = {t["name"]: t for t in filled.get("/api/v1/targets")}
     assert sorted(found) == ["chat-edge", "chat-prod", "openai/gpt-4o"]

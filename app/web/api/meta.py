@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from app import __version__
 from app.store.migrate import current_revision
 from app.web.deps import ServiceDep
-from app.web.schemas import VersionOut
+from app.web.schemas import IndexOut, VersionOut
 
 router = APIRouter(tags=["meta"])
+
+
+@router.get("/", response_model=IndexOut)
+def index(request: Request) -> IndexOut:
+    """Where to start: the version, the OpenAPI document, and every GET endpoint."""
+    paths = request.app.openapi()["paths"]
+    endpoints = [p for p, ops in paths.items() if p.startswith("/api/v1/") and "get" in ops]
+    return IndexOut(
+        version=__version__, openapi="/openapi.json", docs="/docs", endpoints=sorted(endpoints)
+    )
 
 
 @router.get("/version", response_model=VersionOut)
