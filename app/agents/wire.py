@@ -13,7 +13,7 @@ import json
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 CONFIG_PATH = "/api/v1/agent/config"
 RUNS_PATH = "/api/v1/agent/runs"
@@ -41,6 +41,9 @@ class Assignment(BaseModel):
 
 
 class AgentStatus(BaseModel):
+    # Strict: ``"pending": false`` is not a count (lax pydantic would read it as 0).
+    model_config = ConfigDict(strict=True)
+
     refused: dict[str, str] = Field(
         default_factory=dict, description="Targets the agent will not probe: why (no values)."
     )

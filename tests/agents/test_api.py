@@ -21,7 +21,14 @@ from fastapi import FastAPI
 from app.agents.server.body import MAX_RUN_BYTES, MAX_WIRE_BYTES
 from app.agents.server.book import AgentSeen, PushLimit, VantageBook, is_silent
 from app.agents.server.evaluations import Evaluations
-from app.agents.wire import CONFIG_PATH, RUNS_PATH, SENT_AT_HEADER, STATUS_PATH, VANTAGE_HEADER
+from app.agents.wire import (
+    BATCH_PATH,
+    CONFIG_PATH,
+    RUNS_PATH,
+    SENT_AT_HEADER,
+    STATUS_PATH,
+    VANTAGE_HEADER,
+)
 from app.config import Settings, load_targets
 from app.main import create_app
 from app.store.records import RunRecord, RunStatus
@@ -222,6 +229,27 @@ async def test_an_agent_reports_the_targets_it_refused(
     assert state.refused == report["refused"] and state.pending == 3
     refused = await client.post(STATUS_PATH, json=report, headers=agent("fra-1", SEOUL))
     assert refused.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "report",
+    [{"pending": False}, {"pending": "3"}, {"pending": -1}, {"refused": {"a": 1}}],
+    ids=["a-bool", "a-string", "negative", "reason-not-text"],
+)
+async def test_a_status_report_is_read_strictly(
+    client: httpx.AsyncClient, app: FastAPI, report: dict[str, Any]
+) -> None:
+    answer = await client.post(STATUS_PATH, json=report, headers=agent("fra-1", FRA))
+    assert answer.status_code == 422, answer.text
+    assert agents_of(app).book.get("fra-1").pending is None
+
+
+async def test_the_push_routes_declare_the_body_they_read(app: FastAPI) -> None:
+    paths = app.openapi()["paths"]
+    for path, required in ((RUNS_PATH, "id"), (BATCH_PATH, "runs")):
+        body = paths[path]["post"]["requestBody"]
+        assert body["required"] is True
+        assert required in body["content"]["application/json"]["schema"]["required"]
 
 
 async def test_the_server_probes_what_has_no_list_and_what_lists_its_own_vantage(

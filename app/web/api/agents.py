@@ -58,6 +58,34 @@ BATCH_ERRORS = PUSH_ERRORS | described(
 )
 
 
+def _body(schema: dict[str, Any], what: str) -> dict[str, Any]:
+    """The request body a push route reads itself (gzip, bounded): declared, since no
+    parameter of the route says it."""
+    return {
+        "requestBody": {
+            "required": True,
+            "description": f"{what}; `Content-Encoding: gzip` or none.",
+            "content": {"application/json": {"schema": schema}},
+        }
+    }
+
+
+RUN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "target", "vantage", "started_at", "status"],
+    "description": "A `RunRecord` as the spool keeps it (docs/agents.md).",
+}
+RUN_BODY = _body(RUN_SCHEMA, "One run")
+BATCH_BODY = _body(
+    {
+        "type": "object",
+        "required": ["runs"],
+        "properties": {"runs": {"type": "array", "maxItems": MAX_BATCH_RUNS, "items": RUN_SCHEMA}},
+    },
+    f"At most {MAX_BATCH_RUNS} runs",
+)
+
+
 async def agent_vantage(
     agents: AgentsDep,
     request: Request,
@@ -92,7 +120,7 @@ def post_status(
     return Response(status_code=204)
 
 
-@router.post("/runs", response_model=PushAnswer, responses=PUSH_ERRORS)
+@router.post("/runs", response_model=PushAnswer, responses=PUSH_ERRORS, openapi_extra=RUN_BODY)
 async def push_run(agents: AgentsDep, vantage: VantageDep, request: Request) -> Response:
     """Store one run the agent measured (``RunRecord`` JSON); a replay stores nothing."""
     with _answered():
@@ -100,7 +128,9 @@ async def push_run(agents: AgentsDep, vantage: VantageDep, request: Request) -> 
     return _answer(answer)
 
 
-@router.post("/batches", response_model=BatchAnswer, responses=BATCH_ERRORS)
+@router.post(
+    "/batches", response_model=BatchAnswer, responses=BATCH_ERRORS, openapi_extra=BATCH_BODY
+)
 async def push_batch(agents: AgentsDep, vantage: VantageDep, request: Request) -> Response:
     """Store several runs (``{"runs": [RunRecord JSON, ...]}``); each run's outcome in order."""
     with _answered():
