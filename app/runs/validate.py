@@ -8,7 +8,8 @@ The rules (docs/agents.md, "What a run must be"):
 - the run's status is a ``RunStatus``, each sample's a probe ``Status``;
 - ``total_ms`` and every phase are finite and not negative;
 - a timed sample's phases (ok, deadline_exceeded) add up to its ``total_ms`` within
-  ``PHASE_SUM_TOLERANCE_MS``;
+  ``PHASE_SUM_TOLERANCE_MS`` (``phase_sums``: not for a CSV import, whose layout lets
+  another tool's history hold only some phases, or none);
 - ``started_at`` and ``finished_at`` carry a time zone, are not before ``EARLIEST`` and not
   more than ``MAX_AHEAD`` after ``now``; ``finished_at`` is not before ``started_at``;
 - at most ``MAX_SAMPLES`` samples; a complete run has at least one (an aborted run may
@@ -79,11 +80,12 @@ class Problem:
 KINDS = ("status", "sample_status", "total", "phase", "phase_sum", "time", "order", "samples")
 
 
-def check_run(record: RunRecord, now: datetime) -> list[Problem]:
-    """Everything wrong with ``record`` as a run received at ``now``; empty: it may be stored."""
+def check_run(record: RunRecord, now: datetime, *, phase_sums: bool = True) -> list[Problem]:
+    """Everything wrong with ``record`` as a run received at ``now``; empty: it may be stored.
+    ``phase_sums``: hold each timed sample's phases to its total (a probe's run)."""
     problems = _run_problems(record, now)
     for position, sample in enumerate(record.samples):
-        problems.extend(_sample_problems(position, sample))
+        problems.extend(_sample_problems(position, sample, phase_sums))
     return problems
 
 
@@ -122,7 +124,7 @@ def _time_problems(name: str, value: datetime, now: datetime) -> list[Problem]:
     return []
 
 
-def _sample_problems(position: int, sample: SampleRecord) -> list[Problem]:
+def _sample_problems(position: int, sample: SampleRecord, phase_sums: bool) -> list[Problem]:
     where = f"samples[{position}]"
     problems: list[Problem] = []
     if sample.status not in SAMPLE_STATUSES:
@@ -134,7 +136,7 @@ def _sample_problems(position: int, sample: SampleRecord) -> list[Problem]:
         for name, value in sample.phases.items()
     ]
     problems.extend(p for p in (total, *phases) if p is not None)
-    if not problems and sample.status in TIMED:
+    if phase_sums and not problems and sample.status in TIMED:
         problems.extend(_sum_problems(where, position, sample))
     return problems
 
