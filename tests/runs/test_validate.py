@@ -3,6 +3,7 @@ every run the probe, the run factory and the database sink's callers make passes
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from dataclasses import dataclass, replace
@@ -308,3 +309,23 @@ def test_the_database_sink_refuses_a_bad_run_alone_and_stores_its_batch_mates(
     assert stored == {fresh.id, mate.id}
     assert counted == [("eu", "time"), ("eu", "phase")]
     assert sink.problem is None and RunStatus.COMPLETE == fresh.status
+
+
+def test_a_spooled_run_the_door_refuses_is_set_aside_and_never_blocks_the_flush(
+    sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    spool = Spool(tmp_path / "spool")
+    now = utcnow()
+    runs = [
+        record_of(make_run(np.random.default_rng(seed), now - timedelta(minutes=seed)))
+        for seed in range(1, 4)
+    ]
+    bad = replace(runs[1], finished_at=runs[1].started_at - timedelta(seconds=1))
+    for record in (runs[0], bad, runs[2]):
+        spool.append(record)
+    assert spool.flush(DatabaseSink(sessions).store_batch, 50, 1 << 20) == 3
+    assert not spool.has_pending()
+    rejected = (tmp_path / "spool" / "rejected.jsonl").read_text().splitlines()
+    assert [RunRecord.from_json(json.loads(line)).id for line in rejected] == [bad.id]
+    with sessions() as session:
+        assert set(session.scalars(select(RunRow.id))) == {runs[0].id, runs[2].id}
