@@ -91,7 +91,7 @@ def check_run(record: RunRecord, now: datetime, *, phase_sums: bool = True) -> l
 
 def _run_problems(record: RunRecord, now: datetime) -> list[Problem]:
     problems: list[Problem] = []
-    if record.status not in RUN_STATUSES:
+    if not _one_of(record.status, RUN_STATUSES):
         reason = f"{record.status!r} is not one of {', '.join(sorted(RUN_STATUSES))}"
         problems.append(Problem("status", reason, "status"))
     problems.extend(_count_problems(record))
@@ -102,6 +102,10 @@ def _run_problems(record: RunRecord, now: datetime) -> list[Problem]:
             reason = f"{record.finished_at.isoformat()} is before started_at"
             problems.append(Problem("finished_at", reason, "order"))
     return problems
+
+
+def _one_of(value: object, vocabulary: frozenset[str]) -> bool:
+    return isinstance(value, str) and value in vocabulary  # JSON may hold a list: unhashable
 
 
 def _count_problems(record: RunRecord) -> list[Problem]:
@@ -127,10 +131,12 @@ def _time_problems(name: str, value: datetime, now: datetime) -> list[Problem]:
 def _sample_problems(position: int, sample: SampleRecord, phase_sums: bool) -> list[Problem]:
     where = f"samples[{position}]"
     problems: list[Problem] = []
-    if sample.status not in SAMPLE_STATUSES:
+    if not _one_of(sample.status, SAMPLE_STATUSES):
         reason = f"{sample.status!r} is not one of {', '.join(sorted(SAMPLE_STATUSES))}"
         problems.append(Problem(f"{where}.status", reason, "sample_status", position))
     total = _number_problem(f"{where}.total_ms", sample.total_ms, "total", position)
+    if not isinstance(sample.phases, dict):  # JSON from an agent: any shape
+        return [*problems, Problem(f"{where}.phases", "not an object", "phase", position)]
     phases = [
         _number_problem(f"{where}.phases.{name}", value, "phase", position)
         for name, value in sample.phases.items()

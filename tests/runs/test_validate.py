@@ -107,6 +107,27 @@ CASES = [
         "phase",
         "not finite",
     ),
+    Case(
+        "sample status not a string",
+        with_sample(RUN, 0, status=["ok"]),
+        "samples[0].status",
+        "sample_status",
+        "['ok']",
+    ),
+    Case(
+        "phases not an object",
+        with_sample(RUN, 1, phases=[1.0, 2.0]),
+        "samples[1].phases",
+        "phase",
+        "not an object",
+    ),
+    Case(
+        "a phase not a number",
+        with_sample(RUN, 1, phases={**RUN.samples[1].phases, "queue": "5"}),
+        "samples[1].phases.queue",
+        "phase",
+        "'5' is not a number",
+    ),
     Case("negative total", with_sample(RUN, 0, total_ms=-1.0), "samples[0].total_ms", "total"),
     Case(
         "infinite total of an error sample",
