@@ -67,7 +67,7 @@ def build_service(
         if observed is None
         else then(alerts.evaluate_after, observed.observe_run)
     )
-    sink = DatabaseSink(sessions)
+    sink = DatabaseSink(sessions, refused=None if observed is None else observed.observe_refusal)
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
     pipeline = Pipeline(writer, resolved.vantage)
     sender = Sender(sessions, build_notifiers(targets.notifiers))

@@ -9,11 +9,9 @@ from __future__ import annotations
 import csv
 import math
 import re
-import uuid
-from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
@@ -22,7 +20,6 @@ from sqlalchemy import Engine
 from app.clock import parse_timestamp, utcnow
 from app.csvio.layout import (
     BASE_COLUMNS,
-    STATUSES,
     CsvImportError,
     CsvProblem,
     ImportResult,
@@ -32,9 +29,10 @@ from app.csvio.layout import (
     parse_status,
     phase_order,
 )
+from app.csvio.table import Table, TableRun
+from app.runs.validate import Problem, check_run
 from app.store.db import make_sessions, transaction
 from app.store.ingest import store_run
-from app.store.records import RunRecord, RunStatus, SampleRecord
 
 if TYPE_CHECKING:
     from _csv import Reader
@@ -43,8 +41,6 @@ MAX_LISTED_PROBLEMS = 20
 PROGRESS_EVERY = 10_000
 
 _PHASE_NAME = re.compile(r"^[A-Za-z0-9_]{1,40}$")  # runs.dominant_phase holds 40 characters
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 T = TypeVar("T")
 
 
@@ -62,14 +58,6 @@ def import_samples(
 
 
 @dataclass(slots=True)
-class _Run:
-    target: str
-    vantage: str
-    line: int
-    rows: array[int] = field(default_factory=lambda: array("q"))
-
-
-@dataclass(slots=True)
 class _Problems:
     listed: list[CsvProblem] = field(default_factory=list)
     count: int = 0
@@ -78,62 +66,6 @@ class _Problems:
         self.count += 1
         if len(self.listed) < MAX_LISTED_PROBLEMS:
             self.listed.append(CsvProblem(line, column, reason))
-
-
-class _Table:
-    """The file's samples column by column, about 17 + 8 bytes per phase a row.
-
-    A million rows would take gigabytes as objects; as arrays they take tens of megabytes.
-    """
-
-    def __init__(self, phases: Sequence[str]) -> None:
-        self.phases = tuple(phases)
-        self.micros = array("q")  # start, microseconds since the epoch
-        self.status = bytearray()  # index into STATUSES
-        self.total = array("d")
-        self.values = [array("d") for _ in phases]  # NaN: the sample has no such phase
-        self.lines = array("q")  # where each row is in the file
-        self.runs: dict[uuid.UUID, _Run] = {}
-
-    def append(
-        self, line: int, started_at: datetime, status: str, total: float, values: list[float]
-    ) -> int:
-        self.lines.append(line)
-        self.micros.append((started_at - _EPOCH) // _MICROSECOND)
-        self.status.append(STATUSES.index(status))
-        self.total.append(total)
-        for column, value in zip(self.values, values, strict=True):
-            column.append(value)
-        return len(self.total) - 1
-
-    def cells(self, row: int) -> tuple[object, ...]:
-        """What a row says, comparable: an absent phase is None (NaN equals nothing)."""
-        values = (column[row] for column in self.values)
-        phases = (None if math.isnan(value) else value for value in values)
-        return (self.micros[row], self.status[row], self.total[row], *phases)
-
-    def record(self, run_id: uuid.UUID, run: _Run) -> RunRecord:
-        samples = tuple(self._sample(idx, row) for idx, row in enumerate(run.rows))
-        finished = max(s.started_at + timedelta(milliseconds=s.total_ms) for s in samples)
-        return RunRecord(
-            id=run_id,
-            target=run.target,
-            vantage=run.vantage,
-            started_at=min(s.started_at for s in samples),
-            finished_at=finished,
-            status=RunStatus.COMPLETE,
-            samples=samples,
-        )
-
-    def _sample(self, idx: int, row: int) -> SampleRecord:
-        values = zip(self.phases, (column[row] for column in self.values), strict=True)
-        return SampleRecord(
-            idx=idx,
-            started_at=_EPOCH + self.micros[row] * _MICROSECOND,
-            status=STATUSES[self.status[row]],
-            total_ms=self.total[row],
-            phases={name: value for name, value in values if not math.isnan(value)},
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +77,14 @@ class _Layout:
     phases: dict[str, int]
 
 
-def _parse(rows: TextIO, progress: Callable[[int], None]) -> _Table:
+def _parse(rows: TextIO, progress: Callable[[int], None]) -> Table:
     reader = csv.reader(rows, strict=True)
     problems = _Problems()
     try:
         table = _parse_rows(reader, _layout(next(reader, None)), problems, progress)
         _refuse_repeats(table, problems)
+        if not problems.count:
+            _check_runs(table, problems, utcnow())
     except csv.Error as exc:
         problems.add(reader.line_num, None, f"not CSV, reading stopped: {exc}")
     except UnicodeDecodeError:
@@ -166,8 +100,8 @@ def _parse_rows(
     layout: _Layout,
     problems: _Problems,
     progress: Callable[[int], None],
-) -> _Table:
-    table = _Table(list(layout.phases))
+) -> Table:
+    table = Table(list(layout.phases))
     count, line = 0, 2
     for cells in reader:
         if cells:  # blank lines are skipped
@@ -180,7 +114,7 @@ def _parse_rows(
     return table
 
 
-def _refuse_repeats(table: _Table, problems: _Problems) -> None:
+def _refuse_repeats(table: Table, problems: _Problems) -> None:
     """A row twice is one sample stored twice: it would weigh double in every quantile."""
     for run in table.runs.values():
         first: dict[tuple[object, ...], int] = {}  # one run at a time: a few rows each
@@ -189,6 +123,25 @@ def _refuse_repeats(table: _Table, problems: _Problems) -> None:
             if line != table.lines[row]:
                 reason = f"repeats line {line}: the same sample (run_id and every cell) twice"
                 problems.add(table.lines[row], None, reason)
+
+
+def _check_runs(table: Table, problems: _Problems, now: datetime) -> None:
+    """Each run through the door every stored run passes (app.runs.validate; the phases
+    not held to the total: the layout lets another tool's history hold only some), its
+    problems on the line of the sample they are about (the run's first line for its own)."""
+    for run_id, run in table.runs.items():
+        for problem in check_run(table.record(run_id, run), now, phase_sums=False):
+            line = run.line if problem.sample is None else table.lines[run.rows[problem.sample]]
+            problems.add(line, _column_of(problem), problem.reason)
+
+
+def _column_of(problem: Problem) -> str | None:
+    """The CSV column a run's field comes from (None: the row as a whole)."""
+    leaf = problem.field.rsplit(".", 1)[-1]
+    if problem.kind == "phase":
+        return f"{leaf}_ms"
+    columns = {"total": "total_ms", "sample_status": "status", "time": "timestamp"}
+    return columns.get(problem.kind)
 
 
 def _layout(names: list[str] | None) -> _Layout:
@@ -217,7 +170,7 @@ def _layout(names: list[str] | None) -> _Layout:
 
 
 def _parse_row(
-    cells: list[str], line: int, layout: _Layout, table: _Table, problems: _Problems
+    cells: list[str], line: int, layout: _Layout, table: Table, problems: _Problems
 ) -> None:
     if len(cells) != layout.width:
         problems.add(line, None, f"expected {layout.width} columns, found {len(cells)}")
@@ -241,7 +194,7 @@ def _parse_row(
         return
     if status is None or total is None or not _ends_in_range(started_at, total, line, problems):
         return
-    run = table.runs.setdefault(run_id, _Run(cell["target"], cell["vantage"], line))
+    run = table.runs.setdefault(run_id, TableRun(cell["target"], cell["vantage"], line))
     if _same_run(run, cell, line, problems):
         run.rows.append(table.append(line, started_at, status, total, values))
 
@@ -276,7 +229,7 @@ def _phase_value(text: str, phase: str, line: int, problems: _Problems) -> float
         return math.nan
 
 
-def _same_run(run: _Run, cell: dict[str, str], line: int, problems: _Problems) -> bool:
+def _same_run(run: TableRun, cell: dict[str, str], line: int, problems: _Problems) -> bool:
     consistent = True
     for column, first in (("target", run.target), ("vantage", run.vantage)):
         if cell[column] != first:
@@ -286,7 +239,7 @@ def _same_run(run: _Run, cell: dict[str, str], line: int, problems: _Problems) -
     return consistent
 
 
-def _store(engine: Engine, table: _Table) -> ImportResult:
+def _store(engine: Engine, table: Table) -> ImportResult:
     now = utcnow()
     runs = samples = present = 0
     with transaction(make_sessions(engine)) as session:

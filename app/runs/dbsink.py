@@ -2,7 +2,10 @@
 
 The SQL stays in ``app.store`` (``store_run_on``, ``store_run``); this module only says
 what the database's errors mean in the sink's vocabulary: a connection that failed or was
-lost (``is_transient``) is ``SinkAway``, any other error ``SinkRefused``.
+lost (``is_transient``) is ``SinkAway``, any other error ``SinkRefused``. Before any SQL,
+each run passes the door (``app.runs.validate``): a run it refuses is ``SinkRefused`` with
+its reason (a spooled one is set aside, a pushed one answered 422 or ``refused``), counted
+through ``refused`` and never stored.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from datetime import datetime
 
 from app.clock import utcnow
 from app.runs.sink import LastAttempt, SinkAway, SinkError, SinkRefused, Stored
+from app.runs.validate import Counted, Door
 from app.store.db import Sessions, describe, is_transient, write_connection, write_transaction
 from app.store.ingest import store_run, store_run_on
 from app.store.records import RunRecord
@@ -21,10 +25,16 @@ from app.store.records import RunRecord
 class DatabaseSink:
     batches = False  # a run stored alone costs one commit, not a request
 
-    def __init__(self, sessions: Sessions, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        sessions: Sessions,
+        clock: Callable[[], datetime] = utcnow,
+        refused: Counted | None = None,
+    ) -> None:
         self.name = "the database"
         self.sessions = sessions
         self.clock = clock
+        self.door = Door(clock, refused)
         self._last = LastAttempt()
 
     @property
@@ -32,12 +42,19 @@ class DatabaseSink:
         return self._last.problem
 
     def store(self, record: RunRecord) -> bool:
+        refusal = self.door.refusal(record)
+        if refusal is not None:
+            raise SinkRefused(refusal)
         return self._last(lambda: self._store(record))
 
     def store_batch(self, records: Sequence[RunRecord]) -> list[Stored]:
         """One transaction (one commit) for the lot while every run in it can be stored;
-        run by run when one cannot, so a bad run does not refuse its batch mates."""
-        return self._last(lambda: self._store_batch(records))
+        run by run when one cannot, so a bad run does not refuse its batch mates (one the
+        door refuses never reaches the database)."""
+        refusals = [self.door.refusal(record) for record in records]
+        passed = [record for record, refusal in zip(records, refusals, strict=True) if not refusal]
+        stored = iter(self._last(lambda: self._store_batch(passed)))
+        return [next(stored) if refusal is None else refusal for refusal in refusals]
 
     def _store(self, record: RunRecord) -> bool:
         with translated(), write_connection(self.sessions) as connection:

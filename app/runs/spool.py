@@ -133,10 +133,16 @@ class Spool:
         """Yields how many more lines are done, batch by batch, until one is not taken whole."""
         for batch in batches(lines, runs, size):
             answers = _answered(batch, store)
+            refused = [answer for answer in answers if isinstance(answer, str)]
             for line, answer in zip(batch, answers, strict=False):
                 if isinstance(answer, str):
-                    log.error("spooled run refused (%s); set aside in rejected.jsonl", answer)
                     self._append(self.directory / "rejected.jsonl", line.encode())
+            if refused:  # one line a batch, not one a run
+                log.error(
+                    "%d spooled run(s) refused, set aside in rejected.jsonl; the first: %s",
+                    len(refused),
+                    refused[0],
+                )
             yield len(answers)
             if len(answers) < len(batch):
                 return

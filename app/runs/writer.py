@@ -8,8 +8,7 @@ runs wait on a bounded queue, journalled whole (so a crash meanwhile loses nothi
 the queue is full (the sink has hung for a while) a run goes straight to the spool, behind
 which the queued ones then line up. A run that can be neither stored nor spooled (sink away
 *and* spool full) is held in memory, retried at the next flush, and stays journalled if the
-journal could be written. Not started (the demo, tests) or closed, it stores on the
-caller's thread (``Pipeline``).
+journal could be written. Not started (the demo, tests) or closed, it stores on the caller's.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.runs.sink import Sink, SinkAway
+from app.runs.sink import Sink, SinkAway, SinkRefused
 from app.runs.spool import Spool
 from app.runs.threads import NoWaitThreadPool
 from app.store.records import RunRecord, RunStatus
@@ -34,9 +33,8 @@ log = logging.getLogger(__name__)
 CAPACITY = 256  # runs; 200 targets every 10 s fill it in 13 s of a hung database
 HELD_MAX = 1000
 BATCH_MAX = 32  # stored runs waiting to be passed on, at most
-# A spool flush hands the sink at most this many runs (and bytes of their JSON) at once.
-FLUSH_RUNS = 50
-FLUSH_BYTES = 4 << 20
+FLUSH_RUNS = 50  # a spool flush hands the sink at most this many runs at once,
+FLUSH_BYTES = 4 << 20  # and at most this much of their JSON
 _FLUSH, _STOP = "flush", "stop"
 ORPHAN = "run %s of %s was left by a process that died; recorded as %s (%d samples)"
 
@@ -234,9 +232,8 @@ class Writer:
         except OSError as exc:  # the sink is away and the spool failed too
             self._hold(record, exc)
             return False
-        except Exception:  # SinkRefused, or an error the sink did not expect: never stored
-            log.exception("run %s could not be stored; set aside in rejected.jsonl", record.id)
-            self._reject(record)
+        except Exception as exc:  # never stored: refused (its reason says why), or unexpected
+            self._reject(record, exc)
             stored = False
         finally:
             self.current, self._since = None, None
@@ -285,7 +282,10 @@ class Writer:
             return
         self.spool.end(record.id)
 
-    def _reject(self, record: RunRecord) -> None:
+    def _reject(self, record: RunRecord, exc: Exception) -> None:
+        refused = isinstance(exc, SinkRefused)  # only the unexpected get a traceback
+        why = f"{self.sink.name} refused it: {exc}" if refused else repr(exc)
+        log.error("run %s set aside in rejected.jsonl (%s)", record.id, why, exc_info=not refused)
         try:
             self.spool.reject(record)
         except OSError as exc:

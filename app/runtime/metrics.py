@@ -120,6 +120,14 @@ class RunMetrics:
             SERIES,
             registry=registry,
         )
+        self.runs_refused = Counter(
+            "phasewatch_runs_refused",
+            "Runs refused at the door (pushed or spooled) by vantage and the kind of their"
+            " first problem: status, sample_status, total, phase, phase_sum, time, order,"
+            " samples.",
+            ("vantage", "reason"),
+            registry=registry,
+        )
         self.last_run = Gauge(
             "phasewatch_last_run_timestamp_seconds",
             "When the last stored run started (Unix time).",
@@ -137,6 +145,10 @@ class RunMetrics:
         self.runs_stored.labels(*series).inc()
         self.last_run.labels(*series).set(run.started_at.timestamp())
         self._set_last_breakdown(series, run.samples)
+
+    def observe_refusal(self, vantage: str, reason: str) -> None:
+        """A run the door refused (``app.runs.validate``): ``reason`` is a bounded kind."""
+        self.runs_refused.labels(vantage, reason).inc()
 
     def _observe_sample(self, series: tuple[str, str], sample: SampleRecord) -> None:
         self.samples.labels(*series, sample.status).inc()

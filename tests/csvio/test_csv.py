@@ -578,3 +578,32 @@ def test_cli_database_url_defaults_to_the_environment(
     monkeypatch.setenv("PHASEWATCH_DATABASE_URL", db_url)
     code, out, _ = cli(["export", "--target", "web"], capsys)
     assert code == 0 and out == export_text(engine, target="web")
+
+
+AT_THE_DOOR = [
+    ("dated 9999", "9999-12-31T00:00:00.000000Z", "timestamp", "ahead of the receiver's clock"),
+    ("dated before 2000", "1999-12-31T23:59:59.000000Z", "timestamp", "before 2000-01-01"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "value", "column", "reason"), AT_THE_DOOR, ids=[m[0] for m in AT_THE_DOOR]
+)
+def test_a_run_the_door_refuses_is_reported_with_its_line_and_nothing_is_stored(
+    engine: Engine, case: str, value: str, column: str, reason: str
+) -> None:
+    cells = GOOD_FILE.splitlines()[3].split(",")
+    cells[COLUMNS.index(column)] = value
+    text = with_row(4, ",".join(cells))
+
+    with pytest.raises(CsvImportError) as caught:
+        import_text(engine, text)
+
+    assert [(p.line, p.column) for p in caught.value.problems] == [(4, column)] * 2
+    assert reason in caught.value.problems[0].reason
+    assert counts(engine) == [0, 0, 0]
+
+
+def test_history_from_the_first_days_of_2000_is_imported(engine: Engine) -> None:
+    text = GOOD_FILE.replace("2024-05-01", "2000-01-01")
+    assert import_text(engine, text).runs_stored == 2

@@ -4,8 +4,10 @@ agent's assignment (``PushCheck``), stored, and passed on (``after``: to evaluat
 A push is one ``RunRecord`` JSON; a batch is ``{"runs": [...]}``, at most
 ``MAX_BATCH_RUNS``, answered run by run (stored / duplicate / refused with its reason), so
 one bad run does not refuse its batch mates: a single push is refused whole instead (403,
-422). Ingestion is idempotent by run id. While the database is away the whole push is
-refused for now (``StoreAway``): the agent keeps every run and pushes it again.
+422). A run that fails the door's check (``app.runs.validate``, run by the sink) is refused
+with the field and why: 422 alone, ``refused`` in a batch. Ingestion is idempotent by run
+id. While the database is away the whole push is refused for now
+(``StoreAway``): the agent keeps every run and pushes it again.
 
 Called on a worker thread: decompressing, parsing and storing are all here.
 """

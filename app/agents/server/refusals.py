@@ -8,7 +8,8 @@ reasons, and the route only carries them::
     ├── NotYours       403  a run of another vantage, or of a target not assigned to it
     ├── TooLarge       413  more than the server reads, sent or decompressed
     ├── NotGzip        415  an encoding other than gzip or identity
-    ├── Unreadable     422  not JSON, not gzip, not a run, not a batch
+    ├── Unreadable     422  not JSON, not gzip, not a run, not a batch; a run the door
+    │                       refuses (app.runs.validate: the field and why)
     ├── OverLimit      429  faster than the vantage's push limit   (Retry-After: 1)
     └── StoreAway      503  the database is away or has no schema  (Retry-After: 5)
 
