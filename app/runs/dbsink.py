@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime
 
 from app.clock import utcnow
-from app.runs.sink import LastAttempt, SinkAway, SinkError, SinkRefused, Stored
+from app.runs.sink import LastAttempt, SinkAway, SinkError, SinkRefused, Stored, answer
 from app.runs.validate import Counted, Door
 from app.store.db import Sessions, describe, is_transient, write_connection, write_transaction
 from app.store.ingest import store_run, store_run_on
@@ -70,13 +70,7 @@ class DatabaseSink:
         except SinkRefused as exc:
             if len(records) == 1:
                 return [str(exc)]
-        return [self._alone(record) for record in records]
-
-    def _alone(self, record: RunRecord) -> Stored:
-        try:
-            return self._store(record)
-        except SinkRefused as exc:
-            return str(exc)
+        return [answer(self._store, record) for record in records]
 
 
 @contextmanager

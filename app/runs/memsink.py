@@ -7,7 +7,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 
-from app.runs.sink import LastAttempt, SinkAway, SinkRefused, Stored
+from app.runs.sink import LastAttempt, SinkAway, SinkRefused, Stored, answer
 from app.store.records import RunRecord
 
 
@@ -38,13 +38,7 @@ class MemorySink:
         return self._last(lambda: self._store(record))
 
     def store_batch(self, records: Sequence[RunRecord]) -> list[Stored]:
-        return self._last(lambda: [self._answer(record) for record in records])
-
-    def _answer(self, record: RunRecord) -> Stored:
-        try:
-            return self._store(record)
-        except SinkRefused as exc:
-            return str(exc)
+        return self._last(lambda: [answer(self._store, record) for record in records])
 
     def _store(self, record: RunRecord) -> bool:
         if self._away is not None:

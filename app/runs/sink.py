@@ -77,6 +77,14 @@ class Sink(Protocol):
         ...
 
 
+def answer(store: Callable[[RunRecord], bool], record: RunRecord) -> Stored:
+    """``store(record)`` as one run's answer in a batch: its refusal's reason, not raised."""
+    try:
+        return store(record)
+    except SinkRefused as exc:
+        return str(exc)
+
+
 class LastAttempt:
     """A sink's ``problem``: set by an attempt that found the sink away, cleared by one that
     succeeded (a batch answered, refusals in it or not); a run refused alone leaves it."""

@@ -31,6 +31,7 @@ from typing import cast
 
 from annotated_types import Le
 
+from app.analysis.summary import TIMED
 from app.config.targets import Target
 from app.probe.sample import Status
 from app.store.records import RunRecord, RunStatus, SampleRecord
@@ -48,7 +49,6 @@ EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 # without it drifts a few seconds a day. Five minutes passes any clock worth trusting and
 # refuses a run that would stand in for the future (a 9999 run that "resolves" an alert).
 MAX_AHEAD = timedelta(minutes=5)
-TIMED = frozenset({Status.OK.value, Status.DEADLINE_EXCEEDED.value})
 SAMPLE_STATUSES = frozenset(status.value for status in Status)
 RUN_STATUSES = frozenset(status.value for status in RunStatus)
 MAX_LISTED = 5  # problems named in one refusal's reason

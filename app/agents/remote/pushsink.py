@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 
 from app.agents.remote.client import ServerClient
-from app.runs.sink import LastAttempt, SinkRefused, Stored
+from app.runs.sink import LastAttempt, SinkRefused, Stored, answer
 from app.store.records import RunRecord
 
 log = logging.getLogger(__name__)
@@ -46,10 +46,4 @@ class PushSink:
                 # A server that predates batches, or a batch it will not take whole.
                 self.batching = not str(exc).startswith(NO_BATCHES)
                 log.warning("batch of %d refused (%s); pushed one by one", len(records), exc)
-        return [self._one(record) for record in records]
-
-    def _one(self, record: RunRecord) -> Stored:
-        try:
-            return self.store(record)
-        except SinkRefused as exc:
-            return str(exc)
+        return [answer(self.store, record) for record in records]
