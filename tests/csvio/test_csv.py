@@ -357,20 +357,22 @@ MALFORMED = [
 COLUMNS = GOOD_FILE.splitlines()[0].split(",")
 
 
+def refused_with(engine: Engine, line: int, column: str, value: str) -> list[CsvProblem]:
+    """The problems an import names when GOOD_FILE's ``line`` holds ``value`` in ``column``."""
+    cells = GOOD_FILE.splitlines()[line - 1].split(",")
+    cells[COLUMNS.index(column)] = value
+    with pytest.raises(CsvImportError) as caught:
+        import_text(engine, with_row(line, ",".join(cells)))
+    return caught.value.problems
+
+
 @pytest.mark.parametrize(
     ("case", "value", "column", "reason"), MALFORMED, ids=[m[0] for m in MALFORMED]
 )
 def test_malformed_row_is_reported_with_its_line_and_nothing_is_stored(
     engine: Engine, case: str, value: str, column: str, reason: str
 ) -> None:
-    cells = GOOD_FILE.splitlines()[2].split(",")
-    cells[COLUMNS.index(column)] = value
-    text = with_row(3, ",".join(cells))
-
-    with pytest.raises(CsvImportError) as caught:
-        import_text(engine, text)
-
-    [problem] = caught.value.problems
+    [problem] = refused_with(engine, 3, column, value)
     assert (problem.line, problem.column) == (3, column)
     assert reason in problem.reason
     assert str(problem).startswith(f"3: {column}: ")
@@ -592,15 +594,9 @@ AT_THE_DOOR = [
 def test_a_run_the_door_refuses_is_reported_with_its_line_and_nothing_is_stored(
     engine: Engine, case: str, value: str, column: str, reason: str
 ) -> None:
-    cells = GOOD_FILE.splitlines()[3].split(",")
-    cells[COLUMNS.index(column)] = value
-    text = with_row(4, ",".join(cells))
-
-    with pytest.raises(CsvImportError) as caught:
-        import_text(engine, text)
-
-    assert [(p.line, p.column) for p in caught.value.problems] == [(4, column)] * 2
-    assert reason in caught.value.problems[0].reason
+    problems = refused_with(engine, 4, column, value)
+    assert [(p.line, p.column) for p in problems] == [(4, column)] * 2
+    assert reason in problems[0].reason
     assert counts(engine) == [0, 0, 0]
 
 
