@@ -32,6 +32,9 @@ class DetectorMemory:
     rebase_at: datetime | None = None
     # Periods inside alerts that fired: kept out of the reference.
     excluded: list[tuple[datetime, datetime | None]] = field(default_factory=list)
+    # Numbers a detector carries from run to run (a CUSUM's height, its run count), under
+    # the detector's name; stored and read back with the rest (detector_state.cusums).
+    cusums: dict[str, list[float]] = field(default_factory=dict)
     # Derived from the history's run counts, rebuilt with the reference (so a run flushed
     # late from a spool counts from the next rebuild on), never stored.
     misses: MissLedger | None = None
@@ -40,7 +43,12 @@ class DetectorMemory:
     def copy(self) -> DetectorMemory:
         """A copy that an evaluation's changes leave as it is. The miss ledger is shared:
         the run it may have taken is stored whether the evaluation commits or not."""
-        return replace(self, excluded=list(self.excluded), tail=replace(self.tail))
+        return replace(
+            self,
+            excluded=list(self.excluded),
+            tail=replace(self.tail),
+            cusums={name: list(values) for name, values in self.cusums.items()},
+        )
 
 
 @dataclass(frozen=True, slots=True)

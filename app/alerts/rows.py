@@ -119,6 +119,7 @@ def save_memory(
         memory.rebase_at,
         spans,
         now,
+        memory.cusums,
     )
     alertwrites.save_detector_state(session, stored)
 
@@ -157,6 +158,7 @@ def memory_of(row: DetectorState) -> DetectorMemory:
         last_run=row.last_run_id,
         rebase_at=row.rebase_at,
         excluded=[(_parse(start), _parse(end) if end else None) for start, end in spans],
+        cusums={name: list(values) for name, values in row.cusums.items()},
     )
 
 

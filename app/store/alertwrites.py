@@ -5,7 +5,7 @@ each (target, vantage) carries between runs; and all of it read back at a restar
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +52,7 @@ class DetectorState:
     rebase_at: datetime | None
     excluded: dict[str, Any]  # {"spans": [[start, end or null], ...]}
     updated_at: datetime
+    cusums: dict[str, list[float]] = field(default_factory=dict)  # by detector name
 
 
 _IDENTITY = ("kind", "target", "vantage", "scope", "from_phase", "to_phase", "severity")
@@ -115,6 +116,7 @@ def save_detector_state(session: Session, state: DetectorState) -> None:
     row.tail_score, row.tail_runs = state.tail_score, state.tail_runs
     row.last_run_id, row.rebase_at = state.last_run_id, state.rebase_at
     row.excluded, row.updated_at = state.excluded, state.updated_at
+    row.cusums = {name: list(values) for name, values in state.cusums.items()}
 
 
 def detector_states(session: Session) -> list[DetectorState]:
@@ -128,6 +130,7 @@ def detector_states(session: Session) -> list[DetectorState]:
             r.rebase_at,
             dict(r.excluded),
             r.updated_at,
+            {name: [float(v) for v in values] for name, values in (r.cusums or {}).items()},
         )
         for r in session.scalars(select(DetectorStateRow))
     ]

@@ -259,6 +259,8 @@ class DetectorStateRow(Base):
     last_run_id: Mapped[str | None] = mapped_column(String(64))
     rebase_at: Mapped[datetime | None]
     excluded: Mapped[dict[str, Any]]  # {"spans": [[start, end or null], ...]}
+    # Other detectors' carried numbers by detector name (migration 0006).
+    cusums: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
     updated_at: Mapped[datetime]
 
 

@@ -329,6 +329,15 @@ def test_detector_state_is_stored_and_read_back(watch: Watch) -> None:
     assert start == watch.now and end is None  # a firing alert: its runs stay out
 
 
+def test_a_detector_s_carried_numbers_are_stored_and_read_back(watch: Watch) -> None:
+    watch.firing()
+    watch.engine.evaluator.memory("chat", "eu").cusums["level_shift"] = [2.5, 3.0]
+    watch.failed()  # another evaluation stores the memory again
+    restarted = watch.restart()
+    restarted.restore()
+    assert restarted.evaluator.memory("chat", "eu").cusums == {"level_shift": [2.5, 3.0]}
+
+
 # Acknowledgement -----------------------------------------------------------------------------
 
 
