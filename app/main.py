@@ -24,6 +24,7 @@ from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.spool import Spool
 from app.runs.writer import Writer
+from app.runtime.coverage import Coverage, CoverageCollector
 from app.runtime.health import Health
 from app.runtime.metrics import RunMetrics, then
 from app.runtime.scheduler import Watch
@@ -73,8 +74,10 @@ def build_service(
     sender = Sender(sessions, build_notifiers(targets.notifiers))
     watch = Watch(pipeline.run)
     leadership = Leadership(engine)
+    coverage = Coverage(resolved.vantage, lambda: rules.targets)
     vantages = None
     if book is not None:
+        coverage.agents = book.refusals
         here = (resolved.vantage, watch) if probing else None
         vantages = silence_watch(book, alerts, rules, leadership, here)
     return Service(
@@ -91,7 +94,8 @@ def build_service(
         alerts=alerts,
         rules=rules,
         writer=writer,
-        health=Health(engine, writer),
+        health=Health(engine, writer, coverage=coverage),
+        coverage=coverage,
         upkeep=Upkeep(
             sessions, engine, resolved.raw_retention_days, sender=sender, vantages=vantages
         ),
@@ -137,6 +141,7 @@ def create_app(
     # The server's side of `phasewatch agent`: pushed runs take the service's after_store.
     agents = Agents(service, book, observed.observe_run)
     observed.registry.register(agents.collector)
+    observed.registry.register(CoverageCollector(service.coverage))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

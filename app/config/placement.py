@@ -58,7 +58,8 @@ def probed_here(
         try:
             headers = expanded_headers(target.headers, environ)
         except UnsetVariable as exc:
-            refused[target.name] = str(exc)
+            # A process reads its environment once: a reload cannot bring the variable in.
+            refused[target.name] = f"{exc} here: set it for this process and restart it"
             continue
         bad = [name for name, value in headers.items() if has_control_character(value)]
         if bad:  # never the value in the reason: it is likely a secret

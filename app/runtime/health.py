@@ -17,6 +17,7 @@ from sqlalchemy import Engine, text
 
 from app.runs.threads import Check
 from app.runs.writer import Writer
+from app.runtime.coverage import Coverage
 from app.store.db import describe
 
 ASK_BUDGET_S = 0.5
@@ -34,6 +35,8 @@ class Health:
     database: str = REACHABLE
     database_problem: str | None = None
     spooled_runs: int = 0
+    # Targets the file asks for that nobody probes, and a refused reload (never silent).
+    coverage: Coverage | None = None
     _ping: Check[None] = field(init=False)
     _count: Check[int] = field(init=False)
 
@@ -75,6 +78,8 @@ class Health:
             found.append(f"store: last attempt failed: {self.writer.sink.problem}")
         if self.writer.spool.problem is not None:
             found.append(f"spool {self.writer.spool.problem}")
+        if self.coverage is not None:
+            found.extend(self.coverage.problems())
         return found
 
     async def _ask_database(self) -> None:

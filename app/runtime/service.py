@@ -19,19 +19,17 @@ import gc
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import IntegrityError
 
 from app.alerts.engine import AlertEngine
 from app.alerts.sender import Sender
 from app.analysis.detectors import DetectorParams
-from app.clock import utcnow
 from app.config import (
     ConfigError,
     ResolvedSettings,
@@ -45,21 +43,21 @@ from app.notifiers import KINDS, build_notifiers, names_for
 from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.writer import Writer
+from app.runtime.coverage import Coverage
 from app.runtime.health import Health
 from app.runtime.readiness import wait_for_schema
 from app.runtime.scheduler import Watch
 from app.runtime.stopping import stop_within_budget
+from app.runtime.targetsync import sync_targets_file
 from app.runtime.upkeep import Upkeep
 from app.store.db import Sessions, is_transient
 from app.store.leader import Leadership
 from app.store.records import RunRecord
-from app.store.targets import TargetValues, sync_targets
 
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 5.0
 RELOAD_POLL_S = 2.0
-SYNC_ATTEMPTS = 3
 START_WAIT_S = 2.0  # for the database at start; then probing starts, into the spool
 HEALTH_EVERY_S = 5.0
 DEFAULT_PARAMS = DetectorParams()
@@ -109,6 +107,7 @@ class Service:
     writer: Writer
     health: Health
     upkeep: Upkeep
+    coverage: Coverage  # what the file asks for and nobody probes
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reload_requested: asyncio.Event = field(default_factory=asyncio.Event)
     sender: Sender | None = None
@@ -156,7 +155,7 @@ class Service:
         """Once the database has the schema: targets, alert state, the spool, upkeep loops."""
         await wait_for_schema(self.engine, self.resolved.database_url, self.migrate, self.health)
         self.writer.ready.set()
-        await asyncio.to_thread(self._sync_targets, self.targets)
+        await asyncio.to_thread(sync_targets_file, self.sessions, self.targets)
         await self._restore_alerts()
         self.writer.request_flush()
         self.tasks.extend(asyncio.create_task(_forever(loop)) for loop in self.upkeep.loops())
@@ -228,47 +227,40 @@ class Service:
         try:
             targets = await asyncio.to_thread(load_targets, self.settings.config)
         except ConfigError as exc:
-            for problem in exc.problems:
-                log.error("reload refused, keeping the running targets: %s", problem)
+            more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
+            self.coverage.reload_refused(f"{exc.problems[0]}{more}")
+            return
+        here, refused = self._placed(targets)
+        # A running target the new file would stop for a variable unset here: the whole
+        # reload is refused, so a typo in one secret never silently stops a target.
+        dropped = sorted(name for name in refused if name in self.watch.targets)
+        if dropped:
+            name = dropped[0]
+            self.coverage.reload_refused(f"target {name} would stop: {refused[name]}")
             return
         if self.writer.ready.is_set():  # else the database gets them once it is ready
-            await asyncio.to_thread(self._sync_targets, targets)
-        changes = self.watch.apply(self._scheduled(targets))
+            await asyncio.to_thread(sync_targets_file, self.sessions, targets)
+        self.coverage.refused_here(refused)
+        changes = self.watch.apply(here)
         if self.sender is not None:
             self.sender.notifiers = build_notifiers(targets.notifiers)
         if self.settings.resolved(targets) != self.resolved:
             log.warning("vantage, database or retention changed: takes effect on restart")
         self.targets = self.rules.targets = targets
+        self.coverage.reloaded()
         log.info("targets reloaded: %s", changes)
 
     def _scheduled(self, targets: TargetsFile) -> list[Target]:
-        if not self.probing:
-            return []
-        # Targets listing vantages run here only if this one is listed (the rest at agents).
-        here, refused = probed_here(targets.targets, self.resolved.vantage, os.environ, server=True)
-        for name, reason in refused.items():
-            log.error("target %s not probed at %s: %s", name, self.resolved.vantage, reason)
+        here, refused = self._placed(targets)
+        self.coverage.refused_here(refused)
         return here
 
-    def _sync_targets(self, targets: TargetsFile) -> None:
-        try:
-            self._write_targets(targets)
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            log.warning("targets table not updated, database unreachable: %s", exc)
-
-    def _write_targets(self, targets: TargetsFile) -> None:
-        for attempt in range(SYNC_ATTEMPTS):
-            try:
-                with self.sessions.begin() as session:
-                    sync_targets(session, target_values(targets.targets), utcnow())
-                return
-            except IntegrityError:
-                # Replicas starting (or reloading) together insert the same new target;
-                # the loser waited for the winner's commit, so its next try finds the row.
-                if attempt == SYNC_ATTEMPTS - 1:
-                    raise
+    def _placed(self, targets: TargetsFile) -> tuple[list[Target], dict[str, str]]:
+        """The targets to probe here, and those refused here (by name: why)."""
+        if not self.probing:
+            return [], {}
+        # Targets listing vantages run here only if this one is listed (the rest at agents).
+        return probed_here(targets.targets, self.resolved.vantage, os.environ, server=True)
 
     async def prune(self, now: datetime) -> None:
         """Raw samples past the retention, and the fine rollups past theirs."""
@@ -285,11 +277,6 @@ async def _forever(step: Callable[[], Awaitable[None]]) -> None:
         except Exception:
             log.exception("background step %s failed; retrying", step.__name__)
             await asyncio.sleep(1.0)
-
-
-def target_values(targets: Iterable[Target]) -> list[TargetValues]:
-    """The file's targets as the targets table stores them (header values redacted)."""
-    return [TargetValues(t.name, t.kind.value, t.url, t.interval, t.public()) for t in targets]
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

@@ -114,6 +114,11 @@ class TargetVantageOut(Out):
     last_run_at: datetime
 
 
+class UnprobedOut(Out):
+    vantage: str
+    reason: str = Field(description="why nobody probes it there, and so what to fix")
+
+
 class TargetOut(Out):
     name: str
     kind: str
@@ -125,6 +130,10 @@ class TargetOut(Out):
     header_names: list[str] = Field(description="names only: header values are never shown")
     vantages: list[TargetVantageOut]
     last_run_at: datetime | None
+    unprobed: list[UnprobedOut] = Field(
+        default_factory=list,
+        description="vantages the targets file names where nobody probes it now, and why",
+    )
 
 
 class TargetDetail(TargetOut):

@@ -73,9 +73,12 @@ def test_agents_push_from_their_vantages_spool_through_an_outage_and_lose_nothin
     everyone = {"agent-a", "agent-b", "server-1"}
     eventually(lambda: listed_vantages(port) == everyone, 30, "runs from every vantage")
     # agent-a lacks ONLY_ON_B: it refuses that target, says so in its log and to the server.
-    refusal = {"b-only-var": "environment variable ONLY_ON_B is not set"}
-    eventually(lambda: refused_at(port, "agent-a") == refusal, 10, "the refusal reported")
+    why = "environment variable ONLY_ON_B is not set here: set it for this process and restart it"
+    eventually(lambda: refused_at(port, "agent-a") == {"b-only-var": why}, 10, "refusal reported")
     assert refused_at(port, "agent-b") == {}
+    # Never silent: the server says so where its users look.
+    health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()
+    assert f"target b-only-var not probed at agent-a: {why}" in health["problems"]
 
     processes[0].stop()  # the server goes away; the agents probe on, into their spools
     eventually(lambda: all(spooled(tmp_path, v) >= 3 for v in TOKENS), 30, "runs spooled")

@@ -105,7 +105,8 @@ async def test_the_agent_fills_templates_from_its_environment_and_reports_refusa
     await run_agent(agent, (lambda: vantages_of(server) == [("keyed", "fra-1")], nothing))
     assert {r.headers["x-key"] for r in recorder.received} == {"agent-value"}
     refused = agents_of(server.app).book.get("fra-1").refused
-    assert refused == {"lacking": "environment variable NOT_HERE is not set"}
+    why = "environment variable NOT_HERE is not set here: set it for this process and restart it"
+    assert refused == {"lacking": why}
 
 
 @pytest.mark.anyio

@@ -192,3 +192,74 @@ def test_serve_logs_once_when_a_target_starts_and_stops_failing_and_per_alert_ch
     )
     assert sum(fired in line for line in lines) == 1
     assert sum(resolved in line for line in lines) == 1
+
+
+KEYED = """targets:
+  - name: keyed
+    kind: http
+    url: {url}/health
+    interval: 1s
+    samples: 1
+    vantages: [test-vantage]
+    headers:
+      X-Key: "${{{variable}}}"
+  - name: plain
+    kind: http
+    url: {url}/health
+    interval: 1s
+    samples: 1
+"""
+
+
+def test_a_target_refused_for_an_unset_variable_is_a_problem_everywhere(
+    tmp_path: Path, sim: SimServer, served: Callable[..., Served], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PW_TEST_UNSET_KEY", raising=False)
+    config = tmp_path / "phasewatch.yaml"
+    config.write_text(KEYED.format(url=sim.url, variable="PW_TEST_UNSET_KEY"))
+    server = served(config)
+    server.wait_ready()
+    eventually(lambda: len(server.runs("plain")) >= 1, 30, "the other target probed")
+    base = f"http://127.0.0.1:{server.port}"
+    health = httpx.get(f"{base}/healthz", timeout=5).json()
+    assert health["status"] == "degraded"
+    (problem,) = health["problems"]
+    assert problem.startswith("target keyed not probed at test-vantage:")
+    assert problem.endswith(
+        "PW_TEST_UNSET_KEY is not set here: set it for this process and restart it"
+    )
+    scrape = httpx.get(f"{base}/metrics", timeout=5).text
+    assert 'phasewatch_target_unprobed{target="keyed",vantage="test-vantage"} 1.0' in scrape
+    listed = {t["name"]: t for t in httpx.get(f"{base}/api/v1/targets", timeout=5).json()}
+    assert [u["vantage"] for u in listed["keyed"]["unprobed"]] == ["test-vantage"]
+    assert listed["plain"]["unprobed"] == []
+    assert "target keyed not probed at test-vantage" in httpx.get(base, timeout=5).text
+    assert "data-unprobed" in httpx.get(f"{base}/targets/keyed", timeout=5).text
+    assert server.output().count("target keyed not probed at test-vantage") == 1  # one line
+    assert server.runs("keyed") == []
+
+
+def test_a_reload_that_would_stop_a_running_target_for_a_variable_is_refused_whole(
+    tmp_path: Path, sim: SimServer, served: Callable[..., Served], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PW_TEST_KEY", "s3cret-value")
+    monkeypatch.delenv("PW_TEST_UNSET_KEY", raising=False)
+    config = tmp_path / "phasewatch.yaml"
+    config.write_text(KEYED.format(url=sim.url, variable="PW_TEST_KEY"))
+    server = served(config)
+    server.wait_ready()
+    eventually(lambda: len(server.runs("keyed")) >= 1, 30, "the keyed target probed")
+    config.write_text(KEYED.format(url=sim.url, variable="PW_TEST_UNSET_KEY"))
+    server.process.send_signal(signal.SIGHUP)
+    eventually(lambda: "reload refused" in server.output(), 30, "the reload refused")
+    before = len(server.runs("keyed"))
+    eventually(lambda: len(server.runs("keyed")) >= before + 2, 30, "still probed")
+    base = f"http://127.0.0.1:{server.port}"
+    health = httpx.get(f"{base}/healthz", timeout=5).json()
+    assert health["status"] == "degraded"
+    assert health["problems"] == [
+        "reload refused, keeping the running targets: target keyed would stop: environment"
+        " variable PW_TEST_UNSET_KEY is not set here: set it for this process and restart it"
+    ]
+    assert "phasewatch_reload_refused 1.0" in httpx.get(f"{base}/metrics", timeout=5).text
+    assert "s3cret-value" not in server.output()

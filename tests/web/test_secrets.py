@@ -31,7 +31,8 @@ from app.config import Settings, load_targets
 from app.demo.sim.server import SimServer
 from app.main import create_app
 from app.probe.redact import Redactor, has_control_character, scrub_secrets
-from app.runtime.service import Service, target_values
+from app.runtime.service import Service
+from app.runtime.targetsync import target_values
 from app.store.models import AlertRow, Base, RunRow, TargetRow
 from app.store.targets import sync_targets
 from tests.apiapp import TOKEN, http_routes, serving

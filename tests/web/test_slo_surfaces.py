@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.runtime.targetsync import sync_targets_file
 from tests.apiapp import TOKEN, Api, api, minutes_ago, targets
 from tests.runfactory import make_run, record_of
 from tests.web.test_metrics import parsed, scrape, value
@@ -19,7 +20,7 @@ def served(db_url: str, tmp_path: Path) -> Iterator[Api]:
     config = targets("edge", deadline_ms=1500).targets + targets("home").targets
     with api(db_url, tmp_path, targets().model_copy(update={"targets": config})) as served:
         served.client.headers["Authorization"] = f"Bearer {TOKEN}"
-        served.service._sync_targets(served.service.targets)  # as serve's start does
+        sync_targets_file(served.service.sessions, served.service.targets)  # as serve's start
         rng = np.random.default_rng(4)
         # Six hours of 15-minute runs of 20 samples; the last hour's four runs miss 2 each.
         for k in range(24):

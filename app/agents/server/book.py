@@ -4,9 +4,12 @@ agent that reports again after a restart fills it anew."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+
+log = logging.getLogger(__name__)
 
 SILENT_INTERVALS = 3
 
@@ -100,6 +103,9 @@ class VantageBook:
     ) -> AgentSeen:
         with self._lock:
             old = self._states.get(vantage) or AgentSeen(vantage)
+            for name, why in refused.items():
+                if old.refused.get(name) != why:  # one line when it starts, not per report
+                    log.error("target %s not probed at %s: %s", name, vantage, why)
             new = replace(
                 old,
                 last_seen=now,
@@ -113,6 +119,11 @@ class VantageBook:
     def get(self, vantage: str) -> AgentSeen:
         with self._lock:
             return self._states.get(vantage) or AgentSeen(vantage)
+
+    def refusals(self) -> dict[str, dict[str, str]]:
+        """Each vantage's refused targets (name: why), as its agent last reported."""
+        with self._lock:
+            return {v: dict(state.refused) for v, state in self._states.items() if state.refused}
 
     def all(self) -> list[AgentSeen]:
         with self._lock:

@@ -9,28 +9,40 @@ from fastapi import APIRouter
 
 from app.analysis.detectors.deadline import SloStatus
 from app.clock import utcnow
+from app.runtime.coverage import Unprobed
 from app.store.db import Session
 from app.store.models import TargetRow
 from app.store.reads.breakdown import breakdown, last_runs
 from app.store.reads.slo import target_slo
 from app.store.targets import all_targets, target_row
 from app.web.api.params import TARGET_ERRORS, RecentWindowDep, not_found
-from app.web.deps import SessionDep
-from app.web.schemas import BreakdownOut, TargetDetail, TargetOut, TargetVantageOut, redacted_url
+from app.web.deps import ServiceDep, SessionDep
+from app.web.schemas import (
+    BreakdownOut,
+    TargetDetail,
+    TargetOut,
+    TargetVantageOut,
+    UnprobedOut,
+    redacted_url,
+)
 
 router = APIRouter(tags=["targets"])
 
 
 @router.get("/targets", response_model=list[TargetOut])
-def list_targets(session: SessionDep) -> list[TargetOut]:
-    """Every target known (from the targets file or by its runs), by name, with its vantages."""
+def list_targets(session: SessionDep, service: ServiceDep) -> list[TargetOut]:
+    """Every target known (from the targets file or by its runs), by name, with its vantages
+    and those where nobody probes it although the file asks for it (``unprobed``)."""
     rows = all_targets(session)
     seen = _vantages(session)
-    return [_target_out(row, seen.get(row.id, {})) for row in rows]
+    unprobed = service.coverage.by_target()
+    return [_target_out(row, seen.get(row.id, {}), unprobed.get(row.name, [])) for row in rows]
 
 
 @router.get("/targets/{name:target}", response_model=TargetDetail, responses=TARGET_ERRORS)
-def get_target(name: str, session: SessionDep, window: RecentWindowDep) -> TargetDetail:
+def get_target(
+    name: str, session: SessionDep, service: ServiceDep, window: RecentWindowDep
+) -> TargetDetail:
     """One target, and the breakdown of the window (default: the last hour) per vantage."""
     row = target_row(session, name)
     if row is None:
@@ -39,7 +51,7 @@ def get_target(name: str, session: SessionDep, window: RecentWindowDep) -> Targe
     found = [breakdown(session, name, window.start, window.end, v) for v in sorted(seen)]
     slo = target_slo(session, name, window.end) or {}
     return TargetDetail(
-        **_target_out(row, seen).model_dump(),
+        **_target_out(row, seen, service.coverage.by_target().get(name, [])).model_dump(),
         window_from=window.start,
         window_to=window.end,
         breakdowns=[_with_slo(b.to_json(), slo) for b in found if b is not None],
@@ -58,7 +70,9 @@ def _vantages(session: Session) -> dict[int, dict[str, datetime]]:
     return found
 
 
-def _target_out(row: TargetRow, vantages: dict[str, datetime]) -> TargetOut:
+def _target_out(
+    row: TargetRow, vantages: dict[str, datetime], unprobed: list[Unprobed]
+) -> TargetOut:
     config: dict[str, Any] = row.config or {}
     return TargetOut(
         name=row.name,
@@ -71,4 +85,5 @@ def _target_out(row: TargetRow, vantages: dict[str, datetime]) -> TargetOut:
         header_names=sorted(config.get("headers") or {}),
         vantages=[TargetVantageOut(name=v, last_run_at=at) for v, at in sorted(vantages.items())],
         last_run_at=max(vantages.values(), default=None),
+        unprobed=[UnprobedOut(vantage=u.vantage, reason=u.reason) for u in unprobed],
     )

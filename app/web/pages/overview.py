@@ -17,7 +17,7 @@ from app.store.reads.breakdown import current_breakdowns
 from app.store.reads.sparklines import sparklines
 from app.store.rollups.digests import CATCH_UP_EVERY_S
 from app.store.targets import target_intervals
-from app.web.deps import SessionDep
+from app.web.deps import ServiceDep, SessionDep
 from app.web.pages import view
 from app.web.pages.palette import PHASE_COLOURS
 from app.web.pages.render import page
@@ -69,7 +69,7 @@ def overview_rows(
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-def overview(request: Request, session: SessionDep) -> HTMLResponse:
+def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTMLResponse:
     now = utcnow()
     rows = overview_rows(
         # Merged run digests, not raw samples: 200 targets' raw samples take far longer than
@@ -95,6 +95,8 @@ def overview(request: Request, session: SessionDep) -> HTMLResponse:
         window_text="hour",
         spark_hours=SPARK_HOURS,
         digest_every_s=CATCH_UP_EVERY_S,
+        # What the targets file asks for and nobody probes, and a refused reload.
+        unprobed=service.coverage.problems(),
     )
 
 

@@ -21,7 +21,7 @@ from app.store.reads.browse import first_run_at, vantages_since
 from app.store.reads.chart import run_summaries
 from app.store.reads.slo import target_slo
 from app.store.targets import target_row
-from app.web.deps import SessionDep
+from app.web.deps import ServiceDep, SessionDep
 from app.web.pages.levers import levers_view
 from app.web.pages.render import error_page, not_found, page
 
@@ -81,6 +81,7 @@ def current(
 def target_page(
     request: Request,
     session: SessionDep,
+    service: ServiceDep,
     name: str,
     range_: Annotated[str | None, Query(alias="range")] = None,
     vantage: str | None = None,
@@ -116,4 +117,5 @@ def target_page(
         runs=recent_runs(session, name, vantage, now),
         window_text="hour",
         levers=levers_view(session, name, vantage or None, now),
+        unprobed=service.coverage.by_target().get(name, []),
     )
