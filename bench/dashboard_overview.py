@@ -44,7 +44,7 @@ from app.alerts.views import open_alerts_by_series
 from app.analysis.digest import Digest, digest_of, merge_digests
 from app.config import Settings, Target, TargetsFile
 from app.main import create_app
-from app.runtime.service import target_values
+from app.runtime.targetsync import target_values
 from app.store.db import make_engine, make_sessions
 from app.store.migrate import upgrade
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow

@@ -35,7 +35,7 @@ from sqlalchemy.engine import make_url
 from app.config import Target
 from app.probe.sample import HTTP_PHASES, LLM_PHASES
 from app.runtime.scheduler import first_run_offset
-from app.runtime.service import target_values
+from app.runtime.targetsync import target_values
 from app.store.db import make_engine, make_sessions, normalize_url
 from app.store.ingest import _run_values, _sample_values
 from app.store.migrate import upgrade

@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
 from app.runs.dbsink import DatabaseSink
-from app.runtime.service import target_values
+from app.runtime.targetsync import target_values
 from app.store.db import make_sessions
 from app.store.records import RunRecord
 from app.store.targets import sync_targets

@@ -24,7 +24,7 @@ from app.alerts.identity import Identity
 from app.alerts.summary import summarize_alert
 from app.config import Target
 from app.probe.spec import Kind
-from app.runtime.service import target_values
+from app.runtime.targetsync import target_values
 from app.store.models import AlertRow, AlertTransitionRow
 from app.store.records import RunRecord
 from app.store.rollups.catchup import catch_up

@@ -31,7 +31,7 @@ from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.spool import Spool
 from app.runs.writer import Writer
-from app.runtime.service import target_values
+from app.runtime.targetsync import target_values
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
 from app.store.ingest import store_run

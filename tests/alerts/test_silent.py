@@ -21,7 +21,7 @@ from app.alerts.silent import Heard
 from app.alerts.state import State
 from app.analysis.detectors import DetectorParams, Signal
 from app.config import Target, TargetsFile
-from app.runtime.service import target_values
+from app.runtime.targetsync import target_values
 from app.store.dbhistory import DatabaseHistory
 from app.store.ingest import store_run
 from app.store.models import AlertRow, AlertTransitionRow, DeliveryRow

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Target
-from app.runtime.service import target_values
+from app.runtime.targetsync import target_values
 from app.store.db import transaction, write_lock_of
 from app.store.ingest import store_run
 from app.store.models import RunRow, SampleRow, TargetRow

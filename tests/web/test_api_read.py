@@ -16,7 +16,7 @@ import pytest
 from app.analysis.sketch import RELATIVE_ACCURACY
 from app.config import TargetsFile
 from app.csvio.export import export_samples
-from app.runtime.service import target_values
+from app.runtime.targetsync import target_values
 from app.store.ingest import store_run
 from app.store.migrate import head_revision
 from app.store.records import RunRecord
