@@ -144,9 +144,9 @@ class AlertEngine:
         signals: dict[Identity, Finding] = {}
         rules: dict[Identity, Rules] = {}
         for one in heard + gone:
-            identity = silent.identity(one.vantage)
-            signals[identity] = silent.judge(one, since, now, after)
-            rules[identity] = silent.rules(one, after)
+            for identity, finding in silent.findings(one, since, now, after).items():
+                signals[identity] = finding
+                rules[identity] = silent.rules(one, after)
         return self.evaluator.apply(signals, now, rules.__getitem__)
 
     def acknowledge(self, alert_id: str, by: str, now: datetime) -> Transition | None:

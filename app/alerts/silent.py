@@ -8,6 +8,11 @@ of silence, and clears only once the vantage's latest run is at most ``after −
 intervals old (then ``recover`` such checks in a row, as any alert). Silence is counted
 from ``START_GRACE`` after the server's start for a vantage not heard from since, so a
 restarted server does not call every agent silent before it had a chance to report.
+
+A vantage that has never reported at all (a declared agent not started yet) is a warning,
+not a page: nothing that worked has stopped, someone has yet to start it. Once it has
+reported, its silence pages (critical). Each vantage has both identities; the one that does
+not apply is told to clear (``findings``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 from app.alerts.identity import Identity
 from app.alerts.state import Rules
-from app.analysis.detectors.base import Finding, Named, Signal
+from app.analysis.detectors.base import CRITICAL, WARNING, Finding, Named, Signal
 
 KIND = "vantage_silent"
 TARGET = "*"  # every target of the vantage: one alert per vantage, not per target
@@ -56,6 +61,8 @@ def judge(heard: Heard, since: datetime, now: datetime, after: int) -> Finding:
         "interval_s": heard.interval_s,
         "after": after,
         "last_run": None if heard.last_run is None else heard.last_run.isoformat(),
+        "never": heard.last_run is None,
+        "vantage": heard.vantage,
     }
     if quiet_s > after * heard.interval_s:
         return Finding(Signal.HIT, numbers)
@@ -65,8 +72,21 @@ def judge(heard: Heard, since: datetime, now: datetime, after: int) -> Finding:
     return Finding(Signal.HOLD)
 
 
-def identity(vantage: str) -> Identity:
-    return Identity(KIND, TARGET, vantage, SCOPE)
+def identity(vantage: str, severity: str = CRITICAL) -> Identity:
+    return Identity(KIND, TARGET, vantage, SCOPE, severity=severity)
+
+
+def identities(vantage: str) -> tuple[Identity, Identity]:
+    """A vantage's two: silent after reporting (critical), never reported (warning)."""
+    return identity(vantage, CRITICAL), identity(vantage, WARNING)
+
+
+def findings(heard: Heard, since: datetime, now: datetime, after: int) -> dict[Identity, Finding]:
+    """The judgement under the identity it belongs to (never reported: the warning), and a
+    clear for the other, so an agent that starts ends its "never reported" at once."""
+    stopped, never = identities(heard.vantage)
+    judged, other = (never, stopped) if heard.last_run is None else (stopped, never)
+    return {judged: judge(heard, since, now, after), other: Finding(Signal.CLEAR)}
 
 
 def rules(heard: Heard, after: int) -> Rules:
@@ -77,6 +97,12 @@ def rules(heard: Heard, after: int) -> Rules:
 
 
 def sentence(identity: Named, n: dict[str, Any]) -> str:
+    if n.get("never"):
+        return (
+            f"vantage never reported: no run from it in the {n['silent_s']:g} s since the"
+            f" server started (its intervals are {n['interval_s']:g} s); is its agent running?"
+            f" (phasewatch agent --vantage {n.get('vantage', '…')})"
+        )
     return (
         f"vantage silent: no run for {n['silent_s']:g} s,"
         f" over {n['after']} of its {n['interval_s']:g} s intervals"

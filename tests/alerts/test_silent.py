@@ -196,3 +196,26 @@ def test_a_blink_after_a_resolution_is_held_back(sessions: sessionmaker[Session]
     check.ran("agent-a", 11)
     check.ran("own", 11)
     assert check.at(11.2) == [("agent-b", State.FIRING)]  # now for the whole hold: news
+
+
+def test_a_vantage_that_never_reported_is_a_warning_until_it_does_then_its_silence_pages(
+    sessions: sessionmaker[Session],
+) -> None:
+    check = Check(sessions)
+    check.ran("agent-a", 3.5)
+    check.ran("own", 3.5)
+    assert check.at(4.2) == [("agent-b", State.FIRING)]
+    with sessions() as session:
+        (alert,) = session.scalars(select(AlertRow).where(AlertRow.vantage == "agent-b"))
+    assert (alert.severity, alert.state) == ("warning", "firing")
+    assert alert.summary.startswith("vantage never reported: no run from it in the 192 s since")
+    assert "phasewatch agent --vantage agent-b" in alert.summary
+    check.ran("agent-b", 4.5)  # the agent starts: its "never reported" ends at once
+    assert check.at(4.6) == [("agent-b", State.RECOVERING)]
+    assert check.at(4.7) == [("agent-b", State.RESOLVED)]
+    for vantage in ("agent-a", "own"):
+        check.ran(vantage, 8.5)
+    assert check.at(8.6) == [("agent-b", State.FIRING)]  # it reported once: silence pages
+    with sessions() as session:
+        severities = {a.severity: a.state for a in session.scalars(select(AlertRow))}
+    assert severities == {"warning": "resolved", "critical": "firing"}

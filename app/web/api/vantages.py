@@ -71,8 +71,11 @@ def list_vantages(service: ServiceDep, agents: AgentsDep) -> list[VantageOut]:
 def _open_alert(service: Service, vantage: str) -> str | None:
     """The id of ``vantage``'s firing (or recovering) ``vantage_silent``, if any."""
     alerts = dict(service.alerts.evaluator.alerts)  # a copy: evaluations change it meanwhile
-    found = alerts.get(silent.identity(vantage))
-    return found.id if found is not None and found.position.active else None
+    for identity in silent.identities(vantage):
+        found = alerts.get(identity)
+        if found is not None and found.position.active:
+            return found.id
+    return None
 
 
 def _empty(name: str, targets: list[str], alert: str | None) -> VantageOut:
