@@ -39,15 +39,23 @@ def serve(
     from app.cli.serving import run_server
     from app.config import Settings
     from app.main import create_app
+    from app.store.sqlitelock import DatabaseInUse, hold_sqlite_file
 
     settings = Settings(**_given(config=config, host=host, port=port))
     _refuse_open_writes(settings)
     targets = load_targets_or_exit(settings.config)
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
     quiet_chatty_loggers()
-    _prepare_database(settings.resolved(targets).database_url, migrate)
+    url = settings.resolved(targets).database_url
+    try:
+        hold = hold_sqlite_file(url)  # kept until the process ends
+    except (DatabaseInUse, OSError) as exc:
+        fail(str(exc))
+    _prepare_database(url, migrate)
     app = create_app(settings, targets, migrate=migrate)
     run_server(app, settings.host, settings.port, log_level)
+    if hold is not None:
+        hold.release()
 
 
 def check_config(

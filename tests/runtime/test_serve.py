@@ -263,3 +263,20 @@ def test_a_reload_that_would_stop_a_running_target_for_a_variable_is_refused_who
     ]
     assert "phasewatch_reload_refused 1.0" in httpx.get(f"{base}/metrics", timeout=5).text
     assert "s3cret-value" not in server.output()
+
+
+def test_a_second_serve_on_the_same_sqlite_file_is_refused_with_one_line(
+    tmp_path: Path, sim: SimServer, served: Callable[..., Served]
+) -> None:
+    config = targets_file(tmp_path, sim, "api", interval="1s", samples="1")
+    first = served(config)
+    first.wait_ready()
+    second = served(config)
+    assert second.process.wait(timeout=30) == 1
+    (line,) = [line for line in second.output().splitlines() if line.strip()]
+    assert line.startswith(f"phasewatch: error: another phasewatch serve (pid {first.process.pid})")
+    assert "pw.db" in line and "PostgreSQL" in line
+    assert first.health() is not None  # the first serves on
+    first.stop()
+    third = served(config)  # the first's end let go of the file
+    third.wait_ready()
