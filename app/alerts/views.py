@@ -110,15 +110,16 @@ def alert_detail(session: Session, alert_id: str | uuid.UUID) -> AlertDetail | N
     )
 
 
-def open_alerts_by_series(session: Session) -> dict[tuple[str, str | None], AlertView]:
-    """The most severe open alert of each (target, vantage); vantage None is an alert seen
-    across vantages, which concerns every vantage of its target."""
-    chosen: dict[tuple[str, str | None], AlertRecord] = {}
+def open_alerts_by_series(session: Session) -> dict[tuple[str, str | None], list[AlertView]]:
+    """Every open alert of each (target, vantage), the most severe first; vantage None is an
+    alert seen across vantages, which concerns every vantage of its target."""
+    found: dict[tuple[str, str | None], list[AlertRecord]] = {}
     for row in alerts_in(session, OPEN_STATES):
-        key = (row.target, row.vantage)
-        if key not in chosen or _precedence(row) < _precedence(chosen[key]):
-            chosen[key] = row
-    return {key: alert_view(row) for key, row in chosen.items()}
+        found.setdefault((row.target, row.vantage), []).append(row)
+    return {
+        key: [alert_view(row) for row in sorted(rows, key=_precedence)]
+        for key, rows in found.items()
+    }
 
 
 # Conversions -------------------------------------------------------------------------------

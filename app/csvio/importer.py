@@ -33,6 +33,7 @@ from app.csvio.table import Table, TableRun
 from app.runs.validate import Problem, check_run
 from app.store.db import make_sessions, transaction
 from app.store.ingest import store_run
+from app.store.rollups.catchup import catch_up
 
 if TYPE_CHECKING:
     from _csv import Reader
@@ -242,11 +243,20 @@ def _same_run(run: TableRun, cell: dict[str, str], line: int, problems: _Problem
 def _store(engine: Engine, table: Table) -> ImportResult:
     now = utcnow()
     runs = samples = present = 0
-    with transaction(make_sessions(engine)) as session:
+    earliest: datetime | None = None
+    sessions = make_sessions(engine)
+    with transaction(sessions) as session:
         for run_id, run in table.runs.items():
             # One run's records at a time: the table stays the only copy of the file.
-            if store_run(session, table.record(run_id, run), now):
+            record = table.record(run_id, run)
+            if store_run(session, record, now):
                 runs, samples = runs + 1, samples + len(run.rows)
+                earliest = min(earliest or record.started_at, record.started_at)
             else:
                 present += 1
+    if earliest is not None:
+        # Digested and rolled up now, as serve does for its own runs: history older than
+        # the raw retention would otherwise be pruned undigested (lost), and the overview,
+        # which reads digests, would not know these targets.
+        catch_up(sessions, earliest, now)
     return ImportResult(runs, samples, present)

@@ -25,7 +25,8 @@ from app.csvio.layout import (
 )
 from app.store.db import make_engine, transaction
 from app.store.migrate import is_current
-from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
+from app.store.reads.breakdown import current_breakdowns
 from app.store.records import RunRecord, SampleRecord
 from tests.clirun import run_cli as cli
 from tests.runfactory import store_records
@@ -300,6 +301,23 @@ def test_reimporting_the_same_file_stores_nothing_new(engine: Engine) -> None:
     assert again == ImportResult(runs_stored=0, samples_stored=0, runs_already_present=2)
     assert counts(engine) == [1, 2, 3]
     assert export_text(engine) == before
+
+
+def test_an_import_digests_and_rolls_up_its_runs_however_old(engine: Engine) -> None:
+    """As serve does for its own: else history past the raw retention would be pruned
+    undigested, and the overview (which reads digests) would not know its targets."""
+    import_text(engine, GOOD_FILE)  # two years old
+    with Session(engine) as session:
+        digested = set(session.scalars(select(RunDigestRow.run_id)))
+        rolled = session.scalar(select(func.count()).select_from(RollupRow))
+        current = current_breakdowns(session, datetime.now(UTC), exact=False)
+    assert digested == {uuid.UUID(GOOD_RUN), uuid.UUID(OTHER_RUN)}
+    assert rolled
+    # The latest state of each series, however old: the hour up to its last run.
+    assert [(b.target, b.vantage, b.runs) for b in current] == [("web", "eu", 1), ("web", "us", 1)]
+    assert [b.last_run_at for b in current] == [
+        datetime(2024, 5, 1, 12, tzinfo=UTC), datetime(2024, 5, 1, 12, 0, 2, tzinfo=UTC)
+    ]  # fmt: skip
 
 
 def test_import_reads_files_that_spreadsheets_write(engine: Engine) -> None:

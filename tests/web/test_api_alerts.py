@@ -252,7 +252,7 @@ def _row(target: str, vantage: str | None, severity: str, state: str, minutes: i
     )
 
 
-def test_each_series_shows_its_most_severe_open_alert(served: Api) -> None:
+def test_each_series_lists_its_open_alerts_most_severe_first(served: Api) -> None:
     rows = [
         _row("a", "eu", "warning", "firing", 1),
         _row("a", "eu", "critical", "pending", 2),
@@ -268,12 +268,12 @@ def test_each_series_shows_its_most_severe_open_alert(served: Api) -> None:
         session.add_all(rows)
     with served.service.sessions() as session:
         found = open_alerts_by_series(session)
-    assert {key: view.summary for key, view in found.items()} == {
-        ("a", "eu"): "critical firing",
-        ("b", "eu"): "warning recovering",
-        ("a", None): "critical pending",
+    assert {key: [view.summary for view in group] for key, group in found.items()} == {
+        ("a", "eu"): ["critical firing", "critical firing", "critical pending", "warning firing"],
+        ("b", "eu"): ["warning recovering", "warning pending"],
+        ("a", None): ["critical pending"],
     }
-    assert found[("a", "eu")].id == str(rows[2].id)
+    assert [view.id for view in found[("a", "eu")][:2]] == [str(rows[2].id), str(rows[3].id)]
 
 
 # Silences -----------------------------------------------------------------------------------

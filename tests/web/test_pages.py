@@ -164,12 +164,40 @@ def test_overview_shows_alert_state_staleness_and_age(site: Site) -> None:
     assert "state-ok" in row_html(page, "chat-prod", "us")
     stopped = row_html(page, "search-api", "eu")
     assert 'class="stale"' in stopped and "3 h ago" in cell(stopped, "age")
-    assert cell(stopped, "p50") == "—" and cell(stopped, "n") == "0"
+    # Its latest state however old: the hour up to its last run, not an empty row.
+    assert cell(stopped, "p50").endswith("ms") and int(cell(stopped, "n")) > 0
     fresh = row_html(page, "chat-edge", "us")
     # The newest run started 40 min before the fleet's ``now`` (filling takes a while).
     assert 'class="stale"' not in fresh and re.fullmatch(r"4[0-2] min ago", cell(fresh, "age"))
     assert re.search(r"<strong[^>]*>1</strong> firing", page)
     assert re.search(r"<strong[^>]*>2</strong> stale", page)
+
+
+def test_overview_counts_each_firing_alert_once_and_shows_every_one(own_site: Site) -> None:
+    site = own_site
+    now = datetime.now(UTC)
+
+    def alert(kind: str, target: str, vantage: str | None) -> AlertRow:
+        return AlertRow(
+            id=uuid.uuid4(), kind=kind, target=target, vantage=vantage,
+            scope="service" if vantage is None else "vantage", severity="critical",
+            state="firing", streak=0, opened_at=now, summary=f"{kind} here", numbers={},
+            updated_at=now,
+        )  # fmt: skip
+
+    across, silent = alert("dominant_shift", "chat-prod", None), alert("vantage_silent", "*", "us")
+    engine = make_engine(site.url)
+    with make_sessions(engine).begin() as session:
+        session.add_all([across, silent])
+    engine.dispose()
+    page = site.get("/").text
+    # The fleet's own firing alert, the service-wide one, the vantage's silence: 3, not 1.
+    assert re.search(r"<strong[^>]*>3</strong> firing", page)
+    for vantage in ("eu", "us"):  # across vantages: on each of its target's rows
+        assert f"/alerts/{across.id}" in row_html(page, "chat-prod", vantage)
+    assert site.filled.alert_id in row_html(page, "chat-prod", "eu")  # beside its own
+    elsewhere = re.findall(r"<span data-elsewhere>(.*?)</span>", page, re.S)
+    assert len(elsewhere) == 1 and f"/alerts/{silent.id}" in page and "at us" in page
 
 
 def test_pages_load_nothing_from_another_host(site: Site) -> None:
@@ -394,23 +422,27 @@ def alert_of(target: str, vantage: str | None, summary: str = "x") -> AlertView:
     )  # fmt: skip
 
 
-def test_overview_rows_sorted_with_own_alert_else_the_cross_vantage_one() -> None:
+def test_overview_rows_sorted_with_their_own_alerts_then_the_cross_vantage_ones() -> None:
     own, shared = alert_of("b", "us"), alert_of("b", None)
+    old = NOW - timedelta(days=90)  # imported history, a target known only by its runs
     rows = overview_rows(
-        [breakdown_of("b", "us", NOW), breakdown_of("b", "eu", NOW), breakdown_of("a", "eu", None)],
+        [breakdown_of("b", "us", NOW), breakdown_of("b", "eu", NOW), breakdown_of("a", "eu", None),
+         breakdown_of("c", "eu", old), breakdown_of("d", "eu", NOW)],
         {("b", "eu"): [1.0, 2.0]},
-        {("b", "us"): own, ("b", None): shared},
+        {("b", "us"): [own], ("b", None): [shared]},
         {"a": 900.0, "b": 900.0},
         NOW,
-    )
+    )  # fmt: skip
     assert [(r.breakdown.target, r.breakdown.vantage) for r in rows] == [
         ("a", "eu"),
         ("b", "eu"),
         ("b", "us"),
+        ("c", "eu"),
+        ("d", "eu"),
     ]
-    assert [r.alert for r in rows] == [None, shared, own]
-    assert [r.stale for r in rows] == [True, False, False]
-    assert ["<path" in r.spark for r in rows] == [False, True, False]
+    assert [r.alerts for r in rows] == [[], [shared], [own, shared], [], []]
+    assert [r.stale for r in rows] == [True, False, False, True, False]
+    assert ["<path" in r.spark for r in rows] == [False, True, False, False, False]
 
 
 def test_alert_marks_cannot_close_the_script_element() -> None:

@@ -138,6 +138,9 @@ def _target_names(session: Session) -> dict[int, str]:
 
 
 def _current_from_digests(session: Session, start: datetime, now: datetime) -> list[Breakdown]:
+    """As ``current_breakdowns`` says; a pair with no run in the window shows the same span
+    up to its own latest run instead (its age says how old that is): the latest state of
+    every target, however old, never an empty row."""
     names = _target_names(session)
     groups: dict[tuple[int, str], list[Digest]] = defaultdict(list)
     # Through ix_run_digests_started_at: digests are kept as long as their runs.
@@ -148,13 +151,30 @@ def _current_from_digests(session: Session, start: datetime, now: datetime) -> l
         groups[(target, vantage)].append(Digest.from_json(data))
     last = last_runs(session, now)
     pairs = sorted(last, key=lambda k: (names[k[0]], k[1]))
+    spans = dict.fromkeys(pairs, (start, now))
+    for pair in pairs:
+        if pair not in groups and last[pair] < start:
+            spans[pair] = (last[pair] - (now - start), last[pair] + timedelta(microseconds=1))
+            groups[pair] = _digests_in(session, pair, spans[pair])
     columns = digest_columns([groups.get(pair, []) for pair in pairs])
     return [
         from_columns(
-            columns, i, (names[pair[0]], pair[1]), (start, now), last[pair], groups.get(pair, [])
+            columns, i, (names[pair[0]], pair[1]), spans[pair], last[pair], groups.get(pair, [])
         )
         for i, pair in enumerate(pairs)
     ]
+
+
+def _digests_in(
+    session: Session, pair: tuple[int, str], span: tuple[datetime, datetime]
+) -> list[Digest]:
+    query = select(RunDigestRow.digest).where(
+        RunDigestRow.target_id == pair[0],
+        RunDigestRow.vantage == pair[1],
+        RunDigestRow.started_at >= span[0],
+        RunDigestRow.started_at < span[1],
+    )
+    return [Digest.from_json(data) for data in session.scalars(query)]
 
 
 def _breakdown(

@@ -35,7 +35,7 @@ class OverviewRow:
     segments: list[view.Segment]
     shares: Markup
     spark: Markup
-    alert: AlertView | None
+    alerts: list[AlertView]  # its own open alerts, then its target's across vantages
     stale: bool
     interval_text: str
 
@@ -43,12 +43,13 @@ class OverviewRow:
 def overview_rows(
     breakdowns: Sequence[Breakdown],
     sparks: Mapping[Series, Sequence[float | None]],
-    alerts: Mapping[tuple[str, str | None], AlertView],
+    alerts: Mapping[tuple[str, str | None], Sequence[AlertView]],
     intervals: Mapping[str, float],
     now: datetime,
 ) -> list[OverviewRow]:
-    """Rows by target then vantage; a series shows its own alert, else its target's
-    cross-vantage one."""
+    """Rows by target then vantage; a series shows its own open alerts, then its target's
+    cross-vantage ones. Stale: no run for two intervals or, interval unknown, none within
+    the overview's window."""
     rows = []
     for b in sorted(breakdowns, key=lambda b: (b.target, b.vantage)):
         values = sparks.get((b.target, b.vantage or ""), [])
@@ -60,8 +61,8 @@ def overview_rows(
                 segments=segments,
                 shares=view.sharebar_html(segments, "phase shares"),
                 spark=view.spark_html(values, "p50"),
-                alert=alerts.get((b.target, b.vantage)) or alerts.get((b.target, None)),
-                stale=view.is_stale(b.last_run_at, now, interval),
+                alerts=[*alerts.get((b.target, b.vantage), ()), *alerts.get((b.target, None), ())],
+                stale=view.is_stale(b.last_run_at, now, interval, unknown_after=WINDOW),
                 interval_text=f"interval {interval:g} s" if interval else "interval unknown",
             )
         )
@@ -71,6 +72,7 @@ def overview_rows(
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTMLResponse:
     now = utcnow()
+    alerts = open_alerts_by_series(session)
     rows = overview_rows(
         # Merged run digests, not raw samples: 200 targets' raw samples take far longer than
         # the page's budget to decode (bench.dashboard_overview); the sketches' quantiles stay
@@ -78,7 +80,7 @@ def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTML
         # counts once the rollup loop has digested it (the page says so).
         current_breakdowns(session, now, window=WINDOW, exact=False),
         sparklines(session, now, hours=SPARK_HOURS),
-        open_alerts_by_series(session),
+        alerts,
         target_intervals(session),
         now,
     )
@@ -89,7 +91,10 @@ def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTML
         section="overview",
         rows=rows,
         target_count=len({row.breakdown.target for row in rows}),
-        firing=sum(1 for row in rows if row.alert and row.alert.state == "firing"),
+        # Each firing alert once, whether it shows on one row, on several (across vantages)
+        # or on none (a vantage's silence; a target with no row).
+        firing=sum(1 for group in alerts.values() for a in group if a.state == "firing"),
+        elsewhere=_without_row(alerts, rows),
         stale=sum(1 for row in rows if row.stale),
         legend=_legend(rows),
         window_text="hour",
@@ -98,6 +103,15 @@ def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTML
         # What the targets file asks for and nobody probes, and a refused reload.
         unprobed=service.coverage.problems(),
     )
+
+
+def _without_row(
+    alerts: Mapping[tuple[str, str | None], Sequence[AlertView]], rows: Sequence[OverviewRow]
+) -> list[AlertView]:
+    """Open alerts no row shows: a vantage's silence (target ``*``), a target with no row."""
+    shown = {row.breakdown.target for row in rows}
+    return [a for (target, _), group in sorted(alerts.items(), key=str) for a in group
+            if target not in shown]  # fmt: skip
 
 
 def _legend(rows: Sequence[OverviewRow]) -> list[str]:

@@ -71,12 +71,18 @@ def age_text(then: datetime | None, now: datetime) -> str:
     return f"{seconds // 86_400:.0f} d ago"
 
 
-def is_stale(last_run_at: datetime | None, now: datetime, interval_s: float | None) -> bool:
-    """No run for more than two intervals: the probe (or its scheduler) is not running."""
+def is_stale(
+    last_run_at: datetime | None,
+    now: datetime,
+    interval_s: float | None,
+    unknown_after: timedelta | None = None,
+) -> bool:
+    """No run for more than two intervals: the probe (or its scheduler) is not running.
+    With no interval known (a target known by its runs), none for ``unknown_after``."""
     if last_run_at is None:
         return True
     if not interval_s:
-        return False
+        return unknown_after is not None and now - last_run_at > unknown_after
     return now - last_run_at > STALE_AFTER_INTERVALS * timedelta(seconds=interval_s)
 
 
