@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 # Every probe request names us (a target's own User-Agent header wins): an operator reading
 # their access log can tell the probe's traffic from their users'.
 USER_AGENT = f"phasewatch/{__version__}"
+# Samples cut by our own clock (a deadline, the hard timeout): their phases end at the cut.
+CUT = frozenset({Status.DEADLINE_EXCEEDED, Status.TIMEOUT})
 
 
 def make_client(spec: ProbeSpec, *, connections: int = 1) -> httpx.AsyncClient:
@@ -126,8 +128,11 @@ async def probe_once(
         if cutoff.expired():
             # When the cut took effect on our clock: the phases end at the deadline itself.
             exchange.recorder.mark("cut")
-            status, error = Status.DEADLINE_EXCEEDED, _cutoff_error(spec)
-    end_ns = cutoff_ns if status is Status.DEADLINE_EXCEEDED else exchange.recorder.now()
+            error = _cutoff_error(spec)
+            status = Status.DEADLINE_EXCEEDED
+            if isinstance(error, HardTimeout):
+                status = Status.TIMEOUT
+    end_ns = cutoff_ns if status in CUT else exchange.recorder.now()
     if status is Status.OK:
         end_ns = exchange.recorder.marks.stream_end or end_ns
         if exchange.response is not None and exchange.response.status_code >= 400:
@@ -266,7 +271,7 @@ def _round_trip(
         rtt_ms = exchange.kernel_rtt_ms()
     if rtt_ms is None:
         rtt_ms = earlier.rtt_ms
-    if status is Status.DEADLINE_EXCEEDED and earlier.network_ms is not None:
+    if status in CUT and earlier.network_ms is not None:
         return rtt_ms, earlier.network_ms
     return rtt_ms, rtt_ms
 

@@ -58,7 +58,7 @@ async def _pause(spec: ProbeSpec, spacing_s: float, last: Sample) -> None:
     keeps working on a request its client cancelled (llama.cpp does, for a whole answer)
     would otherwise bill the next sample for it, as queue."""
     pause = spacing_s
-    if last.status is Status.DEADLINE_EXCEEDED:
+    if last.status in (Status.DEADLINE_EXCEEDED, Status.TIMEOUT):
         pause = max(pause, spec.cooldown_after_cut_s)
     if pause > 0:
         await asyncio.sleep(pause)

@@ -17,7 +17,10 @@ from typing import Any
 class Status(StrEnum):
     OK = "ok"
     HTTP_ERROR = "http_error"
-    DEADLINE_EXCEEDED = "deadline_exceeded"
+    DEADLINE_EXCEEDED = "deadline_exceeded"  # cut at the target's own deadline: a censored miss
+    # Cut at the hard ``timeout`` with no deadline at or before it: the endpoint hung. A
+    # failure, not a miss of a deadline nobody set, and its phases are not the breakdown's.
+    TIMEOUT = "timeout"
     ERROR = "error"
 
 

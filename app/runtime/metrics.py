@@ -104,7 +104,7 @@ class RunMetrics:
         )
         self.samples = Counter(
             "phasewatch_samples",
-            "Probe requests by outcome: ok, deadline_exceeded, error, http_error.",
+            "Probe requests by outcome: ok, deadline_exceeded, timeout, error, http_error.",
             (*SERIES, "status"),
             registry=registry,
         )

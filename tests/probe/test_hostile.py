@@ -8,6 +8,7 @@ import tracemalloc
 
 import pytest
 
+from app.analysis.summary import summarize
 from app.demo.sim.process import LoopLag
 from app.probe.client import make_client, probe_once
 from app.probe.sample import Sample, Status
@@ -85,12 +86,28 @@ async def test_endless_stream_is_censored_at_the_deadline() -> None:
     assert sample.phases["transfer"] == 0
 
 
-async def test_hard_timeout_applies_without_a_deadline() -> None:
+@pytest.mark.parametrize(
+    ("deadline_ms", "status", "error_class"),
+    [
+        (None, Status.TIMEOUT, "HardTimeout"),  # the endpoint hung: a failure of its own
+        (800, Status.TIMEOUT, "HardTimeout"),  # a deadline past the timeout is not reached
+        (500, Status.DEADLINE_EXCEEDED, "DeadlineExceeded"),  # at the timeout: the deadline's
+    ],
+    ids=["no-deadline", "deadline-after-timeout", "deadline-at-timeout"],
+)
+async def test_a_hang_is_cut_at_the_hard_timeout_as_a_timeout_not_a_deadline_miss(
+    deadline_ms: float | None, status: Status, error_class: str
+) -> None:
     async with hostile.serve(hostile.silent_after_request) as url:
-        sample, _ = await probe(url, timeout_s=0.5)
-    assert sample.status is Status.DEADLINE_EXCEEDED
-    assert sample.error_class == "HardTimeout"
+        sample, _ = await probe(url, timeout_s=0.5, deadline_ms=deadline_ms)
+    assert sample.status is status
+    assert sample.error_class == error_class
     assert sample.total_ms == 500
+    summary = summarize([sample], one_run=True)
+    # A timeout is a failure (no share of anybody's time, no miss); a cut deadline a miss.
+    assert (summary.errors, summary.deadline_exceeded) == (
+        (1, 0) if status is Status.TIMEOUT else (0, 1)
+    )
 
 
 async def test_100_mb_body_is_refused_past_the_limit_in_bounded_memory() -> None:
