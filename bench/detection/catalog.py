@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench.detection import history, slo
+from bench.detection import degradations, history, slo
 from bench.detection.scenario import Context, Params, Scenario
 from bench.detection.scenarios import (
     abrupt_generation_collapse,
@@ -81,8 +81,29 @@ SCENARIOS: dict[str, tuple[Builder, str]] = {
     ),
     "queue_growth": (history.queue_growth, "The shared queue grows past the network."),
     "heavy_tail_steady": (history.heavy_tail_steady, "A steady, very heavy queue tail."),
+    "uniform_slowdown": (
+        degradations.uniform_slowdown,
+        "Every phase × 1.25 at once; the leader stays: a level shift and nothing else.",
+    ),
+    "phase_slowdown": (
+        degradations.phase_slowdown,
+        "Prefill or transfer × 2 (end-to-end +15-20 %); generation still leads.",
+    ),
+    "slow_queue_tail_degradation": (
+        degradations.slow_queue_tail_degradation,
+        "A steady week, then the queue's tail share 2 % → 12 % over three weeks.",
+    ),
+    "slow_generation_growth": (
+        degradations.slow_generation_growth,
+        "A steady week, then generation × 1.6 over three weeks, never leading.",
+    ),
 }
-LONG = {"quiet": "quiet_days", "quiet_weekends": "weekends_days"}  # scenarios with their own length
+LONG = {
+    "quiet": "quiet_days",
+    "quiet_weekends": "weekends_days",
+    "slow_queue_tail_degradation": "degradation_days",
+    "slow_generation_growth": "degradation_days",
+}  # scenarios with their own length
 
 
 def build(name: str, params: Params) -> Scenario:

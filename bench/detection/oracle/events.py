@@ -34,6 +34,8 @@ KINDS = {
     "queue_growth": "queue growth",
     "queue_tail_blowup": "queue tail blow-up",
     "persistent_violation_after_tail_change": "persistent tail",
+    "uniform_slowdown": "uniform slowdown",
+    "phase_slowdown": "phase slowdown",
 }
 
 
