@@ -90,6 +90,21 @@ class Params:
     drift_days: float = 21.0  # slow_*: the drift's length
     tail_drift: tuple[float, float] = (0.02, 0.12)  # slow_queue_tail_degradation: tail share
     growth_to: float = 1.6  # slow_generation_growth: generation × this at the end
+    # The fleet (bench/detection/fleet.py): its days, one-vantage share, targets per kind.
+    fleet_days: float = 21.0
+    fleet_one_vantage: float = 0.7
+    fleet_quiet: int = 170
+    fleet_near_ties: int = 15
+    fleet_correlated: int = 10
+    fleet_uniform: int = 3
+    fleet_phase: int = 3
+    fleet_slow_tail: int = 5
+    fleet_slow_gen: int = 5
+    fleet_collapses: int = 3
+    fleet_queue_growths: int = 3
+    fleet_routes: int = 3
+    # The untuned kinds (bench/detection/heldout.py).
+    heldout_days: float = 22.0
 
     @property
     def load(self) -> Load:
