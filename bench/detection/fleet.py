@@ -40,8 +40,7 @@ HOMEPAGE = Profile(
 def quiet_mix(ctx: Context) -> None:
     """Chat, reasoning with a deadline, queue-bound and plain HTTP targets, in turn."""
     deadline = replace(REASONING, deadline_ms=ctx.params.deadline_ms)
-    profiles = (("chat", CHAT), ("reasoning", deadline), ("queue", QUEUE_BOUND))
-    profiles += (("http", HOMEPAGE),)
+    profiles = (("chat", CHAT), ("reasoning", deadline), ("queue", QUEUE_BOUND), ("http", HOMEPAGE))
     for n in range(ctx.params.replicas):
         label, profile = profiles[n % len(profiles)]
         ctx.target(f"{label}{n}", ctx.jittered(profile), f"quiet {label}")
