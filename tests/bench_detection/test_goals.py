@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.detection import goals
-from bench.detection.oracle.events import OracleDelay
+from bench.detection.oracle.events import OracleDelay, kind_name
 from bench.detection.oracle.table import Beside
 from bench.detection.report import PHASEWATCH, Scores
 from bench.detection.run import apart
@@ -82,3 +82,16 @@ def test_show_prints_the_oracle_beside_each_kind(capsys: pytest.CaptureFixture[s
     assert goals.show("seed 1", [check])
     out = capsys.readouterr().out
     assert "| queue_tail_blowup |" in out and "2.0 / 2.0" in out and "PASS" in out
+
+
+@pytest.mark.parametrize(
+    ("scenario", "group", "kind"),
+    [
+        ("queue_growth", "queue-q0", "queue growth"),
+        ("fleet", "queue_growth:queue-q0", "queue growth"),
+        ("fleet", "uniform_slowdown:uniform-u1", "uniform slowdown"),
+        ("retrieval_prompts", "retrieval-k0", "retrieval_prompts"),
+    ],
+)
+def test_the_oracle_names_a_fleet_change_by_its_kind(scenario: str, group: str, kind: str) -> None:
+    assert kind_name(scenario, group) == kind

@@ -189,7 +189,7 @@ def event_delay(labels: Labels, event: Event, sides: list[Side]) -> OracleDelay:
     return OracleDelay(
         scenario=labels.scenario,
         group=event.group,
-        kind=_kind(labels.scenario, event.group),
+        kind=kind_name(labels.scenario, event.group),
         target=event.target,
         vantage=event.vantage,
         nats_one=float(max(v.nats for v in alone)),
@@ -203,7 +203,7 @@ def event_delay(labels: Labels, event: Event, sides: list[Side]) -> OracleDelay:
     )
 
 
-def _kind(scenario: str, group: str) -> str:
+def kind_name(scenario: str, group: str) -> str:
     """A scenario's kind; the fleet's groups are ``<kind>:<id>`` (bench/detection/fleet.py)."""
     part, colon, _ = group.partition(":")
     name = part if colon else scenario
