@@ -104,12 +104,9 @@ SCENARIOS: dict[str, tuple[Builder, str]] = {
         "220 targets, 70 % at one vantage, 10 samples a run, most quiet (see fleet.py).",
     ),
     "retrieval_prompts": (heldout.retrieval_prompts, "Untuned: see bench/detection/heldout.py."),
-    "weekly_batch_window": (
-        heldout.weekly_batch_window,
-        "Untuned: see bench/detection/heldout.py.",
-    ),
+    "replica_affinity": (heldout.replica_affinity, "Untuned: see bench/detection/heldout.py."),
 }
-UNTUNED = ("retrieval_prompts", "weekly_batch_window")  # reported apart, not in the default
+UNTUNED = ("retrieval_prompts", "replica_affinity")  # reported apart, not in the default
 DEFAULT = tuple(name for name in SCENARIOS if name not in (*UNTUNED, fleet.NAME))
 LONG = {
     "quiet": "quiet_days",
@@ -117,7 +114,7 @@ LONG = {
     "slow_queue_tail_degradation": "degradation_days",
     "slow_generation_growth": "degradation_days",
     "fleet": "fleet_days",
-    "weekly_batch_window": "heldout_days",
+    "replica_affinity": "heldout_days",
 }  # scenarios with their own length
 
 

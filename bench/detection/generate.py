@@ -105,7 +105,7 @@ def _columns(drawn: list[Drawn], names: Sequence[str]) -> dict[str, np.ndarray]:
     ids, and its rank among them), the series, status, total, phases. Filled in place,
     series by series: a fleet's millions of rows are not held twice."""
     rows = sum(d.status.size for d in drawn)
-    columns = {
+    columns: dict[str, np.ndarray] = {
         "started": np.empty(rows, dtype=np.int64),
         "idx": np.empty(rows, dtype=np.int32),
         "run": np.empty(rows, dtype=np.int64),

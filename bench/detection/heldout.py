@@ -4,19 +4,21 @@ not shaped for.
 
 * ``retrieval_prompts``: retrieval is added to a chat service's prompts; prefill grows
   six-fold and takes the lead from generation at both vantages. A real change of the mix.
-* ``weekly_batch_window``: every Wednesday 01:00-04:00 UTC a batch job shares the
-  cluster; the queue triples and its tail thickens for those three hours. A pattern that
-  recurs, not a change: no event.
+* ``replica_affinity``: the service runs on two backends, one older and 30 % slower in
+  prefill and generation; sticky sessions keep a vantage's runs on one for hours at a
+  time. Stationary from the first run: no event, though end-to-end moves by 15-20 % for
+  hours.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from bench.detection.model import MICROS
-from bench.detection.scenario import ABRUPT, CHAT, DAY, SLOWER, Context, after, hours
+from bench.detection.scenario import ABRUPT, CHAT, DAY, REASONING, SLOWER, Context, after
 
 SHORT_ANSWERS = replace(
     CHAT,
@@ -24,9 +26,8 @@ SHORT_ANSWERS = replace(
     server_ms={"queue": 110.0, "prefill": 45.0, "generation": 210.0, "transfer": 3.0},
 )
 PREFILL_GROWTH = 6.0
-BATCH = (2, 1.0, 3.0)  # weekday (Monday 0), first hour (UTC), hours
-BATCH_QUEUE = 3.0
-BATCH_TAIL_P = 0.06
+OLD_BACKEND = 1.3  # the older backend's prefill and generation × this
+STAY = 0.95  # per run: a session stays on its backend (stretches of 5 h on average)
 
 
 def retrieval_prompts(ctx: Context) -> None:
@@ -50,14 +51,27 @@ def retrieval_prompts(ctx: Context) -> None:
         )
 
 
-def weekly_batch_window(ctx: Context) -> None:
-    weekday, first, length = BATCH
-    profiles = (CHAT, replace(CHAT, server_ms={**CHAT.server_ms, "queue": 260.0}))
+def replica_affinity(ctx: Context) -> None:
+    """Each run lands on one of two backends and stays there a while (session affinity):
+    the older one is ``OLD_BACKEND`` × slower in prefill and generation. Stationary from
+    the first run, so nothing changes, but stretches of hours run 15-20 % slower."""
+    profiles = (CHAT, REASONING)
     for n in range(ctx.params.replicas):
         profile = ctx.jittered(profiles[n % len(profiles)])
-        for s in ctx.target(f"w{n}", profile, "a weekly batch job shares the cluster"):
-            days = (s.starts // (86400 * MICROS)).astype(np.int64)
-            inside = ((days + 3) % 7 == weekday) & ((hours(s) - first) % 24 < length)
-            s.medians[inside, s.column("queue")] *= BATCH_QUEUE
-            s.tail_scale_ms[inside] *= BATCH_QUEUE
-            s.tail_p[inside] = BATCH_TAIL_P
+        for s in ctx.target(f"a{n}", profile, "two backends, sticky sessions"):
+            old = _sticky(ctx, ctx.slots)  # each vantage's client has its own session
+            slots = (s.starts - s.starts[0]) // int(ctx.params.interval_s * MICROS)
+            on_old = old[np.minimum(slots, ctx.slots - 1)]
+            for phase in ("prefill", "generation"):
+                s.medians[on_old, s.column(phase)] *= OLD_BACKEND
+
+
+def _sticky(ctx: Context, slots: int) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Per run slot: on the old backend? A two-state chain that stays with ``STAY``."""
+    switch = ctx.rng.random(slots) > STAY
+    state = bool(ctx.rng.random() < 0.5)
+    out = np.empty(slots, dtype=bool)
+    for i in range(slots):
+        state ^= bool(switch[i])
+        out[i] = state
+    return out

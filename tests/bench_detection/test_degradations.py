@@ -11,14 +11,14 @@ import pytest
 from bench.detection import degradations, heldout
 from bench.detection.catalog import DEFAULT, SCENARIOS, UNTUNED, build
 from bench.detection.labels import Event
-from bench.detection.model import MICROS, Series, load_cycle
+from bench.detection.model import MICROS, Series
 from bench.detection.scenario import SLOWER, Context, Params, Scenario, after, day_mean, leaders
 
 QUIET_LOAD = {"load_sigma": 0.0, "day_sigma": 0.0}
 
 
 def built(builder: Callable[[Context], None], days: float = 14.0, **knobs: object) -> Scenario:
-    params = Params(seed=1, **{**QUIET_LOAD, **knobs})  # type: ignore[arg-type]
+    params = Params(**{"seed": 1, **QUIET_LOAD, **knobs})  # type: ignore[arg-type]
     ctx = Context(builder.__name__, "", params, days)
     builder(ctx)
     return ctx.scenario
@@ -139,21 +139,21 @@ def test_retrieval_prompts_hand_the_lead_to_prefill() -> None:
             assert smoothed_leaders(s)[i + 96] == "prefill"
 
 
-def test_weekly_batch_window_triples_the_queue_on_wednesday_nights_only() -> None:
-    scenario = built(heldout.weekly_batch_window, days=22.0)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_replica_affinity_is_stationary_two_levels_in_stretches(seed: int) -> None:
+    scenario = built(heldout.replica_affinity, days=22.0, seed=seed)
     assert scenario.events == []
     for s in scenario.series:
-        p = s.profile
-        cycle = load_cycle(s.starts, p.daily_amplitude, p.peak_hour, p.weekend_factor)
-        ratio = s.medians[:, s.column("queue")] / cycle
-        ratio /= np.median(ratio)
-        assert set(np.round(ratio, 6).tolist()) == {1.0, heldout.BATCH_QUEUE}
-        busy = ratio > 1.5
-        days = (s.starts // (86400 * MICROS) + 3) % 7
-        hour = s.starts / MICROS % 86400 / 3600
-        assert set(days[busy].tolist()) == {2}
-        assert np.all((hour[busy] >= 1) & (hour[busy] < 4))
-        assert busy.sum() == pytest.approx(3 * 12, abs=2)  # 3 weeks × 12 runs
+        gen = s.medians[:, s.column("generation")]
+        old = gen > gen.min() * 1.01
+        assert gen[old] == pytest.approx(heldout.OLD_BACKEND * gen.min())
+        prefill = s.medians[:, s.column("prefill")]
+        assert prefill[old] == pytest.approx(heldout.OLD_BACKEND * prefill.min())
+        stretches = 1 + int(np.count_nonzero(np.diff(old.astype(int))))
+        assert 0.3 <= old.mean() <= 0.7  # both backends, over three weeks
+        assert len(old) / stretches >= 10  # runs stay for hours, not one at a time
+        halves = np.array_split(old, 2)
+        assert abs(halves[0].mean() - halves[1].mean()) < 0.25  # nothing changes halfway
 
 
 def test_the_default_corpus_leaves_out_the_fleet_and_the_untuned_kinds() -> None:

@@ -107,7 +107,7 @@ def test_fleet_flag_asks_for_the_fleet_alone_with_ten_samples() -> None:
     assert scenario_names(args) == ["fleet"]
     assert params_from(args).samples == 10
     plain = parser.parse_args(["--untuned", "--scenarios", "quiet"])
-    assert scenario_names(plain) == ["quiet", "retrieval_prompts", "weekly_batch_window"]
+    assert scenario_names(plain) == ["quiet", "retrieval_prompts", "replica_affinity"]
     assert params_from(plain).samples == 20
 
 

@@ -72,9 +72,9 @@ def test_fleet_rows_and_oracle_groups_count_under_their_kind() -> None:
 
 
 def test_untuned_kinds_are_reported_apart() -> None:
-    scores: Scores = {"quiet": {}, "retrieval_prompts": {}, "weekly_batch_window": {}}
+    scores: Scores = {"quiet": {}, "retrieval_prompts": {}, "replica_affinity": {}}
     tuned, untuned = apart(scores)
-    assert (set(tuned), set(untuned)) == ({"quiet"}, {"retrieval_prompts", "weekly_batch_window"})
+    assert (set(tuned), set(untuned)) == ({"quiet"}, {"retrieval_prompts", "replica_affinity"})
 
 
 def test_show_prints_the_oracle_beside_each_kind(capsys: pytest.CaptureFixture[str]) -> None:
