@@ -256,6 +256,8 @@ def scenario_names(args: argparse.Namespace) -> list[str]:
     unknown = sorted(set(names).difference(SCENARIOS))
     if unknown:
         raise SystemExit(f"unknown scenarios {unknown}; known: {', '.join(SCENARIOS)}")
+    if FLEET in names:
+        raise SystemExit("the fleet is its own corpus (10 samples a run): use --fleet")
     return names
 
 

@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from bench.common import REPO_ROOT, machine_info
 from bench.detection import fleet, goals, report
@@ -35,6 +36,7 @@ from bench.detection.scenario import Params
 from bench.detection.score import score
 
 BACKTEST = [sys.executable, "-m", "app", "backtest"]
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -233,16 +235,20 @@ def main() -> None:
         _show(number, done[number], args)
         _save(number, done[number])
     held = {int(s) for s in args.held_out.split(",") if s.strip()}
-    groups = {
-        "tuning seeds": {n: s for n, s in done.items() if n not in held},
-        "held out of tuning": {n: s for n, s in done.items() if n in held},
-    }
-    for title, group in groups.items():
+    for title, group in seed_groups(done, held).items():
         if group and held:
             print(f"\n# {title}: seeds {', '.join(map(str, group))}")
         if group:
             _summary({n: s.scores for n, s in group.items()}, args.out, title if held else "")
             _pooled_oracle(group)
+
+
+def seed_groups(done: dict[int, T], held: set[int]) -> dict[str, dict[int, T]]:
+    """The seeds tuned on and the seeds held out of tuning, each reported on its own."""
+    return {
+        "tuning seeds": {n: s for n, s in done.items() if n not in held},
+        "held out of tuning": {n: s for n, s in done.items() if n in held},
+    }
 
 
 def _pooled_oracle(done: dict[int, Seed]) -> None:

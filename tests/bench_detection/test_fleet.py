@@ -109,6 +109,8 @@ def test_fleet_flag_asks_for_the_fleet_alone_with_ten_samples() -> None:
     plain = parser.parse_args(["--untuned", "--scenarios", "quiet"])
     assert scenario_names(plain) == ["quiet", "retrieval_prompts", "replica_affinity"]
     assert params_from(plain).samples == 20
+    with pytest.raises(SystemExit, match="--fleet"):
+        scenario_names(parser.parse_args(["--scenarios", "quiet,fleet"]))
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 1000])

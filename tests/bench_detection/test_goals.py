@@ -8,7 +8,7 @@ from bench.detection import goals
 from bench.detection.oracle.events import OracleDelay, kind_name
 from bench.detection.oracle.table import Beside
 from bench.detection.report import PHASEWATCH, Scores
-from bench.detection.run import apart
+from bench.detection.run import apart, seed_groups
 from bench.detection.score import Score
 
 
@@ -95,3 +95,19 @@ def test_show_prints_the_oracle_beside_each_kind(capsys: pytest.CaptureFixture[s
 )
 def test_the_oracle_names_a_fleet_change_by_its_kind(scenario: str, group: str, kind: str) -> None:
     assert kind_name(scenario, group) == kind
+
+
+@pytest.mark.parametrize(
+    ("seeds", "held", "tuning", "held_out"),
+    [
+        ([1, 2, 3, 4, 5], {4, 5}, [1, 2, 3], [4, 5]),
+        ([1, 2, 3], set(), [1, 2, 3], []),
+        ([4], {4}, [], [4]),
+    ],
+)
+def test_held_out_seeds_are_reported_apart(
+    seeds: list[int], held: set[int], tuning: list[int], held_out: list[int]
+) -> None:
+    groups = seed_groups({n: f"seed {n}" for n in seeds}, held)
+    assert list(groups["tuning seeds"]) == tuning
+    assert list(groups["held out of tuning"]) == held_out
