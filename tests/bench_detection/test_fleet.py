@@ -14,6 +14,7 @@ from bench.detection import fleet
 from bench.detection.generate import add_params, params_from, scenario_names, write_csv
 from bench.detection.labels import Alert
 from bench.detection.model import draw
+from bench.detection.oracle.regime import structural
 from bench.detection.scenario import Context, Params, Scenario
 
 
@@ -127,3 +128,9 @@ def test_the_csv_is_the_same_whatever_the_chunk(tmp_path: Path, chunk: int) -> N
     assert parts.read_text() == whole.read_text()
     stamps = [line.split(",")[0] for line in whole.read_text().splitlines()[1:]]
     assert stamps == sorted(stamps)
+
+
+def test_the_oracle_rebuilds_the_fleet_with_its_changes_in_place(built: Scenario) -> None:
+    rebuilt = structural(built.labels())
+    assert set(rebuilt) == {t.name for t in built.targets}
+    assert sum(len(series) for series in rebuilt.values()) == len(built.series)
