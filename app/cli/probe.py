@@ -1,7 +1,8 @@
 """`phasewatch probe`: one run against one endpoint, shown as a table or JSON.
 
 Its exit status is the run's verdict, as `curl -f`'s is a request's: 0 when some sample
-succeeded, 1 when none did, 2 when the command line cannot be run (nothing was sent).
+succeeded, 1 when none did, 2 when the command line cannot be run (nothing was sent), 130
+when Ctrl-C cut it short (what was taken is still shown).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec
 
 NO_SAMPLE_SUCCEEDED = 1
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
 SCHEMES = ("http", "https")
 # The minimal request of a provider kind without --body: one short user message, streamed,
 # its answer capped (Anthropic requires max_tokens; a bounded answer keeps every sample
@@ -165,7 +167,8 @@ def probe(
     anthropic-version header.
 
     Exit status: 0 when some sample succeeded (answered within the deadline, HTTP status
-    below 400), 1 when none did, 2 for a usage or configuration error (nothing was sent).
+    below 400), 1 when none did, 2 for a usage or configuration error (nothing was sent),
+    130 when Ctrl-C cut the run short (the samples taken are shown, marked interrupted).
     """
     if (url is None) == (not demo):
         raise typer.BadParameter("give a URL, or --demo (not both)")
@@ -190,8 +193,10 @@ def probe(
             http2=http2,
             verify=verify,
         )
-        results = _run_with_progress(spec, samples, spacing, quiet=as_json)
-    _report(results, as_json)
+        results, interrupted = _run_with_progress(spec, samples, spacing, quiet=as_json)
+    _report(results, as_json, None if not interrupted else samples)
+    if interrupted:
+        raise typer.Exit(INTERRUPTED)
     _verdict(results)
 
 
@@ -220,7 +225,10 @@ def _endpoint(url: str | None, demo: bool) -> Iterator[tuple[str, Kind | None]]:
         yield f"{server.url}/v1/chat/completions", Kind.OPENAI
 
 
-def _run_with_progress(spec: ProbeSpec, samples: int, spacing: float, quiet: bool) -> list[Sample]:
+def _run_with_progress(
+    spec: ProbeSpec, samples: int, spacing: float, quiet: bool
+) -> tuple[list[Sample], bool]:
+    """The samples taken, and whether Ctrl-C cut the run short (those taken are kept)."""
     # Start-up's objects (modules, their caches, the command line) live for the process.
     # Frozen, a full collection no longer walks them: walking them could fall inside the
     # first sample and hold its cut that long past --deadline-ms (bench.first_deadline).
@@ -230,22 +238,27 @@ def _run_with_progress(spec: ProbeSpec, samples: int, spacing: float, quiet: boo
     stderr = Console(stderr=True)
     columns = (TextColumn("probing"), BarColumn(), MofNCompleteColumn())
     hidden = quiet or not stderr.is_terminal
+    taken: list[Sample] = []
+
+    def took(sample: Sample) -> None:
+        taken.append(sample)
+        progress.advance(task)
+
     with Progress(*columns, console=stderr, transient=True, disable=hidden) as progress:
         task = progress.add_task("probe", total=samples)
-        return asyncio.run(
-            probe_run(
-                spec,
-                samples,
-                spacing_s=spacing,
-                on_sample=lambda _: progress.advance(task),
-            )
-        )
+        try:
+            return asyncio.run(probe_run(spec, samples, spacing_s=spacing, on_sample=took)), False
+        except KeyboardInterrupt:
+            return taken, True
 
 
-def _report(results: list[Sample], as_json: bool) -> None:
+def _report(results: list[Sample], as_json: bool, asked: int | None = None) -> None:
+    """``asked``: the run was interrupted before its ``asked`` samples; said so."""
     summary = summarize(results)
     if as_json:
         document = {"samples": [s.to_json() for s in results], "summary": summary.to_json()}
+        if asked is not None:
+            document["interrupted"] = {"taken": len(results), "asked": asked}
         sys.stdout.write(json.dumps(document) + "\n")
         return
     from app.cli.report import print_summary
@@ -253,7 +266,10 @@ def _report(results: list[Sample], as_json: bool) -> None:
     console = Console()
     _print_errors(console, results)
     unsplit = {name for s in results for name in s.unsplit}
-    print_summary(console, summary, unsplit, len(results))
+    if asked is not None:
+        console.print(f"[yellow]interrupted: {len(results)} of {asked} samples taken[/yellow]")
+    if results:
+        print_summary(console, summary, unsplit, len(results))
 
 
 def _print_errors(console: Console, results: list[Sample]) -> None:

@@ -5,13 +5,19 @@ and a CI script's `phasewatch probe URL || page` expect."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import ssl
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import trustme
 
-from tests.cliserver import OK, probe, response, serving
+from tests.cliserver import OK, ROOT, probe, response, serving
+from tests.helpers import eventually
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(120)]
 
@@ -76,3 +82,31 @@ def test_the_help_says_what_each_exit_status_means() -> None:
     text = " ".join(done.stdout.split())
     assert "Exit status: 0 when some sample succeeded" in text
     assert "1 when none did" in text and "2 for a usage or configuration error" in text
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_ctrl_c_prints_the_samples_taken_marked_interrupted_and_exits_130(as_json: bool) -> None:
+    command = [sys.executable, "-m", "app", "probe", "--samples", "400", "--spacing", "0.05"]
+    with serving(*([OK] * 400)) as (recorder, url):
+        process = subprocess.Popen(
+            [*command, url, *(["--json"] if as_json else [])],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=os.environ | {"PYTHONPATH": str(ROOT)},
+        )
+        eventually(lambda: len(recorder.received) >= 5, 30, "some samples taken")
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "CancelledError" not in err
+    if as_json:
+        document = json.loads(out)
+        taken = document["interrupted"]["taken"]
+        assert document["interrupted"]["asked"] == 400 and len(document["samples"]) == taken
+    else:
+        (taken,) = [int(n) for n in re.findall(r"interrupted: (\d+) of 400 samples taken", out)]
+        assert "dominant phase" in out
+    # Every answered request is a sample taken, but the one in flight at the interrupt.
+    assert len(recorder.received) - 1 <= taken <= len(recorder.received) < 400
