@@ -74,7 +74,7 @@ def _levers(found: list[Lever], now: EndToEnd) -> Table:
     table = Table(
         box=None,
         header_style="bold",
-        title=f"levers now: {headline(found, now.p99_ms.value)}",
+        title=f"levers now: {headline(found, now.p99_ms.value, now.p50_ms.value)}",
         title_justify="left",
     )
     headings = ("phase", "share", "halved p50", "p99", "miss", "gone p50", "p99", "miss")

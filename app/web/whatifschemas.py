@@ -43,6 +43,11 @@ class LeverOut(Out):
     share: float = Field(description="of the mean end-to-end now")
     halved: BoundOut = Field(description="end-to-end if this phase took half its time")
     removed: BoundOut = Field(description="end-to-end if this phase took no time")
+    tail_moves: bool = Field(
+        description="halved, the p99 or the miss rate moves (samples cut at the deadline"
+        " stay misses whatever a phase does, so a tail of misses moves with no lever)"
+    )
+    median_moves: bool = Field(description="halved, the p50 moves")
 
 
 class CurvesOut(Out):
@@ -76,4 +81,7 @@ class LeversOut(Out):
     samples: int
     now: BoundOut = Field(description="end-to-end as measured")
     headline: str = Field(description="the biggest lever, as a sentence")
-    levers: list[LeverOut] = Field(description="biggest first: by the p99 if halved")
+    levers: list[LeverOut] = Field(
+        description="biggest first: by the p99 if halved, then the miss rate, then the p50;"
+        " a phase under 0.5 % of the time is none"
+    )

@@ -13,6 +13,7 @@ from app.analysis.whatif import (
     predict,
     sample_set,
 )
+from app.analysis.whatif.levers import headline
 from app.analysis.whatif.resample import QUANTILES, resampled_quantiles, run_counts
 
 PHASES = ("connect", "network", "queue", "prefill", "generation", "transfer")
@@ -219,3 +220,42 @@ def test_the_biggest_lever_is_the_phase_the_tail_lives_in() -> None:
     assert queue.halved.p99_ms == by_predict.p99_ms.value
     assert queue.removed.p50_ms < queue.halved.p50_ms
     assert queue.share == pytest.approx(predict(samples, [], resamples=10).before.shares["queue"])
+
+
+def test_where_misses_hold_the_tail_no_lever_claims_it_and_the_median_ranks_them() -> None:
+    samples = censored_set()  # 10 % cut at 500 ms: the p99 is the deadline whatever happens
+    found = levers(samples)
+    assert [lever.tail_moves for lever in found] == [False] * len(found)
+    assert {lever.phase: lever.median_moves for lever in found} == {
+        "network": True, "queue": True, "generation": True
+    }  # fmt: skip
+    # Equal tails: the median decides, network and generation (100 ms) before queue (~55).
+    assert [lever.phase for lever in found][-1] == "queue"
+    now = predict(samples, [], resamples=10).before
+    sentence = headline(found, now.p99_ms.value, now.p50_ms.value)
+    assert sentence.startswith("no lever moves the p99: its samples are cut at the deadline")
+    assert "by the median the biggest is" in sentence and "halved, p50 " in sentence
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        # A phase holding none of the time is no lever at all.
+        ([(r, "ok", {"connect": 0.001, "queue": 100.0 + r}) for r in range(20)], ["queue"]),
+        # Every sample cut, nothing a phase does moves either end: said, not ranked.
+        ([(r, "deadline_exceeded", {"queue": 500.0}) for r in range(20)], ["queue"]),
+    ],
+    ids=["no-share", "all-cut"],
+)
+def test_levers_leave_out_what_holds_no_time(
+    rows: list[tuple[int, str, dict[str, float]]], expected: list[str]
+) -> None:
+    samples = sample_set(rows)
+    found = levers(samples, deadline_ms=500.0)
+    assert [lever.phase for lever in found] == expected
+    if rows[0][1] == "deadline_exceeded":
+        assert not found[0].tail_moves and not found[0].median_moves
+        assert headline(found, 500.0, 500.0) == (
+            "no lever moves the p99: its samples are cut at the deadline and stay misses,"
+            " nor the median"
+        )

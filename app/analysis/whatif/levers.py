@@ -14,6 +14,10 @@ from app.analysis.whatif.outcome import Bound, bound, shares_of
 from app.analysis.whatif.samples import SampleSet
 
 HALVED, REMOVED = 0.5, 0.0
+# A phase holding less than this of the time is no lever ("connect, 0 % of the time").
+MIN_SHARE = 0.005
+# Less than this is no change: a lever "from 1.50 s to 1.50 s" is not one.
+SAME_MS, SAME_RATE = 0.5, 0.0005
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,10 @@ class Lever:
     share: float  # of the mean end-to-end now
     halved: Bound
     removed: Bound
+    # Halved, does it move the tail (p99 or the miss rate), the median? Samples cut at the
+    # deadline stay misses whatever a phase does, so a tail of misses moves with no lever.
+    tail_moves: bool = True
+    median_moves: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -29,30 +37,44 @@ class Lever:
             "share": self.share,
             "halved": self.halved.to_json(),
             "removed": self.removed.to_json(),
+            "tail_moves": self.tail_moves,
+            "median_moves": self.median_moves,
         }
 
 
 def levers(samples: SampleSet, *, deadline_ms: float | None = None) -> list[Lever]:
-    """Ranked by the p99 if halved (judge by the tail), then by the p50 if halved.
+    """Ranked by the p99 if halved (judge by the tail), then the miss rate, then the p50.
 
     A cut sample's shortened phase says nothing of what came after the cut: it stays a miss
-    (the pessimistic end, as in ``predict``)."""
+    (the pessimistic end, as in ``predict``); so where misses hold the p99, no lever moves
+    it, each lever says so (``tail_moves``) and the median ranks them."""
     if samples.n == 0:
         return []
     deadline = samples.deadline_ms if deadline_ms is None else deadline_ms
     now = settle(samples.ms, samples.censored, deadline)
+    base = bound(now)
     shares = shares_of(samples.phases, now.phase_ms)
-    found = [
-        Lever(
-            phase,
-            shares[phase],
-            _scaled(samples, j, HALVED, deadline),
-            _scaled(samples, j, REMOVED, deadline),
+    found = []
+    for j, phase in enumerate(samples.phases):
+        if shares.get(phase, 0.0) < MIN_SHARE:
+            continue
+        halved = _scaled(samples, j, HALVED, deadline)
+        found.append(
+            Lever(
+                phase,
+                shares[phase],
+                halved,
+                _scaled(samples, j, REMOVED, deadline),
+                tail_moves=base.p99_ms - halved.p99_ms >= SAME_MS
+                or base.miss_rate - halved.miss_rate >= SAME_RATE,
+                median_moves=base.p50_ms - halved.p50_ms >= SAME_MS,
+            )
         )
-        for j, phase in enumerate(samples.phases)
-        if shares.get(phase, 0.0) > 0
-    ]
-    return sorted(found, key=lambda lever: (lever.halved.p99_ms, lever.halved.p50_ms))
+    return sorted(found, key=lambda lever: _rank(lever))
+
+
+def _rank(lever: Lever) -> tuple[float, float, float]:
+    return lever.halved.p99_ms, lever.halved.miss_rate, lever.halved.p50_ms
 
 
 def levers_to_json(found: list[Lever]) -> list[dict[str, Any]]:
@@ -65,12 +87,22 @@ def _scaled(samples: SampleSet, column: int, factor: float, deadline: float | No
     return bound(settle(ms, samples.censored, deadline))
 
 
-def headline(found: list[Lever], now_p99_ms: float) -> str:
-    """``the biggest lever now is generation: halved, p99 812 → 540 ms``."""
+def headline(found: list[Lever], now_p99_ms: float, now_p50_ms: float) -> str:
+    """``the biggest lever now is generation: halved, p99 812 → 540 ms``; never a lever
+    that changes nothing called the biggest."""
     if not found:
         return "no lever: no samples"
     best = found[0]
+    if best.tail_moves:
+        return (
+            f"the biggest lever now is {best.phase}: halved, p99 {now_p99_ms:.0f} → "
+            f"{best.halved.p99_ms:.0f} ms (gone: {best.removed.p99_ms:.0f} ms)"
+        )
+    why = "no lever moves the p99: its samples are cut at the deadline and stay misses"
+    by_median = min(found, key=lambda lever: lever.halved.p50_ms)
+    if not by_median.median_moves:
+        return f"{why}, nor the median"
     return (
-        f"the biggest lever now is {best.phase}: halved, p99 {now_p99_ms:.0f} → "
-        f"{best.halved.p99_ms:.0f} ms (gone: {best.removed.p99_ms:.0f} ms)"
+        f"{why}; by the median the biggest is {by_median.phase}: halved, p50 "
+        f"{now_p50_ms:.0f} → {by_median.halved.p50_ms:.0f} ms"
     )

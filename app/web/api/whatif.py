@@ -110,7 +110,7 @@ def get_levers(
         "window": {"from": scope.start, "to": scope.end, "vantage": scope.vantage},
         "samples": found.samples,
         "now": {key: found.now.to_json()[key]["value"] for key in BOUND_KEYS},
-        "headline": headline(found.levers, found.now.p99_ms.value),
+        "headline": headline(found.levers, found.now.p99_ms.value, found.now.p50_ms.value),
         "levers": [lever.to_json() for lever in found.levers],
     }
 

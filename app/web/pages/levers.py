@@ -27,6 +27,8 @@ class LeverRow:
     halved: Numbers
     removed: Numbers
     change: str  # the lever in the CLI's language, for the what-if panel
+    tail_moves: bool  # halved, the p99 or the misses move (cut samples stay misses)
+    median_moves: bool
 
     def gain_ms(self, now: Numbers) -> float:
         return now.p99_ms - self.halved.p99_ms
@@ -38,6 +40,12 @@ class LeversView:
     now: Numbers | None
     rows: list[LeverRow]
     samples: int = 0
+
+    @property
+    def by_median(self) -> LeverRow | None:
+        """Where no lever moves the tail: the one that moves the median most, if any."""
+        best = min(self.rows, key=lambda row: row.halved.p50_ms, default=None)
+        return best if best is not None and best.median_moves else None
 
 
 def levers_view(session: Session, target: str, vantage: str | None, now: datetime) -> LeversView:
@@ -63,6 +71,8 @@ def _row(lever: Lever, has_deadline: bool) -> LeverRow:
         _numbers(lever.halved, has_deadline),
         _numbers(lever.removed, has_deadline),
         f"{lever.phase}*0.5",
+        lever.tail_moves,
+        lever.median_moves,
     )
 
 
