@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
@@ -28,7 +29,13 @@ class Format(StrEnum):
 
 
 def backtest(
-    file: Annotated[Path, typer.Argument(help="Samples CSV, as `phasewatch export` writes it.")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Samples CSV, as `phasewatch export` writes it; rows in any order (a file"
+            " not in time order is read from a sorted copy)."
+        ),
+    ],
     config: Annotated[
         Path | None, typer.Option("--config", help="Targets file whose `alerts:` settings apply.")
     ] = None,
@@ -52,8 +59,9 @@ def backtest(
 ) -> None:
     """Print every alert transition the detectors would have made on these samples."""
     from app.alerts.backtest.coverage import Coverage
-    from app.alerts.backtest.csvruns import BacktestError
+    from app.alerts.backtest.csvruns import MAX_SPAN, BacktestError
     from app.alerts.backtest.jobs import collecting_rarely, default_jobs, keep_freed_memory
+    from app.csvio.ordering import describe, time_ordered
 
     keep_freed_memory()
     params_for = _params(config)
@@ -63,16 +71,25 @@ def backtest(
     except OSError as exc:
         raise typer.BadParameter(f"cannot read {file}: {exc.strerror}", param_hint="FILE") from exc
     transitions: list[Transition] = []
-    workers = jobs if jobs is not None else default_jobs(file.stat().st_size, os.cpu_count())
-    try:
-        with collecting_rarely():
-            for transition in _moved(file, params_for, seed, workers, coverage):
-                if output is Format.JSONL:
-                    sys.stdout.write(json.dumps(transition.to_json()) + "\n")
-                else:
-                    transitions.append(transition)
-    except BacktestError as exc:
-        fail(f"{file}: {exc}")
+    with tempfile.TemporaryDirectory(prefix="phasewatch-backtest-") as scratch:
+        # Files from other tools come grouped by target or run: read a time-sorted copy.
+        slack = MAX_SPAN.total_seconds()  # how far from time order the reader reads
+        ordered, out_of_order = time_ordered(file, Path(scratch), slack)
+        named = str(file)
+        if out_of_order:
+            sys.stderr.write(f"note: {describe(out_of_order, ordered)}\n")
+            named = f"{file} (its copy sorted by time)"
+        size = ordered.stat().st_size
+        workers = jobs if jobs is not None else default_jobs(size, os.cpu_count())
+        try:
+            with collecting_rarely():
+                for transition in _moved(ordered, params_for, seed, workers, coverage):
+                    if output is Format.JSONL:
+                        sys.stdout.write(json.dumps(transition.to_json()) + "\n")
+                    else:
+                        transitions.append(transition)
+        except BacktestError as exc:
+            fail(f"{named}: {exc}")
     if output is Format.TABLE:
         _table(transitions)
     _say_what_was_never_judged(coverage, params_for, config)
