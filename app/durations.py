@@ -23,4 +23,14 @@ def parse_duration(value: Any) -> float:
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
+def format_duration(seconds: float) -> str:
+    """The largest unit that says it whole, as a targets file would: 1800 → ``"30m"``,
+    90 → ``"90s"``, 0.5 → ``"500ms"``, 86400 → ``"1d"``; parse_duration reads it back."""
+    for unit in ("d", "h", "m", "s"):
+        count = seconds / _UNIT_SECONDS[unit]
+        if count >= 1 and abs(count - round(count)) < 1e-9:
+            return f"{round(count)}{unit}"
+    return f"{seconds * 1000:g}ms" if seconds < 1 else f"{seconds:g}s"
+
+
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]

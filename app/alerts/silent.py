@@ -43,7 +43,13 @@ class Heard:
 
     vantage: str
     interval_s: float | None  # its shortest assigned interval; None: nothing assigned
-    last_run: datetime | None  # its latest run (stored or pushed); None: none seen
+    last_run: datetime | None  # its latest run (stored or pushed); None: none seen lately
+    ever: bool = False  # any run from it at all, ever (a latest run says so too)
+
+    @property
+    def never_reported(self) -> bool:
+        """No run from it, ever: a declared agent not started yet."""
+        return not self.ever and self.last_run is None
 
 
 def judge(heard: Heard, since: datetime, now: datetime, after: int) -> Finding:
@@ -61,7 +67,7 @@ def judge(heard: Heard, since: datetime, now: datetime, after: int) -> Finding:
         "interval_s": heard.interval_s,
         "after": after,
         "last_run": None if heard.last_run is None else heard.last_run.isoformat(),
-        "never": heard.last_run is None,
+        "never": heard.never_reported,
         "vantage": heard.vantage,
     }
     if quiet_s > after * heard.interval_s:
@@ -85,7 +91,7 @@ def findings(heard: Heard, since: datetime, now: datetime, after: int) -> dict[I
     """The judgement under the identity it belongs to (never reported: the warning), and a
     clear for the other, so an agent that starts ends its "never reported" at once."""
     stopped, never = identities(heard.vantage)
-    judged, other = (never, stopped) if heard.last_run is None else (stopped, never)
+    judged, other = (never, stopped) if heard.never_reported else (stopped, never)
     return {judged: judge(heard, since, now, after), other: Finding(Signal.CLEAR)}
 
 

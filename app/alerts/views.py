@@ -28,6 +28,8 @@ from app.store.reads.alertreads import (
 
 STATES = ("pending", "firing", "recovering", "resolved", "inactive")
 OPEN = "open"  # a pseudo-state: pending, firing or recovering
+# Another: every episode but those that ended without firing (inactive), which are no news.
+FIRED = "fired"
 # Most severe first: what a row on the overview shows when a series has several alerts.
 _SEVERITY_RANK = {"critical": 0, "warning": 1}
 _STATE_RANK = {"firing": 0, "recovering": 1, "pending": 2}
@@ -89,8 +91,10 @@ def list_alerts(
     limit: int = 50,
     cursor: str | None = None,
 ) -> Page[AlertView]:
-    """Alerts newest first; ``state`` may be ``open``. ``BadCursor`` for a foreign cursor."""
-    states = OPEN_STATES if state == OPEN else None if state is None else (state,)
+    """Alerts newest first; ``state`` may be ``open`` or ``fired``. ``BadCursor`` for a
+    foreign cursor."""
+    pseudo = {OPEN: OPEN_STATES, FIRED: tuple(s for s in STATES if s != "inactive")}
+    states = pseudo.get(state or "", None if state is None else (state,))
     where = AlertFilter(states, target, vantage, kind)
     rows, after = alerts_page(session, where, cursor, limit)
     return Page[AlertView](items=[alert_view(row) for row in rows], next_cursor=after)

@@ -29,6 +29,7 @@ from app.agents.wire import (
     STATUS_PATH,
     VANTAGE_HEADER,
 )
+from app.clock import parse_timestamp
 from app.config import Settings, load_targets
 from app.main import create_app
 from app.store.records import RunRecord, RunStatus
@@ -280,7 +281,12 @@ async def test_the_vantages_list_and_metrics_show_what_each_agent_reported(
     assert (await client.post(STATUS_PATH, json=report, headers=agent("seoul-1", SEOUL))).is_success
     pushed = await client.post(RUNS_PATH, content=packed(run()), headers=GZIP | agent("fra-1", FRA))
     assert pushed.is_success
+    own = run("local", "server-1")
+    assert service_of(app).sink.store(own)  # a run of the server's own
     listed = {v["name"]: v for v in (await client.get("/api/v1/vantages")).json()}
+    # Each vantage's latest run, the server's own too (stored, not pushed).
+    assert parse_timestamp(listed["server-1"]["last_run"]) == own.started_at
+    assert listed["fra-1"]["last_run"] is not None and listed["seoul-1"]["last_run"] is None
     assert list(listed) == ["server-1", "fra-1", "seoul-1"]
     assert listed["server-1"]["server"] and listed["server-1"]["targets"] == ["translate", "local"]
     assert listed["fra-1"]["runs_pushed"] == 1 and listed["fra-1"]["last_pushed"] is not None

@@ -219,3 +219,20 @@ def test_a_vantage_that_never_reported_is_a_warning_until_it_does_then_its_silen
     with sessions() as session:
         severities = {a.severity: a.state for a in session.scalars(select(AlertRow))}
     assert severities == {"warning": "resolved", "critical": "firing"}
+
+
+def test_an_agent_quiet_since_before_the_window_but_heard_once_pages_not_warns(
+    sessions: sessionmaker[Session],
+) -> None:
+    """Its runs are older than the window the check reads: it has reported, so its
+    silence is a page, not a "never reported" warning."""
+    check = Check(sessions)
+    check.ran("agent-b", -600)  # ten hours before the server started
+    check.book = VantageBook(since=T0)  # a restarted server: it heard nothing of it
+    check.restart()
+    check.ran("agent-a", 4)
+    check.ran("own", 4)
+    assert check.at(4.2) == [("agent-b", State.FIRING)]
+    with sessions() as session:
+        (alert,) = session.scalars(select(AlertRow).where(AlertRow.vantage == "agent-b"))
+    assert alert.severity == "critical" and alert.summary.startswith("vantage silent: no run")

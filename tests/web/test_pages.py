@@ -252,6 +252,26 @@ def test_alert_list_filters_by_state_and_target(site: Site) -> None:
     assert site.filled.alert_id not in site.get("/alerts?target=chat-edge").text
 
 
+def test_the_alert_list_opens_on_what_fired_not_on_episodes_that_never_did(
+    own_site: Site,
+) -> None:
+    site, now = own_site, datetime.now(UTC)
+    never = AlertRow(
+        id=uuid.uuid4(), kind="tail_shift", target="chat-prod", vantage="eu", scope="vantage",
+        severity="critical", state="inactive", streak=0, opened_at=now, summary="never fired",
+        numbers={}, updated_at=now,
+    )  # fmt: skip
+    engine = make_engine(site.url)
+    with make_sessions(engine).begin() as session:
+        session.add(never)
+    engine.dispose()
+    default = site.get("/alerts").text
+    assert site.filled.alert_id in default and str(never.id) not in default
+    assert '<option value="fired" selected>' in default
+    for shown in ("all", "inactive"):
+        assert str(never.id) in site.get(f"/alerts?state={shown}").text
+
+
 def test_an_alert_summary_is_escaped_not_run(own_site: Site) -> None:
     site = own_site
     engine = make_engine(site.url)

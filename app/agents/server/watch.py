@@ -22,7 +22,7 @@ from app.clock import utcnow
 from app.config import Target, TargetsFile
 from app.config.placement import assigned
 from app.store.db import is_transient
-from app.store.reads.vantagereads import last_runs
+from app.store.reads.vantagereads import ever_ran, last_runs
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +77,14 @@ class VantageWatch:
         names = {v: [t.name for t in targets] for v, targets in watched.items()}
         with self.alerts.sessions() as session:
             stored = last_runs(session, names, since)
-        return [
-            Heard(v, intervals[v], _latest(stored.get(v), self.book.get(v).last_pushed))
-            for v in sorted(watched)
-        ]
+            # Only for those quiet all that window: did they ever report at all?
+            quiet = {v: names[v] for v in names if v not in stored}
+            ever = set(stored) | ever_ran(session, quiet)
+        heard = []
+        for v in sorted(watched):
+            latest = _latest(stored.get(v), self.book.get(v).last_pushed)
+            heard.append(Heard(v, intervals[v], latest, ever=v in ever or latest is not None))
+        return heard
 
     def period(self) -> float:
         shortest = _shortest(t for targets in self.watched().values() for t in targets)

@@ -31,3 +31,19 @@ def last_runs(
         if latest is not None:
             found[vantage] = latest
     return found
+
+
+def ever_ran(session: Session, targets_of: Mapping[str, Iterable[str]]) -> set[str]:
+    """The vantages with any run at all, ever, of the targets ``targets_of`` names for
+    them: one that has none never reported (an agent not started yet)."""
+    found: set[str] = set()
+    for vantage, targets in targets_of.items():
+        names = sorted(targets)
+        if names and session.scalar(
+            select(RunRow.id)
+            .join(TargetRow, RunRow.target_id == TargetRow.id)
+            .where(TargetRow.name.in_(names), RunRow.vantage == vantage)
+            .limit(1)
+        ):
+            found.add(vantage)
+    return found

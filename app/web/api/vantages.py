@@ -3,7 +3,7 @@ named in the targets file, with what the server has heard from it."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -13,9 +13,12 @@ from app.alerts import silent
 from app.clock import utcnow
 from app.config.placement import assigned, runs_at, shortest_interval
 from app.runtime.service import Service
-from app.web.deps import AgentsDep, ServiceDep
+from app.store.reads.vantagereads import last_runs
+from app.web.deps import AgentsDep, ServiceDep, SessionDep
 
 router = APIRouter(tags=["vantages"])
+
+LAST_RUN_DAYS = 30  # how far back a vantage's last run is looked for
 
 
 class VantageOut(BaseModel):
@@ -24,6 +27,11 @@ class VantageOut(BaseModel):
     targets: list[str] = Field(description="Targets probed there.")
     last_seen: datetime | None = Field(description="The agent's last request.")
     last_pushed: datetime | None = Field(description="The agent's last run pushed.")
+    last_run: datetime | None = Field(
+        None,
+        description="Its latest run stored (any replica's, before a restart too) or pushed"
+        f" here, within the last {LAST_RUN_DAYS} days; the server's own vantage's too.",
+    )
     skew_s: float | None = Field(description="Server receive time − agent send time, last push.")
     version: str | None = Field(description="The agent's phasewatch version.")
     runs_pushed: int = Field(description="Pushes since the server started.")
@@ -38,13 +46,17 @@ class VantageOut(BaseModel):
 
 
 @router.get("/vantages", response_model=list[VantageOut])
-def list_vantages(service: ServiceDep, agents: AgentsDep) -> list[VantageOut]:
+def list_vantages(service: ServiceDep, agents: AgentsDep, session: SessionDep) -> list[VantageOut]:
     """The server's vantage first, then each agent of the targets file, by name."""
     now = utcnow()
     own = service.resolved.vantage
     local = [t.name for t in service.targets.targets if runs_at(t, own, server=True)]
     after = service.targets.vantage_silent_after
-    found = [_empty(own, local, _open_alert(service, own))]
+    names = {own: local} | {
+        v: [t.name for t in assigned(service.targets.targets, v)] for v in service.targets.vantages
+    }
+    stored = last_runs(session, names, now - timedelta(days=LAST_RUN_DAYS))
+    found = [_empty(own, local, _open_alert(service, own), stored.get(own))]
     for name in sorted(service.targets.vantages):
         state = agents.book.get(name)
         targets = assigned(service.targets.targets, name)
@@ -56,6 +68,10 @@ def list_vantages(service: ServiceDep, agents: AgentsDep) -> list[VantageOut]:
                 targets=[t.name for t in targets],
                 last_seen=state.last_seen,
                 last_pushed=state.last_pushed,
+                last_run=max(
+                    (t for t in (stored.get(name), state.last_pushed) if t is not None),
+                    default=None,
+                ),
                 skew_s=state.skew_s,
                 version=state.version,
                 runs_pushed=state.runs,
@@ -78,13 +94,16 @@ def _open_alert(service: Service, vantage: str) -> str | None:
     return None
 
 
-def _empty(name: str, targets: list[str], alert: str | None) -> VantageOut:
+def _empty(
+    name: str, targets: list[str], alert: str | None, last_run: datetime | None
+) -> VantageOut:
     return VantageOut(
         name=name,
         server=True,
         targets=targets,
         last_seen=None,
         last_pushed=None,
+        last_run=last_run,
         skew_s=None,
         version=None,
         runs_pushed=0,

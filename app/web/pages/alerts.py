@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from app.alerts.views import STATES, alert_detail, list_alerts
+from app.alerts.views import FIRED, STATES, alert_detail, list_alerts
 from app.store.reads.paging import BadCursor
 from app.web.deps import SessionDep
 from app.web.pages.render import error_page, not_found, page
@@ -16,7 +16,8 @@ from app.web.pages.render import error_page, not_found, page
 router = APIRouter()
 
 PAGE_SIZE = 50
-STATE_CHOICES = ("open", *STATES)
+# The list opens on what fired: an episode that ended without firing is no news ("all").
+STATE_CHOICES = (FIRED, "open", "all", *STATES)
 
 
 @router.get("/alerts", response_class=HTMLResponse, include_in_schema=False)
@@ -27,12 +28,17 @@ def alerts_page(
     target: str = "",
     cursor: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
-    if state and state not in STATE_CHOICES:
+    state = state or FIRED
+    if state not in STATE_CHOICES:
         choices = ", ".join(STATE_CHOICES)
         return error_page(request, 400, "Unknown state", f"state must be one of {choices}.")
     try:
         found = list_alerts(
-            session, state=state or None, target=target or None, limit=PAGE_SIZE, cursor=cursor
+            session,
+            state=None if state == "all" else state,
+            target=target or None,
+            limit=PAGE_SIZE,
+            cursor=cursor,
         )
     except BadCursor as exc:
         return error_page(request, 400, "Bad cursor", str(exc))

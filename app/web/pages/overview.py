@@ -13,6 +13,7 @@ from markupsafe import Markup
 from app.alerts.views import AlertView, open_alerts_by_series
 from app.analysis.breakdown import Breakdown
 from app.clock import utcnow
+from app.durations import format_duration
 from app.store.reads.breakdown import current_breakdowns
 from app.store.reads.sparklines import sparklines
 from app.store.rollups.digests import CATCH_UP_EVERY_S
@@ -63,7 +64,7 @@ def overview_rows(
                 spark=view.spark_html(values, "p50"),
                 alerts=[*alerts.get((b.target, b.vantage), ()), *alerts.get((b.target, None), ())],
                 stale=view.is_stale(b.last_run_at, now, interval, unknown_after=WINDOW),
-                interval_text=f"interval {interval:g} s" if interval else "interval unknown",
+                interval_text=_every(interval),
             )
         )
     return rows
@@ -103,6 +104,10 @@ def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTML
         # What the targets file asks for and nobody probes, and a refused reload.
         unprobed=service.coverage.problems(),
     )
+
+
+def _every(interval: float | None) -> str:
+    return f"every {format_duration(interval)}" if interval else "interval unknown"
 
 
 def _without_row(

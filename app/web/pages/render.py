@@ -14,6 +14,7 @@ from fastapi.templating import Jinja2Templates
 
 from app import __version__
 from app.clock import utcnow
+from app.durations import format_duration
 from app.web.pages import view
 from app.web.pages.palette import PHASE_COLOURS
 
@@ -31,6 +32,7 @@ templates = Jinja2Templates(
 )
 templates.env.filters.update(
     ms=view.format_ms,
+    duration=format_duration,
     share=view.format_share,
     colour=view.phase_colour,
     utc=lambda value: "—" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M"),

@@ -7,14 +7,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from app.web.api.vantages import list_vantages
-from app.web.deps import AgentsDep, ServiceDep
+from app.web.deps import AgentsDep, ServiceDep, SessionDep
 from app.web.pages.render import page
 
 router = APIRouter()
 
 
 @router.get("/vantages", response_class=HTMLResponse, include_in_schema=False)
-def vantages_page(request: Request, service: ServiceDep, agents: AgentsDep) -> HTMLResponse:
-    return page(
-        request, "vantages.html.j2", section="vantages", vantages=list_vantages(service, agents)
-    )
+def vantages_page(
+    request: Request, service: ServiceDep, agents: AgentsDep, session: SessionDep
+) -> HTMLResponse:
+    found = list_vantages(service, agents, session)
+    return page(request, "vantages.html.j2", section="vantages", vantages=found)
