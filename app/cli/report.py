@@ -17,13 +17,25 @@ def _bar(share: float, colour: str) -> Text:
     return Text("█" * cells + "·" * (BAR_WIDTH - cells), style=colour)
 
 
+def _joined(summary: Summary, unsplit: set[str]) -> str:
+    """``queue+prefill``: the phases not split, in the breakdown's order."""
+    return "+".join(name for name in summary.phases if name in unsplit)
+
+
 def summary_table(summary: Summary, unsplit: set[str]) -> Table:
     p99_note = " *" if summary.n < LOW_CONFIDENCE_P99_BELOW else ""
     table = Table(box=None, pad_edge=False, header_style="bold")
     for heading in ("phase", "p50 ms", "p90 ms", f"p99 ms{p99_note}", "share", ""):
         table.add_column(heading, justify="left" if heading in ("phase", "") else "right")
+    # Phases the server's timing did not split are one row: the one holding their time,
+    # named for all of them (the others hold 0 by construction, not by measurement).
+    together = [name for name in summary.phases if name in unsplit]
+    holder = max(together, key=lambda name: summary.phases[name].share, default=None)
+    joined = _joined(summary, unsplit)
     for name, stats in summary.phases.items():
-        label = f"{name} (+{'+'.join(sorted(unsplit - {name}))})" if name in unsplit else name
+        if name in unsplit and name != holder:
+            continue
+        label = joined if name == holder else name
         quantiles = stats.quantiles
         table.add_row(
             Text(label, style="bold" if name == summary.dominant else ""),
@@ -52,7 +64,9 @@ def print_summary(console: Console, summary: Summary, unsplit: set[str], samples
     console.print(summary_table(summary, unsplit))
     console.print()
     share = summary.phases[summary.dominant].share if summary.dominant else 0.0
-    console.print(f"dominant phase: [bold]{summary.dominant}[/bold] ({share:.0%} of the medians)")
+    joined = _joined(summary, unsplit)
+    dominant = joined if summary.dominant in unsplit else summary.dominant
+    console.print(f"dominant phase: [bold]{dominant}[/bold] ({share:.0%} of the medians)")
     console.print(
         f"deadline exceeded: {summary.deadline_exceeded}/{samples}    errors: {summary.errors}"
     )
@@ -60,7 +74,7 @@ def print_summary(console: Console, summary: Summary, unsplit: set[str], samples
         console.print(f"* p99 from {summary.n} samples: low confidence (want ≥ 100; 300 to alert)")
     if unsplit:
         console.print(
-            "(+…): the server reported no timing, so these phases could not be told apart"
+            f"{joined}: the server reported no timing that splits these phases, so they are one row"
         )
     for note in summary.notes:
         console.print(f"[yellow]note:[/yellow] {note.text}", highlight=False)

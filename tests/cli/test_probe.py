@@ -90,3 +90,25 @@ def test_header_values_expand_environment_variables(
 
     monkeypatch.setenv("PW_TOKEN", "s3cret")
     assert parse_header("Authorization: Bearer ${PW_TOKEN}") == ("Authorization", "Bearer s3cret")
+
+
+def test_phases_the_server_timing_does_not_split_are_one_row(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    untimed = SimConfig(
+        one_way_ms=5,
+        queue_median_ms=30,
+        queue_sigma=0,
+        prefill_ms=5,
+        tokens=5,
+        server_timing="none",
+    )
+    with SimServer(untimed) as sim:
+        url = f"{sim.url}/v1/chat/completions"
+        code, out, _ = run(["probe", url, "--kind", "openai", "--samples", "3"], capsys)
+    assert code == 0
+    rows = [line.split()[0] for line in out.splitlines() if line.strip()]
+    assert "queue+prefill" in rows
+    assert "queue" not in rows and "prefill" not in rows  # never a 0 that reads as measured
+    assert "dominant phase: queue+prefill" in out
+    assert "queue+prefill: the server reported no timing that splits these phases" in out
