@@ -141,6 +141,16 @@ def test_the_overview_opens_a_young_target_at_a_range_that_shows_its_data(
     assert_series_drawn(page, "charts-young")
 
 
+def test_the_hour_of_day_legend_never_states_a_range_of_one_value(page: Any, base: str) -> None:
+    page.goto(f"{base}/targets/chat-15m?range=7d")
+    legend = page.locator("[data-heat-scale]")
+    page.wait_for_function("document.querySelector('[data-heat-scale]').textContent.length > 0")
+    text = legend.inner_text()
+    assert text.endswith("(p99 per hour)")
+    low, _, high = text.removesuffix(" (p99 per hour)").partition(" … ")
+    assert text.startswith("every hour ") if not high else low != high, text
+
+
 def test_ranges_offer_one_and_six_hours(page: Any, base: str) -> None:
     page.goto(f"{base}/targets/chat-15m")
     ranges = page.locator('nav[aria-label="Time range"] a').all_inner_texts()

@@ -100,10 +100,13 @@ def test_a_change_typed_in_the_panel_shows_the_numbers_and_draws_both_curves(
     page: Any, base: str
 ) -> None:
     page.goto(f"{base}/targets/chat-prod")
+    chart = page.locator("[data-chart=whatif]")
+    assert chart.is_hidden()  # no empty box before the first prediction
     changes = page.locator("#whatif-form textarea[name=changes]")
     changes.fill("network=15ms generation*1.5 deadline=1500ms")
     page.get_by_role("button", name="Predict").click()
     page.wait_for_selector("[data-chart=whatif][data-drawn=true] canvas")
+    assert chart.is_visible()
     body = {"changes": ["network=15ms", "generation*1.5", "deadline=1500ms"]}
     answer = httpx.post(f"{base}/api/v1/targets/chat-prod/whatif", json=body).json()
     for q in ("p50", "p90", "p99"):

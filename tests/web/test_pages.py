@@ -284,6 +284,26 @@ def test_an_alert_summary_is_escaped_not_run(own_site: Site) -> None:
     assert "&lt;script&gt;" in site.get(f"/alerts/{site.filled.alert_id}").text
 
 
+def test_compare_opens_on_the_shortest_window_that_holds_the_targets_history(
+    site: Site,
+) -> None:
+    page = site.get("/compare?targets=chat-prod,chat-edge").text  # half a day of history
+    assert '<option value="24h" selected>' in page
+    assert 'data-range-seconds="86400"' in page
+    chosen = site.get("/compare?targets=chat-prod&window=7d").text  # a window asked: kept
+    assert '<option value="7d" selected>' in chosen
+
+
+def test_compare_of_targets_an_hour_old_opens_on_the_last_hour(db_url: str, tmp_path: Path) -> None:
+    young = Fleet(
+        now=datetime.now(UTC), targets=("new-a", "new-b"), vantages=("eu",), days=1 / 48,
+        interval=timedelta(minutes=5),
+    )  # fmt: skip
+    with serving(db_url, tmp_path, young) as site:
+        page = site.get("/compare?targets=new-a,new-b").text
+    assert '<option value="1h" selected>' in page and 'data-range-seconds="3600"' in page
+
+
 def test_compare_page_puts_targets_side_by_side(site: Site) -> None:
     page = site.get("/compare?targets=chat-prod,chat-edge&window=1h&vantage=eu").text
     assert page.count('<table class="grid breakdown"') == 2

@@ -4,7 +4,7 @@ end-to-end history on one chart."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -13,7 +13,8 @@ from fastapi.responses import HTMLResponse
 from app.clock import utcnow
 from app.store.db import Session
 from app.store.reads.breakdown import breakdown
-from app.store.targets import target_names
+from app.store.reads.browse import first_run_at
+from app.store.targets import target_names, target_row
 from app.web.deps import SessionDep
 from app.web.pages import view
 from app.web.pages.render import error_page, not_found, page
@@ -21,7 +22,7 @@ from app.web.pages.render import error_page, not_found, page
 router = APIRouter()
 
 WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
-DEFAULT_WINDOW = "24h"
+LONGEST = "7d"
 MAX_TARGETS = 6
 
 
@@ -36,16 +37,33 @@ def known_targets(session: Session) -> list[str]:
     return target_names(session)
 
 
+def fitting_window(session: Session, names: Sequence[str], now: datetime) -> str:
+    """The shortest window that holds the chosen targets' whole history, at most 7 days:
+    new data as a sliver at the edge of a day's chart is no comparison."""
+    firsts = []
+    for name in names:
+        row = target_row(session, name)
+        first = first_run_at(session, row.id) if row is not None else None
+        if first is not None:
+            firsts.append(first)
+    if not firsts:
+        return LONGEST
+    age = now - min(firsts)
+    return next((name for name, span in WINDOWS.items() if age <= span), LONGEST)
+
+
 @router.get("/compare", response_class=HTMLResponse, include_in_schema=False)
 def compare_page(
     request: Request,
     session: SessionDep,
     targets: Annotated[list[str] | None, Query()] = None,
-    window: str = DEFAULT_WINDOW,
+    window: str = "",
     vantage: str = "",
 ) -> HTMLResponse:
     chosen = parse_targets(targets or [])
     known = known_targets(session)
+    now = utcnow()
+    window = window or fitting_window(session, [n for n in chosen if n in known], now)
     if window not in WINDOWS:
         choices = ", ".join(WINDOWS)
         return error_page(request, 400, "Unknown window", f"window must be one of {choices}.")
@@ -54,7 +72,6 @@ def compare_page(
     missing = [name for name in chosen if name not in known]
     if missing:
         return not_found(request, f"target named {missing[0]!r}")
-    now = utcnow()
     start = now - WINDOWS[window]
     found = (breakdown(session, name, start, now, vantage=vantage or None) for name in chosen)
     breakdowns = [b for b in found if b is not None]

@@ -179,7 +179,7 @@
       tzDate: utcDate,
       series: series,
       bands: result.bands,
-      axes: axes(mode === "share" ? "share of medians" : "median, ms", mode === "share" ? fmtPct : fmtMs),
+      axes: axes(mode === "share" ? "share of medians" : "median", mode === "share" ? fmtPct : fmtMs),
       scales: { y: { range: function (u, min, max) { return [0, mode === "share" ? 100 : Math.max(1, max * 1.05)]; } } },
       hooks: { draw: [alertMarkers(marks)] },
     };
@@ -208,7 +208,7 @@
       tzDate: utcDate,
       series: series,
       bands: [{ series: [3, 1], fill: pw.cssVar("--band") }],
-      axes: axes("end-to-end, ms", fmtMs),
+      axes: axes("end-to-end", fmtMs),
       scales: { y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.05)]; } } },
       hooks: { draw: [alertMarkers(marks)] },
     };
@@ -364,7 +364,7 @@
         height: 300,
         tzDate: utcDate,
         series: series,
-        axes: axes("end-to-end p50, ms", fmtMs),
+        axes: axes("end-to-end p50", fmtMs),
         scales: { y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.05)]; } } },
       },
       data,
@@ -426,7 +426,11 @@
     if (heatmap) {
       const scale = drawHeatmap(heatmap, this.hourly, this.heatRange[0], this.heatRange[1], "p99");
       const legend = this.root.querySelector("[data-heat-scale]");
-      if (legend) legend.textContent = fmtMs(scale.low) + " … " + fmtMs(scale.high) + " (p99 per hour)";
+      if (legend) {
+        const low = fmtMs(scale.low), high = fmtMs(scale.high);
+        // One value (a flat history, one hour of data) is said once, not as a range of it.
+        legend.textContent = (low === high ? "every hour " + low : low + " … " + high) + " (p99 per hour)";
+      }
     }
   };
 

@@ -97,7 +97,7 @@
 
   function draw(element, result) {
     const curves = result.curves;
-    const axes = kit().axes("end-to-end, ms", kit().fmtMs);
+    const axes = kit().axes("end-to-end", kit().fmtMs);
     axes[0].values = function (u, values) { return values.map(function (v) { return v + " %"; }); };
     axes[0].label = "percentile";
     const options = {
@@ -177,6 +177,7 @@
   Panel.prototype.redraw = function () {
     if (!this.result) return;
     if (this.plot) this.plot.destroy();
+    this.chart.hidden = false; // no empty box before the first prediction
     this.plot = draw(this.chart, this.result);
     this.chart.dataset.drawn = "true";
   };
