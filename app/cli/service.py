@@ -36,7 +36,7 @@ def serve(
 ) -> None:
     """Probe every target on its interval, store every run, alert; serve the dashboard, the
     API, /metrics and /healthz."""
-    from app.cli.serving import run_server
+    from app.cli.serving import PortTaken, bind, run_server
     from app.config import Settings
     from app.main import create_app
     from app.store.sqlitelock import DatabaseInUse, hold_sqlite_file
@@ -48,12 +48,13 @@ def serve(
     quiet_chatty_loggers()
     url = settings.resolved(targets).database_url
     try:
+        sock = bind(settings.host, settings.port)  # before anything is migrated or restored
         hold = hold_sqlite_file(url)  # kept until the process ends
-    except (DatabaseInUse, OSError) as exc:
+    except (PortTaken, DatabaseInUse, OSError) as exc:
         fail(str(exc))
     _prepare_database(url, migrate)
     app = create_app(settings, targets, migrate=migrate)
-    run_server(app, settings.host, settings.port, log_level)
+    run_server(app, sock, log_level)
     if hold is not None:
         hold.release()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import sys
 from types import FrameType
 from typing import NoReturn
@@ -41,11 +42,30 @@ class _Server(uvicorn.Server):
             self.loop.call_soon_threadsafe(self.service.begin_stop)
 
 
-async def _serve(server: _Server) -> None:
+async def _serve(server: _Server, sock: socket.socket) -> None:
     server.loop = asyncio.get_running_loop()
     # asyncio.run would wait at its end for every to_thread call still stuck in a database.
     server.loop.set_default_executor(NoWaitThreadPool(DEFAULT_EXECUTOR_THREADS))
-    await server.serve()
+    await server.serve(sockets=[sock])
+
+
+class PortTaken(Exception):
+    pass
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything starts: a port another process holds is
+    one line and exit 1 before a database is migrated, an alert restored or a probe sent
+    (uvicorn binds only after the app's start-up has run)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+        raise PortTaken(
+            f"cannot listen on {host}:{port}: {problem} (another phasewatch serve?"
+            " --port or PHASEWATCH_PORT picks another)"
+        ) from None
 
 
 # How long a thread computing (an evaluation, a rollup) keeps the interpreter's lock from
@@ -55,8 +75,9 @@ async def _serve(server: _Server) -> None:
 SWITCH_INTERVAL_S = 0.0005
 
 
-def run_server(app: FastAPI, host: str, port: int, log_level: str) -> NoReturn:
+def run_server(app: FastAPI, sock: socket.socket, log_level: str) -> NoReturn:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
         app,
         host=host,
@@ -69,7 +90,7 @@ def run_server(app: FastAPI, host: str, port: int, log_level: str) -> NoReturn:
     code = 0
     try:
         with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
-            runner.run(_serve(server))
+            runner.run(_serve(server, sock))
     except SystemExit as exit_:  # uvicorn's own, when it cannot bind
         code = exit_.code if isinstance(exit_.code, int) else 1
     _exit_now(code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -271,12 +272,31 @@ def test_a_second_serve_on_the_same_sqlite_file_is_refused_with_one_line(
     config = targets_file(tmp_path, sim, "api", interval="1s", samples="1")
     first = served(config)
     first.wait_ready()
-    second = served(config)
+    # Its own folder (its own log), the first's database.
+    second = Serve(tmp_path / "second", config, {"PHASEWATCH_DATABASE_URL": first.url})
     assert second.process.wait(timeout=30) == 1
+    second.kill()  # its log closed
     (line,) = [line for line in second.output().splitlines() if line.strip()]
     assert line.startswith(f"phasewatch: error: another phasewatch serve (pid {first.process.pid})")
     assert "pw.db" in line and "PostgreSQL" in line
     assert first.health() is not None  # the first serves on
     first.stop()
-    third = served(config)  # the first's end let go of the file
-    third.wait_ready()
+    third = Serve(tmp_path / "third", config, {"PHASEWATCH_DATABASE_URL": first.url})
+    try:
+        third.wait_ready()  # the first's end let go of the file
+    finally:
+        third.kill()
+
+
+def test_a_port_taken_is_one_line_and_exit_1_before_anything_starts(
+    tmp_path: Path, sim: SimServer, served: Callable[..., Served]
+) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        server = served(targets_file(tmp_path, sim, "api"), "--port", str(port))
+        assert server.process.wait(timeout=30) == 1
+    (line,) = [line for line in server.output().splitlines() if line.strip()]
+    assert line.startswith(f"phasewatch: error: cannot listen on 127.0.0.1:{port}:")
+    assert not (tmp_path / "pw.db").exists()  # nothing migrated, nothing probed
