@@ -13,6 +13,7 @@ import numpy as np
 
 from app.analysis.detectors.base import Detector, Finding, Named, Signal, ci
 from app.analysis.dominance import Mix, lead, phase_mix
+from app.analysis.leadspread import ShareSpread
 from app.analysis.runs import RunData
 
 if TYPE_CHECKING:
@@ -36,8 +37,11 @@ def dominant_finding(
     candidate: str,
     params: DetectorParams,
     rng: np.random.Generator,
+    spread: ShareSpread | None = None,
 ) -> Finding:
-    """Does ``candidate`` lead ``leader`` by δ, with the lead's lower 95 % bound above 0?"""
+    """Does ``candidate`` lead ``leader`` by δ, with the lead's lower 95 % bound above 0
+    and, given the reference's ``spread``, the lead clear of how much windows of this many
+    runs move when nothing changed (``dominant_spread_z`` of that spread)?"""
     mix = phase_mix(recent)
     numbers = _mix_numbers(mix, leader, candidate)
     point = mix.shares.get(candidate, 0.0) - mix.shares.get(leader, 0.0)
@@ -46,11 +50,35 @@ def dominant_finding(
     estimate = lead(recent, candidate, leader, rng, params.resamples)
     numbers |= {"lead_low_pp": _pp(estimate.low), "lead_high_pp": _pp(estimate.high)}
     confident = estimate.low is not None and estimate.low > 0
+    floor = spread_floor(point, spread, candidate, leader, len(recent), params)
+    if floor is not None:
+        numbers |= {"spread_pp": _pp(floor[1]), "spread_low_pp": _pp(floor[0])}
+        confident = confident and floor[0] > 0
     return Finding(Signal.HIT if confident else Signal.HOLD, numbers)
 
 
+def spread_floor(
+    point: float,
+    spread: ShareSpread | None,
+    candidate: str,
+    leader: str,
+    runs: int,
+    params: DetectorParams,
+) -> tuple[float, float] | None:
+    """The lead's lower bound from the reference's run-to-run spread, and that spread (of
+    a window of ``runs``): ``point − z·sd``. None without a spread to judge by."""
+    if spread is None or params.dominant_spread_z <= 0:
+        return None
+    sd = spread.lead_sd(candidate, leader, runs)
+    return None if sd is None else (point - params.dominant_spread_z * sd, sd)
+
+
 def fast_dominant(
-    recent: Sequence[RunData], leader: str, params: DetectorParams, rng: np.random.Generator
+    recent: Sequence[RunData],
+    leader: str,
+    params: DetectorParams,
+    rng: np.random.Generator,
+    spread: ShareSpread | None = None,
 ) -> tuple[str, Finding] | None:
     """The fast lane: a challenger leading ``leader`` by ``dominant_fast_lead_pp`` in the
     newest ``dominant_fast_runs`` runs, the lead's lower 95 % bound above 0. A collapse or
@@ -66,7 +94,7 @@ def fast_dominant(
     lead_pp = 100 * (mix.shares[candidate] - mix.shares[leader])
     if lead_pp < params.dominant_fast_lead_pp:
         return None
-    finding = dominant_finding(newest, leader, candidate, params, rng)
+    finding = dominant_finding(newest, leader, candidate, params, rng, spread)
     return (candidate, finding) if finding.signal is Signal.HIT else None
 
 
@@ -161,10 +189,24 @@ def sentence(identity: Named, n: dict[str, Any]) -> str:
     )
 
 
+def current(identity: Named, n: dict[str, Any]) -> str:
+    """The two phases' shares now (the sentence keeps those of the firing), at each
+    vantage for a shift seen at several."""
+    old_now, new_now = n.get("from_now"), n.get("leaders")
+    if old_now and new_now:
+        return ", ".join(
+            f"{old} {was:g} %, {new_now[vantage][0]} {new_now[vantage][1]:g} % at {vantage}"
+            for vantage, (old, was) in sorted(old_now.items())
+            if old is not None and was is not None and vantage in new_now
+        )
+    return f"{n['from_phase']} {n['from_share_pct']:g} %, {n['to_phase']} {n['to_share_pct']:g} %"
+
+
 DETECTOR = Detector(
     name="dominant_shift",
     summary="the bottleneck moved: another phase leads the accepted dominant one",
     sentence=sentence,
     judge=None,
     aside=overtaken,
+    current=current,
 )
