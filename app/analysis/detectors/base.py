@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from app.analysis.dominance import Mix
-from app.analysis.leadspread import ShareSpread
+from app.analysis.leadspread import LogSpread
 from app.analysis.runs import RunData
 from app.analysis.slo import MissLedger
 from app.analysis.tail import TailReference, TailState
@@ -62,8 +62,8 @@ class Reference:
     mix: Mix
     tail: TailReference | None
     composition: CompositionReference | None  # built only for a target that runs it
-    # The runs' share spread, for dominant_shift's lead (None: too few runs to say).
-    spread: ShareSpread | None = None
+    # The runs' log-median spread, for dominant_shift's lead (None: too few runs to say).
+    spread: LogSpread | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import numpy as np
 
 from app.analysis.detectors.base import Detector, Finding, Named, Signal, ci
 from app.analysis.dominance import Mix, lead, phase_mix
-from app.analysis.leadspread import ShareSpread
+from app.analysis.leadspread import LogSpread, log_ratio
 from app.analysis.runs import RunData
 
 if TYPE_CHECKING:
@@ -37,11 +37,12 @@ def dominant_finding(
     candidate: str,
     params: DetectorParams,
     rng: np.random.Generator,
-    spread: ShareSpread | None = None,
+    spread: LogSpread | None = None,
 ) -> Finding:
     """Does ``candidate`` lead ``leader`` by δ, with the lead's lower 95 % bound above 0
-    and, given the reference's ``spread``, the lead clear of how much windows of this many
-    runs move when nothing changed (``dominant_spread_z`` of that spread)?"""
+    and, given the reference's ``spread``, has it gained on ``leader`` by more than
+    windows of this many runs do when nothing changed (``dominant_spread_z`` of that
+    spread, on the log ratio of their medians)?"""
     mix = phase_mix(recent)
     numbers = _mix_numbers(mix, leader, candidate)
     point = mix.shares.get(candidate, 0.0) - mix.shares.get(leader, 0.0)
@@ -50,27 +51,26 @@ def dominant_finding(
     estimate = lead(recent, candidate, leader, rng, params.resamples)
     numbers |= {"lead_low_pp": _pp(estimate.low), "lead_high_pp": _pp(estimate.high)}
     confident = estimate.low is not None and estimate.low > 0
-    floor = spread_floor(point, spread, candidate, leader, len(recent), params)
-    if floor is not None:
-        numbers |= {"spread_pp": _pp(floor[1]), "spread_low_pp": _pp(floor[0])}
-        confident = confident and floor[0] > 0
+    moved = spreads_moved(mix, spread, candidate, leader, len(recent))
+    if moved is not None and params.dominant_spread_z > 0:
+        numbers["moved_spreads"] = round(moved, 1)
+        confident = confident and moved > params.dominant_spread_z
     return Finding(Signal.HIT if confident else Signal.HOLD, numbers)
 
 
-def spread_floor(
-    point: float,
-    spread: ShareSpread | None,
-    candidate: str,
-    leader: str,
-    runs: int,
-    params: DetectorParams,
-) -> tuple[float, float] | None:
-    """The lead's lower bound from the reference's run-to-run spread, and that spread (of
-    a window of ``runs``): ``point − z·sd``. None without a spread to judge by."""
-    if spread is None or params.dominant_spread_z <= 0:
+def spreads_moved(
+    mix: Mix, spread: LogSpread | None, candidate: str, leader: str, runs: int
+) -> float | None:
+    """How many of the reference's run-to-run spreads (of a window of ``runs``) the log
+    ratio ``candidate / leader`` has moved from the reference's; None without a spread
+    (or with a spread of 0: phases that never moved apart)."""
+    if spread is None:
         return None
-    sd = spread.lead_sd(candidate, leader, runs)
-    return None if sd is None else (point - params.dominant_spread_z * sd, sd)
+    sd = spread.sd(candidate, leader, runs)
+    usual = spread.usual(candidate, leader)
+    if not sd or usual is None:
+        return None
+    return (log_ratio(mix.medians, candidate, leader) - usual) / sd
 
 
 def fast_dominant(
@@ -78,7 +78,7 @@ def fast_dominant(
     leader: str,
     params: DetectorParams,
     rng: np.random.Generator,
-    spread: ShareSpread | None = None,
+    spread: LogSpread | None = None,
 ) -> tuple[str, Finding] | None:
     """The fast lane: a challenger leading ``leader`` by ``dominant_fast_lead_pp`` in the
     newest ``dominant_fast_runs`` runs, the lead's lower 95 % bound above 0. A collapse or

@@ -123,11 +123,11 @@ class DetectorParams(BaseModel):
     # Windows of two or three runs move together when whole runs do (shared load, busy
     # hours); the bootstrap over those runs cannot see it, the reference's runs can.
     dominant_spread_z: float = Field(
-        3.5,
+        4.5,
         ge=0,
         le=10,
-        description="The lead must clear this many of the reference's run-to-run spreads"
-        " of a window's lead; 0: off.",
+        description="The challenger must gain on the leader by this many of the reference's"
+        " run-to-run spreads of a window's log ratio; 0: off.",
     )
     tail_ratio: float = Field(2.0, gt=1, description="The CUSUM's alternative: tail mass × this.")
     tail_threshold: float = Field(8.0, gt=0, description="The CUSUM's threshold.")
