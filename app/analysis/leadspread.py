@@ -12,7 +12,8 @@ The scale is the log of a phase's run median: a shared load multiplies a phase (
 likely, where on the share scale it is squeezed against 100 %. Each reference run's log
 medians give, for any two phases, the per-run log ratio ``r = log a − log b``: its mean,
 its variance and its lag-1 autocorrelation ρ come from the runs' log-median means,
-covariance and lag-1 cross-covariance, kept for every pair at once. A window of ``k``
+covariance and lag-1 cross-covariance (about each phase's straight line over the runs:
+a slow drift is not noise), kept for every pair at once. A window of ``k``
 consecutive runs then has a log ratio whose spread is, for an AR(1) series,
 
     sd_k = sd · √(k + 2 Σ_{h=1}^{k−1} (k − h) ρ^h) / k
@@ -75,6 +76,16 @@ def window_factor(rho: float, runs: int) -> float:
     return (runs + 2 * pairs) / runs**2
 
 
+def _detrended(centred: Array) -> Array:
+    """``centred`` less each column's straight line over the runs: a reference that
+    rolls along a slow drift holds the drift, which is no run-to-run noise (counted as
+    one, it makes every window look as far out as the drift, and the crossing unseen)."""
+    steps = np.arange(len(centred), dtype=np.float64)
+    steps -= steps.mean()
+    slopes = steps @ centred / max(float(steps @ steps), 1.0)
+    return np.asarray(centred - np.outer(steps, slopes), dtype=np.float64)
+
+
 def log_ratio(medians: dict[str, float], challenger: str, leader: str) -> float:
     """``log challenger − log leader`` of a window's phase medians."""
     return float(
@@ -91,7 +102,7 @@ def log_spread(runs: Sequence[RunData]) -> LogSpread | None:
         return None
     logs = np.log(np.maximum(np.array([run.medians(names) for run in timed]), FLOOR_MS))
     means = logs.mean(axis=0)
-    centred = logs - means
+    centred = _detrended(logs - means)
     lag0 = centred.T @ centred / len(centred)
     lag1 = centred[:-1].T @ centred[1:] / len(centred)
     return LogSpread(names, means, lag0, lag1, len(timed))

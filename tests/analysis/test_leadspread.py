@@ -187,3 +187,22 @@ def test_the_spread_off_leaves_the_bootstrap_alone() -> None:
     rng = np.random.default_rng(0)
     finding = d.dominant_finding(three(1, NEAR), "queue", "generation", off, rng, even(0.15))
     assert finding.signal is Signal.HIT and "moved_spreads" not in finding.numbers
+
+
+def drifting_runs(seed: int, count: int, drift: float) -> list[RunData]:
+    """Runs whose generation shrinks steadily by the factor ``drift`` over ``count`` runs."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for i in range(count):
+        medians = LLM | {"generation": LLM["generation"] * drift ** (i / count)}
+        runs.append(make_run(rng, CHANGE + i * EVERY, medians, n=10))
+    return runs
+
+
+@pytest.mark.parametrize("drift", [0.5, 0.2])
+def test_a_slow_drift_in_the_reference_is_not_counted_as_run_to_run_noise(drift: float) -> None:
+    steady = log_spread(drifting_runs(3, 600, 1.0))
+    drifting = log_spread(drifting_runs(3, 600, drift))
+    assert steady is not None and drifting is not None
+    sd, with_drift = steady.sd("generation", "queue", 3), drifting.sd("generation", "queue", 3)
+    assert sd is not None and with_drift == pytest.approx(sd, rel=0.15)

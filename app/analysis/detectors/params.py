@@ -123,7 +123,7 @@ class DetectorParams(BaseModel):
     # Windows of two or three runs move together when whole runs do (shared load, busy
     # hours); the bootstrap over those runs cannot see it, the reference's runs can.
     dominant_spread_z: float = Field(
-        4.5,
+        5.0,
         ge=0,
         le=10,
         description="The challenger must gain on the leader by this many of the reference's"
