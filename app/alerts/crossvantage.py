@@ -92,11 +92,13 @@ class CrossVantage:
         if candidate is not None and not reverting:
             identity = Identity(KIND, target, vantage, scope, leader, candidate)
             if identity not in found:
-                finding = d.dominant_finding(window, leader, candidate, params, view.rng(target))
+                finding = d.dominant_finding(
+                    window, leader, candidate, params, view.rng(target), reference.spread
+                )
                 found[identity] = _before(finding, reference, leader)
         if shift is None and all(f.signal is not d.Signal.HIT for f in found.values()):
             # A large lead in the newest two runs: one run sooner (d.fast_dominant).
-            fast = d.fast_dominant(window, leader, params, view.rng(target))
+            fast = d.fast_dominant(window, leader, params, view.rng(target), reference.spread)
             if fast is not None:
                 identity = Identity(KIND, target, vantage, scope, leader, fast[0])
                 found = {identity: _before(fast[1], reference, leader)}
@@ -239,11 +241,18 @@ def _agreement(
         for v, (identity, finding) in at.items()
     }
     tops = {v: finding.numbers.get("top") for v, (_, finding) in at.items()}
+    # The old leader's share in this window (losers: in the reference), said as "now" by
+    # a firing shift whose facts are its firing's (app/alerts/facts.py).
+    from_now = {
+        v: [finding.numbers.get("from_phase"), finding.numbers.get("from_share_pct")]
+        for v, (_, finding) in at.items()
+    }
     agreement = {
         "vantages_agreeing": len(hits),
         "vantages": len(seen.present) + len(seen.late),
         "leaders": leaders,
         "losers": losers,
+        "from_now": from_now,
         "tops": tops,
     }
     if seen.late:

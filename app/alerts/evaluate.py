@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from app.alerts import silent
+from app.alerts import facts, silent
 from app.alerts.crossvantage import CrossVantage
 from app.alerts.history import History
 from app.alerts.identity import Alert, Identity, Transition
@@ -205,7 +205,7 @@ class Evaluator:
             return None
         if alert is None:
             alert = Alert(str(uuid.uuid4()), identity, before, opened_at=now)
-        alert.numbers = numbers or alert.numbers
+        alert.numbers = facts.kept(alert.numbers, numbers, fired=before.active)
         alert.summary = summarize_alert(identity, alert.numbers)
         alert.position = after
         self._record(alert, before, now)

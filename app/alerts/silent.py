@@ -113,3 +113,7 @@ def sentence(identity: Named, n: dict[str, Any]) -> str:
         f"vantage silent: no run for {n['silent_s']:g} s,"
         f" over {n['after']} of its {n['interval_s']:g} s intervals"
     )
+
+
+def current(identity: Named, n: dict[str, Any]) -> str:
+    return f"{n['silent_s']:g} s"

@@ -151,9 +151,12 @@ def test_a_vantage_that_stops_reporting_fires_once_and_resolves_when_it_reports(
     assert moves == [("inactive", "firing"), ("firing", "recovering"), ("recovering", "resolved")]
     # Fired and resolved to each notifier; the refresh only to those that want one (all here).
     assert sent == [(n, s) for n in sorted(NOTIFIERS) for s in ("firing", "firing", "resolved")]
-    # Explained by the silence as last seen (a refresh at 5 min: 270 s since 0.5 min).
+    # Explained by the silence when it fired (210 s since 0.5 min), and as last seen (a
+    # refresh at 5 min: 270 s).
     assert (
-        alert.summary == "vantage silent: no run for 270 s, over 3 of its 60 s intervals at agent-b"
+        alert.summary
+        == "vantage silent: no run for 210 s, over 3 of its 60 s intervals at agent-b;"
+        " now 270 s"
     )
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from app.analysis.dominance import Mix
+from app.analysis.leadspread import LogSpread
 from app.analysis.runs import RunData
 from app.analysis.slo import MissLedger
 from app.analysis.tail import TailReference, TailState
@@ -61,6 +62,8 @@ class Reference:
     mix: Mix
     tail: TailReference | None
     composition: CompositionReference | None  # built only for a target that runs it
+    # The runs' log-median spread, for dominant_shift's lead (None: too few runs to say).
+    spread: LogSpread | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,9 @@ class Detector:
     excludes_runs: bool = True
     # Said after the sentence and where it was seen ("… at 2/2 vantages; queue leads now").
     aside: Callable[[Named, dict[str, Any]], str] | None = None
+    # A firing alert's sentence keeps the numbers of its firing; this says what they read
+    # now, from a later evaluation's numbers ("…; now generation 7.9 %"). Empty: nothing.
+    current: Callable[[Named, dict[str, Any]], str] | None = None
 
 
 def ci(low: Any, high: Any, unit: str) -> str:

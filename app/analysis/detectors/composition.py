@@ -114,6 +114,10 @@ def sentence(identity: Named, n: dict[str, Any]) -> str:
     )
 
 
+def current(identity: Named, n: dict[str, Any]) -> str:
+    return f"distance {n['distance']:g}, {n['moved_most']} moved most"
+
+
 def _confirm(params: DetectorParams) -> int:
     # A slow mix change persists for hours: a warning waits for more confirmations.
     return params.composition_confirm
@@ -130,4 +134,5 @@ DETECTOR = Detector(
     enabled=False,
     confirm=_confirm,
     excludes_runs=False,
+    current=current,
 )

@@ -120,17 +120,23 @@ def label(span: timedelta) -> str:
 
 def sentence(identity: Named, n: dict[str, Any]) -> str:
     burn = n["burn_rates"].get(n["window"])
-    left = n["budget_left_pct"]
-    budget = (
-        f"{left:g} % of the {n['budget_window']} budget left"
-        if left >= 0
-        else f"the {n['budget_window']} budget spent {(100 - left) / 100:.3g}×"
-    )
     return (
         f"deadline SLO burning on {identity.target}: {n['rate_pct']:g} % of {n['samples']} "
         f"samples over {n['window']} missed the deadline (burn {burn or 0:g}× the budget, "
-        f"alert at {n['factor']:g}×; objective {n['objective_pct']:g} %, {budget})"
+        f"alert at {n['factor']:g}×; objective {n['objective_pct']:g} %, {_budget(n)})"
     )
+
+
+def current(identity: Named, n: dict[str, Any]) -> str:
+    burn = n["burn_rates"].get(n["window"])
+    return f"{n['rate_pct']:g} % missed over {n['window']} (burn {burn or 0:g}×), {_budget(n)}"
+
+
+def _budget(n: dict[str, Any]) -> str:
+    left = n["budget_left_pct"]
+    if left >= 0:
+        return f"{left:g} % of the {n['budget_window']} budget left"
+    return f"the {n['budget_window']} budget spent {(100 - left) / 100:.3g}×"
 
 
 DETECTOR = Detector(
@@ -140,6 +146,7 @@ DETECTOR = Detector(
     judge=judge,
     # An SLO violation is not a change of the distribution: its runs stay in the reference.
     excludes_runs=False,
+    current=current,
 )
 
 

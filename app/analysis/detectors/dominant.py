@@ -13,6 +13,7 @@ import numpy as np
 
 from app.analysis.detectors.base import Detector, Finding, Named, Signal, ci
 from app.analysis.dominance import Mix, lead, phase_mix
+from app.analysis.leadspread import LogSpread, log_ratio
 from app.analysis.runs import RunData
 
 if TYPE_CHECKING:
@@ -36,8 +37,12 @@ def dominant_finding(
     candidate: str,
     params: DetectorParams,
     rng: np.random.Generator,
+    spread: LogSpread | None = None,
 ) -> Finding:
-    """Does ``candidate`` lead ``leader`` by δ, with the lead's lower 95 % bound above 0?"""
+    """Does ``candidate`` lead ``leader`` by δ, with the lead's lower 95 % bound above 0
+    and, given the reference's ``spread``, has it gained on ``leader`` by more than
+    windows of this many runs do when nothing changed (``dominant_spread_z`` of that
+    spread, on the log ratio of their medians)?"""
     mix = phase_mix(recent)
     numbers = _mix_numbers(mix, leader, candidate)
     point = mix.shares.get(candidate, 0.0) - mix.shares.get(leader, 0.0)
@@ -46,11 +51,34 @@ def dominant_finding(
     estimate = lead(recent, candidate, leader, rng, params.resamples)
     numbers |= {"lead_low_pp": _pp(estimate.low), "lead_high_pp": _pp(estimate.high)}
     confident = estimate.low is not None and estimate.low > 0
+    moved = spreads_moved(mix, spread, candidate, leader, len(recent))
+    if moved is not None and params.dominant_spread_z > 0:
+        numbers["moved_spreads"] = round(moved, 1)
+        confident = confident and moved > params.dominant_spread_z
     return Finding(Signal.HIT if confident else Signal.HOLD, numbers)
 
 
+def spreads_moved(
+    mix: Mix, spread: LogSpread | None, candidate: str, leader: str, runs: int
+) -> float | None:
+    """How many of the reference's run-to-run spreads (of a window of ``runs``) the log
+    ratio ``candidate / leader`` has moved from the reference's; None without a spread
+    (or with a spread of 0: phases that never moved apart)."""
+    if spread is None:
+        return None
+    sd = spread.sd(candidate, leader, runs)
+    usual = spread.usual(candidate, leader)
+    if not sd or usual is None:
+        return None
+    return (log_ratio(mix.medians, candidate, leader) - usual) / sd
+
+
 def fast_dominant(
-    recent: Sequence[RunData], leader: str, params: DetectorParams, rng: np.random.Generator
+    recent: Sequence[RunData],
+    leader: str,
+    params: DetectorParams,
+    rng: np.random.Generator,
+    spread: LogSpread | None = None,
 ) -> tuple[str, Finding] | None:
     """The fast lane: a challenger leading ``leader`` by ``dominant_fast_lead_pp`` in the
     newest ``dominant_fast_runs`` runs, the lead's lower 95 % bound above 0. A collapse or
@@ -66,7 +94,7 @@ def fast_dominant(
     lead_pp = 100 * (mix.shares[candidate] - mix.shares[leader])
     if lead_pp < params.dominant_fast_lead_pp:
         return None
-    finding = dominant_finding(newest, leader, candidate, params, rng)
+    finding = dominant_finding(newest, leader, candidate, params, rng, spread)
     return (candidate, finding) if finding.signal is Signal.HIT else None
 
 
@@ -161,10 +189,24 @@ def sentence(identity: Named, n: dict[str, Any]) -> str:
     )
 
 
+def current(identity: Named, n: dict[str, Any]) -> str:
+    """The two phases' shares now (the sentence keeps those of the firing), at each
+    vantage for a shift seen at several."""
+    old_now, new_now = n.get("from_now"), n.get("leaders")
+    if old_now and new_now:
+        return ", ".join(
+            f"{old} {was:g} %, {new_now[vantage][0]} {new_now[vantage][1]:g} % at {vantage}"
+            for vantage, (old, was) in sorted(old_now.items())
+            if old is not None and was is not None and vantage in new_now
+        )
+    return f"{n['from_phase']} {n['from_share_pct']:g} %, {n['to_phase']} {n['to_share_pct']:g} %"
+
+
 DETECTOR = Detector(
     name="dominant_shift",
     summary="the bottleneck moved: another phase leads the accepted dominant one",
     sentence=sentence,
     judge=None,
     aside=overtaken,
+    current=current,
 )

@@ -120,6 +120,15 @@ class DetectorParams(BaseModel):
     dominant_fast_runs: int = Field(
         2, ge=1, le=100, description="The newest runs that judge a lead that large."
     )
+    # Windows of two or three runs move together when whole runs do (shared load, busy
+    # hours); the bootstrap over those runs cannot see it, the reference's runs can.
+    dominant_spread_z: float = Field(
+        5.0,
+        ge=0,
+        le=10,
+        description="The challenger must gain on the leader by this many of the reference's"
+        " run-to-run spreads of a window's log ratio; 0: off.",
+    )
     tail_ratio: float = Field(2.0, gt=1, description="The CUSUM's alternative: tail mass × this.")
     tail_threshold: float = Field(8.0, gt=0, description="The CUSUM's threshold.")
     tail_min_relative: float = Field(0.05, ge=0, description="Least growth of the p90/p95 excess.")

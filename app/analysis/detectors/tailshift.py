@@ -121,10 +121,18 @@ def sentence(identity: Named, n: dict[str, Any]) -> str:
     )
 
 
+def current(identity: Named, n: dict[str, Any]) -> str:
+    """The tail now: its excess where the gate judged it, else how far the CUSUM is."""
+    if "recent_excess" in n:
+        return f"{n['quantile']} {n['recent_excess']:g}× the run's median ({n['recent_ms']:g} ms)"
+    return f"CUSUM {n['cusum']:g} of {n['threshold']:g}"
+
+
 DETECTOR = Detector(
     name="tail_shift",
     summary="the tail got heavier: more samples far above their run's median, by enough to matter",
     sentence=sentence,
     judge=judge,
     on_resolve=TailState.reset,
+    current=current,
 )
