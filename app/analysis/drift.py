@@ -17,14 +17,14 @@ list of floats (``pack``/``unpack``): the detector's ``DetectorMemory.cusums`` e
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import numpy as np
 from numpy.typing import NDArray
 
-from app.analysis.runs import Array, RunData, column_medians
+from app.analysis.runs import Array, RunData, column_medians, stacked_phases
 from app.probe.sample import LLM_PHASES
 
 KNOWN = (*LLM_PHASES, "server")  # phases by their code in the packed floats
@@ -40,26 +40,27 @@ KEEP_DAYS = 42  # daily values kept: longer than any baseline lives (baseline_ma
 # after a gap, are no day.
 MIN_HOURS = 18
 NEAR = 4  # runs an hour slot needs before it borrows from the other kind of day
-VERSION = 1.0
+VERSION = 2.0
 
 
 @dataclass(frozen=True, slots=True)
 class Baseline:
-    """A frozen profile. Metrics, in order: end-to-end, each of ``phases`` (log medians),
-    then the tail (the share of samples over ``tail_q``, as a log ratio to ``tail0``)."""
+    """A frozen profile. Metrics, in order: end-to-end and each of ``phases`` (log
+    medians), then each phase's tail (the share of samples over ``tail_q``, as a log ratio
+    to ``tail0``)."""
 
     start: float  # epoch seconds of its first run
     end: float  # … and of its last
     phases: tuple[str, ...]
     shares: Array  # each phase's median share of end-to-end
     means: Array  # (SLOTS, 1 + len(phases)): mean log run-median at that slot
-    tail_q: Array  # (SLOTS,): p95 of a sample's end-to-end over its run's median there
-    tail0: float  # the share of samples above tail_q, a day's mean (≈ 5 %)
+    tail_q: Array  # (SLOTS, len(phases)): p95 of a sample's phase over its run's median
+    tail0: Array  # (len(phases),): the share of samples above tail_q, a day's mean (≈ 5 %)
     spread: Array  # the day-to-day standard deviation of each metric's daily value
 
     @property
     def width(self) -> int:
-        return len(self.phases) + 2
+        return 1 + 2 * len(self.phases)
 
 
 @dataclass(slots=True)
@@ -97,8 +98,15 @@ def _median(run: RunData) -> float:
     return run.memo("drift-median", lambda: float(column_medians(run.totals[:, None])[0]))
 
 
-def _ratios(run: RunData) -> Array:
-    return np.asarray(run.totals / max(_median(run), FLOOR_MS))
+def _ratios(run: RunData, phases: tuple[str, ...]) -> Array:
+    """Each sample's phases over the run's median of each: the tail as a shape (a busy
+    moment slows the run's samples alike; the tail's scale follows the phase's median)."""
+    return run.memo(("drift-ratios", phases), _compute_ratios, run, phases)
+
+
+def _compute_ratios(run: RunData, phases: tuple[str, ...]) -> Array:
+    own = run.phases if run.phase_names == phases else stacked_phases([run], phases)[0]
+    return np.asarray(own / np.maximum(run.medians(phases), FLOOR_MS))
 
 
 def _neighbours(slots: NDArray[np.int64], slot: int) -> NDArray[np.bool_]:
@@ -123,46 +131,61 @@ def freeze(runs: Sequence[RunData]) -> Baseline | None:
     phases = tuple(name for name in KNOWN if name in present)
     logs = np.array([_logs(run, phases) for run in timed])
     slots = np.array([slot_of(run.at) for run in timed])
-    ratios = [_ratios(run) for run in timed]
-    means = np.empty((SLOTS, logs.shape[1]))
-    tail_q = np.empty(SLOTS)
-    for slot in range(SLOTS):
-        chosen = _neighbours(slots, slot)
-        means[slot] = logs[chosen].mean(axis=0)
-        pooled = np.concatenate([ratios[i] for i in np.flatnonzero(chosen)])
-        tail_q[slot] = float(np.quantile(pooled, TAIL_QUANTILE))
-    shares = np.median(np.exp(logs[:, 1:] - logs[:, :1]), axis=0)
+    ratios = [_ratios(run, phases) for run in timed]
+    means, tail_q = _profile(logs, slots, ratios, np.arange(len(timed)), range(SLOTS))
     baseline = Baseline(
         start=timed[0].at.timestamp(),
         end=timed[-1].at.timestamp(),
         phases=phases,
-        shares=shares,
+        shares=np.median(np.exp(logs[:, 1:] - logs[:, :1]), axis=0),
         means=means,
         tail_q=tail_q,
-        tail0=1.0,
-        spread=np.zeros(len(phases) + 2),
+        tail0=np.full(len(phases), 1 - TAIL_QUANTILE),
+        spread=np.zeros(1 + 2 * len(phases)),
     )
-    tail0, spread = _day_to_day(baseline, timed)
-    return replace(baseline, tail0=tail0, spread=spread)
-
-
-def _day_to_day(baseline: Baseline, runs: Sequence[RunData]) -> tuple[float, Array]:
-    """Each of the baseline's days (24 h back from its last run) scored as a live day is:
-    the mean tail share, and the standard deviation of each metric's daily value."""
-    by_day: dict[int, Drift] = {}
-    for run in runs:
-        block = int((baseline.end - run.at.timestamp()) // DAY)
-        day = by_day.get(block)
-        if day is None:
-            day = by_day[block] = Drift.start(baseline, 0.0)
-        observe(day, run)
-    sums = [day.bins[day.bins[:, 1] > 0] for day in by_day.values()]
-    values = np.array([(s[:, 2:] / s[:, 1:2]).mean(axis=0) for s in sums if len(s) >= 12])
+    days = np.array([int((baseline.end - run.at.timestamp()) // DAY) for run in timed])
+    values = []
+    for block in np.unique(days):
+        # Each day against the profile of the other days, as a new day will be: against
+        # a profile of its own runs a day strays less than it will (the weekend's two days
+        # would only be told apart from each other).
+        own, others = np.flatnonzero(days == block), np.flatnonzero(days != block)
+        if len({math.floor(timed[i].at.timestamp() / HOUR) for i in own}) < MIN_HOURS:
+            continue
+        means_b, tail_q_b = _profile(logs, slots, ratios, others, set(slots[own].tolist()))
+        day = Drift.start(replace(baseline, means=means_b, tail_q=tail_q_b), 0.0)
+        for i in own:
+            observe(day, timed[i])
+        value = today(day, timed[own[-1]].at)
+        if value is not None:
+            values.append(value)
     if len(values) < 3:
-        return 1 - TAIL_QUANTILE, np.zeros(baseline.width)
-    tail0 = max(float(values[:, -1].mean()), 1e-3)
-    values[:, -1] = np.log(np.maximum(values[:, -1], 1e-4) / tail0)
-    return tail0, values.std(axis=0, ddof=1)
+        return baseline
+    tails = 1 + len(phases)
+    shares_over = np.exp(np.array(values)[:, tails:]) * baseline.tail0
+    tail0 = np.maximum(shares_over.mean(axis=0), 1e-3)
+    daily = np.array(values)
+    daily[:, tails:] = np.log(np.maximum(shares_over, 1e-4) / tail0)
+    return replace(baseline, tail0=tail0, spread=daily.std(axis=0, ddof=1))
+
+
+def _profile(
+    logs: Array,
+    slots: NDArray[np.int64],
+    ratios: list[Array],
+    use: NDArray[np.intp],
+    wanted: Iterable[int],
+) -> tuple[Array, Array]:
+    """Per slot in ``wanted`` (others NaN), from the runs ``use``: the mean log medians
+    and the p95 of each phase's sample-over-run-median ratio."""
+    means = np.full((SLOTS, logs.shape[1]), np.nan)
+    tail_q = np.full((SLOTS, logs.shape[1] - 1), np.nan)
+    for slot in wanted:
+        chosen = use[_neighbours(slots[use], slot)]
+        means[slot] = logs[chosen].mean(axis=0)
+        pooled = np.concatenate([ratios[i] for i in chosen])
+        tail_q[slot] = np.quantile(pooled, TAIL_QUANTILE, axis=0)
+    return means, tail_q
 
 
 def observe(drift: Drift, run: RunData) -> None:
@@ -175,9 +198,10 @@ def observe(drift: Drift, run: RunData) -> None:
     if row[0] != hour:
         row[:] = 0.0
         row[0] = hour
+    tails = 3 + len(base.phases)
     row[1] += 1
-    row[2:-1] += np.clip(_logs(run, base.phases) - base.means[slot], -CLIP, CLIP)
-    row[-1] += float(np.mean(_ratios(run) > base.tail_q[slot]))
+    row[2:tails] += np.clip(_logs(run, base.phases) - base.means[slot], -CLIP, CLIP)
+    row[tails:] += np.mean(_ratios(run, base.phases) > base.tail_q[slot], axis=0)
 
 
 def today(drift: Drift, at: datetime) -> Array | None:
@@ -188,7 +212,8 @@ def today(drift: Drift, at: datetime) -> Array | None:
     if len(live) < MIN_HOURS:
         return None
     value = (live[:, 2:] / live[:, 1:2]).mean(axis=0)
-    value[-1] = math.log(max(float(value[-1]), 1e-4) / drift.baseline.tail0)
+    tails = 1 + len(drift.baseline.phases)
+    value[tails:] = np.log(np.maximum(value[tails:], 1e-4) / drift.baseline.tail0)
     return np.asarray(value)
 
 
@@ -216,8 +241,8 @@ def pack(drift: Drift) -> list[float]:
     """``drift`` as the floats ``DetectorMemory.cusums`` keeps (``unpack`` reads them)."""
     base = drift.baseline
     head = [VERSION, len(base.phases), *(KNOWN.index(name) for name in base.phases)]
-    head += [base.start, base.end, base.tail0, drift.frozen_at, drift.pin, len(drift.days)]
-    parts = (base.shares, base.spread, base.means, base.tail_q, drift.bins, drift.days)
+    head += [base.start, base.end, drift.frozen_at, drift.pin, len(drift.days)]
+    parts = (base.shares, base.tail0, base.spread, base.means, base.tail_q, drift.bins, drift.days)
     body: list[float] = np.concatenate([p.ravel() for p in parts]).tolist()
     return [float(x) for x in head] + body
 
@@ -228,14 +253,21 @@ def unpack(floats: Sequence[float] | None) -> Drift | None:
         return None
     phases = tuple(KNOWN[int(code)] for code in floats[2 : 2 + int(floats[1])])
     at = 2 + len(phases)
-    start, end, tail0, frozen_at, pin, days = floats[at : at + 6]
-    rest = np.asarray(floats[at + 6 :], dtype=np.float64)
-    k, width = len(phases), len(phases) + 2
-    sizes = (k, width, SLOTS * (k + 1), SLOTS, 24 * (2 + width), int(days) * (1 + width))
+    start, end, frozen_at, pin, days = floats[at : at + 5]
+    rest = np.asarray(floats[at + 5 :], dtype=np.float64)
+    k, width = len(phases), 1 + 2 * len(phases)
+    sizes = (k, k, width, SLOTS * (k + 1), SLOTS * k, 24 * (2 + width), int(days) * (1 + width))
     if len(rest) != sum(sizes):
         return None
-    shares, spread, means, tail_q, bins, kept = np.split(rest, np.cumsum(sizes)[:-1])
+    shares, tail0, spread, means, tail_q, bins, kept = np.split(rest, np.cumsum(sizes)[:-1])
     baseline = Baseline(
-        start, end, phases, shares, means.reshape(SLOTS, k + 1), tail_q, tail0, spread
+        start,
+        end,
+        phases,
+        shares,
+        means.reshape(SLOTS, k + 1),
+        tail_q.reshape(SLOTS, k),
+        tail0,
+        spread,
     )
     return Drift(baseline, frozen_at, pin, bins.reshape(24, 2 + width), kept.reshape(-1, 1 + width))

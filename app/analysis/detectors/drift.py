@@ -88,18 +88,20 @@ def _fresh(inputs: Inputs) -> Drift | None:
 def drift_finding(drift: Drift, value: Array, params: DetectorParams, now: datetime) -> Finding:
     """Hit when a metric's daily value is beyond both its least material change and
     ``baseline_drift_sigmas`` of the baseline's day-to-day spread; clear when every one is
-    under half of that."""
+    under half of that. A phase, and its tail, count when it holds a share that matters."""
     base = drift.baseline
+    k = len(base.phases)
     least = np.full(base.width, math.log1p(params.baseline_drift_min))
-    least[-1] = math.log1p(params.baseline_tail_min)
+    least[1 + k :] = math.log1p(params.baseline_tail_min)
     needed = np.maximum(least, params.baseline_drift_sigmas * base.spread)
-    counted = np.ones(base.width, dtype=bool)
-    counted[1:-1] = base.shares >= params.baseline_drift_share
+    material = base.shares >= params.baseline_drift_share
+    counted = np.concatenate(([True], material, material))
     beyond = counted & (value >= needed)
     if not beyond.any() and np.all(~counted | (value < needed / 2)):
         return Finding(Signal.CLEAR)  # the usual case: nothing to tell, nothing to keep
-    names = ("end-to-end", *base.phases, "tail")
+    names = ("end-to-end", *base.phases, *(f"{name} tail" for name in base.phases))
     lead = int(np.argmax(np.where(counted, value / needed, -np.inf)))
+    tails = 100 * base.tail0 * np.exp(value[1 + k :])
     numbers: dict[str, Any] = {
         "baseline_from": _day(base.start),
         "baseline_to": _day(base.end),
@@ -108,10 +110,16 @@ def drift_finding(drift: Drift, value: Array, params: DetectorParams, now: datet
         "needed_pct": _pct(needed[lead]),
         "end_to_end_pct": _pct(value[0]),
         "phases_pct": {
-            name: _pct(value[1 + i]) for i, name in enumerate(base.phases) if counted[1 + i]
+            name: _pct(value[1 + i]) for i, name in enumerate(base.phases) if material[i]
         },
-        "tail_over_p95_pct": round(100 * base.tail0 * math.exp(value[-1]), 1),
-        "baseline_tail_over_p95_pct": round(100 * base.tail0, 1),
+        "over_p95_pct": {
+            name: round(float(tails[i]), 1) for i, name in enumerate(base.phases) if material[i]
+        },
+        "baseline_over_p95_pct": {
+            name: round(100 * float(base.tail0[i]), 1)
+            for i, name in enumerate(base.phases)
+            if material[i]
+        },
         "drifting_days": round(drifting_for(drift, lead, value[lead], now, ONSET_FRACTION), 1),
         "since_baseline_days": round((now.timestamp() - base.end) / 86400, 1),
     }
@@ -128,18 +136,22 @@ def _day(epoch: float) -> str:
 
 def sentence(identity: Named, n: dict[str, Any]) -> str:
     lead = n["leading"]
-    if lead == "tail":
+    if lead.endswith(" tail"):
+        phase = lead.removesuffix(" tail")
         what = (
-            f"{n['tail_over_p95_pct']:g} % of samples are over its p95"
-            f" ({n['baseline_tail_over_p95_pct']:g} % then)"
+            f"{n['over_p95_pct'][phase]:g} % of its {phase} samples are over their p95"
+            f" ({n['baseline_over_p95_pct'][phase]:g} % then)"
         )
     else:
         label = "end-to-end p50" if lead == "end-to-end" else f"{lead} median"
         what = f"{label} is {n['leading_pct']:g} % above it"
     others = [f"end-to-end {n['end_to_end_pct']:+g} %"] if lead != "end-to-end" else []
     others += [f"{name} {pct:+g} %" for name, pct in n["phases_pct"].items() if name != lead]
-    if lead != "tail":
-        others.append(f"{n['tail_over_p95_pct']:g} % of samples over its p95")
+    others += [
+        f"{name} p95 exceeded by {pct:g} % (was {n['baseline_over_p95_pct'][name]:g} %)"
+        for name, pct in n["over_p95_pct"].items()
+        if f"{name} tail" != lead and pct >= 1.5 * n["baseline_over_p95_pct"][name]
+    ]
     return (
         f"{identity.target} drifted from its baseline of {n['baseline_from']}…"
         f"{n['baseline_to']}: {what} at these hours, and has been drifting up for"
