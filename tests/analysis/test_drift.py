@@ -13,8 +13,11 @@ import pytest
 from pydantic import ValidationError
 
 from app.analysis import drift as dr
-from app.analysis.detectors import DetectorParams, Signal
+from app.analysis.detectors import DETECTORS, DetectorParams, Finding, Inputs, Signal
 from app.analysis.detectors.drift import drift_finding, sentence, wants_baseline
+from app.analysis.runs import RunData
+from app.analysis.slo import MissLedger
+from app.analysis.tail import TailState
 from tests.driftfactory import Change, runs
 from tests.runfactory import LLM, T0
 
@@ -239,3 +242,40 @@ def test_when_a_baseline_is_frozen_anew(
     params = DetectorParams(baseline_from=pin)
     assert wants_baseline(dr.pack(drift), params, rebase, now) is wants
     assert wants_baseline(None, params, rebase, now) is True
+
+
+def judge_after(
+    drift: dr.Drift, run: RunData, dominant_open: bool, active: frozenset[tuple[str, str]]
+) -> list[Finding]:
+    cusums = {"baseline_drift": dr.pack(drift)}
+    inputs = Inputs(
+        window=[run], recent=[run], reference=None, params=PARAMS, rng=np.random.default_rng(0),
+        now=run.at, tail=TailState(), onset=lambda _n: [run], misses=MissLedger(),
+        dominant_open=dominant_open, active=active, cusums=cusums,
+    )  # fmt: skip
+    found = DETECTORS["baseline_drift"].judge(inputs)  # type: ignore[misc]
+    assert dr.unpack(cusums["baseline_drift"]) is not None  # the run was taken in, kept
+    return found
+
+
+@pytest.mark.parametrize(
+    ("dominant_open", "active", "signal"),
+    [
+        (False, frozenset(), Signal.HIT),
+        (False, frozenset({("deadline_miss", "warning")}), Signal.HIT),  # misses, not speed
+        (False, frozenset({("baseline_drift", "warning")}), Signal.HIT),
+        (True, frozenset(), Signal.HOLD),  # the leader change told of it
+        (False, frozenset({("tail_shift", "critical")}), Signal.HOLD),
+        (False, frozenset({("level_shift", "critical")}), Signal.HOLD),
+    ],
+)
+def test_a_change_another_alert_tells_of_is_not_told_twice(
+    dominant_open: bool, active: frozenset[tuple[str, str]], signal: Signal
+) -> None:
+    start = T0 + timedelta(days=14)
+    slower: Change = lambda _: {"generation": 1.6}  # noqa: E731
+    drift = follow(week(), start, 1, slower)
+    (run,) = runs(9, start + timedelta(days=1), 0.01, slower)
+    (finding,) = judge_after(drift, run, dominant_open, active)
+    assert finding.signal is signal
+    assert finding.numbers["leading"] == "generation"

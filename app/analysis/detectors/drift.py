@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 KIND = "baseline_drift"
 # How long it has been drifting: since its daily value was last under this share of today's.
 ONSET_FRACTION = 0.2
+# Alerts that tell of a change of speed: while one is open here, a drift is not news.
+TOLD_BY = frozenset({"dominant_shift", "tail_shift", "level_shift"})
 
 
 def wants_baseline(
@@ -71,7 +73,19 @@ def judge(inputs: Inputs) -> list[Finding]:
     if value is not None:
         keep_day(drift, inputs.recent[-1].at, value)
     inputs.cusums[KIND] = pack_drift(drift)
-    return [] if value is None else [drift_finding(drift, value, params, now)]
+    if value is None:
+        return []
+    finding = drift_finding(drift, value, params, now)
+    if finding.signal is Signal.HIT and _told(inputs):
+        return [Finding(Signal.HOLD, finding.numbers)]
+    return [finding]
+
+
+def _told(inputs: Inputs) -> bool:
+    """Another alert about this vantage's speed is open: the change is told already (an
+    abrupt one, seen at once); acknowledging it re-bases the baseline too."""
+    others = {kind for kind, _ in inputs.active} & TOLD_BY
+    return inputs.dominant_open or bool(others)
 
 
 def _fresh(inputs: Inputs) -> Drift | None:
