@@ -226,14 +226,25 @@ def keep_day(drift: Drift, at: datetime, value: Array) -> None:
 
 
 def drifting_for(drift: Drift, metric: int, value: float, at: datetime, fraction: float) -> float:
-    """Days since the metric's daily value last stayed under ``fraction`` of ``value``
-    (all along since the baseline: the days since its first kept day)."""
+    """Days the metric has been drifting up: back to where its daily value was last under
+    ``fraction`` of ``value`` (all along: to the first kept day), then, on a steady
+    climb, to where a line through the climb's daily values starts from 0 (a day's value
+    is the mean of the 24 h before it: the line is half a day late)."""
     days = drift.days
-    since = days[0, 0] if len(days) else math.floor(at.timestamp() / DAY)
-    for row in days[::-1]:
-        if row[1 + metric] < fraction * value:
-            since = row[0] + 1
-            break
+    if not len(days):
+        return 0.0
+    column = days[:, 1 + metric]
+    under = np.flatnonzero(column < fraction * value)
+    first = int(under[-1]) if len(under) else 0
+    since = float(days[first, 0] + 1 if len(under) else days[0, 0])
+    climb = days[first + 1 :] if len(under) else days
+    if len(climb) >= 3:
+        slope, intercept = np.polyfit(climb[:, 0], climb[:, 1 + metric], 1)
+        if slope > 0:
+            start = -intercept / slope - 0.5
+            # Not before the day under the mark began, nor before the first kept day.
+            lowest = float(days[first, 0] - 1 if len(under) else days[0, 0])
+            since = min(since, max(start, lowest))
     return max(at.timestamp() / DAY - since, 0.0)
 
 

@@ -104,9 +104,13 @@ def test_no_day_until_most_of_its_hours_were_seen() -> None:
 @pytest.mark.parametrize(
     ("daily", "expected"),
     [
-        ([0.0, 0.0, 0.1, 0.2, 0.3, 0.4], 4.0),  # under 0.2 × 0.4 until the third day
+        # A climb of 0.1 a day whose first day's value (over the 24 h before) was 0.1:
+        # it began half a day before that day, 5.5 days before now.
+        ([0.0, 0.0, 0.1, 0.2, 0.3, 0.4], 5.5),
+        ([0.0, 0.0, 0.0, 0.4, 0.4], 2.0),  # a step: since the first day above
         ([0.3, 0.3, 0.3, 0.4], 4.0),  # all along since the first kept day
         ([0.4, 0.0, 0.0, 0.4], 1.0),  # a lone bad day long ago is not this drift
+        ([], 0.0),
     ],
 )
 def test_how_long_it_has_drifted(daily: list[float], expected: float) -> None:
@@ -115,7 +119,8 @@ def test_how_long_it_has_drifted(daily: list[float], expected: float) -> None:
     for i, value in enumerate(daily):
         dr.keep_day(drift, first + timedelta(days=i), np.full(drift.baseline.width, value))
     now = first + timedelta(days=len(daily))
-    assert dr.drifting_for(drift, 0, daily[-1], now, 0.2) == pytest.approx(expected)
+    latest = daily[-1] if daily else 0.0
+    assert dr.drifting_for(drift, 0, latest, now, 0.2) == pytest.approx(expected)
 
 
 def test_one_value_a_day_kept() -> None:
