@@ -41,6 +41,7 @@ KEEP_DAYS = 42  # daily values kept: longer than any baseline lives (baseline_ma
 MIN_HOURS = 18
 NEAR = 4  # runs an hour slot needs before it borrows from the other kind of day
 VERSION = 2.0
+NO_PIN = -1.0  # a pin's place in the packed floats when there is none
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +253,8 @@ def pack(drift: Drift) -> list[float]:
     """``drift`` as the floats ``DetectorMemory.cusums`` keeps (``unpack`` reads them)."""
     base = drift.baseline
     head = [VERSION, len(base.phases), *(KNOWN.index(name) for name in base.phases)]
-    head += [base.start, base.end, drift.frozen_at, drift.pin, len(drift.days)]
+    pin = NO_PIN if math.isnan(drift.pin) else drift.pin  # the store keeps JSON: no NaN
+    head += [base.start, base.end, drift.frozen_at, pin, len(drift.days)]
     parts = (base.shares, base.tail0, base.spread, base.means, base.tail_q, drift.bins, drift.days)
     body: list[float] = np.concatenate([p.ravel() for p in parts]).tolist()
     return [float(x) for x in head] + body
@@ -281,4 +283,5 @@ def unpack(floats: Sequence[float] | None) -> Drift | None:
         tail0,
         spread,
     )
+    pin = math.nan if pin == NO_PIN else pin
     return Drift(baseline, frozen_at, pin, bins.reshape(24, 2 + width), kept.reshape(-1, 1 + width))

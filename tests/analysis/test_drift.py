@@ -4,6 +4,7 @@ against it, how long it has drifted, the floats it packs into, and when it alert
 from __future__ import annotations
 
 import functools
+import json
 import math
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -136,6 +137,9 @@ def test_packed_and_read_back() -> None:
     floats = dr.pack(drift)
     back = dr.unpack(floats)
     assert back is not None and dr.pack(back) == floats
+    json.dumps(floats, allow_nan=False)  # stored as JSON (detector_state.cusums)
+    unpinned = dr.unpack(dr.pack(dr.Drift.start(week(), 0.0)))
+    assert unpinned is not None and math.isnan(unpinned.pin)
     assert back.baseline.phases == drift.baseline.phases and back.pin == 123.0
     assert len(back.days) == len(drift.days) == 2
     assert dr.unpack(None) is None and dr.unpack([]) is None
