@@ -167,7 +167,20 @@ def freeze(runs: Sequence[RunData]) -> Baseline | None:
     tail0 = np.maximum(shares_over.mean(axis=0), 1e-3)
     daily = np.array(values)
     daily[:, tails:] = np.log(np.maximum(shares_over, 1e-4) / tail0)
-    return replace(baseline, tail0=tail0, spread=daily.std(axis=0, ddof=1))
+    spread = daily.std(axis=0, ddof=1)
+    spread[:tails] *= _upper_bound(len(daily) - 1)
+    return replace(baseline, tail0=tail0, spread=spread)
+
+
+def _upper_bound(df: int) -> float:
+    """σ's one-sided 95 % upper bound over a standard deviation with ``df`` degrees of
+    freedom. A median's day-to-day wander is the shared load's, which a week samples
+    poorly: a calm week (the detection corpus has them: 0.04 where 30 days give 0.12)
+    must not make every ordinary day after it a drift. A tail's share is load-free,
+    mostly counting noise, which a week's ~2,000 samples a day measure well."""
+    from scipy.stats import chi2  # at a freeze only: rare, and costly to import
+
+    return math.sqrt(df / float(chi2.ppf(0.05, df)))
 
 
 def _profile(

@@ -110,7 +110,9 @@ def drift_finding(drift: Drift, value: Array, params: DetectorParams, now: datet
     needed = np.maximum(least, params.baseline_drift_sigmas * base.spread)
     material = base.shares >= params.baseline_drift_share
     counted = np.concatenate(([True], material, material))
-    beyond = counted & (value >= needed)
+    # A phase's rise is material when it adds enough to end-to-end as well.
+    adds = base.shares * np.expm1(value[1 : 1 + k]) >= params.baseline_drift_adds
+    beyond = counted & (value >= needed) & np.concatenate(([True], adds, np.ones(k, bool)))
     if not beyond.any() and np.all(~counted | (value < needed / 2)):
         return Finding(Signal.CLEAR)  # the usual case: nothing to tell, nothing to keep
     names = ("end-to-end", *base.phases, *(f"{name} tail" for name in base.phases))

@@ -148,6 +148,9 @@ class DetectorParams(BaseModel):
     baseline_drift_share: float = Field(
         0.1, ge=0, lt=1, description="A phase's drift counts when it holds this share or more."
     )
+    baseline_drift_adds: float = Field(
+        0.05, ge=0, lt=1, description="… and when its rise adds this share of end-to-end."
+    )
     baseline_tail_min: float = Field(
         0.5, gt=0, description="Least drift of the share of samples over the baseline's p95."
     )
