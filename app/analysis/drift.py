@@ -11,7 +11,7 @@ Each new run adds its deviations from the baseline at its hour to one of 24 hour
 (``Drift.bins``); the day's value is the mean over the bins of the last 24 hours, so a busy
 hour or a slow run moves it by a 24th at most. Once a day that value is kept
 (``Drift.days``) to tell how long the drift has been going on. Everything packs into a
-list of floats (``pack``/``unpack``): the detector's ``DetectorMemory.cusums`` entry.
+list of floats (app/analysis/driftpack.py): the detector's ``DetectorMemory.cusums`` entry.
 """
 
 from __future__ import annotations
@@ -40,8 +40,6 @@ KEEP_DAYS = 42  # daily values kept: longer than any baseline lives (baseline_ma
 # after a gap, are no day.
 MIN_HOURS = 18
 NEAR = 4  # runs an hour slot needs before it borrows from the other kind of day
-VERSION = 2.0
-NO_PIN = -1.0  # a pin's place in the packed floats when there is none
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,41 +258,3 @@ def drifting_for(drift: Drift, metric: int, value: float, at: datetime, fraction
             lowest = float(days[first, 0] - 1 if len(under) else days[0, 0])
             since = min(since, max(start, lowest))
     return max(at.timestamp() / DAY - since, 0.0)
-
-
-def pack(drift: Drift) -> list[float]:
-    """``drift`` as the floats ``DetectorMemory.cusums`` keeps (``unpack`` reads them)."""
-    base = drift.baseline
-    head = [VERSION, len(base.phases), *(KNOWN.index(name) for name in base.phases)]
-    pin = NO_PIN if math.isnan(drift.pin) else drift.pin  # the store keeps JSON: no NaN
-    head += [base.start, base.end, drift.frozen_at, pin, len(drift.days)]
-    parts = (base.shares, base.tail0, base.spread, base.means, base.tail_q, drift.bins, drift.days)
-    body: list[float] = np.concatenate([p.ravel() for p in parts]).tolist()
-    return [float(x) for x in head] + body
-
-
-def unpack(floats: Sequence[float] | None) -> Drift | None:
-    """The ``Drift`` that ``pack`` gave these floats; None for none, or another layout."""
-    if not floats or floats[0] != VERSION:
-        return None
-    phases = tuple(KNOWN[int(code)] for code in floats[2 : 2 + int(floats[1])])
-    at = 2 + len(phases)
-    start, end, frozen_at, pin, days = floats[at : at + 5]
-    rest = np.asarray(floats[at + 5 :], dtype=np.float64)
-    k, width = len(phases), 1 + 2 * len(phases)
-    sizes = (k, k, width, SLOTS * (k + 1), SLOTS * k, 24 * (2 + width), int(days) * (1 + width))
-    if len(rest) != sum(sizes):
-        return None
-    shares, tail0, spread, means, tail_q, bins, kept = np.split(rest, np.cumsum(sizes)[:-1])
-    baseline = Baseline(
-        start,
-        end,
-        phases,
-        shares,
-        means.reshape(SLOTS, k + 1),
-        tail_q.reshape(SLOTS, k),
-        tail0,
-        spread,
-    )
-    pin = math.nan if pin == NO_PIN else pin
-    return Drift(baseline, frozen_at, pin, bins.reshape(24, 2 + width), kept.reshape(-1, 1 + width))

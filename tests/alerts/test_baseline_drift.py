@@ -11,6 +11,7 @@ from app.alerts.history import MemoryHistory, Retention
 from app.alerts.identity import Transition
 from app.alerts.state import State
 from app.analysis import drift as dr
+from app.analysis import driftpack as dp
 from app.analysis.detectors import DetectorParams
 from app.analysis.runs import RunData
 from tests.driftfactory import Change, runs, steady
@@ -46,7 +47,7 @@ class Replay:
                 self.fired.append(moved)
 
     def drift(self) -> dr.Drift | None:
-        return dr.unpack(self.evaluator.memory("chat", "eu").cusums.get("baseline_drift"))
+        return dp.unpack(self.evaluator.memory("chat", "eu").cusums.get("baseline_drift"))
 
 
 def day(transition: Transition) -> float:

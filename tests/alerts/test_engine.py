@@ -21,7 +21,8 @@ from app.alerts.identity import Transition
 from app.alerts.silences import Matcher, SilenceNotFound
 from app.alerts.state import State
 from app.analysis.detectors import DetectorParams
-from app.analysis.drift import Drift, freeze, pack, unpack
+from app.analysis.drift import Drift, freeze
+from app.analysis.driftpack import pack, unpack
 from app.analysis.runs import RunData
 from app.config import Settings, Target, TargetsFile
 from app.demo.sim.app import SimConfig

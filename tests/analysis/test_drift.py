@@ -14,6 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.analysis import drift as dr
+from app.analysis import driftpack as dp
 from app.analysis.detectors import DETECTORS, DetectorParams, Finding, Inputs, Signal
 from app.analysis.detectors.drift import drift_finding, sentence, wants_baseline
 from app.analysis.runs import RunData
@@ -134,17 +135,21 @@ def test_one_value_a_day_kept() -> None:
 def test_packed_and_read_back() -> None:
     drift = follow(week(), T0 + timedelta(days=14), 2, lambda _: {"generation": 1.2})
     drift.pin = 123.0
-    floats = dr.pack(drift)
-    back = dr.unpack(floats)
-    assert back is not None and dr.pack(back) == floats
+    floats = dp.pack(drift)
+    back = dp.unpack(floats)
+    assert back is not None and dp.pack(back) == floats
     json.dumps(floats, allow_nan=False)  # stored as JSON (detector_state.cusums)
-    unpinned = dr.unpack(dr.pack(dr.Drift.start(week(), 0.0)))
+    unpinned = dp.unpack(dp.pack(dr.Drift.start(week(), 0.0)))
     assert unpinned is not None and math.isnan(unpinned.pin)
     assert back.baseline.phases == drift.baseline.phases and back.pin == 123.0
     assert len(back.days) == len(drift.days) == 2
-    assert dr.unpack(None) is None and dr.unpack([]) is None
-    assert dr.unpack([99.0, *floats[1:]]) is None  # another layout's version
-    assert dr.unpack(floats[:-1]) is None  # cut short
+    assert dp.unpack(None) is None and dp.unpack([]) is None
+    assert dp.unpack([99.0, *floats[1:]]) is None  # another layout's version
+    assert dp.unpack(floats[:-1]) is None  # cut short
+    kept = dp.Packed(drift)  # as the detector keeps it: read back without unpacking
+    assert kept == floats and dp.unpack(kept) is drift
+    copied = dp.unpack(list(kept))  # a copy of the memory: unpacked afresh, the same
+    assert copied is not drift and copied is not None and dp.pack(copied) == floats
 
 
 def _value(baseline: dr.Baseline, **moved: float) -> np.ndarray:
@@ -250,21 +255,21 @@ def test_when_a_baseline_is_frozen_anew(
     now = datetime.fromtimestamp(baseline.end, UTC) + timedelta(days=age_days)
     rebase = None if rebase_days is None else T0 + timedelta(days=rebase_days)
     params = DetectorParams(baseline_from=pin)
-    assert wants_baseline(dr.pack(drift), params, rebase, now) is wants
+    assert wants_baseline(dp.pack(drift), params, rebase, now) is wants
     assert wants_baseline(None, params, rebase, now) is True
 
 
 def judge_after(
     drift: dr.Drift, run: RunData, dominant_open: bool, active: frozenset[tuple[str, str]]
 ) -> list[Finding]:
-    cusums = {"baseline_drift": dr.pack(drift)}
+    cusums = {"baseline_drift": dp.pack(drift)}
     inputs = Inputs(
         window=[run], recent=[run], reference=None, params=PARAMS, rng=np.random.default_rng(0),
         now=run.at, tail=TailState(), onset=lambda _n: [run], misses=MissLedger(),
         dominant_open=dominant_open, active=active, cusums=cusums,
     )  # fmt: skip
     found = DETECTORS["baseline_drift"].judge(inputs)  # type: ignore[misc]
-    assert dr.unpack(cusums["baseline_drift"]) is not None  # the run was taken in, kept
+    assert dp.unpack(cusums["baseline_drift"]) is not None  # the run was taken in, kept
     return found
 
 

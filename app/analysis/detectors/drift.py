@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.analysis.detectors.base import WARNING, Detector, Finding, Inputs, Named, Signal
-from app.analysis.drift import Drift, drifting_for, keep_day, observe, today, unpack
-from app.analysis.drift import pack as pack_drift
+from app.analysis.drift import Drift, drifting_for, keep_day, observe, today
+from app.analysis.driftpack import Packed, unpack
 from app.analysis.runs import Array
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def judge(inputs: Inputs) -> list[Finding]:
     value = today(drift, inputs.recent[-1].at)
     if value is not None:
         keep_day(drift, inputs.recent[-1].at, value)
-    inputs.cusums[KIND] = pack_drift(drift)
+    inputs.cusums[KIND] = Packed(drift)
     if value is None:
         return []
     finding = drift_finding(drift, value, params, now)
