@@ -13,12 +13,17 @@ from datetime import datetime, timedelta
 from app.alerts.history import History
 from app.alerts.memory import DetectorMemory
 from app.analysis import detectors as d
+from app.analysis.detectors.drift import wants_baseline
 from app.analysis.dominance import phase_mix
+from app.analysis.drift import freeze
 from app.analysis.leadspread import log_spread
 from app.analysis.runs import RunData
 from app.analysis.tail import tail_reference
 
 REBUILD_EVERY = timedelta(days=1)
+# A reference this long is a full week (less the recent window and the day between
+# rebuilds): baseline_drift may freeze its profile.
+FULL_WEEK = timedelta(days=6.5)
 
 
 def current_reference(
@@ -57,8 +62,17 @@ def current_reference(
             else None
         ),
         spread=log_spread(runs),
+        drift=(
+            freeze(runs) if span >= FULL_WEEK and _wants_baseline(memory, params, now) else None
+        ),
     )
     return memory.reference
+
+
+def _wants_baseline(memory: DetectorMemory, params: d.DetectorParams, now: datetime) -> bool:
+    if "baseline_drift" not in params.enabled:
+        return False
+    return wants_baseline(memory.cusums.get("baseline_drift"), params, memory.rebase_at, now)
 
 
 def _inside(at: datetime, spans: list[tuple[datetime, datetime | None]]) -> bool:

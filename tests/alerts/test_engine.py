@@ -21,6 +21,8 @@ from app.alerts.identity import Transition
 from app.alerts.silences import Matcher, SilenceNotFound
 from app.alerts.state import State
 from app.analysis.detectors import DetectorParams
+from app.analysis.drift import Drift, freeze
+from app.analysis.driftpack import pack, unpack
 from app.analysis.runs import RunData
 from app.config import Settings, Target, TargetsFile
 from app.demo.sim.app import SimConfig
@@ -45,6 +47,7 @@ from app.store.models import (
 )
 from app.store.records import RunRecord
 from app.store.targets import sync_targets
+from tests.driftfactory import runs as drift_runs
 from tests.runfactory import LLM, T0, failed_run, make_run, record_of
 
 EVERY = timedelta(minutes=1)
@@ -615,3 +618,16 @@ def test_a_resolved_alert_stays_held_back_across_a_restart(watch: Watch) -> None
     for _ in range(4):  # the same outage again, minutes later: no new alert
         assert [t for t in watch.failed() if t.moved] == []
     assert rows(watch.sessions, AlertRow, AlertRow.opened_at)[-1].state == "resolved"
+
+
+def test_a_frozen_baseline_is_stored_and_read_back(watch: Watch) -> None:
+    watch.firing()
+    baseline = freeze(list(drift_runs(1, T0, 7)))
+    assert baseline is not None
+    floats = pack(Drift.start(baseline, T0.timestamp()))  # ~1,500 floats, one unpinned
+    watch.engine.evaluator.memory("chat", "eu").cusums["baseline_drift"] = floats
+    watch.failed()
+    restarted = watch.restart()
+    restarted.restore()
+    back = unpack(restarted.evaluator.memory("chat", "eu").cusums["baseline_drift"])
+    assert back is not None and pack(back) == floats

@@ -28,6 +28,7 @@ from app.analysis.tail import TailReference, TailState
 if TYPE_CHECKING:
     from app.analysis.detectors.composition import CompositionReference
     from app.analysis.detectors.params import DetectorParams
+    from app.analysis.drift import Baseline
 
 # Phases the server spends: a change there should be seen from every vantage.
 SERVER_SIDE = frozenset({"queue", "prefill", "generation", "server"})
@@ -64,6 +65,8 @@ class Reference:
     composition: CompositionReference | None  # built only for a target that runs it
     # The runs' log-median spread, for dominant_shift's lead (None: too few runs to say).
     spread: LogSpread | None = None
+    # A profile baseline_drift may freeze: built only from a full week, for a target that runs it.
+    drift: Baseline | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,9 @@ class Inputs:
     misses: MissLedger
     dominant_open: bool  # a dominant_shift is active here: composition stays quiet
     active: frozenset[tuple[str, str]] = frozenset()  # (kind, severity) firing here now
+    # The vantage's DetectorMemory.cusums: a detector reads and writes its own entry.
+    cusums: dict[str, list[float]] = field(default_factory=dict)
+    rebase_at: datetime | None = None  # a change was acknowledged then (DetectorMemory's)
 
 
 class Named(Protocol):

@@ -3,7 +3,7 @@ registry. docs/detection.md says why each default is what it is."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -145,6 +145,30 @@ class DetectorParams(BaseModel):
     composition_alpha: float = Field(0.01, gt=0, lt=1, description="The permutation test's level.")
     composition_confirm: int = Field(4, ge=1, le=50, description="Hits in a row before it warns.")
     failing_runs: int = Field(3, ge=1, description="Runs in a row with every request failed.")
+    baseline_from: datetime | None = Field(
+        None, description="Pin baseline_drift's baseline: the week of runs from this date on."
+    )
+    baseline_max_age_days: float = Field(
+        35.0, ge=7, description="An unpinned baseline is frozen anew when this many days old."
+    )
+    baseline_drift_min: float = Field(
+        0.2, gt=0, description="Least drift of end-to-end p50, or a phase's median (× 1 + this)."
+    )
+    baseline_drift_share: float = Field(
+        0.1, ge=0, lt=1, description="A phase's drift counts when it holds this share or more."
+    )
+    baseline_drift_adds: float = Field(
+        0.05, ge=0, lt=1, description="… and when its rise adds this share of end-to-end."
+    )
+    baseline_tail_min: float = Field(
+        0.5, gt=0, description="Least drift of the share of samples over the baseline's p95."
+    )
+    baseline_drift_sigmas: float = Field(
+        5.0, ge=0, description="And beyond this many of the baseline's day-to-day spreads."
+    )
+    baseline_drift_confirm: int = Field(
+        4, ge=1, le=100, description="Hits in a row before baseline_drift warns."
+    )
     resamples: int = Field(
         400, ge=50, le=10_000, description="Hierarchical bootstrap resamples behind each interval."
     )
@@ -160,6 +184,12 @@ class DetectorParams(BaseModel):
                 if old in data:
                     raise ValueError(f"{old} was replaced by {new}")
         return data
+
+    @field_validator("baseline_from")
+    @classmethod
+    def _aware(cls, at: datetime | None) -> datetime | None:
+        # A date without a zone is UTC's, as every time phasewatch shows.
+        return at.replace(tzinfo=UTC) if at is not None and at.tzinfo is None else at
 
     @field_validator("enabled")
     @classmethod

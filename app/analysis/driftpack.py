@@ -1,0 +1,64 @@
+"""A ``Drift`` as the list of floats a detector keeps in ``DetectorMemory.cusums`` (stored
+as JSON in detector_state.cusums, so no NaN), and read back."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from app.analysis.drift import KNOWN, SLOTS, Baseline, Drift
+
+VERSION = 2.0
+NO_PIN = -1.0  # a pin's place in the packed floats when there is none
+
+
+def pack(drift: Drift) -> list[float]:
+    """``drift`` as the floats ``DetectorMemory.cusums`` keeps (``unpack`` reads them)."""
+    base = drift.baseline
+    head = [VERSION, len(base.phases), *(KNOWN.index(name) for name in base.phases)]
+    pin = NO_PIN if math.isnan(drift.pin) else drift.pin  # the store keeps JSON: no NaN
+    head += [base.start, base.end, drift.frozen_at, pin, len(drift.days)]
+    parts = (base.shares, base.tail0, base.spread, base.means, base.tail_q, drift.bins, drift.days)
+    body: list[float] = np.concatenate([p.ravel() for p in parts]).tolist()
+    return [float(x) for x in head] + body
+
+
+class Packed(list[float]):
+    """The packed floats, with the ``Drift`` they were packed from: read back after every
+    run, so a replay does not unpack a thousand floats each time. A copy of the memory
+    (a plain list) is unpacked afresh."""
+
+    def __init__(self, drift: Drift) -> None:
+        super().__init__(pack(drift))
+        self.drift = drift
+
+
+def unpack(floats: Sequence[float] | None) -> Drift | None:
+    """The ``Drift`` that ``pack`` gave these floats; None for none, or another layout."""
+    if isinstance(floats, Packed):
+        return floats.drift
+    if not floats or floats[0] != VERSION:
+        return None
+    phases = tuple(KNOWN[int(code)] for code in floats[2 : 2 + int(floats[1])])
+    at = 2 + len(phases)
+    start, end, frozen_at, pin, days = floats[at : at + 5]
+    rest = np.asarray(floats[at + 5 :], dtype=np.float64)
+    k, width = len(phases), 1 + 2 * len(phases)
+    sizes = (k, k, width, SLOTS * (k + 1), SLOTS * k, 24 * (2 + width), int(days) * (1 + width))
+    if len(rest) != sum(sizes):
+        return None
+    shares, tail0, spread, means, tail_q, bins, kept = np.split(rest, np.cumsum(sizes)[:-1])
+    baseline = Baseline(
+        start,
+        end,
+        phases,
+        shares,
+        means.reshape(SLOTS, k + 1),
+        tail_q.reshape(SLOTS, k),
+        tail0,
+        spread,
+    )
+    pin = math.nan if pin == NO_PIN else pin
+    return Drift(baseline, frozen_at, pin, bins.reshape(24, 2 + width), kept.reshape(-1, 1 + width))
