@@ -15,7 +15,7 @@ from app.alerts.memory import DetectorMemory
 from app.analysis import detectors as d
 from app.analysis.dominance import phase_mix
 from app.analysis.runs import RunData
-from app.analysis.tail import tail_reference
+from app.analysis.tailcusum import tail_reference
 
 REBUILD_EVERY = timedelta(days=1)
 

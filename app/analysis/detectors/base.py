@@ -11,7 +11,7 @@ detector by name except ``dominant_shift``, the one judged across vantages, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -49,6 +49,9 @@ class Finding:
     # A detector with alerts of two severities (deadline_miss: page and ticket) says which
     # one this finding is about; None: the detector's own severity.
     severity: str | None = None
+    # "service": judged on the target's vantages pooled (one alert, no vantage); None: this
+    # vantage's own.
+    scope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,14 @@ class Inputs:
     misses: MissLedger
     dominant_open: bool  # a dominant_shift is active here: composition stays quiet
     active: frozenset[tuple[str, str]] = frozenset()  # (kind, severity) firing here now
+    # Numbers detectors carry between runs, by detector name (DetectorMemory.cusums).
+    cusums: Mapping[str, list[float]] = field(default_factory=dict)
+
+
+class Carrying(Protocol):
+    """What an ended episode may reset of a vantage's memory (app.alerts.memory)."""
+
+    cusums: dict[str, list[float]]
 
 
 class Named(Protocol):
@@ -106,7 +117,7 @@ class Detector:
     severity: str = CRITICAL
     enabled: bool = True  # runs unless a target's ``enabled`` leaves it out
     confirm: Callable[[DetectorParams], int] = _confirm  # consecutive hits before firing
-    on_resolve: Callable[[TailState], None] | None = None  # what an ended episode resets
+    on_resolve: Callable[[Carrying], None] | None = None  # what an ended episode resets
     # A critical alert's runs are kept out of the reference; a warning is a hint only.
     excludes_runs: bool = True
     # Said after the sentence and where it was seen ("… at 2/2 vantages; queue leads now").
