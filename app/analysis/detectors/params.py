@@ -130,7 +130,7 @@ class DetectorParams(BaseModel):
         description="The least growth of the mass beyond a tail quantile that tail_shift weighs.",
     )
     tail_threshold: float = Field(
-        12.0,
+        13.0,
         gt=0,
         description="The load phase's tail CUSUM's threshold, in nats (no gate after it).",
     )
