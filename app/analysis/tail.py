@@ -132,6 +132,7 @@ class Channel:
     slots: Ints  # each reference run's slot
     days: Ints  # each reference run's day (UTC ordinal)
     dispersion: Array = field(default_factory=lambda: np.empty(0))  # per member (tailcusum)
+    fall: Array = field(default_factory=lambda: np.empty(0))  # per member, per run, no change
 
 
 @dataclass(frozen=True, slots=True)

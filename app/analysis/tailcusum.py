@@ -19,8 +19,8 @@ neither are neighbouring runs, so the counts are **overdispersed**; and the refe
 probabilities are estimates. Each member's increments are scored on the reference's own
 days, each day against the others (``dispersion``), and divided by the factor that gives
 their CUSUM the false-alarm rate of a true likelihood ratio's — so the threshold means the
-same for a steady target and a wobbly one. One threshold, calibrated on the benchmark's quiet corpora,
-decides: no gate after it (bench/detection/README.md has the numbers).
+same for a steady target and a wobbly one. One threshold, calibrated on the benchmark's
+quiet corpora, decides: no gate after it (bench/detection/README.md has the numbers).
 """
 
 from __future__ import annotations
@@ -52,6 +52,12 @@ MEMBER_RATIOS = np.tile(np.array(RATIOS, dtype=np.float64), len(EDGES))
 MAX_MASS = 0.9  # an inflation that would put more than this beyond its edge is capped there
 BLOCK = 8  # runs summed for the dispersion: two hours at 15 minutes
 MAX_DISPERSION = 8.0
+MIN_FALL = 0.0
+# Runs of an ordinary tail that bring a member's CUSUM from its threshold to half of it, at
+# the most: a member that falls slower (a 1.5× rise of the p99.9, a few samples a week)
+# would hold an alert for days after the tail is back, and would take as long to find its
+# own change; it is left out of the family for this channel.
+WIND_DOWN = 48
 
 
 def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
@@ -63,7 +69,8 @@ def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
     for name in channels(runs[-1]):
         channel = channel_reference(runs, name)
         if channel is not None:
-            built[name] = replace(channel, dispersion=dispersion(channel))
+            phi, fall = calibrate(channel)
+            built[name] = replace(channel, dispersion=phi, fall=fall)
     return TailReference(built, len(runs)) if built else None
 
 
@@ -88,6 +95,11 @@ def member_llr(counts: Array, tails: Array) -> tuple[Array, Array]:
 
 
 def dispersion(channel: Channel) -> Array:
+    """``calibrate``'s dispersion alone."""
+    return calibrate(channel)[0]
+
+
+def calibrate(channel: Channel) -> tuple[Array, Array]:
     """Per member, what its increments are divided by so that its CUSUM runs as long
     between false alarms as a true log-likelihood ratio's would (≥ 1, ≤ ``MAX_DISPERSION``).
 
@@ -97,16 +109,21 @@ def dispersion(channel: Channel) -> Array:
     variance σ² per run crosses h about once in e^{h·2μ/σ²} runs; a log-likelihood ratio
     has 2μ = σ², so dividing by σ²/2μ puts the exponent back at 1. σ² is from the sums of
     ``BLOCK`` consecutive runs (neighbouring runs share a busy stretch); fewer than three
-    blocks, or a mean that does not fall, say too little, and the most is assumed."""
+    blocks, or a mean that does not fall, say too little, and the most is assumed.
+
+    Also returns how far each member's divided steps fall per run under no change (at least
+    ``MIN_FALL``): how fast its CUSUM winds down once a tail is back."""
     llr = _held_out(channel)
     blocks = len(llr) // BLOCK
     if blocks < 3:
-        return np.full(MEMBERS, MAX_DISPERSION)
+        phi = np.full(MEMBERS, MAX_DISPERSION)
+        return phi, np.full(MEMBERS, MIN_FALL)
     sums = llr[: blocks * BLOCK].reshape(blocks, BLOCK, MEMBERS).sum(axis=1)
     variance = sums.var(axis=0, ddof=1) / BLOCK
     fall = -llr.mean(axis=0)
     ratio = np.where(fall > 0, variance / np.maximum(2 * fall, 1e-12), MAX_DISPERSION)
-    return np.asarray(np.clip(ratio, 1.0, MAX_DISPERSION), dtype=np.float64)
+    phi = np.asarray(np.clip(ratio, 1.0, MAX_DISPERSION), dtype=np.float64)
+    return phi, np.asarray(np.maximum(fall / phi, MIN_FALL), dtype=np.float64)
 
 
 def _held_out(channel: Channel) -> Array:
@@ -134,10 +151,17 @@ def increments(run: RunData, channel: Channel) -> Array | None:
     return np.asarray(llr[0] / channel.dispersion, dtype=np.float64)
 
 
-def cusum(scores: Sequence[float], steps: Array, cap: float) -> list[float]:
-    """Each member's CUSUM after one step: max(0, score + step), at most ``cap`` (a long
-    episode must not take days of normal runs to wind down)."""
-    return [float(v) for v in np.clip(np.asarray(scores) + steps, 0.0, cap)]
+def cusum(scores: Sequence[float], steps: Array, cap: Array | float) -> list[float]:
+    """Each member's CUSUM after one step: max(0, score + step), at most ``cap``."""
+    return [float(v) for v in np.minimum(np.maximum(np.asarray(scores) + steps, 0.0), cap)]
+
+
+def caps(channel: Channel, threshold: float) -> Array:
+    """Each member's ceiling: the threshold (a long episode must not take days of ordinary
+    runs to wind down); 0 for a member that falls too slowly to wind down from it to half
+    of it within ``WIND_DOWN`` runs."""
+    quick = WIND_DOWN * channel.fall >= threshold / 2
+    return np.asarray(np.where(quick, threshold, 0.0), dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)

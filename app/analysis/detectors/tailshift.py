@@ -37,7 +37,7 @@ from app.analysis.detectors.base import (
 )
 from app.analysis.runs import RunData
 from app.analysis.tail import TOTAL, Channel, TailReference, TailState
-from app.analysis.tailcusum import MEMBER_RATIOS, MEMBERS, cusum, increments, shape
+from app.analysis.tailcusum import MEMBER_RATIOS, MEMBERS, caps, cusum, increments, shape
 
 if TYPE_CHECKING:
     from app.analysis.detectors.params import DetectorParams
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 NAME = "tail_shift"
 CHANNELS = 2  # end-to-end, the load phase
 ONSET_WINDOWS = 4  # the sentence reads the runs since the CUSUM left 0, at most this many windows
-CAP = 2.0  # a CUSUM stops at this many thresholds: an episode winds down within hours
 
 
 @dataclass(slots=True)
@@ -88,13 +87,13 @@ def advance_tail(
         return None
     state = Cusums.of(own.get(NAME))
     state.vantages = 1 + len(others)
-    cap = CAP * max(params.tail_threshold, params.tail_threshold_end_to_end)
     for index, name in enumerate(_names(tail)):
         channel = tail.channels.get(name) if name else None
         steps = None if channel is None else increments(run, channel)
-        if steps is None:
+        if channel is None or steps is None:
             continue
-        state.scores[index] = cusum(state.scores[index], steps, cap)
+        threshold = params.tail_threshold if index else params.tail_threshold_end_to_end
+        state.scores[index] = cusum(state.scores[index], steps, caps(channel, threshold))
         state.runs[index] = state.runs[index] + 1 if max(state.scores[index]) > 0 else 0
     own[NAME] = state.values()
     for memory in others:
