@@ -58,14 +58,18 @@ def ratios(run: RunData, channel: str) -> Array:
     return run.memo(("ratios", channel), _ratios, run, channel)
 
 
-def _ratios(run: RunData, channel: str) -> Array:
-    if run.timed < MIN_RUN_SAMPLES:
-        return np.empty(0)
+def times(run: RunData, channel: str) -> Array:
+    """Each timed sample's time on ``channel``, in ms (empty for a phase the run lacks)."""
     if channel == TOTAL:
-        values = run.totals
-    elif channel in run.phase_names:
-        values = run.phases[:, run.phase_names.index(channel)]
-    else:
+        return run.totals
+    if channel in run.phase_names:
+        return run.phases[:, run.phase_names.index(channel)]
+    return np.empty(0)
+
+
+def _ratios(run: RunData, channel: str) -> Array:
+    values = times(run, channel)
+    if run.timed < MIN_RUN_SAMPLES or not len(values):
         return np.empty(0)
     ordered, half = np.sort(values), len(values) // 2
     body = float(ordered[half] if len(values) % 2 else (ordered[half - 1] + ordered[half]) / 2)
@@ -131,6 +135,7 @@ class Channel:
     counts: Array  # reference runs × BINS
     slots: Ints  # each reference run's slot
     days: Ints  # each reference run's day (UTC ordinal)
+    body_ms: float  # the median of the reference runs' medians
     dispersion: Array = field(default_factory=lambda: np.empty(0))  # per member (tailcusum)
     fall: Array = field(default_factory=lambda: np.empty(0))  # per member, per run, no change
 
@@ -154,4 +159,6 @@ def channel_reference(runs: Sequence[RunData], name: str) -> Channel | None:
     slots = np.array([slot(run.at) for run, _ in shaped], dtype=np.int64)
     days = np.array([run.at.toordinal() for run, _ in shaped], dtype=np.int64)
     probs = smoothed(counts, slots)
-    return Channel(name, np.asarray(edges, dtype=np.float64), probs, counts, slots, days)
+    body = float(np.median([np.median(times(run, name)) for run, _ in shaped]))
+    edges = np.asarray(edges, dtype=np.float64)
+    return Channel(name, edges, probs, counts, slots, days, body)

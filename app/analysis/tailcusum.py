@@ -42,6 +42,7 @@ from app.analysis.tail import (
     ratios,
     slot,
     smoothed,
+    times,
 )
 
 EDGES = (2, 3, 4, 5)  # the family's edges, as indices of tail.QUANTILES: p90 … p99.9
@@ -177,6 +178,8 @@ class Shape:
     recent_ratio: float  # the recent samples' quantile of the ratio
     reference_ratio: float  # the reference's (the edge)
     samples: int
+    recent_ms: float  # the recent samples' quantile itself
+    reference_ms: float  # the edge at the reference's median
 
 
 def shape(best: int, recent: Sequence[RunData], channel: Channel) -> Shape | None:
@@ -190,6 +193,7 @@ def shape(best: int, recent: Sequence[RunData], channel: Channel) -> Shape | Non
     weights = np.array([len(values) for _, values in parts], dtype=np.float64)
     tails = beyond(channel.probs[[slot(run.at) for run, _ in parts]])[:, edge]
     q = float(np.quantile(values, QUANTILES[edge]))
+    own = np.concatenate([times(run, channel.name) for run, _ in parts])
     return Shape(
         quantile=NAMES[edge],
         inflation=float(MEMBER_RATIOS[best]),
@@ -198,4 +202,6 @@ def shape(best: int, recent: Sequence[RunData], channel: Channel) -> Shape | Non
         recent_ratio=q,
         reference_ratio=float(channel.edges[edge]),
         samples=len(values),
+        recent_ms=float(np.quantile(own, QUANTILES[edge])),
+        reference_ms=float(channel.edges[edge]) * channel.body_ms,
     )

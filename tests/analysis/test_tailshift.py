@@ -169,3 +169,21 @@ def test_a_state_of_another_shape_starts_again() -> None:
     state.runs, state.vantages = [3, 4], 2
     state.scores[1][5] = 7.5
     assert Cusums.of(state.values()) == state
+
+
+def test_a_tail_heavier_only_against_a_shrunken_body_is_no_slower() -> None:
+    rng = np.random.default_rng(21)
+    tailed = [make_run(rng, T0 + i * EVERY, slow=0.15, slow_ms=300.0) for i in range(3 * 96)]
+    ref = reference(tailed)
+    # Generation collapsed: the same slow requests now stand far out of a smaller body.
+    collapsed = LLM | {"generation": 0.1 * LLM["generation"]}
+    at = T0 + timedelta(days=3, hours=3)
+    recent = runs(22, at, 30, medians=collapsed, slow=0.15, slow_ms=300.0)  # type: ignore[arg-type]
+    memory: dict[str, list[float]] = {}
+    for run in recent:
+        d.advance_tail(memory, [], run, ref, PARAMS)
+    total = Cusums.of(memory[NAME]).scores[0]
+    assert max(total) >= PARAMS.tail_threshold_end_to_end  # the shape is heavier ...
+    found = judge(inputs(ref, recent, memory))
+    assert [f.signal for f in found] == [Signal.HOLD]  # ... but the tail is no longer in ms
+    assert found[0].numbers["recent_ms"] < found[0].numbers["reference_ms"]

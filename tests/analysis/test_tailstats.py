@@ -126,7 +126,7 @@ def _channel(counts: np.ndarray) -> Channel:
     slots = np.zeros(len(counts), dtype=np.int64)
     days = np.arange(len(counts), dtype=np.int64) // 96  # a run every 15 minutes
     probs = np.tile(P, (SLOTS, 1))
-    return Channel("total", EDGES, probs, counts, slots, days)
+    return Channel("total", EDGES, probs, counts, slots, days, 100.0)
 
 
 @pytest.mark.parametrize(

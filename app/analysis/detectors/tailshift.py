@@ -181,8 +181,12 @@ def tail_finding(
             "recent_ratio": round(found.recent_ratio, 2),
             "reference_ratio": round(found.reference_ratio, 2),
             "samples": found.samples,
+            "recent_ms": round(found.recent_ms, 1),
+            "reference_ms": round(found.reference_ms, 1),
         }
-    signal = Signal.HIT if score >= threshold else Signal.HOLD
+    # A tail heavier only against a body that shrank (generation collapsed) is no slower.
+    longer = found is None or found.recent_ms > found.reference_ms
+    signal = Signal.HIT if score >= threshold and longer else Signal.HOLD
     return Finding(signal, numbers, scope=scope)
 
 
@@ -198,7 +202,8 @@ def sentence(identity: Named, n: Mapping[str, Any]) -> str:
         f"{what} {q} is {n['recent_ratio'] / usual:.1f}× its usual over the run median on"
         f" {identity.target} ({n['recent_ratio']:g}× the median, usually {usual:g}×):"
         f" {n['recent_share_pct']:g} % of samples beyond the usual {q}, against"
-        f" {n['reference_share_pct']:g} % ({n['samples']} samples{pooled})"
+        f" {n['reference_share_pct']:g} % ({q} {n['reference_ms']:g} → {n['recent_ms']:g} ms;"
+        f" {n['samples']} samples{pooled})"
     )
 
 
