@@ -53,7 +53,6 @@ MEMBER_RATIOS = np.tile(np.array(RATIOS, dtype=np.float64), len(EDGES))
 MAX_MASS = 0.9  # an inflation that would put more than this beyond its edge is capped there
 BLOCK = 8  # runs summed for the dispersion: two hours at 15 minutes
 MAX_DISPERSION = 8.0
-MIN_FALL = 0.0
 # Runs of an ordinary tail that bring a member's CUSUM from its threshold to half of it, at
 # the most: a member that falls slower (a 1.5× rise of the p99.9, a few samples a week)
 # would hold an alert for days after the tail is back, and would take as long to find its
@@ -112,19 +111,22 @@ def calibrate(channel: Channel) -> tuple[Array, Array]:
     ``BLOCK`` consecutive runs (neighbouring runs share a busy stretch); fewer than three
     blocks, or a mean that does not fall, say too little, and the most is assumed.
 
-    Also returns how far each member's divided steps fall per run under no change (at least
-    ``MIN_FALL``): how fast its CUSUM winds down once a tail is back."""
+    Also returns how far each member's divided steps fall per run under no change: how fast
+    its CUSUM winds down once a tail is back."""
     llr = _held_out(channel)
     blocks = len(llr) // BLOCK
     if blocks < 3:
-        phi = np.full(MEMBERS, MAX_DISPERSION)
-        return phi, np.full(MEMBERS, MIN_FALL)
+        # As a multinomial would fall, at the most dispersion.
+        probs = channel.probs[channel.slots]
+        expected = channel.counts.sum(axis=1, keepdims=True) * probs
+        fall = -member_llr(expected, beyond(probs))[0].mean(axis=0) / MAX_DISPERSION
+        return np.full(MEMBERS, MAX_DISPERSION), np.asarray(fall, dtype=np.float64)
     sums = llr[: blocks * BLOCK].reshape(blocks, BLOCK, MEMBERS).sum(axis=1)
     variance = sums.var(axis=0, ddof=1) / BLOCK
     fall = -llr.mean(axis=0)
     ratio = np.where(fall > 0, variance / np.maximum(2 * fall, 1e-12), MAX_DISPERSION)
     phi = np.asarray(np.clip(ratio, 1.0, MAX_DISPERSION), dtype=np.float64)
-    return phi, np.asarray(np.maximum(fall / phi, MIN_FALL), dtype=np.float64)
+    return phi, np.asarray(np.maximum(fall / phi, 0.0), dtype=np.float64)
 
 
 def _held_out(channel: Channel) -> Array:
