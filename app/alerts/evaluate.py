@@ -243,7 +243,7 @@ class Evaluator:
             memory = self.memory(alert.identity.target, vantage)
             memory.excluded = [(start, end or now) for start, end in memory.excluded]
             if detector is not None and detector.on_resolve is not None:
-                detector.on_resolve(memory.tail)
+                detector.on_resolve(memory)
 
     # Vantages -----------------------------------------------------------------------------
 

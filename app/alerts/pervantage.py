@@ -23,7 +23,7 @@ from app.analysis.slo import MissLedger
 class PerVantage:
     def __init__(self, history: History) -> None:
         self.history = history
-        self._identities: dict[tuple[str, str, str, str], Identity] = {}
+        self._identities: dict[tuple[str, str, str | None, str], Identity] = {}
 
     def signals(
         self,
@@ -41,7 +41,12 @@ class PerVantage:
             return None
         window = recent[-params.recent_runs :]
         reference = current_reference(self.history, memory, target, vantage, now, params, window)
-        self._advance(memory, recent[-1], reference, params, now)
+        siblings = [
+            view.memory(target, other)
+            for other in self.history.vantages(target, now)
+            if other != vantage
+        ]
+        self._advance(memory, siblings, recent[-1], reference, params, now)
         memory.last_run = recent[-1].run_id
         assert memory.misses is not None
         inputs = d.Inputs(
@@ -71,29 +76,35 @@ class PerVantage:
             detector = d.DETECTORS[name]
             for finding in detector.judge(inputs) if detector.judge else ():
                 severity = finding.severity or detector.severity
-                found[self._identity(name, target, vantage, severity)] = finding
+                where = None if finding.scope == "service" else vantage
+                found[self._identity(name, target, where, severity)] = finding
         return found
 
-    def _identity(self, kind: str, target: str, vantage: str, severity: str) -> Identity:
-        """A per-vantage alert's identity, made once (several are asked for every run)."""
+    def _identity(self, kind: str, target: str, vantage: str | None, severity: str) -> Identity:
+        """An alert's identity, made once (several are asked for every run): a vantage's,
+        or with no vantage the service's (judged on the vantages pooled)."""
         key = (kind, target, vantage, severity)
         identity = self._identities.get(key)
         if identity is None:
-            identity = Identity(kind, target, vantage, "vantage", severity=severity)
+            scope = "vantage" if vantage is not None else "service"
+            identity = Identity(kind, target, vantage, scope, severity=severity)
             self._identities[key] = identity
         return identity
 
     def _advance(
         self,
         memory: DetectorMemory,
+        siblings: list[DetectorMemory],
         run: RunData,
         reference: d.Reference | None,
         params: d.DetectorParams,
         now: datetime,
     ) -> None:
         """What the newest run adds to the detectors' memory, before they judge."""
-        if reference is not None and reference.tail is not None:
-            d.advance_tail(memory.tail, run, reference.tail, params)
+        if reference is not None:
+            others = [sibling.cusums for sibling in siblings]
+            state = d.advance_tail(memory.cusums, others, run, reference, params)
+            memory.tail = state or memory.tail
         built = memory.misses_built_at
         if memory.misses is None or built is None or now - built >= REBUILD_EVERY:
             start = now - params.slo.budget_window

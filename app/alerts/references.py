@@ -18,7 +18,7 @@ from app.analysis.dominance import phase_mix
 from app.analysis.drift import freeze
 from app.analysis.leadspread import log_spread
 from app.analysis.runs import RunData
-from app.analysis.tail import tail_reference
+from app.analysis.tailcusum import tail_reference
 
 REBUILD_EVERY = timedelta(days=1)
 # A reference this long is a full week (less the recent window and the day between

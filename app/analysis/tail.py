@@ -1,28 +1,24 @@
-"""Has the tail got heavier than the reference? A binomial CUSUM on the tail's *shape*.
+"""The tail's shape, binned: each sample over its own run's median, against the reference.
 
-A sample's **excess** is its end-to-end time over its own run's median. Samples of one run
-share the moment's load: when the shared queue is busy the whole run is slower, body and
-tail alike. Dividing by the run's median takes that moment out, so what is left is the
-tail proper: how far a run's slow samples stray from its typical one. A busy hour, a slow
-day or a stretch of correlated runs moves the body and leaves the excess alone; a heavier
-tail (a share of requests waiting much longer) moves the excess. The level itself is other
-detectors' business (the deadline SLO, the dominant phase).
+A sample's **ratio** is its time (end-to-end, or one phase's) over its own run's median of
+the same. Samples of one run share the moment's load: when the shared queue is busy the
+whole run is slower, body and tail alike. Dividing by the run's median takes that moment
+out, so what is left is the tail proper: how far a run's slow samples stray from its
+typical one. A busy hour, a slow day or a stretch of correlated runs moves the body and
+leaves the ratios alone; a heavier tail (a share of requests waiting much longer) moves
+them. The level itself is other detectors' business.
 
-Each run counts its samples whose excess is above the reference's p95 excess. Under no
-change that count is binomial with the reference's own exceedance rate *for that hour of
-the day, on that kind of day* (weekday or weekend, shrunk towards the hour's rate over all
-days where a kind has been seen little): busy hours that widen the tail every weekday are
-part of the reference. The log-likelihood ratio is divided by the counts' overdispersion.
-A CUSUM over the per-run steps crosses its threshold only when the excess persists; a
-gate then requires the shift to matter: the lower 95 % bound of the p90 or p95 excess
-above the reference's by a share (5 %) **and** by a time (10 ms, at the recent median)
-(app/analysis/tailgate.py). With fewer normal days than asked (two by default) the gate
-cannot tell a change from a day, and holds.
+Each run's ratios are counted in ``BINS`` bins split at the reference's p50, p75, p90,
+p95, p99 and p99.9 of that ratio (the edges: one set for the whole reference). The bins'
+probabilities are the reference's own *for that hour of the day, on that kind of day*
+(weekday or weekend, UTC), each slot shrunk towards its hour's over all days and the
+hour's towards the whole reference's (``smoothed``): busy hours that widen the tail every
+weekday are part of the reference. app/analysis/tailcusum.py turns
+the counts into evidence.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,10 +30,15 @@ from app.analysis.runs import Array, RunData
 
 HOURS = 24
 SLOTS = 2 * HOURS  # (weekday or weekend) × hour of day, UTC
-PRIOR_WEIGHT = 40.0  # pseudo-samples pulling a thin slot's rate towards its hour's
-MAX_DISPERSION = 8.0
-MIN_DAY_SAMPLES = 40  # a day's samples at those hours, to count as one of the normal days
+QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99, 0.999)
+NAMES = ("p50", "p75", "p90", "p95", "p99", "p99.9")
+BINS = len(QUANTILES) + 1
+PRIOR_SAMPLES = 20.0  # samples beyond an edge: a slot seen little there leans on its hour
+FLOOR = 0.25  # pseudo-samples per bin over the whole reference: no bin is ever impossible
 MIN_RUN_SAMPLES = 5  # a run's median from fewer says little about its body
+TOTAL = "total"  # the end-to-end channel's name; the others are phases'
+LOAD_PHASES = ("queue", "server")  # the phase that carries the server's load, if any
+Ints = NDArray[np.int64]
 
 
 def slot(at: datetime) -> int:
@@ -45,127 +46,119 @@ def slot(at: datetime) -> int:
     return (HOURS if at.weekday() >= 5 else 0) + at.hour
 
 
-@dataclass(frozen=True, slots=True)
-class Level:
-    """One exceedance level of the reference: its threshold and how often it is exceeded."""
-
-    name: str
-    threshold: float  # an excess: end-to-end over the run's median
-    rate_by_slot: NDArray[np.float64]  # share of samples above it, per ``slot``
-    dispersion: float  # variance of per-run counts over the binomial's (≥ 1)
+def channels(run: RunData) -> tuple[str, ...]:
+    """What a run's tail is read on: end-to-end, and the load phase where it has one."""
+    load = next((name for name in LOAD_PHASES if name in run.phase_names), None)
+    return (TOTAL,) if load is None else (TOTAL, load)
 
 
-@dataclass(frozen=True, slots=True)
-class TailReference:
-    levels: tuple[Level, ...]  # the p95 excess (a p99 CUSUM was tried: more false alarms)
-    # Every reference sample's excess (end-to-end over its run's median) and end-to-end
-    # time, by the ``slot`` of its run: slot s's are [slot_starts[s], slot_starts[s + 1]).
-    excess: Array
-    totals: Array
-    slot_starts: NDArray[np.int64]
-    by_slot_day: NDArray[np.int64]  # samples per slot and UTC day (from the first day)
-    runs: int
-    # The gate's baselines (app/analysis/tailgate.py) by the recent runs' slots: the same
-    # hours are asked for run after run.
-    baselines: dict[tuple[frozenset[int], int], object] = field(default_factory=dict, compare=False)
+def ratios(run: RunData, channel: str) -> Array:
+    """Each timed sample's time on ``channel`` over the run's median of it; empty for a run
+    too small to have a body (or without the phase, or with a median of 0)."""
+    return run.memo(("ratios", channel), _ratios, run, channel)
 
-    @property
-    def threshold(self) -> float:
-        return self.levels[0].threshold
+
+def times(run: RunData, channel: str) -> Array:
+    """Each timed sample's time on ``channel``, in ms (empty for a phase the run lacks)."""
+    if channel == TOTAL:
+        return run.totals
+    if channel in run.phase_names:
+        return run.phases[:, run.phase_names.index(channel)]
+    return np.empty(0)
+
+
+def _ratios(run: RunData, channel: str) -> Array:
+    values = times(run, channel)
+    if run.timed < MIN_RUN_SAMPLES or not len(values):
+        return np.empty(0)
+    ordered, half = np.sort(values), len(values) // 2
+    body = float(ordered[half] if len(values) % 2 else (ordered[half - 1] + ordered[half]) / 2)
+    return values / body if body > 0 else np.empty(0)
+
+
+def bin_counts(values: Array, edges: Array) -> Array:
+    """How many of ``values`` fall in each of the ``BINS`` bins split at ``edges`` (a value on
+    an edge is in the bin above it)."""
+    index = np.searchsorted(edges, values, side="right")
+    return np.bincount(index, minlength=len(edges) + 1).astype(np.float64)
+
+
+def smoothed(counts: Array, slots: Ints) -> Array:
+    """Bin probabilities per slot (``SLOTS`` × bins) from runs' ``counts`` (runs × bins).
+
+    Smoothed as a chain of conditional chances: of a sample beyond edge j, the chance it is
+    beyond edge j + 1 too. Each is the slot's own count plus ``PRIOR_SAMPLES`` of its hour's
+    chance, the hour's plus as many of the whole reference's — in samples beyond edge j,
+    so a bin's own data decides wherever it has any: a busy hour's wider body is the
+    slot's own, while the p99.9, which a slot sees once a week, is the reference's."""
+    by_slot = np.zeros((SLOTS, counts.shape[1]))
+    np.add.at(by_slot, slots, counts)
+    by_hour = by_slot[:HOURS] + by_slot[HOURS:]
+    overall = by_slot.sum(axis=0) + FLOOR
+    hazard = _hazard(overall, np.zeros(len(overall) - 1), 0.0)
+    hourly = _hazard(by_hour, hazard, PRIOR_SAMPLES)
+    return _probs(_hazard(by_slot, np.tile(hourly, (2, 1)), PRIOR_SAMPLES))
+
+
+def _hazard(counts: Array, prior: Array, weight: float) -> Array:
+    """Per row, the chance of being beyond edge j + 1 once beyond edge j, shrunk to ``prior``."""
+    survivors = np.cumsum(counts[..., ::-1], axis=-1)[..., ::-1]
+    return np.asarray(
+        (survivors[..., 1:] + weight * prior) / (survivors[..., :-1] + weight), dtype=np.float64
+    )
+
+
+def _probs(hazard: Array) -> Array:
+    """Bin probabilities from the conditional chances (each row sums to 1)."""
+    survival = np.concatenate([np.ones((len(hazard), 1)), np.cumprod(hazard, axis=1)], axis=1)
+    return np.asarray(survival - np.pad(survival[:, 1:], ((0, 0), (0, 1))), dtype=np.float64)
 
 
 @dataclass(slots=True)
 class TailState:
-    """A vantage's CUSUM between runs (the detector's only memory)."""
+    """What the store keeps of a vantage's tail CUSUM (detector_state.tail_score, tail_runs):
+    its highest score and the runs since it left 0, mirrored from
+    ``DetectorMemory.cusums["tail_shift"]``, which the detector reads."""
 
-    scores: tuple[float, ...] = (0.0,)  # the CUSUM above each reference level
-    runs: int = 0  # runs since the CUSUMs were last all at 0
-
-    def reset(self) -> None:
-        """An episode ended: the evidence for it is spent."""
-        self.scores, self.runs = (0.0,), 0
-
-
-def excess(run: RunData) -> Array:
-    """Each timed sample's end-to-end time over the run's median; empty for a run too
-    small to have a body."""
-    return run.memo("excess", _excess, run)
-
-
-def _excess(run: RunData) -> Array:
-    if run.timed < MIN_RUN_SAMPLES:
-        return np.empty(0)
-    ordered, half = np.sort(run.totals), run.timed // 2
-    body = float(ordered[half] if run.timed % 2 else (ordered[half - 1] + ordered[half]) / 2)
-    return run.totals / body if body > 0 else np.empty(0)
-
-
-def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
-    shaped = [(run, excess(run)) for run in runs]
-    shaped = [(run, values) for run, values in shaped if len(values)]
-    if not shaped:
-        return None
-    per_run = _Runs(
-        np.array([len(values) for _, values in shaped], dtype=np.int64),
-        np.array([slot(run.at) for run, _ in shaped], dtype=np.int64),
-    )
-    values = np.concatenate([values for _, values in shaped])
-    totals = np.concatenate([run.totals for run, _ in shaped])
-    slots = np.repeat(per_run.slots, per_run.sizes)
-    days = np.repeat(
-        np.array([run.at.toordinal() for run, _ in shaped], dtype=np.int64), per_run.sizes
-    )
-    levels = tuple(_level(name, rate, values, slots, per_run) for name, rate in (("p95", 0.05),))
-    by_slot = np.argsort(slots, kind="stable")
-    starts = np.searchsorted(slots[by_slot], np.arange(SLOTS + 1))
-    return TailReference(
-        levels, values[by_slot], totals[by_slot], starts, _by_day(slots, days), len(shaped)
-    )
+    scores: tuple[float, ...] = (0.0,)
+    runs: int = 0
 
 
 @dataclass(frozen=True, slots=True)
-class _Runs:
-    """The reference's runs, in order: each one's samples (their excess) and slot."""
+class Channel:
+    """The reference of one channel's ratios: the bins' edges, their probabilities per slot,
+    and each reference run's counts and slot in time order (the dispersion's material)."""
 
-    sizes: NDArray[np.int64]
-    slots: NDArray[np.int64]
-
-
-def _level(name: str, base: float, values: Array, slots: NDArray[np.int64], runs: _Runs) -> Level:
-    threshold = float(np.quantile(values, 1 - base))
-    above = values > threshold
-    counts = np.bincount(slots, weights=above, minlength=SLOTS)
-    seen = np.bincount(slots, minlength=SLOTS)
-    by_hour_counts, by_hour_seen = counts[:HOURS] + counts[HOURS:], seen[:HOURS] + seen[HOURS:]
-    hourly = (by_hour_counts + PRIOR_WEIGHT * base) / (by_hour_seen + PRIOR_WEIGHT)
-    # A kind of day seen little at an hour leans on that hour's rate over all days.
-    rates = (counts + PRIOR_WEIGHT * np.tile(hourly, 2)) / (seen + PRIOR_WEIGHT)
-    rates = np.clip(rates, base / 10, 0.5)
-    return Level(name, threshold, rates, _dispersion(above, runs, rates))
+    name: str
+    edges: Array  # the reference's quantiles ``QUANTILES`` of the ratio
+    probs: Array  # SLOTS × BINS
+    counts: Array  # reference runs × BINS
+    slots: Ints  # each reference run's slot
+    days: Ints  # each reference run's day (UTC ordinal)
+    body_ms: float  # the median of the reference runs' medians
+    dispersion: Array = field(default_factory=lambda: np.empty(0))  # per member (tailcusum)
+    fall: Array = field(default_factory=lambda: np.empty(0))  # per member, per run, no change
 
 
-def _dispersion(above: NDArray[np.bool_], runs: _Runs, rates: Array) -> float:
-    """Variance of the runs' counts above the threshold over the binomial's (≥ 1)."""
-    n, p = runs.sizes, rates[runs.slots]
-    run_of = np.repeat(np.arange(len(n), dtype=np.int64), n)
-    counts = np.bincount(run_of, weights=above)
-    ratio = float(np.sum((counts - n * p) ** 2) / max(np.sum(n * p * (1 - p)), 1e-9))
-    return min(max(ratio, 1.0), MAX_DISPERSION)
+@dataclass(frozen=True, slots=True)
+class TailReference:
+    """A vantage's tail reference: one ``Channel`` per channel read (end-to-end first)."""
+
+    channels: dict[str, Channel]
+    runs: int
 
 
-def _by_day(slots: NDArray[np.int64], days: NDArray[np.int64]) -> NDArray[np.int64]:
-    day = days - days.min()
-    span = int(day.max()) + 1
-    return np.bincount(slots * span + day, minlength=SLOTS * span).reshape(SLOTS, span)
-
-
-def cusum_step(score: float, run: RunData, level: Level, ratio: float) -> float:
-    """The CUSUM after ``run``: evidence that ``level`` is exceeded ``ratio``-fold as often."""
-    values = excess(run)
-    if not len(values):
-        return score
-    p0 = float(level.rate_by_slot[slot(run.at)])
-    p1 = min(0.9, p0 * ratio)
-    above = int(np.count_nonzero(values > level.threshold))
-    llr = above * math.log(p1 / p0) + (len(values) - above) * math.log((1 - p1) / (1 - p0))
-    return max(0.0, score + llr / level.dispersion)
+def channel_reference(runs: Sequence[RunData], name: str) -> Channel | None:
+    """``name``'s reference from ``runs`` (oldest first); None when no run has a body on it."""
+    shaped = [(run, ratios(run, name)) for run in runs]
+    shaped = [(run, values) for run, values in shaped if len(values)]
+    if not shaped:
+        return None
+    edges = np.quantile(np.concatenate([values for _, values in shaped]), QUANTILES)
+    counts = np.stack([bin_counts(values, edges) for _, values in shaped])
+    slots = np.array([slot(run.at) for run, _ in shaped], dtype=np.int64)
+    days = np.array([run.at.toordinal() for run, _ in shaped], dtype=np.int64)
+    probs = smoothed(counts, slots)
+    body = float(np.median([np.median(times(run, name)) for run, _ in shaped]))
+    edges = np.asarray(edges, dtype=np.float64)
+    return Channel(name, edges, probs, counts, slots, days, body)

@@ -71,17 +71,19 @@ SERVICE_NOW = SHIFT_NOW | {
 }
 TAIL = Identity("tail_shift", "chat", "eu", "vantage")
 TAIL_FIRED = {
-    "quantile": "p95",
-    "reference_excess": 1.8,
-    "recent_excess": 3.1,
-    "median_ms": 400.0,
-    "reference_ms": 720.0,
-    "recent_ms": 1240.0,
-    "delta_ms": 520.0,
-    "delta_low_ms": 300.0,
-    "delta_high_ms": 700.0,
-    "cusum": 9.1,
-    "threshold": 8.0,
+    "channel": "queue",
+    "cusum": 13.4,
+    "threshold": 13.0,
+    "vantages_pooled": 1,
+    "quantile": "p99",
+    "inflation": 3.0,
+    "recent_share_pct": 5.0,
+    "reference_share_pct": 0.86,
+    "recent_ratio": 4.5,
+    "reference_ratio": 2.57,
+    "samples": 260,
+    "recent_ms": 856.3,
+    "reference_ms": 431.1,
 }
 DEADLINE = Identity("deadline_miss", "chat", "eu", "vantage")
 DEADLINE_FIRED = {
@@ -94,6 +96,11 @@ DEADLINE_FIRED = {
     "samples": 100,
     "rate_pct": 24.0,
 }
+TAIL_SAID = (
+    "queue p99 is 1.8× its usual over the run median on chat (4.5× the median, usually"
+    " 2.57×): 5 % of samples beyond the usual p99, against 0.86 % (p99 431.1 → 856.3 ms;"
+    " 260 samples) at eu"
+)
 MIX = Identity("composition_shift", "chat", "eu", "vantage")
 MIX_FIRED = {"distance": 0.9, "p_value": 0.001, "moved_most": "prefill"}
 SILENT = Identity("vantage_silent", "_vantages", "eu", "vantage")
@@ -124,16 +131,13 @@ SILENT_FIRED = {"silent_s": 3700.0, "interval_s": 900.0, "after": 4}
         ),
         (  # a resolution's numbers lack the gate's: the CUSUM then
             TAIL,
-            TAIL_FIRED | {NOW: {"cusum": 0.0, "threshold": 8.0}},
-            "tail got heavier on chat: p95 1.8× → 3.1× the run's median (+520 ms at 400 ms,"
-            " 95 % CI 300–700 ms; p95 720 → 1240 ms) at eu; now CUSUM 0 of 8",
+            TAIL_FIRED | {NOW: {"channel": "queue", "cusum": 0.0, "threshold": 13.0}},
+            f"{TAIL_SAID}; now CUSUM 0 of 13",
         ),
         (
             TAIL,
-            TAIL_FIRED | {NOW: TAIL_FIRED | {"recent_excess": 4.2, "recent_ms": 1500.0}},
-            "tail got heavier on chat: p95 1.8× → 3.1× the run's median (+520 ms at 400 ms,"
-            " 95 % CI 300–700 ms; p95 720 → 1240 ms) at eu; now p95 4.2× the run's median"
-            " (1500 ms)",
+            TAIL_FIRED | {NOW: TAIL_FIRED | {"recent_share_pct": 7.5}},
+            f"{TAIL_SAID}; now 7.5 % beyond the usual p99",
         ),
         (
             DEADLINE,

@@ -169,10 +169,10 @@ def test_a_file_too_short_for_a_reference_says_which_detectors_never_judged() ->
     ]
 
 
-def test_a_reference_too_short_for_the_tail_gate_says_so_and_nothing_more() -> None:
+def test_a_reference_too_short_for_tail_shift_says_so_and_nothing_more() -> None:
     params = DetectorParams(min_reference_runs=4, min_reference_days=0)
     assert unjudged(replayed_coverage(params), lambda _: params) == [
-        "chat: tail_shift never judged: its gate needs a reference over 2 days (tail_min_days);"
+        "chat: tail_shift never judged: it needs a reference over 2 days (tail_min_days);"
         " the longest here was 45 min"  # built once the first 4 were there; rebuilt daily
     ]
     ready = DetectorParams(min_reference_runs=4, min_reference_days=0, tail_min_days=0)

@@ -2,7 +2,7 @@
 
 The detectors that compare with a reference (``dominant_shift``, ``tail_shift``,
 ``composition_shift``) abstain until one can be built: ``min_reference_runs`` runs over
-``min_reference_days`` before the newest ``recent_runs``; ``tail_shift``'s gate also wants
+``min_reference_days`` before the newest ``recent_runs``; ``tail_shift`` also wants
 ``tail_min_days`` of it. A short file (a demo's few hours, a target's first day) then gives
 none of those alerts, and an empty table alone reads as "nothing happened". So the replay
 notes, per target and vantage, its runs and the largest reference it built, and the CLI
@@ -76,7 +76,7 @@ def unjudged(coverage: Coverage, params_for: Callable[[str], DetectorParams]) ->
         longest = max(s.reference_span for _, s in series)
         if "tail_shift" in kinds and longest < timedelta(days=params.tail_min_days):
             found.append(
-                f"{target}: tail_shift never judged: its gate needs a reference over"
+                f"{target}: tail_shift never judged: it needs a reference over"
                 f" {_days(params.tail_min_days)} (tail_min_days); the longest here was"
                 f" {duration(longest)}"
             )

@@ -27,7 +27,7 @@ from app.analysis.detectors.dominant import (
 from app.analysis.detectors.failing import failing_finding
 from app.analysis.detectors.params import BurnWindowParams, DetectorParams, SloParams
 from app.analysis.detectors.registry import DETECTORS, default_enabled, severity_of
-from app.analysis.detectors.tailshift import advance_tail, next_tail_scores, tail_finding
+from app.analysis.detectors.tailshift import advance_tail, tail_finding
 
 __all__ = [
     "CRITICAL",
@@ -51,7 +51,6 @@ __all__ = [
     "dominant_resolution",
     "failing_finding",
     "fast_dominant",
-    "next_tail_scores",
     "severity_of",
     "tail_finding",
 ]

@@ -51,6 +51,9 @@ class Finding:
     # A detector with alerts of two severities (deadline_miss: page and ticket) says which
     # one this finding is about; None: the detector's own severity.
     severity: str | None = None
+    # "service": judged on the target's vantages pooled (one alert, no vantage); None: this
+    # vantage's own.
+    scope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,12 @@ class Inputs:
     rebase_at: datetime | None = None  # a change was acknowledged then (DetectorMemory's)
 
 
+class Carrying(Protocol):
+    """What an ended episode may reset of a vantage's memory (app.alerts.memory)."""
+
+    cusums: dict[str, list[float]]
+
+
 class Named(Protocol):
     """What a sentence may say of an alert's identity."""
 
@@ -115,7 +124,7 @@ class Detector:
     severity: str = CRITICAL
     enabled: bool = True  # runs unless a target's ``enabled`` leaves it out
     confirm: Callable[[DetectorParams], int] = _confirm  # consecutive hits before firing
-    on_resolve: Callable[[TailState], None] | None = None  # what an ended episode resets
+    on_resolve: Callable[[Carrying], None] | None = None  # what an ended episode resets
     # A critical alert's runs are kept out of the reference; a warning is a hint only.
     excludes_runs: bool = True
     # Said after the sentence and where it was seen ("… at 2/2 vantages; queue leads now").

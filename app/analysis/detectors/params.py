@@ -17,6 +17,9 @@ DAY = 86400.0
 REPLACED = {
     "deadline_slo": "slo.objective (its complement: deadline_slo 0.01 is objective 0.99)",
     "deadline_alpha": "slo.alpha",
+    "tail_ratio": "tail_min_ratio (the smallest of a family of tail inflations the CUSUM weighs)",
+    "tail_min_relative": "tail_min_ratio (a tail change smaller than it never grows the CUSUM)",
+    "tail_min_ms": "tail_min_ratio (the tail's growth is judged as a share, over the run median)",
 }
 
 
@@ -129,11 +132,20 @@ class DetectorParams(BaseModel):
         description="The challenger must gain on the leader by this many of the reference's"
         " run-to-run spreads of a window's log ratio; 0: off.",
     )
-    tail_ratio: float = Field(2.0, gt=1, description="The CUSUM's alternative: tail mass × this.")
-    tail_threshold: float = Field(8.0, gt=0, description="The CUSUM's threshold.")
-    tail_min_relative: float = Field(0.05, ge=0, description="Least growth of the p90/p95 excess.")
-    tail_min_ms: float = Field(
-        10.0, ge=0, description="Least growth of that excess, and of the p90/p95, in ms."
+    tail_min_ratio: float = Field(
+        1.5,
+        ge=1.5,
+        le=8,
+        description="The least growth of the mass beyond a tail quantile that tail_shift weighs.",
+    )
+    tail_threshold: float = Field(
+        13.0,
+        gt=0,
+        description="The load phase's tail CUSUM's threshold, in nats (no gate after it).",
+    )
+    # Per vantage, so one such stream per vantage where the load phase's is one a target.
+    tail_threshold_end_to_end: float = Field(
+        14.0, gt=0, description="The end-to-end tail CUSUM's threshold, in nats."
     )
     # Days of reference at the same hours before a tail is judged: a day-to-day difference
     # is only known once two days have been seen.

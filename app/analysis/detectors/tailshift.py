@@ -1,28 +1,115 @@
-"""``tail_shift`` — the tail got heavier than the reference (a CUSUM, gated by magnitude).
+"""``tail_shift`` — a tail got heavier than the reference (a likelihood-ratio CUSUM).
 
-The statistics are in app/analysis/tail.py and tailgate.py; here is when they make an alert.
+The statistics are in app/analysis/tail.py (the bins and the reference) and tailcusum.py
+(the family of inflations, the dispersion, the CUSUM); here is when they make an alert.
+
+Two channels, each a CUSUM per member of the family:
+
+* **end-to-end**, per vantage: a tail that any part of the path grew;
+* **the load phase** (queue, or server), **pooled over the target's vantages**: the server
+  is one, so a heavier queue tail is seen from every vantage, and each sample's ratio over
+  its own run's median is its own draw. Each vantage's run adds its increments (against
+  its own reference) to the same CUSUM, kept alike in every vantage's memory. With two or
+  more vantages its alert is the service's (scope ``service``).
+
+The state, in ``DetectorMemory.cusums["tail_shift"]``: the vantages pooled when it was
+last advanced, each channel's runs since its CUSUM left 0, then each channel's members'
+CUSUMs (end-to-end first).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.analysis.detectors.base import Detector, Finding, Inputs, Named, Signal, ci
+from app.analysis.detectors.base import (
+    Carrying,
+    Detector,
+    Finding,
+    Inputs,
+    Named,
+    Reference,
+    Signal,
+)
 from app.analysis.runs import RunData
-from app.analysis.tail import TailReference, TailState, cusum_step
-from app.analysis.tailgate import magnitude_gate
+from app.analysis.tail import TOTAL, Channel, TailReference, TailState
+from app.analysis.tailcusum import MEMBER_RATIOS, MEMBERS, caps, cusum, increments, shape
 
 if TYPE_CHECKING:
     from app.analysis.detectors.params import DetectorParams
 
+NAME = "tail_shift"
+CHANNELS = 2  # end-to-end, the load phase
+ONSET_WINDOWS = 4  # the sentence reads the runs since the CUSUM left 0, at most this many windows
 
-# The gate reads the runs since the CUSUM left 0, up to this many recent windows (longer
-# stretches were tried: normal slow spells keep the CUSUM above 0 as long).
-ONSET_WINDOWS = 4
+
+@dataclass(slots=True)
+class Cusums:
+    """``cusums["tail_shift"]`` read: the vantages pooled, runs and scores per channel."""
+
+    vantages: int
+    runs: list[int]
+    scores: list[list[float]]
+
+    @classmethod
+    def of(cls, values: Sequence[float] | None) -> Cusums:
+        if values is None or len(values) != 1 + CHANNELS * (1 + MEMBERS):
+            return cls(1, [0] * CHANNELS, [[0.0] * MEMBERS for _ in range(CHANNELS)])
+        scores = values[1 + CHANNELS :]
+        return cls(
+            int(values[0]),
+            [int(v) for v in values[1 : 1 + CHANNELS]],
+            [list(scores[i * MEMBERS : (i + 1) * MEMBERS]) for i in range(CHANNELS)],
+        )
+
+    def values(self) -> list[float]:
+        flat = [float(v) for channel in self.scores for v in channel]
+        return [float(self.vantages), *map(float, self.runs), *flat]
+
+
+def advance_tail(
+    own: dict[str, list[float]],
+    others: Sequence[dict[str, list[float]]],
+    run: RunData,
+    reference: Reference,
+    params: DetectorParams,
+) -> TailState | None:
+    """The CUSUMs after a new run (before the detectors judge it): the end-to-end one in
+    ``own`` (this vantage's memory), the load phase's in ``own`` and in every other vantage's
+    memory of the target (``others``). Returns what the store keeps of it; None while the
+    reference is too short to judge against (hours seen on one day only: no evidence yet)."""
+    tail = reference.tail
+    if tail is None or reference.span < timedelta(days=params.tail_min_days):
+        return None
+    state = Cusums.of(own.get(NAME))
+    state.vantages = 1 + len(others)
+    for index, name in enumerate(_names(tail)):
+        channel = tail.channels.get(name) if name else None
+        steps = None if channel is None else increments(run, channel)
+        if channel is None or steps is None:
+            continue
+        threshold = params.tail_threshold if index else params.tail_threshold_end_to_end
+        state.scores[index] = cusum(state.scores[index], steps, caps(channel, threshold))
+        state.runs[index] = state.runs[index] + 1 if max(state.scores[index]) > 0 else 0
+    own[NAME] = state.values()
+    for memory in others:
+        other = Cusums.of(memory.get(NAME))
+        other.vantages, other.runs[1], other.scores[1] = (
+            state.vantages,
+            state.runs[1],
+            state.scores[1],
+        )
+        memory[NAME] = other.values()
+    return TailState((max(max(s) for s in state.scores),), max(state.runs))
+
+
+def _names(reference: TailReference) -> tuple[str | None, str | None]:
+    load = next((name for name in reference.channels if name != TOTAL), None)
+    return (TOTAL if TOTAL in reference.channels else None, load)
 
 
 def judge(inputs: Inputs) -> list[Finding]:
@@ -31,108 +118,114 @@ def judge(inputs: Inputs) -> list[Finding]:
         return []
     if reference.span < timedelta(days=params.tail_min_days):
         return []  # a day-to-day difference is known only once that many days were seen
-    since = min(max(inputs.tail.runs, params.recent_runs), ONSET_WINDOWS * params.recent_runs)
-    onset = inputs.onset(since)
-    return [tail_finding(inputs.tail.scores, onset, reference.tail, params, inputs.rng)]
+    state = Cusums.of(inputs.cusums.get(NAME))
+    allowed = MEMBER_RATIOS >= params.tail_min_ratio - 1e-9
+    found = []
+    for index, name in enumerate(_names(reference.tail)):
+        if name is None:
+            continue
+        scores = np.where(allowed, np.asarray(state.scores[index]), -np.inf)
+        best = int(np.argmax(scores))
+        since = min(max(state.runs[index], params.recent_runs), ONSET_WINDOWS * params.recent_runs)
+        pooled = index == 1 and state.vantages > 1
+        found.append(
+            tail_finding(
+                float(scores[best]),
+                best,
+                inputs.onset(since),
+                reference.tail.channels[name],
+                params.tail_threshold if index else params.tail_threshold_end_to_end,
+                state.vantages if index == 1 else 1,
+                "service" if pooled else None,
+            )
+        )
+    if len(found) == 2 and float(found[1].numbers["cusum"]) >= params.tail_threshold / 2:
+        # The load phase's tail explains the end-to-end one: one story, told once.
+        found[0] = Finding(Signal.HOLD, found[0].numbers, scope=found[0].scope)
+    if len(found) == 2 and found[1].scope is None:
+        # One vantage: one alert for both channels, the one nearer its threshold speaks.
+        found = [max(found, key=lambda f: (f.signal.value == "hit", _nearness(f)))]
+    return found
 
 
-def advance_tail(
-    state: TailState, run: RunData, reference: TailReference, params: DetectorParams
-) -> None:
-    """The CUSUM after a new run (before the detectors judge it)."""
-    state.scores = next_tail_scores(state.scores, run, reference, params)
-    state.runs = state.runs + 1 if max(state.scores) > 0 else 0
+def _nearness(finding: Finding) -> float:
+    return float(finding.numbers["cusum"]) / float(finding.numbers["threshold"])
 
 
 def tail_finding(
-    scores: tuple[float, ...],
+    score: float,
+    best: int,
     recent: Sequence[RunData],
-    reference: TailReference,
-    params: DetectorParams,
-    rng: np.random.Generator,
+    channel: Channel,
+    threshold: float,
+    vantages: int,
+    scope: str | None,
 ) -> Finding:
-    """Hit when the CUSUM is past its threshold and the shift is large enough to matter.
-    ``recent``: the runs since the CUSUM left 0 (at least the recent window)."""
-    score = max(scores)
+    """Hit when the channel's CUSUM (its best member's) reaches the threshold; clear under
+    half of it. ``recent``: the runs since the CUSUM left 0, for the sentence."""
     numbers: dict[str, Any] = {
+        "channel": channel.name,
         "cusum": round(score, 2),
-        "cusum_by_level": {
-            level.name: round(value, 2)
-            for level, value in zip(reference.levels, scores, strict=True)
-        },
-        "threshold": params.tail_threshold,
-        "reference_p95_excess": round(reference.threshold, 3),
+        "threshold": threshold,
+        "vantages_pooled": vantages,
     }
-    if score < params.tail_threshold / 2:
-        return Finding(Signal.CLEAR, numbers)
-    gate = magnitude_gate(
-        recent,
-        reference,
-        rng,
-        min_relative=params.tail_min_relative,
-        min_ms=params.tail_min_ms,
-        min_days=params.tail_min_days,
-        resamples=params.resamples,
-    )
-    if gate is None:
-        return Finding(Signal.HOLD, numbers)
-    numbers |= {
-        "quantile": gate.quantile,
-        "reference_excess": round(gate.reference_excess, 3),
-        "recent_excess": round(gate.recent_excess, 3),
-        "excess_ratio_low": round(gate.ratio_low, 3),
-        "median_ms": round(gate.body_ms, 1),
-        "reference_ms": round(gate.reference_ms, 1),
-        "recent_ms": round(gate.recent_ms, 1),
-        "delta_ms": round(gate.delta_ms, 1),
-        "delta_low_ms": round(gate.low_ms, 1),
-        "delta_high_ms": round(gate.high_ms, 1),
-        "needed_ms": round(gate.needed_ms, 1),
-        "runs": len(recent),
-    }
-    if score >= params.tail_threshold and gate.passed:
-        return Finding(Signal.HIT, numbers)
-    # The CUSUM still high: a window whose size check wobbles is no recovery.
-    return Finding(Signal.HOLD, numbers)
+    if score < threshold / 2:
+        return Finding(Signal.CLEAR, numbers, scope=scope)
+    found = shape(best, recent, channel)
+    if found is not None:
+        numbers |= {
+            "quantile": found.quantile,
+            "inflation": found.inflation,
+            "recent_share_pct": round(100 * found.recent_share, 2),
+            "reference_share_pct": round(100 * found.reference_share, 2),
+            "recent_ratio": round(found.recent_ratio, 2),
+            "reference_ratio": round(found.reference_ratio, 2),
+            "samples": found.samples,
+            "recent_ms": round(found.recent_ms, 1),
+            "reference_ms": round(found.reference_ms, 1),
+        }
+    # A tail heavier only against a body that shrank (generation collapsed) is no slower.
+    longer = found is None or found.recent_ms > found.reference_ms
+    signal = Signal.HIT if score >= threshold and longer else Signal.HOLD
+    return Finding(signal, numbers, scope=scope)
 
 
-def next_tail_scores(
-    scores: tuple[float, ...], run: RunData, reference: TailReference, params: DetectorParams
-) -> tuple[float, ...]:
-    # Capped: a long episode must not take days of normal runs to wind down.
-    return tuple(
-        min(cusum_step(score, run, level, params.tail_ratio), 3 * params.tail_threshold)
-        for score, level in zip(scores, reference.levels, strict=True)
-    )
-
-
-def sentence(identity: Named, n: dict[str, Any]) -> str:
-    interval = ci(n["delta_low_ms"], n["delta_high_ms"], " ms")
-    if "reference_excess" not in n:  # an alert stored before the tail was read as a shape
-        return (
-            f"tail got heavier on {identity.target}: {n['quantile']} {n['reference_ms']:g} ms"
-            f" → {n['recent_ms']:g} ms (+{n['delta_ms']:g} ms{interval})"
-        )
+def sentence(identity: Named, n: Mapping[str, Any]) -> str:
+    if "channel" not in n:  # an alert stored before the tail was binned
+        return f"tail got heavier on {identity.target}"
+    what = "end-to-end" if n["channel"] == TOTAL else n["channel"]
+    if "quantile" not in n:
+        return f"{what} tail got heavier on {identity.target} (CUSUM {n['cusum']:g})"
+    q, usual = n["quantile"], max(float(n["reference_ratio"]), 1e-9)
+    pooled = f", {n['vantages_pooled']} vantages pooled" if n["vantages_pooled"] > 1 else ""
     return (
-        f"tail got heavier on {identity.target}: {n['quantile']} {n['reference_excess']:g}× →"
-        f" {n['recent_excess']:g}× the run's median (+{n['delta_ms']:g} ms at"
-        f" {n['median_ms']:g} ms{interval}; {n['quantile']} {n['reference_ms']:g} →"
-        f" {n['recent_ms']:g} ms)"
+        f"{what} {q} is {n['recent_ratio'] / usual:.1f}× its usual over the run median on"
+        f" {identity.target} ({n['recent_ratio']:g}× the median, usually {usual:g}×):"
+        f" {n['recent_share_pct']:g} % of samples beyond the usual {q}, against"
+        f" {n['reference_share_pct']:g} % ({q} {n['reference_ms']:g} → {n['recent_ms']:g} ms;"
+        f" {n['samples']} samples{pooled})"
     )
 
 
-def current(identity: Named, n: dict[str, Any]) -> str:
-    """The tail now: its excess where the gate judged it, else how far the CUSUM is."""
-    if "recent_excess" in n:
-        return f"{n['quantile']} {n['recent_excess']:g}× the run's median ({n['recent_ms']:g} ms)"
-    return f"CUSUM {n['cusum']:g} of {n['threshold']:g}"
+def current(identity: Named, n: Mapping[str, Any]) -> str:
+    """The tail now: its share beyond the usual quantile where it was judged, else how far
+    the CUSUM is."""
+    if "quantile" in n:
+        return f"{n['recent_share_pct']:g} % beyond the usual {n['quantile']}"
+    return f"CUSUM {n.get('cusum', 0):g} of {n.get('threshold', 0):g}"
+
+
+def reset(memory: Carrying) -> None:
+    """An episode ended: the evidence for it is spent."""
+    memory.cusums.pop(NAME, None)
 
 
 DETECTOR = Detector(
-    name="tail_shift",
-    summary="the tail got heavier: more samples far above their run's median, by enough to matter",
+    name=NAME,
+    summary="a tail got heavier: more samples far above their run's median than at these hours",
     sentence=sentence,
     judge=judge,
-    on_resolve=TailState.reset,
+    confirm=lambda _params: 1,  # the threshold is calibrated for the CUSUM alone
+    on_resolve=reset,
     current=current,
 )
