@@ -2,7 +2,8 @@
 
 Two or more vantages agreeing make one ``service`` alert (the new leader may differ by
 vantage: queue at one, network at another); one vantage alone is a ``path`` change unless
-the new leader is a server-side phase, which needs a second vantage to agree. A target
+the new leader is a server-side phase: then it is a ``service`` change once the vantages'
+pooled evidence says that phase grew (app.alerts.pooling), or a second vantage agrees. A target
 seen from one vantage gets scope ``vantage``. Vantages are combined once every present
 vantage has a new run (a round); a vantage more than ``LATE_AFTER_INTERVALS`` late is not
 waited for (``lateness``).
@@ -16,10 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from app.alerts.history import History
 from app.alerts.identity import Alert, Identity
 from app.alerts.memory import EvaluatorView
+from app.alerts.pooling import Grown, grown
 from app.alerts.state import State
 from app.analysis import detectors as d
 from app.analysis.dominance import phase_mix
@@ -62,7 +65,8 @@ class CrossVantage:
         if not present or not self._new_round(target, present):
             return {}
         per_vantage = {v: self._at(view, target, v, "path", params) for v in present}
-        return _combine(view.alerts, target, Round(present, late), per_vantage)
+        pooled = grown(view, self.history, target, present, params)
+        return _combine(view.alerts, target, Round(present, late), per_vantage, pooled)
 
     def _at(
         self, view: EvaluatorView, target: str, vantage: str, scope: str, params: d.DetectorParams
@@ -136,7 +140,13 @@ def open_at(alerts: Alerts, target: str, vantage: str) -> Alert | None:
     return None
 
 
-def _combine(alerts: Alerts, target: str, seen: Round, per_vantage: dict[str, Found]) -> Found:
+def _combine(
+    alerts: Alerts,
+    target: str,
+    seen: Round,
+    per_vantage: dict[str, Found],
+    pooled: Grown = lambda phase: None,
+) -> Found:
     """Grouped by the phase that lost the lead."""
     by_loser: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
     for vantage, found in per_vantage.items():
@@ -147,11 +157,13 @@ def _combine(alerts: Alerts, target: str, seen: Round, per_vantage: dict[str, Fo
     for old, at in by_loser.items():
         hits = [v for v, (_, finding) in at.items() if finding.signal is d.Signal.HIT]
         service = _open_service(alerts, target, old)
-        if service is not None or len(hits) >= 2:
+        # One vantage's new server-side leader, and the phase grew as all vantages saw it.
+        grew = pooled(at[hits[0]][0].to_phase or "") if len(hits) == 1 else None
+        if service is not None or len(hits) >= 2 or grew is not None:
             winners = {at[v][0].to_phase for v in hits}
             only = winners.pop() if len(winners) == 1 else None
             service = service or Identity(KIND, target, None, "service", old, only)
-            combined[service] = _agreement(at, hits, seen)
+            combined[service] = _agreement(at, hits, seen, grew)
         elif len(hits) == 1 and at[hits[0]][0].to_phase not in d.SERVER_SIDE:
             combined[at[hits[0]][0]] = at[hits[0]][1]
         elif len(hits) == 1:
@@ -228,7 +240,10 @@ def _before(finding: d.Finding, reference: d.Reference, leader: str) -> d.Findin
 
 
 def _agreement(
-    at: dict[str, tuple[Identity, d.Finding]], hits: list[str], seen: Round
+    at: dict[str, tuple[Identity, d.Finding]],
+    hits: list[str],
+    seen: Round,
+    grew: dict[str, Any] | None = None,
 ) -> d.Finding:
     leaders = {
         v: [identity.to_phase, finding.numbers.get("to_share_pct")]
@@ -249,8 +264,8 @@ def _agreement(
     if seen.late:
         agreement["vantages_late"] = seen.late
     signals = [finding.signal for _, finding in at.values()]
-    if len(hits) >= 2:
-        return d.Finding(d.Signal.HIT, at[hits[0]][1].numbers | agreement)
+    if len(hits) >= 2 or (hits and grew is not None):
+        return d.Finding(d.Signal.HIT, at[hits[0]][1].numbers | agreement | (grew or {}))
     numbers = next(iter(at.values()))[1].numbers | agreement
     if signals and all(signal is d.Signal.CLEAR for signal in signals):
         return d.Finding(d.Signal.CLEAR, numbers)

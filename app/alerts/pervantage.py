@@ -60,6 +60,7 @@ class PerVantage:
                 for i, alert in view.alerts.items()
                 if i.target == target and i.vantage == vantage and alert.position.active
             ),
+            cusums=memory.cusums,
         )
         return self._judge(inputs, target, vantage)
 

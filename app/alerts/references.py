@@ -14,6 +14,7 @@ from app.alerts.history import History
 from app.alerts.memory import DetectorMemory
 from app.analysis import detectors as d
 from app.analysis.dominance import phase_mix
+from app.analysis.level import LevelReference
 from app.analysis.runs import RunData
 from app.analysis.tail import tail_reference
 
@@ -55,6 +56,7 @@ def current_reference(
             if "composition_shift" in params.enabled
             else None
         ),
+        level=LevelReference.build(runs),
     )
     return memory.reference
 

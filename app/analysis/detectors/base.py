@@ -11,7 +11,7 @@ detector by name except ``dominant_shift``, the one judged across vantages, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -27,6 +27,7 @@ from app.analysis.tail import TailReference, TailState
 if TYPE_CHECKING:
     from app.analysis.detectors.composition import CompositionReference
     from app.analysis.detectors.params import DetectorParams
+    from app.analysis.level import LevelReference
 
 # Phases the server spends: a change there should be seen from every vantage.
 SERVER_SIDE = frozenset({"queue", "prefill", "generation", "server"})
@@ -61,6 +62,7 @@ class Reference:
     mix: Mix
     tail: TailReference | None
     composition: CompositionReference | None  # built only for a target that runs it
+    level: LevelReference | None = None  # each hour's log medians (level_shift, pooling)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,8 @@ class Inputs:
     misses: MissLedger
     dominant_open: bool  # a dominant_shift is active here: composition stays quiet
     active: frozenset[tuple[str, str]] = frozenset()  # (kind, severity) firing here now
+    # The vantage's DetectorMemory.cusums: a detector's numbers carried from run to run.
+    cusums: MutableMapping[str, list[float]] = field(default_factory=dict)
 
 
 class Named(Protocol):

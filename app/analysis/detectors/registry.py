@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from app.analysis.detectors import composition, deadline, dominant, failing, tailshift
+from app.analysis.detectors import (
+    composition,
+    deadline,
+    dominant,
+    failing,
+    levelshift,
+    tailshift,
+)
 from app.analysis.detectors.base import Detector
 
 DETECTORS: dict[str, Detector] = {
     module.DETECTOR.name: module.DETECTOR
-    for module in (dominant, tailshift, deadline, composition, failing)
+    for module in (dominant, tailshift, levelshift, deadline, composition, failing)
 }
 
 
