@@ -1,7 +1,9 @@
 """The catalogue of scenarios: name → builder and description, and ``build``.
 
 The first nine are in bench/detection/scenarios.py, the ones from real history in
-bench/detection/history.py; ``build`` adds every deadline target's SLO episodes
+bench/detection/history.py, the slowdowns and slow degradations in degradations.py; the
+fleet (fleet.py) and the untuned kinds (heldout.py) are run only when asked for
+(``DEFAULT`` leaves them out); ``build`` adds every deadline target's SLO episodes
 (bench/detection/slo.py) to the builder's labels.
 """
 
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench.detection import history, slo
+from bench.detection import degradations, fleet, heldout, history, slo
 from bench.detection.scenario import Context, Params, Scenario
 from bench.detection.scenarios import (
     abrupt_generation_collapse,
@@ -81,8 +83,42 @@ SCENARIOS: dict[str, tuple[Builder, str]] = {
     ),
     "queue_growth": (history.queue_growth, "The shared queue grows past the network."),
     "heavy_tail_steady": (history.heavy_tail_steady, "A steady, very heavy queue tail."),
+    "uniform_slowdown": (
+        degradations.uniform_slowdown,
+        "Every phase × 1.25 at once; the leader stays: a level shift and nothing else.",
+    ),
+    "phase_slowdown": (
+        degradations.phase_slowdown,
+        "Prefill or transfer × 2 (end-to-end +15-20 %); generation still leads.",
+    ),
+    "slow_queue_tail_degradation": (
+        degradations.slow_queue_tail_degradation,
+        "A steady week, then the queue's tail share 2 % → 12 % over three weeks.",
+    ),
+    "slow_generation_growth": (
+        degradations.slow_generation_growth,
+        "A steady week, then generation × 1.6 over three weeks, never leading.",
+    ),
+    "fleet": (
+        fleet.fleet,
+        "220 targets, 70 % at one vantage, 10 samples a run, most quiet (see fleet.py).",
+    ),
+    "retrieval_prompts": (heldout.retrieval_prompts, "Untuned: see bench/detection/heldout.py."),
+    "weekly_batch_window": (
+        heldout.weekly_batch_window,
+        "Untuned: see bench/detection/heldout.py.",
+    ),
 }
-LONG = {"quiet": "quiet_days", "quiet_weekends": "weekends_days"}  # scenarios with their own length
+UNTUNED = ("retrieval_prompts", "weekly_batch_window")  # reported apart, not in the default
+DEFAULT = tuple(name for name in SCENARIOS if name not in (*UNTUNED, fleet.NAME))
+LONG = {
+    "quiet": "quiet_days",
+    "quiet_weekends": "weekends_days",
+    "slow_queue_tail_degradation": "degradation_days",
+    "slow_generation_growth": "degradation_days",
+    "fleet": "fleet_days",
+    "weekly_batch_window": "heldout_days",
+}  # scenarios with their own length
 
 
 def build(name: str, params: Params) -> Scenario:

@@ -23,7 +23,9 @@ import numpy as np
 import yaml
 
 from app.csvio.layout import header, phase_order
-from bench.detection.catalog import SCENARIOS, build
+from bench.detection.catalog import DEFAULT, SCENARIOS, UNTUNED, build
+from bench.detection.fleet import NAME as FLEET
+from bench.detection.fleet import SAMPLES as FLEET_SAMPLES
 from bench.detection.labels import write_labels
 from bench.detection.model import STATUS_DEADLINE, STATUS_NAMES, STATUS_OK, Drawn, draw
 from bench.detection.scenario import Params, Scenario
@@ -71,49 +73,61 @@ def _write(out: Path, scenario: Scenario, drawn: list[Drawn]) -> Written:
     return Written.at(out, scenario.name, rows)
 
 
-def write_csv(path: Path, drawn: list[Drawn]) -> int:
+def write_csv(path: Path, drawn: list[Drawn], chunk: int = 200_000) -> int:
+    """Rows in time order (then run id, index in the run); the text is made ``chunk``
+    rows at a time, so a fleet of millions of rows fits in memory."""
     names = phase_order(name for d in drawn for name in d.phase_names)
     columns = _columns(drawn, names)
     order = np.lexsort((columns["idx"], columns["run_rank"], columns["started"]))
-    stamps = np.datetime_as_string(columns["started"][order].astype("datetime64[us]"), unit="us")
-    text = {
-        "target": columns["target"][order].tolist(),
-        "vantage": columns["vantage"][order].tolist(),
-        "run_id": columns["run_id"][order].tolist(),
-        "status": np.array(STATUS_NAMES)[columns["status"][order]].tolist(),
-        "total": _numbers(columns["total"][order]),
-    }
-    phases = [_numbers(columns["phases"][order, i]) for i in range(len(names))]
+    run_ids = [run_id for d in drawn for run_id in d.run_ids]
+    places = [f"{d.series.target},{d.series.vantage}" for d in drawn]
     with path.open("w") as out:
         out.write(",".join(header(names)) + "\n")
-        for i, stamp in enumerate(stamps.tolist()):
-            cells = [stamp + "Z", text["target"][i], text["vantage"][i], text["run_id"][i]]
-            cells += [text["status"][i], text["total"][i], *(p[i] for p in phases)]
-            out.write(",".join(cells) + "\n")
+        for low in range(0, len(order), chunk):
+            rows = order[low : low + chunk]
+            stamps = np.datetime_as_string(
+                columns["started"][rows].astype("datetime64[us]"), unit="us"
+            ).tolist()
+            place = [places[i] for i in columns["series"][rows].tolist()]
+            run = [run_ids[i] for i in columns["run"][rows].tolist()]
+            status = np.array(STATUS_NAMES)[columns["status"][rows]].tolist()
+            total = _numbers(columns["total"][rows])
+            phases = [_numbers(columns["phases"][rows, i]) for i in range(len(names))]
+            for i, stamp in enumerate(stamps):
+                cells = [stamp + "Z", place[i], run[i], status[i], total[i]]
+                cells += [p[i] for p in phases]
+                out.write(",".join(cells) + "\n")
     return len(order)
 
 
 def _columns(drawn: list[Drawn], names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Per row: start, index in the run, the run (a number: its place in ``drawn``'s run
+    ids, and its rank among them), the series, status, total, phases."""
     parts: dict[str, list[np.ndarray]] = {key: [] for key in _KEYS}
-    for d in drawn:
+    runs_before = 0
+    for n, d in enumerate(drawn):
         runs, samples = d.status.shape
         parts["started"].append(d.started.ravel())
-        parts["idx"].append(np.tile(np.arange(samples), runs))
-        parts["run_id"].append(np.repeat(np.array(d.run_ids), samples))
-        parts["target"].append(np.full(runs * samples, d.series.target, dtype=object))
-        parts["vantage"].append(np.full(runs * samples, d.series.vantage, dtype=object))
+        parts["idx"].append(np.tile(np.arange(samples, dtype=np.int32), runs))
+        parts["run"].append(np.repeat(np.arange(runs_before, runs_before + runs), samples))
+        parts["series"].append(np.full(runs * samples, n, dtype=np.int32))
         parts["status"].append(d.status.ravel())
         parts["total"].append(d.total.ravel())
         aligned = np.full((runs * samples, len(names)), np.nan)
         for j, name in enumerate(d.phase_names):
             aligned[:, names.index(name)] = d.phases[:, :, j].ravel()
         parts["phases"].append(aligned)
+        runs_before += runs
     columns = {key: np.concatenate(value) for key, value in parts.items()}
-    columns["run_rank"] = np.unique(columns["run_id"], return_inverse=True)[1]
+    # Runs that start together are ordered by their ids, as text.
+    ids = np.array([run_id for d in drawn for run_id in d.run_ids])
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+    columns["run_rank"] = rank[columns["run"]]
     return columns
 
 
-_KEYS = ("started", "idx", "run_id", "target", "vantage", "status", "total", "phases")
+_KEYS = ("started", "idx", "run", "series", "status", "total", "phases")
 
 
 def _numbers(values: np.ndarray) -> list[str]:
@@ -174,7 +188,9 @@ def add_params(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--days", type=float, default=defaults.days)
     parser.add_argument("--quiet-days", type=float, default=defaults.quiet_days)
-    parser.add_argument("--samples", type=int, default=defaults.samples, help="per run")
+    parser.add_argument(
+        "--samples", type=int, help=f"per run (default {defaults.samples}, fleet {FLEET_SAMPLES})"
+    )
     parser.add_argument("--interval", type=float, default=defaults.interval_s, help="seconds")
     parser.add_argument(
         "--replicas", type=int, default=defaults.replicas, help="targets per scenario"
@@ -189,7 +205,17 @@ def add_params(parser: argparse.ArgumentParser) -> None:
         help="any other Params field, e.g. --set tail_share=0.08 --set busy_factor=2.5",
     )
     parser.add_argument(
-        "--scenarios", default=",".join(SCENARIOS), help="comma-separated, default all"
+        "--scenarios",
+        default=",".join(DEFAULT),
+        help="comma-separated; default all but the fleet and the untuned kinds",
+    )
+    parser.add_argument(
+        "--fleet", action="store_true", help="the fleet corpus alone (bench/detection/fleet.py)"
+    )
+    parser.add_argument(
+        "--untuned",
+        action="store_true",
+        help="add the untuned kinds (bench/detection/heldout.py), reported apart",
     )
 
 
@@ -208,7 +234,7 @@ def params_from(args: argparse.Namespace) -> Params:
         seed=args.seed,
         days=args.days,
         quiet_days=args.quiet_days,
-        samples=args.samples,
+        samples=args.samples or (FLEET_SAMPLES if args.fleet else Params().samples),
         interval_s=args.interval,
         replicas=args.replicas,
         deadline_ms=args.deadline_ms,
@@ -218,7 +244,10 @@ def params_from(args: argparse.Namespace) -> Params:
 
 
 def scenario_names(args: argparse.Namespace) -> list[str]:
+    if args.fleet:
+        return [FLEET]
     names = [name.strip() for name in args.scenarios.split(",") if name.strip()]
+    names += [name for name in UNTUNED if args.untuned and name not in names]
     unknown = sorted(set(names).difference(SCENARIOS))
     if unknown:
         raise SystemExit(f"unknown scenarios {unknown}; known: {', '.join(SCENARIOS)}")

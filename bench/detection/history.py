@@ -21,6 +21,7 @@ from bench.detection.scenario import (
     CHAT,
     DAY,
     REASONING,
+    SLOWER,
     Context,
     after,
     drop_runs,
@@ -76,7 +77,7 @@ def persistent_violation_after_tail_change(ctx: Context) -> None:
             window=(at, at + DAY),
             abrupt=True,
             accept=("tail_shift",),
-            tolerate=ABRUPT,
+            tolerate=(*ABRUPT, *SLOWER),
             note=f"{p.slo_tail_share:.0%} of samples get a queue tail × {p.slo_tail_scale}",
         )
 
@@ -164,7 +165,7 @@ def _shift(ctx: Context, series: list[Series], at: datetime, name: str, note: st
         window=(at, at + DAY),
         abrupt=True,
         accept=("dominant_shift",),
-        tolerate=(*ABRUPT, "tail_shift"),  # the whole distribution moved: true too
+        tolerate=(*ABRUPT, "tail_shift", *SLOWER),  # the whole distribution moved: true too
         note=note,
     )
 

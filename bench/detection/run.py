@@ -7,7 +7,10 @@ phasewatch is ``python -m app backtest FILE --format jsonl`` (plus ``--config`` 
 scenario's targets file when the command has that option), one process per scenario, one
 at a time; its firing and resolved lines are scored. Without the command the baselines
 run alone. Goals for phasewatch, over each seed's whole corpus: recall ≥ 0.95, ≤ 0.5
-false alarms per target-month, 0 flaps, median delay ≤ 4 runs on abrupt changes.
+false alarms per target-month, 0 flaps, median delay ≤ 4 runs on abrupt changes; per
+kind, bench/detection/goals.py. ``--fleet`` runs the fleet corpus (bench/detection/
+fleet.py, scored per kind, no baselines); ``--untuned`` adds the untuned kinds (reported
+apart); ``--held-out 4,5`` reports those seeds apart as held out of tuning.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.common import REPO_ROOT, machine_info
-from bench.detection import report
+from bench.detection import fleet, goals, report
 from bench.detection.baselines import run_baselines
+from bench.detection.catalog import UNTUNED
 from bench.detection.generate import Written, add_params, generate, params_from, scenario_names
 from bench.detection.labels import Alert, Labels, read_labels, transitions_from_jsonl
 from bench.detection.oracle import table as oracle
@@ -106,7 +110,8 @@ def run_seed(params: Params, names: list[str], out: Path, args: argparse.Namespa
     for item in written:
         labels = seed.labels[item.scenario] = read_labels(item.labels)
         deadlines = {t.name: t.deadline_ms for t in labels.targets}
-        found = run_baselines(item.csv, deadlines)
+        # The baselines read a whole file into Python lists: too big for the fleet.
+        found = {} if item.scenario == fleet.NAME else run_baselines(item.csv, deadlines)
         seed.scores[item.scenario] = {
             name: score(labels, alerts, any_kind=True) for name, alerts in found.items()
         }
@@ -121,9 +126,21 @@ def run_seed(params: Params, names: list[str], out: Path, args: argparse.Namespa
         seed.scores[item.scenario][PHASEWATCH] = score(labels, done.transitions)
         if done.error:
             print(f"phasewatch on {item.scenario}: {done.error}")
+        if item.scenario == fleet.NAME:
+            _by_kind(seed, labels, done)
     if not args.no_oracle:
         _oracle(seed)
     return seed
+
+
+def _by_kind(seed: Seed, labels: Labels, done: Replay) -> None:
+    """The fleet's score, one row per kind in its place."""
+    del seed.scores[fleet.NAME]
+    for name, part in fleet.split(labels).items():
+        alerts = fleet.alerts_of(part, done.transitions)
+        seed.labels[name] = part
+        seed.replays[name] = Replay(alerts, 0.0)  # the fleet's own keeps the time
+        seed.scores[name] = {PHASEWATCH: score(part, alerts)}
 
 
 def _oracle(seed: Seed) -> None:
@@ -141,10 +158,21 @@ def _rows(path: Path) -> int:
         return sum(1 for _ in handle) - 1
 
 
+def apart(scores: Scores) -> tuple[Scores, Scores]:
+    """The scores of the tuned kinds, and of the untuned ones (bench/detection/heldout.py)."""
+    untuned = {sc: by for sc, by in scores.items() if sc in UNTUNED}
+    return {sc: by for sc, by in scores.items() if sc not in UNTUNED}, untuned
+
+
 def _show(number: int, seed: Seed, args: argparse.Namespace) -> None:
     print(f"\n## seed {number}: {seed.out}")
-    report.scenario_table(seed.scores)
-    if PHASEWATCH not in report.detectors(seed.scores):
+    tuned, untuned = apart(seed.scores)
+    if tuned:
+        report.scenario_table(tuned)
+    if untuned:
+        print("\nuntuned kinds (bench/detection/heldout.py):")
+        report.scenario_table(untuned)
+    if not seed.scores or PHASEWATCH not in report.detectors(seed.scores):
         return
     report.phasewatch_lines(seed.scores)
     samples = sum(item.rows for item in seed.written)
@@ -155,9 +183,10 @@ def _show(number: int, seed: Seed, args: argparse.Namespace) -> None:
         oracle.event_table(seed.oracle)
         oracle.kind_table(seed.oracle)
         print(f"oracle: {len(seed.oracle)} changes in {seed.oracle_seconds:.1f} s")
+    goals.show(f"seed {number}", goals.kind_checks(seed.scores, seed.oracle))
     if args.details:
         alerts = {sc: r.transitions for sc, r in seed.replays.items()}
-        report.details(seed.scores, seed.labels, alerts)
+        report.details(seed.scores, {sc: seed.labels[sc] for sc in seed.scores}, alerts)
 
 
 def _save(number: int, seed: Seed) -> None:
@@ -184,6 +213,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600, help="per backtest, seconds")
     parser.add_argument("--details", action="store_true", help="list misses and false alarms")
     parser.add_argument("--no-oracle", action="store_true", help="without the oracle's delays")
+    parser.add_argument(
+        "--held-out",
+        default="",
+        help="comma-separated seeds held out of tuning (e.g. 4,5): reported apart",
+    )
     args = parser.parse_args()
     base, names = params_from(args), scenario_names(args)
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [base.seed]
@@ -198,10 +232,26 @@ def main() -> None:
         done[number] = run_seed(params, names, out, args)
         _show(number, done[number], args)
         _save(number, done[number])
-    _summary({n: s.scores for n, s in done.items()}, args.out)
-    if len(done) > 1 and any(s.oracle for s in done.values()):
+    held = {int(s) for s in args.held_out.split(",") if s.strip()}
+    groups = {
+        "tuning seeds": {n: s for n, s in done.items() if n not in held},
+        "held out of tuning": {n: s for n, s in done.items() if n in held},
+    }
+    for title, group in groups.items():
+        if group and held:
+            print(f"\n# {title}: seeds {', '.join(map(str, group))}")
+        if group:
+            _summary({n: s.scores for n, s in group.items()}, args.out, title if held else "")
+            _pooled_oracle(group)
+
+
+def _pooled_oracle(done: dict[int, Seed]) -> None:
+    besides = [b for s in done.values() for b in s.oracle]
+    if len(done) > 1 and besides:
         print(f"\n## oracle, seeds {', '.join(map(str, done))} pooled")
-        oracle.kind_table([b for s in done.values() for b in s.oracle])
+        oracle.kind_table(besides)
+        pooled = report.pooled({n: s.scores for n, s in done.items()})
+        goals.show(f"seeds {', '.join(map(str, done))} pooled", goals.kind_checks(pooled, besides))
 
 
 def _out(base: Path | None, seed: int, count: int) -> Path:
@@ -210,17 +260,22 @@ def _out(base: Path | None, seed: int, count: int) -> Path:
     return base / f"seed-{seed}" if count > 1 else base
 
 
-def _summary(per_seed: dict[int, Scores], out: Path | None) -> None:
+def _summary(per_seed: dict[int, Scores], out: Path | None, title: str = "") -> None:
     if len(per_seed) > 1:
-        print("\n## all seeds pooled")
-        report.scenario_table(report.pooled(per_seed))
+        print(f"\n## {title or 'all seeds'} pooled")
+        tuned, untuned = apart(report.pooled(per_seed))
+        report.scenario_table(tuned)
+        if untuned:
+            print("\nuntuned kinds (bench/detection/heldout.py), pooled:")
+            report.scenario_table(untuned)
     report.seed_table(per_seed)
     if PHASEWATCH not in report.detectors(next(iter(per_seed.values()))):
         return
     passed = [report.goals(seed, scores) for seed, scores in per_seed.items()]
-    print(f"\ngoals met on {sum(passed)} of {len(passed)} seeds")
+    print(f"\ngoals met on {sum(passed)} of {len(passed)} seeds" + (f" ({title})" if title else ""))
     if len(per_seed) > 1 and out is not None:
-        report.save(out / "pooled-results.json", report.pooled(per_seed), {"seeds": list(per_seed)})
+        name = f"pooled-results{'-' + title.replace(' ', '-') if title else ''}.json"
+        report.save(out / name, report.pooled(per_seed), {"seeds": list(per_seed)})
 
 
 if __name__ == "__main__":

@@ -42,6 +42,9 @@ CHAT = Profile(
     server_ms={"queue": 150.0, "prefill": 40.0, "generation": 300.0, "transfer": 3.0},
 )
 ABRUPT = ("composition_shift",)  # true of any abrupt change of the mix: tolerated
+# True of any change that makes the target slower: its level moved, and it drifted
+# away from any older baseline.
+SLOWER = ("level_shift", "baseline_drift")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,28 @@ class Params:
     slo_tail_share: float = 0.15  # persistent_violation_after_tail_change: tailed samples
     slo_tail_scale: float = 4.0  # … and the tail's scale × the queue median
     queue_growth: float = 4.5  # queue_growth: the queue median × this
+    slowdown: float = 1.25  # uniform_slowdown: every phase × this
+    phase_slowdown: float = 2.0  # phase_slowdown: prefill or transfer × this
+    degradation_days: float = 35.0  # slow_*: days (a steady week, the drift, steady again)
+    steady_days: float = 7.0  # slow_*: days before the drift starts (+ up to one)
+    drift_days: float = 21.0  # slow_*: the drift's length
+    tail_drift: tuple[float, float] = (0.02, 0.12)  # slow_queue_tail_degradation: tail share
+    growth_to: float = 1.6  # slow_generation_growth: generation × this at the end
+    # The fleet (bench/detection/fleet.py): its days, one-vantage share, targets per kind.
+    fleet_days: float = 21.0
+    fleet_one_vantage: float = 0.7
+    fleet_quiet: int = 170
+    fleet_near_ties: int = 15
+    fleet_correlated: int = 10
+    fleet_uniform: int = 3
+    fleet_phase: int = 3
+    fleet_slow_tail: int = 5
+    fleet_slow_gen: int = 5
+    fleet_collapses: int = 3
+    fleet_queue_growths: int = 3
+    fleet_routes: int = 3
+    # The untuned kinds (bench/detection/heldout.py).
+    heldout_days: float = 22.0
 
     @property
     def load(self) -> Load:
@@ -89,6 +114,7 @@ class Params:
         raw = {name: getattr(self, name) for name in self.__dataclass_fields__}
         raw["start"] = self.start.isoformat()
         raw["tie_gap"] = list(self.tie_gap)
+        raw["tail_drift"] = list(self.tail_drift)
         return raw
 
 

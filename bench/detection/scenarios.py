@@ -19,6 +19,7 @@ from bench.detection.scenario import (
     CHAT,
     DAY,
     REASONING,
+    SLOWER,
     Context,
     after,
     day_mean,
@@ -107,6 +108,7 @@ def queue_tail_blowup(ctx: Context) -> None:
             window=(at, at + DAY),
             abrupt=True,
             accept=("tail_shift",),
+            tolerate=SLOWER,
             note=f"{p.tail_share:.0%} of samples get a Lomax(1.5) queue tail × {p.tail_scale}",
         )
 
@@ -210,6 +212,7 @@ def edge_switch(ctx: Context) -> None:
             window=(at, at + DAY),
             abrupt=True,
             accept=("dominant_shift", *ABRUPT, "tail_shift"),
+            tolerate=SLOWER,  # generation × 1.5 and cold starts: slower at both vantages
             optional=True,
             note=f"edge: RTT × 0.2, generation × {p.edge_slowdown}, "
             f"cold starts in {p.edge_cold_p:.0%}",

@@ -34,6 +34,8 @@ KINDS = {
     "queue_growth": "queue growth",
     "queue_tail_blowup": "queue tail blow-up",
     "persistent_violation_after_tail_change": "persistent tail",
+    "uniform_slowdown": "uniform slowdown",
+    "phase_slowdown": "phase slowdown",
 }
 
 
@@ -187,7 +189,7 @@ def event_delay(labels: Labels, event: Event, sides: list[Side]) -> OracleDelay:
     return OracleDelay(
         scenario=labels.scenario,
         group=event.group,
-        kind=KINDS.get(labels.scenario, labels.scenario),
+        kind=_kind(labels.scenario, event.group),
         target=event.target,
         vantage=event.vantage,
         nats_one=float(max(v.nats for v in alone)),
@@ -199,6 +201,13 @@ def event_delay(labels: Labels, event: Event, sides: list[Side]) -> OracleDelay:
         pre_alarms=sum(v.pre_alarms for v in alone),
         pre_runs=sum(v.pre_runs for v in alone),
     )
+
+
+def _kind(scenario: str, group: str) -> str:
+    """A scenario's kind; the fleet's groups are ``<kind>:<id>`` (bench/detection/fleet.py)."""
+    part, colon, _ = group.partition(":")
+    name = part if colon else scenario
+    return KINDS.get(name, name)
 
 
 def changes(labels: Labels) -> list[Event]:

@@ -70,6 +70,8 @@ def params_of(labels: Labels, **changes: Any) -> Params:
     raw = {**labels.params, **changes}
     raw["start"] = parse_time(raw["start"])
     raw["tie_gap"] = tuple(raw["tie_gap"])
+    if "tail_drift" in raw:
+        raw["tail_drift"] = tuple(raw["tail_drift"])
     return Params(**raw)
 
 
