@@ -6,8 +6,8 @@ network at the near vantage; at the far one, only in busy hours). So a new serve
 leader seen at one vantage does not wait for a second to see the same leader: it is a
 ``service`` change once the vantages' pooled evidence says that phase really grew
 (app.analysis.level.pooled_z: each vantage's newest runs against the same hours of its
-reference, averaged so that the load they share counts once). A network change stays one
-vantage's.
+reference, averaged so that the load they share counts once) and it grew materially at
+every vantage. A network change stays one vantage's.
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ def grown(
         pooled = pooled_z(references, windows, phase)
         if pooled is None:
             return None
-        z, growth = pooled
-        if z < params.pooled_min_z or growth < math.log1p(params.level_min_relative):
+        z, growth, least = pooled
+        # Grown as every vantage saw it: one vantage's phase alone is no server's change.
+        if z < params.pooled_min_z or least < math.log1p(params.level_min_relative):
             return None
         return {
             "pooled_phase": phase,

@@ -14,8 +14,9 @@ the spread a CUSUM summing many runs must be held to.
 
 The CUSUM is the Gaussian likelihood ratio of a slowdown of twice the least one worth an
 alert against none: its allowance is that least slowdown itself (``material``: below it,
-no run adds evidence), and a run adds at most ``cap`` so that one wild run never crosses
-alone.
+no run adds evidence), a run adds at most ``cap`` so that one wild run never crosses
+alone, and it sums the newest runs only (``window_cusum``): a shift is judged on hours of
+runs, a slow creep over days is another detector's.
 """
 
 from __future__ import annotations
@@ -190,10 +191,20 @@ def increments(
     return capped
 
 
-def cusum_step(scores: Array, steps: Array, ceiling: float) -> Array:
-    """One run of the one-sided CUSUM: up by each step, never below 0 nor above
-    ``ceiling`` (a long episode must wind down in hours once it is over)."""
-    return np.clip(scores + steps, 0.0, ceiling)
+def window_cusum(steps: Array) -> tuple[Array, NDArray[np.int64]]:
+    """The one-sided CUSUM of each column of ``steps`` (runs × series, newest last) over
+    excursions no longer than the rows given: the largest sum of the newest k steps, at
+    least 0, and that k (0 where the sum is 0). A load busy for a day or a week creeps up
+    by a little each run; a window keeps that creep from adding up to a change."""
+    if len(steps) == 0:
+        width = steps.shape[1]
+        return np.zeros(width), np.zeros(width, dtype=np.int64)
+    sums = np.cumsum(steps[::-1], axis=0)  # row k: the sum of the newest k + 1 steps
+    best = np.argmax(sums, axis=0)
+    heights = sums[best, np.arange(steps.shape[1])]
+    scores: Array = np.maximum(heights, 0.0)
+    lengths = np.where(heights > 0, best + 1, 0).astype(np.int64)
+    return scores, lengths
 
 
 def changes(reference: LevelReference, runs: Sequence[RunData]) -> tuple[Array, Array, Array]:
@@ -212,12 +223,13 @@ def changes(reference: LevelReference, runs: Sequence[RunData]) -> tuple[Array, 
 
 def pooled_z(
     references: Sequence[LevelReference], windows: Sequence[Sequence[RunData]], series: str
-) -> tuple[float, float] | None:
+) -> tuple[float, float, float] | None:
     """Vantages' evidence that ``series`` grew, pooled: each vantage's mean residual over
     its window in units of that mean's spread (its autocorrelation counted), then averaged
     over vantages — as if their residuals were one (a shared load is seen by each: adding
-    them as independent would count it twice). Also the mean growth in log terms. None
-    where no vantage has the series."""
+    them as independent would count it twice). Also the mean and the least growth over the
+    vantages, in log terms (the server's change is seen from each). None where no vantage
+    has the series."""
     zs, growths = [], []
     for reference, window in zip(references, windows, strict=True):
         if series not in reference.series or not window:
@@ -234,4 +246,4 @@ def pooled_z(
         growths.append(float(np.mean(values)))
     if not zs:
         return None
-    return float(np.mean(zs)), float(np.mean(growths))
+    return float(np.mean(zs)), float(np.mean(growths)), min(growths)

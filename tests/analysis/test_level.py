@@ -5,7 +5,9 @@ vantages' pooled evidence."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pytest
@@ -159,33 +161,59 @@ def test_the_ms_floor_raises_the_allowance_of_a_small_phase() -> None:
     assert allowance[0] == pytest.approx(math.log1p(0.12))  # end-to-end: 280 ms × 12 % > 10
 
 
+def crossing(
+    reference: lv.LevelReference, runs: list[RunData], cap: float, window: int
+) -> Iterator[Any]:
+    """The heights after each run of ``runs`` (each run's increments capped at ``cap``)."""
+    steps = np.zeros((window, len(reference.series)))
+    for run in runs:
+        steps = np.vstack((steps[1:], lv.increments(reference, run, 0.12, 10, cap)))
+        yield lv.window_cusum(steps)[0]
+
+
 @pytest.mark.parametrize(("cap", "threshold"), [(6.0, 12.0), (4.0, 12.0)])
 def test_one_wild_run_cannot_cross_alone(cap: float, threshold: float) -> None:
     reference = lv.LevelReference.build(week())
     assert reference is not None
     start = T0 + timedelta(days=7, hours=10)
-    wild = lv.increments(reference, scaled(start, 1.0, queue=20.0), 0.12, 10, cap)
-    scores = lv.cusum_step(np.zeros(len(reference.series)), wild, 3 * threshold)
-    assert scores.max() == pytest.approx(cap)
-    # The runs after it are normal: the CUSUM winds down instead of crossing.
-    for i in range(1, 8):
-        normal = scaled(start + i * EVERY, 1.0, seed=i)
-        scores = lv.cusum_step(scores, lv.increments(reference, normal, 0.12, 10, cap), 36)
-    assert scores.max() < threshold / 2
+    runs = [scaled(start, 1.0, queue=20.0)]
+    runs += [scaled(start + i * EVERY, 1.0, seed=i) for i in range(1, 8)]
+    heights = [scores.max() for scores in crossing(reference, runs, cap, 16)]
+    assert heights[0] == pytest.approx(cap)
+    assert max(heights) < threshold  # the runs after it are normal: it winds down
+    assert heights[-1] < threshold / 2
 
 
 @pytest.mark.parametrize(("factor", "runs"), [(1.25, 3), (1.5, 2), (1.08, None)])
 def test_a_uniform_slowdown_crosses_in_runs(factor: float, runs: int | None) -> None:
     reference = lv.LevelReference.build(week(load_sigma=0.2, rho=0.7))
     assert reference is not None
-    scores = np.zeros(len(reference.series))
-    crossed = None
-    for i in range(12):
-        run = scaled(T0 + timedelta(days=7, hours=10) + i * EVERY, factor, seed=i)
-        scores = lv.cusum_step(scores, lv.increments(reference, run, 0.12, 10, 6.0), 36)
-        if crossed is None and scores.max() >= 12:
-            crossed = i + 1
+    start = T0 + timedelta(days=7, hours=10)
+    slow = [scaled(start + i * EVERY, factor, seed=i) for i in range(12)]
+    heights = [scores.max() for scores in crossing(reference, slow, 6.0, 16)]
+    crossed = next((i + 1 for i, height in enumerate(heights) if height >= 12), None)
     assert crossed == runs
+
+
+@pytest.mark.parametrize(
+    ("steps", "score", "length"),
+    [
+        ([1.0, 2.0, 3.0], 6.0, 3),  # every step up: the whole window
+        ([5.0, -4.0, 2.0], 3.0, 3),  # an excursion that dipped but never reached 0
+        ([5.0, -9.0, 2.0], 2.0, 1),  # one that ended: only the newest run
+        ([3.0, 1.0, -2.0], 2.0, 3),  # a step down after a climb
+        ([-1.0, -2.0, -3.0], 0.0, 0),  # never above 0
+        ([4.0, 4.0, 4.0, 4.0], 16.0, 4),
+    ],
+)
+def test_the_cusum_sums_the_newest_runs_only(steps: list[float], score: float, length: int) -> None:
+    scores, lengths = lv.window_cusum(np.array(steps)[:, None])
+    assert (scores[0], lengths[0]) == (score, length)
+
+
+def test_a_slow_creep_never_adds_up_beyond_the_window() -> None:
+    creep = np.full((16, 1), 0.5)  # half a nat a run: 8 nats in the window, 48 over a day
+    assert lv.window_cusum(creep)[0][0] == 8.0
 
 
 def test_the_pooled_evidence_counts_a_shared_load_once() -> None:
@@ -199,4 +227,18 @@ def test_the_pooled_evidence_counts_a_shared_load_once() -> None:
     assert one is not None and both is not None
     assert both[0] == pytest.approx(one[0])  # the same evidence twice is not twice the evidence
     assert both[1] == pytest.approx(math.log(1.5), abs=0.1)
+    assert both[2] == pytest.approx(both[1])
     assert lv.pooled_z([reference], [window], "nothing") is None
+
+
+def test_the_least_growth_says_whether_every_vantage_saw_it() -> None:
+    reference = lv.LevelReference.build(week(load_sigma=0.2, rho=0.7))
+    assert reference is not None
+    at = T0 + timedelta(days=7, hours=10)
+    grown = [scaled(at + i * EVERY, 1.0, queue=2.0) for i in range(2)]
+    same = [scaled(at + i * EVERY, 1.0) for i in range(2)]
+    pooled = lv.pooled_z([reference, reference], [grown, same], "queue")
+    assert pooled is not None
+    z, mean, least = pooled
+    assert z > 2 and mean == pytest.approx(math.log(2) / 2, abs=0.1)
+    assert least == pytest.approx(0.0, abs=0.1)

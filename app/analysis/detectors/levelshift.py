@@ -3,29 +3,28 @@
 The statistic is in app/analysis/level.py; here is when it makes an alert. Slowdowns only
 (a speed-up is not news), and quiet while another phase leads the window than the
 reference, or a ``dominant_shift`` is open: a leader change is that detector's fact. The
-CUSUM heights live in the vantage's memory (``DetectorMemory.cusums["level_shift"]``: the
-runs since it left 0, then one height per series).
+newest runs' increments live in the vantage's memory (``DetectorMemory.cusums
+["level_shift"]``: ``level_window_runs`` rows of one per series, flattened).
 """
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from app.analysis.detectors.base import Detector, Finding, Inputs, Named, Signal
 from app.analysis.dominance import phase_mix
-from app.analysis.level import TOTAL, LevelReference, changes, cusum_step, increments
-from app.analysis.runs import Array
+from app.analysis.level import TOTAL, LevelReference, changes, increments, window_cusum
+from app.analysis.runs import Array, RunData
 
 if TYPE_CHECKING:
     from app.analysis.detectors.params import DetectorParams
 
 NAME = "level_shift"
-# The sentence reads the runs since the CUSUM left 0, up to this many recent windows.
-ONSET_WINDOWS = 4
 
 
 def judge(inputs: Inputs) -> list[Finding]:
@@ -37,49 +36,46 @@ def judge(inputs: Inputs) -> list[Finding]:
     level = reference.level
     if inputs.dominant_open or phase_mix(inputs.window).dominant != reference.mix.dominant:
         # A leader change is dominant_shift's: no evidence is kept for after it.
-        reset(inputs.cusums, level)
+        inputs.cusums.pop(NAME, None)
         return []
-    runs, scores = advance(inputs.cusums, level, inputs.window[-1], params)
-    since = min(max(runs, 1), ONSET_WINDOWS * params.recent_runs)
-    return [level_finding(scores, runs, level, inputs.onset(since), params)]
+    steps = advance(inputs.cusums, level, inputs.window[-1], params)
+    scores, lengths = window_cusum(steps)
+    return [level_finding(scores, lengths, level, inputs.onset, params)]
 
 
-def state(memory: MutableMapping[str, list[float]], level: LevelReference) -> tuple[int, Array]:
-    """The runs since the CUSUM left 0 and its heights (0 for a reference of other series)."""
+def kept_steps(memory: MutableMapping[str, list[float]], level: LevelReference, runs: int) -> Array:
+    """The newest ``runs`` runs' increments (runs × series, newest last; zeros before any
+    was kept, or for a reference of other series)."""
+    width = len(level.series)
     kept = memory.get(NAME)
-    if kept is None or len(kept) != len(level.series) + 1:
-        return 0, np.zeros(len(level.series))
-    return int(kept[0]), np.array(kept[1:], dtype=np.float64)
-
-
-def reset(memory: MutableMapping[str, list[float]], level: LevelReference) -> None:
-    memory[NAME] = [0.0] * (len(level.series) + 1)
+    if kept is None or len(kept) != runs * width:
+        return np.zeros((runs, width))
+    return np.array(kept, dtype=np.float64).reshape(runs, width)
 
 
 def advance(
     memory: MutableMapping[str, list[float]],
     level: LevelReference,
-    run: Any,
+    run: RunData,
     params: DetectorParams,
-) -> tuple[int, Array]:
-    """The CUSUM after ``run``, kept in ``memory``."""
-    runs, scores = state(memory, level)
+) -> Array:
+    """The newest runs' increments after ``run``, kept in ``memory``."""
     cap = params.level_cap * params.level_threshold
-    steps = increments(level, run, params.level_min_relative, params.level_min_ms, cap)
-    scores = cusum_step(scores, steps, 3 * params.level_threshold)
-    runs = runs + 1 if scores.max() > 0 else 0
-    memory[NAME] = [float(runs), *map(float, scores)]
-    return runs, scores
+    step = increments(level, run, params.level_min_relative, params.level_min_ms, cap)
+    steps = np.vstack((kept_steps(memory, level, params.level_window_runs)[1:], step))
+    memory[NAME] = [float(value) for value in steps.ravel()]
+    return steps
 
 
 def level_finding(
     scores: Array,
-    runs: int,
+    lengths: NDArray[np.int64],
     level: LevelReference,
-    recent: Any,
+    onset: Callable[[int], Sequence[RunData]],
     params: DetectorParams,
 ) -> Finding:
-    """Hit once a series' CUSUM reaches the threshold; clear below half of it."""
+    """Hit once a series' CUSUM reaches the threshold; clear below half of it. The
+    numbers are over the runs of the head series' excursion."""
     series = level.series
     numbers: dict[str, Any] = {
         "cusum": round(float(scores.max()), 2),
@@ -90,23 +86,23 @@ def level_finding(
     }
     if scores.max() < params.level_threshold / 2:
         return Finding(Signal.CLEAR, numbers)
-    pct, expected, observed = changes(level, recent)
     crossed = [name for name, s in zip(series, scores, strict=True) if s >= params.level_threshold]
-    ranked = sorted(range(len(series)), key=lambda i: -scores[i])
+    top = int(np.argmax(scores))
+    runs = max(int(lengths[top]), 1)
+    pct, expected, observed = changes(level, onset(runs))
     # End-to-end is what a user feels: it heads the sentence whenever it moved materially.
     material = TOTAL in crossed or pct[0] >= 100 * params.level_min_relative
-    head = TOTAL if material else series[ranked[0]]
-    i = series.index(head)
+    head = 0 if material else top
     numbers |= {
-        "series": head,
-        "change_pct": _round(pct[i]),
-        "reference_ms": _round(expected[i]),
-        "recent_ms": _round(observed[i]),
+        "series": series[head],
+        "change_pct": _round(pct[head]),
+        "reference_ms": _round(expected[head]),
+        "recent_ms": _round(observed[head]),
         "runs": runs,
         "changes_pct": {
             name: _round(pct[j])
             for j, name in enumerate(series)
-            if name != head and expected[j] >= params.level_min_ms
+            if j != head and expected[j] >= params.level_min_ms
         },
         "crossed": crossed,
     }

@@ -136,6 +136,11 @@ class DetectorParams(BaseModel):
     )
     level_min_ms: float = Field(10.0, ge=0, description="And at least this many ms.")
     level_threshold: float = Field(12.0, gt=0, description="The level CUSUM's threshold, in nats.")
+    # A shift is judged on the newest runs: a load busy for days creeps up a little each run,
+    # and summed over days that creep would read as a change.
+    level_window_runs: int = Field(
+        16, ge=2, le=96, description="The level CUSUM sums the newest this many runs at most."
+    )
     level_min_days: float = Field(
         3.0, ge=0, le=7, description="Days of reference before a level is judged."
     )
