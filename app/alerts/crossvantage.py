@@ -22,7 +22,7 @@ from typing import Any
 from app.alerts.history import History
 from app.alerts.identity import Alert, Identity
 from app.alerts.memory import EvaluatorView
-from app.alerts.pooling import Grown, grown
+from app.alerts.pooling import Grown, grown, pooled_lane
 from app.alerts.state import State
 from app.analysis import detectors as d
 from app.analysis.dominance import phase_mix
@@ -66,7 +66,17 @@ class CrossVantage:
             return {}
         per_vantage = {v: self._at(view, target, v, "path", params) for v in present}
         pooled = grown(view, self.history, target, present, params)
-        return _combine(view.alerts, target, Round(present, late), per_vantage, pooled)
+        seen = Round(present, late)
+        combined = _combine(view.alerts, target, seen, per_vantage, pooled)
+        quiet = all(open_at(view.alerts, target, v) is None for v in present)
+        if quiet and not any(f.signal is d.Signal.HIT for f in combined.values()):
+            lane = pooled_lane(view, self.history, target, present, params, pooled)
+            if lane is not None:  # one vantage's newest runs, the pooled growth behind them
+                vantage, old, finding = lane
+                identity = Identity(KIND, target, None, "service", old, finding.numbers["to_phase"])
+                at = {vantage: (identity, finding)}
+                combined[identity] = _agreement(at, [vantage], seen, finding.numbers)
+        return combined
 
     def _at(
         self, view: EvaluatorView, target: str, vantage: str, scope: str, params: d.DetectorParams
@@ -157,26 +167,33 @@ def _combine(
     for old, at in by_loser.items():
         hits = [v for v, (_, finding) in at.items() if finding.signal is d.Signal.HIT]
         service = _open_service(alerts, target, old)
-        # One vantage's new server-side leader, and the phase grew as all vantages saw it.
-        grew = pooled(at[hits[0]][0].to_phase or "") if len(hits) == 1 else None
-        if service is not None or len(hits) >= 2 or grew is not None:
+        if service is not None or len(hits) >= 2:
             winners = {at[v][0].to_phase for v in hits}
             only = winners.pop() if len(winners) == 1 else None
             service = service or Identity(KIND, target, None, "service", old, only)
+            grew = pooled(at[hits[0]][0].to_phase or "") if len(hits) == 1 else None
             combined[service] = _agreement(at, hits, seen, grew)
         elif len(hits) == 1 and at[hits[0]][0].to_phase not in d.SERVER_SIDE:
             combined[at[hits[0]][0]] = at[hits[0]][1]
         elif len(hits) == 1:
             lone[hits[0]] = at[hits[0]]
         _keep_open(alerts, at, service, combined)
-    combined |= _same_winner(target, seen, lone)
+    combined |= _same_winner(alerts, target, seen, lone, pooled)
     return combined
 
 
-def _same_winner(target: str, seen: Round, lone: dict[str, tuple[Identity, d.Finding]]) -> Found:
+def _same_winner(
+    alerts: Alerts,
+    target: str,
+    seen: Round,
+    lone: dict[str, tuple[Identity, d.Finding]],
+    pooled: Grown,
+) -> Found:
     """Server-side leaders that only one vantage saw take over from its old leader, but
     that two or more saw take over from different old ones (network here, the queue
-    there): one service change, grouped by the phase that won."""
+    there): one service change, grouped by the phase that won. Seen at one vantage only:
+    the service's change when that phase grew as every vantage saw it (app.alerts.pooling)
+    — the open one of that winner, if any, else from that vantage's old leader."""
     by_winner: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
     for vantage, (identity, finding) in lone.items():
         by_winner.setdefault(identity.to_phase, {})[vantage] = (identity, finding)
@@ -185,6 +202,11 @@ def _same_winner(target: str, seen: Round, lone: dict[str, tuple[Identity, d.Fin
         if len(at) >= 2:
             service = Identity(KIND, target, None, "service", None, new)
             found[service] = _agreement(at, list(at), seen)
+        elif (grew := pooled(new or "")) is not None:
+            ((identity, _),) = at.values()
+            old = None if _open_service(alerts, target, None, new) else identity.from_phase
+            service = Identity(KIND, target, None, "service", old, new)
+            found[service] = _agreement(at, list(at), seen, grew)
     return found
 
 
@@ -205,11 +227,15 @@ def _keep_open(
         combined[identity] = finding
 
 
-def _open_service(alerts: Alerts, target: str, old: str | None) -> Identity | None:
+def _open_service(
+    alerts: Alerts, target: str, old: str | None, new: str | None = None
+) -> Identity | None:
+    """The open service shift from ``old`` (and to ``new``, when given)."""
     for identity, alert in alerts.items():
         same = (identity.kind, identity.target, identity.vantage, identity.from_phase)
         if same == (KIND, target, None, old) and alert.position.open:
-            return identity
+            if new is None or identity.to_phase == new:
+                return identity
     return None
 
 

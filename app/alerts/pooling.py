@@ -19,6 +19,7 @@ from typing import Any
 from app.alerts.history import History
 from app.alerts.memory import EvaluatorView
 from app.analysis import detectors as d
+from app.analysis.dominance import phase_mix
 from app.analysis.level import LevelReference, pooled_z
 
 Grown = Callable[[str], dict[str, Any] | None]
@@ -64,3 +65,40 @@ def grown(
         }
 
     return ask
+
+
+def pooled_lane(
+    view: EvaluatorView,
+    history: History,
+    target: str,
+    present: list[str],
+    params: d.DetectorParams,
+    pooled: Grown,
+) -> tuple[str, str | None, d.Finding] | None:
+    """A server-side phase that now leads a vantage's newest ``dominant_fast_runs`` runs
+    (the point estimate) over its reference's leader, and that grew as every vantage saw
+    it: the service's change, a run or two before one vantage's lead is confirmed by a
+    bootstrap of its own (a queue that grew 4.5× may lead the near vantage's network by a
+    few points only). The pooled growth is the evidence; the lead says which phase leads.
+    The vantage, the old leader (None where the vantages' differ), and the finding."""
+    leaders = set()
+    for vantage in present:
+        reference = view.memory(target, vantage).reference
+        leaders.add(None if reference is None else reference.mix.dominant)
+    for vantage in present:
+        reference = view.memory(target, vantage).reference
+        newest = history.last(target, vantage, params.dominant_fast_runs)
+        if reference is None or len(newest) < params.dominant_fast_runs:
+            continue
+        leader, top = reference.mix.dominant, phase_mix(newest).dominant
+        if leader is None or top is None or top == leader:
+            continue
+        grew = pooled(top)
+        if grew is None:
+            continue
+        # Its numbers as dominant_shift gives them (a lead under δ has no bootstrap).
+        found = d.dominant_finding(newest, leader, top, params, view.rng(target))
+        before = {"from_share_before_pct": round(100 * reference.mix.shares.get(leader, 0.0), 1)}
+        old = leader if leaders == {leader} else None
+        return vantage, old, d.Finding(d.Signal.HIT, found.numbers | grew | before)
+    return None
