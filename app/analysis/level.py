@@ -36,6 +36,7 @@ MIN_MATCHED = 6
 # The least spread of a log median: a phase that never moves (µs of a reused connection)
 # must not turn a rounding into evidence.
 MIN_SIGMA = 0.01
+MIN_DAYS = 2
 MAX_RHO = 0.95
 # Blocks of consecutive runs whose means' spread is the long-run spread (2 h and 8 h at
 # 15 min), each only from this many blocks or more.
@@ -86,7 +87,8 @@ class LevelReference:
         names = common_phases(timed)
         rows = np.array([log_levels(run, names) for run in timed])
         slots = np.array([slot(run) for run in timed], dtype=np.int64)
-        expected = expected_by_slot(rows, slots)
+        days = np.array([run.at.toordinal() for run in timed], dtype=np.int64)
+        expected = expected_by_slot(rows, slots, days)
         residuals = rows - expected[slots]
         sigma, rho = robust_sigma(residuals), lag1(residuals)
         return cls(
@@ -108,10 +110,15 @@ class LevelReference:
         return expected
 
 
-def expected_by_slot(rows: Array, slots: NDArray[np.int64]) -> Array:
+def expected_by_slot(
+    rows: Array, slots: NDArray[np.int64], days: NDArray[np.int64] | None = None
+) -> Array:
     """For each slot, the median of the rows at the same hour and kind of day; with fewer
-    than ``MIN_MATCHED``, widened: ±1 hour, then the same hour of any day, then ±1 hour of
-    any day, then every row."""
+    than ``MIN_MATCHED``, or from fewer than ``MIN_DAYS`` days (``days``: each row's), widened:
+    ±1 hour, then the same hour of any day, then ±1 hour of any day, then every row. One
+    day is no normal: a weekend of the reference before a change says nothing of after."""
+    if days is None:
+        days = np.arange(len(rows), dtype=np.int64)  # rows from as many days as rows
     hours, kinds = slots % 24, slots // 24
     table = np.empty((48, rows.shape[1]))
     for index in range(48):
@@ -123,7 +130,7 @@ def expected_by_slot(rows: Array, slots: NDArray[np.int64]) -> Array:
             hours == hour,
             near,
         ):
-            if chosen.sum() >= MIN_MATCHED:
+            if chosen.sum() >= MIN_MATCHED and len(np.unique(days[chosen])) >= MIN_DAYS:
                 break
         else:
             chosen = np.ones(len(rows), dtype=bool)
@@ -227,10 +234,10 @@ def pooled_z(
     """Vantages' evidence that ``series`` grew, pooled: each vantage's mean residual over
     its window in units of that mean's spread (its autocorrelation counted), then averaged
     over vantages — as if their residuals were one (a shared load is seen by each: adding
-    them as independent would count it twice). Also the mean and the least growth over the
-    vantages, in log terms (the server's change is seen from each). None where no vantage
-    has the series."""
-    zs, growths = [], []
+    them as independent would count it twice). Also the mean growth, and the least of any
+    run at any vantage, in log terms: the server's change is seen from each vantage, and
+    in each run (one wild run is no change). None where no vantage has the series."""
+    zs, growths, least = [], [], []
     for reference, window in zip(references, windows, strict=True):
         if series not in reference.series or not window:
             continue
@@ -244,6 +251,7 @@ def pooled_z(
         spread = float(reference.sigma[column]) * math.sqrt(factor)
         zs.append(float(np.mean(values)) / spread)
         growths.append(float(np.mean(values)))
+        least.append(min(values))
     if not zs:
         return None
-    return float(np.mean(zs)), float(np.mean(growths)), min(growths)
+    return float(np.mean(zs)), float(np.mean(growths)), float(min(least))
