@@ -242,3 +242,31 @@ def test_the_least_growth_says_whether_every_vantage_saw_it() -> None:
     z, mean, least = pooled
     assert z > 2 and mean == pytest.approx(math.log(2) / 2, abs=0.1)
     assert least == pytest.approx(0.0, abs=0.1)
+
+
+@pytest.mark.parametrize(
+    ("days", "expected"),
+    [
+        # Six runs at the hour from one day: not yet a normal; the same hour of any day.
+        ([1] * 6 + [1, 2] * 3, 3.0),
+        ([1, 2] * 3 + [1, 2] * 3, 5.0),  # from two days: the hour's own
+    ],
+)
+def test_an_hours_normal_is_from_two_days_at_least(days: list[int], expected: float) -> None:
+    # Hour 10 at 5.0; the same hour of the other kind of day at 1.0.
+    values = np.array([[5.0]] * 6 + [[1.0]] * 6)
+    slots = np.array([10] * 6 + [34] * 6, dtype=np.int64)
+    table = lv.expected_by_slot(values, slots, np.array(days, dtype=np.int64))
+    assert table[10, 0] == expected
+
+
+def test_one_wild_run_is_not_a_grown_phase() -> None:
+    reference = lv.LevelReference.build(week(load_sigma=0.2, rho=0.7))
+    assert reference is not None
+    at = T0 + timedelta(days=7, hours=10)
+    window = [scaled(at, 1.0, queue=20.0), scaled(at + EVERY, 1.0)]
+    pooled = lv.pooled_z([reference, reference], [window, window], "queue")
+    assert pooled is not None
+    z, mean, least = pooled
+    assert z > 4 and mean > math.log(2)  # the mean alone would call it growth
+    assert least == pytest.approx(0.0, abs=0.1)
