@@ -56,9 +56,22 @@ def current_reference(
             if "composition_shift" in params.enabled
             else None
         ),
-        level=LevelReference.build(runs),
+        level=LevelReference.build(_since_last_change(runs, memory.excluded)),
     )
     return memory.reference
+
+
+def _since_last_change(
+    runs: list[RunData], spans: list[tuple[datetime, datetime | None]]
+) -> list[RunData]:
+    """The runs after the last alert that fired and ended: the hours' levels before a
+    change and after it are two normals, and a slot of each is neither (a weekend seen only
+    before a change, weekdays only after)."""
+    ended = [end for _, end in spans if end is not None]
+    if not ended:
+        return runs
+    cut = max(ended)
+    return [run for run in runs if run.at > cut]
 
 
 def _inside(at: datetime, spans: list[tuple[datetime, datetime | None]]) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 from numpy.typing import NDArray
@@ -74,6 +75,7 @@ class LevelReference:
     rho: Array  # per series: lag-1 autocorrelation of the residuals, in [0, MAX_RHO]
     sigma_eff: Array  # per series: the long-run spread (module docstring)
     runs: int
+    span: timedelta  # from its first run to its last
 
     @property
     def series(self) -> tuple[str, ...]:
@@ -98,6 +100,7 @@ class LevelReference:
             rho=rho,
             sigma_eff=long_run(residuals, sigma * np.sqrt((1 + rho) / (1 - rho))),
             runs=len(timed),
+            span=timed[-1].at - timed[0].at,
         )
 
     def residuals(self, run: RunData) -> Array:

@@ -31,9 +31,9 @@ def judge(inputs: Inputs) -> list[Finding]:
     reference, params = inputs.reference, inputs.params
     if reference is None or reference.level is None or len(inputs.window) < params.recent_runs:
         return []
-    if reference.span < timedelta(days=params.level_min_days):
-        return []  # a day-to-day wander is known only once days of it were seen
     level = reference.level
+    if level.span < timedelta(days=params.level_min_days):
+        return []  # a day-to-day wander is known only once days of it were seen
     if inputs.dominant_open or phase_mix(inputs.window).dominant != reference.mix.dominant:
         # A leader change is dominant_shift's: no evidence is kept for after it.
         inputs.cusums.pop(NAME, None)
