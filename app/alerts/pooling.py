@@ -39,7 +39,8 @@ def grown(
 
     def ask(phase: str) -> dict[str, Any] | None:
         if phase not in asked:
-            asked[phase] = _grown(phase) if phase in d.SERVER_SIDE else None
+            judged = phase in d.SERVER_SIDE and params.pooled_min_z > 0
+            asked[phase] = _grown(phase) if judged else None
         return asked[phase]
 
     def _grown(phase: str) -> dict[str, Any] | None:

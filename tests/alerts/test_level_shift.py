@@ -109,3 +109,18 @@ def test_a_queue_grown_at_every_vantage_but_leading_at_one_is_the_services_chang
     assert firing.numbers["pooled_phase"] == "queue"
     assert firing.numbers["pooled_z"] >= params.pooled_min_z
     assert firing.numbers["vantages_agreeing"] == 1
+
+
+def test_without_pooling_the_far_vantage_is_waited_for() -> None:
+    params = DetectorParams(enabled=("dominant_shift",), resamples=200, pooled_min_z=0)
+    replay = Replay(params)
+    near, far = switch(NET, times(1.0, NET, queue=4.5)), switch(FAR, times(1.0, FAR, queue=4.5))
+    replay.feed(timeline(7, {"eu": near, "us": far}, end=END))
+    assert replay.changes() == []
+
+
+def test_a_queue_grown_at_one_vantage_only_is_no_services_change() -> None:
+    replay = Replay(DetectorParams(enabled=("dominant_shift",), resamples=200))
+    near = switch(NET, times(1.0, NET, queue=4.5))
+    replay.feed(timeline(8, {"eu": near, "us": FAR}, end=END))
+    assert [t for t in replay.changes() if t.identity.scope == "service"] == []

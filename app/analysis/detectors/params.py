@@ -153,7 +153,7 @@ class DetectorParams(BaseModel):
     # A new server-side leader at one vantage is the service's change once the vantages'
     # pooled evidence puts that phase's growth this many spreads above these hours' normal.
     pooled_min_z: float = Field(
-        4.0, gt=0, description="Pooled evidence (z) that a server-side phase grew."
+        4.0, ge=0, description="Pooled evidence (z) that a server-side phase grew; 0: off."
     )
     slo: SloParams = Field(default_factory=SloParams, description="The deadline as an SLO.")
     composition_min_distance: float = Field(
