@@ -97,7 +97,10 @@ def test_a_queue_grown_at_every_vantage_but_leading_at_one_is_the_services_chang
     # far one's 400: the far vantage never agrees on the leader, the pooled evidence does.
     params = DetectorParams(enabled=("dominant_shift",), resamples=200)
     replay = Replay(params)
-    near, far = switch(NET, times(1.0, NET, queue=4.5)), switch(FAR, times(1.0, FAR, queue=4.5))
+    near, far = (
+        switch(NET, times(1.0, NET, queue=4.5), CHANGE),
+        switch(FAR, times(1.0, FAR, queue=4.5), CHANGE),
+    )
     replay.feed(timeline(7, {"eu": near, "us": far}, end=END))
     changes = replay.changes()
     assert states(changes)[:2] == [("inactive", "pending"), ("pending", "firing")]
@@ -114,13 +117,16 @@ def test_a_queue_grown_at_every_vantage_but_leading_at_one_is_the_services_chang
 def test_without_pooling_the_far_vantage_is_waited_for() -> None:
     params = DetectorParams(enabled=("dominant_shift",), resamples=200, pooled_min_z=0)
     replay = Replay(params)
-    near, far = switch(NET, times(1.0, NET, queue=4.5)), switch(FAR, times(1.0, FAR, queue=4.5))
+    near, far = (
+        switch(NET, times(1.0, NET, queue=4.5), CHANGE),
+        switch(FAR, times(1.0, FAR, queue=4.5), CHANGE),
+    )
     replay.feed(timeline(7, {"eu": near, "us": far}, end=END))
     assert replay.changes() == []
 
 
 def test_a_queue_grown_at_one_vantage_only_is_no_services_change() -> None:
     replay = Replay(DetectorParams(enabled=("dominant_shift",), resamples=200))
-    near = switch(NET, times(1.0, NET, queue=4.5))
+    near = switch(NET, times(1.0, NET, queue=4.5), CHANGE)
     replay.feed(timeline(8, {"eu": near, "us": FAR}, end=END))
     assert [t for t in replay.changes() if t.identity.scope == "service"] == []
