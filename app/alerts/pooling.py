@@ -76,13 +76,13 @@ def pooled_lane(
     params: d.DetectorParams,
     pooled: Grown,
 ) -> tuple[str, str | None, d.Finding] | None:
-    """A server-side phase that now leads a vantage's newest run over its reference's
-    leader, and that grew as every vantage saw it in each of the newest
-    ``dominant_fast_runs`` runs: the service's change, a run or two before one vantage's
-    lead is confirmed by a bootstrap of its own (a queue that grew 4.5× may lead the near
-    vantage's network by a few points only). The pooled growth is the evidence; the lead
-    only says which phase leads now.
-    The vantage, the old leader (None where the vantages' differ), and the finding."""
+    """A server-side phase that now leads each of a vantage's newest
+    ``dominant_fast_runs`` runs over its reference's leader, and that grew as every vantage
+    saw it in each: the service's change, a run or two before one vantage's lead is
+    confirmed by a bootstrap of its own (a queue that grew 4.5× may lead the near vantage's
+    network by a few points only). The pooled growth is the evidence; the lead only says
+    which phase leads now. The vantage, the old leader (None where the vantages' differ),
+    and the finding."""
     leaders = set()
     for vantage in present:
         reference = view.memory(target, vantage).reference
@@ -92,8 +92,10 @@ def pooled_lane(
         newest = history.last(target, vantage, params.dominant_fast_runs)
         if reference is None or len(newest) < params.dominant_fast_runs:
             continue
-        # Which phase leads: the newest run's (the growth is judged on all of them).
-        leader, top = reference.mix.dominant, phase_mix(newest[-1:]).dominant
+        # Which phase leads: the same in each of the newest runs (the growth is judged on
+        # all of them too: one wild run leads, and grew, alone).
+        tops = {phase_mix([run]).dominant for run in newest}
+        leader, top = reference.mix.dominant, tops.pop() if len(tops) == 1 else None
         if leader is None or top is None or top == leader:
             continue
         grew = pooled(top)

@@ -38,6 +38,7 @@ MIN_MATCHED = 6
 # must not turn a rounding into evidence.
 MIN_SIGMA = 0.01
 MIN_DAYS = 2
+WILD = 8.0  # a residual counts at most this many allowances (``increments``)
 MAX_RHO = 0.95
 # Blocks of consecutive runs whose means' spread is the long-run spread (2 h and 8 h at
 # 15 min), each only from this many blocks or more.
@@ -192,9 +193,12 @@ def increments(
     cap: float,
 ) -> Array:
     """Each series' CUSUM increment for ``run`` in nats (0 where it has no sample): the log
-    likelihood ratio of a slowdown of twice the allowance against none, at most ``cap``."""
+    likelihood ratio of a slowdown of twice the allowance against none, the residual at
+    most ``WILD`` allowances, the increment at most ``cap``."""
     allowance = allowances(reference, run, relative, min_ms)
-    residual = reference.residuals(run)
+    # A run far slower than the alternative says no more than one at 4× it (the alternative
+    # is twice the allowance): a wild run must not carry the CUSUM half-way on its own.
+    residual = np.minimum(reference.residuals(run), WILD * allowance)
     sigma = reference.sigma_eff
     step = 2 * allowance / sigma**2 * (residual - allowance)
     capped: Array = np.where(np.isnan(step), 0.0, np.minimum(step, cap))

@@ -270,3 +270,13 @@ def test_one_wild_run_is_not_a_grown_phase() -> None:
     z, mean, least = pooled
     assert z > 4 and mean > math.log(2)  # the mean alone would call it growth
     assert least == pytest.approx(0.0, abs=0.1)
+
+
+def test_a_wild_run_counts_as_one_a_few_times_the_alternative_slower() -> None:
+    reference = lv.LevelReference.build(week(load_sigma=0.2, rho=0.7))
+    assert reference is not None
+    at = T0 + timedelta(days=7, hours=10)
+    step = {
+        f: lv.increments(reference, scaled(at, 1.0, queue=f), 0.12, 10, 1e9)[QUEUE] for f in (3, 20)
+    }
+    assert step[20] == pytest.approx(step[3], rel=0.05)
