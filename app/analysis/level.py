@@ -38,6 +38,7 @@ MIN_MATCHED = 6
 # must not turn a rounding into evidence.
 MIN_SIGMA = 0.01
 MIN_DAYS = 2
+MIN_TIMED = 5
 WILD = 8.0  # a residual counts at most this many allowances (``increments``)
 MAX_RHO = 0.95
 # Blocks of consecutive runs whose means' spread is the long-run spread (2 h and 8 h at
@@ -48,9 +49,10 @@ FLOOR_MS = 1e-3
 
 
 def log_levels(run: RunData, names: Sequence[str]) -> Array:
-    """The run's log median of end-to-end, then of each of ``names`` (NaN without a
-    timed sample)."""
-    if run.timed == 0:
+    """The run's log median of end-to-end, then of each of ``names`` (NaN with fewer than
+    ``MIN_TIMED`` timed samples: a run whose requests mostly failed has no median to
+    speak of, as tail_shift skips it)."""
+    if run.timed < MIN_TIMED:
         return np.full(len(names) + 1, np.nan)
     medians = np.concatenate(([float(np.median(run.totals))], run.medians(names)))
     return np.log(np.maximum(medians, FLOOR_MS))
@@ -84,7 +86,7 @@ class LevelReference:
 
     @classmethod
     def build(cls, runs: Sequence[RunData]) -> LevelReference | None:
-        timed = [run for run in runs if run.timed]
+        timed = [run for run in runs if run.timed >= MIN_TIMED]
         if len(timed) < 2:
             return None
         names = common_phases(timed)
@@ -224,7 +226,7 @@ def window_cusum(steps: Array) -> tuple[Array, NDArray[np.int64]]:
 def changes(reference: LevelReference, runs: Sequence[RunData]) -> tuple[Array, Array, Array]:
     """Over ``runs``: each series' change in % (from the mean residual), the expected
     median and the runs' median of medians, in ms."""
-    timed = [run for run in runs if run.timed]
+    timed = [run for run in runs if run.timed >= MIN_TIMED]
     if not timed:
         nan = np.full(len(reference.series), np.nan)
         return nan, nan, nan
@@ -249,7 +251,7 @@ def pooled_z(
         if series not in reference.series or not window:
             continue
         column = reference.series.index(series)
-        values = [reference.residuals(run)[column] for run in window if run.timed]
+        values = [reference.residuals(run)[column] for run in window if run.timed >= MIN_TIMED]
         if not values:
             continue
         n, rho = len(values), float(reference.rho[column])
