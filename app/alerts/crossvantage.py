@@ -155,7 +155,7 @@ def _combine(
     target: str,
     seen: Round,
     per_vantage: dict[str, Found],
-    pooled: Grown = lambda phase: None,
+    pooled: Grown = lambda phase, against: None,
 ) -> Found:
     """Grouped by the phase that lost the lead."""
     by_loser: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
@@ -171,7 +171,8 @@ def _combine(
             winners = {at[v][0].to_phase for v in hits}
             only = winners.pop() if len(winners) == 1 else None
             service = service or Identity(KIND, target, None, "service", old, only)
-            grew = pooled(at[hits[0]][0].to_phase or "") if len(hits) == 1 else None
+            one = at[hits[0]][0] if len(hits) == 1 else None
+            grew = pooled(one.to_phase or "", old) if one else None
             combined[service] = _agreement(at, hits, seen, grew)
         elif len(hits) == 1 and at[hits[0]][0].to_phase not in d.SERVER_SIDE:
             combined[at[hits[0]][0]] = at[hits[0]][1]
@@ -202,7 +203,7 @@ def _same_winner(
         if len(at) >= 2:
             service = Identity(KIND, target, None, "service", None, new)
             found[service] = _agreement(at, list(at), seen)
-        elif (grew := pooled(new or "")) is not None:
+        elif (grew := pooled(new or "", next(iter(at.values()))[0].from_phase)) is not None:
             ((identity, _),) = at.values()
             old = None if _open_service(alerts, target, None, new) else identity.from_phase
             service = Identity(KIND, target, None, "service", old, new)

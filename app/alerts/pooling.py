@@ -22,7 +22,7 @@ from app.analysis import detectors as d
 from app.analysis.dominance import phase_mix
 from app.analysis.level import LevelReference, pooled_z
 
-Grown = Callable[[str], dict[str, Any] | None]
+Grown = Callable[[str, str | None], dict[str, Any] | None]
 
 
 def grown(
@@ -32,37 +32,43 @@ def grown(
     present: list[str],
     params: d.DetectorParams,
 ) -> Grown:
-    """Asked of a phase: the pooled numbers when it grew (None when it did not, or is not
-    the server's). Lazy and remembered: most rounds never ask."""
-    asked: dict[str, dict[str, Any] | None] = {}
+    """Asked of a phase and the phase it took the lead from: the pooled numbers when it
+    grew, and by more than that one (everything × 1.25 is no leader change); None when
+    not, or when it is not the server's. Lazy and remembered: most rounds never ask."""
+    raw: dict[str, tuple[float, float, float] | None] = {}
     runs = min(params.dominant_runs, params.dominant_fast_runs)
+    material = math.log1p(params.level_min_relative)
 
-    def ask(phase: str) -> dict[str, Any] | None:
-        if phase not in asked:
-            judged = phase in d.SERVER_SIDE and params.pooled_min_z > 0
-            asked[phase] = _grown(phase) if judged else None
-        return asked[phase]
+    def pooled(phase: str) -> tuple[float, float, float] | None:
+        if phase not in raw:
+            references: list[LevelReference] = []
+            windows = []
+            for vantage in present:
+                reference = view.memory(target, vantage).reference
+                if reference is not None and reference.level is not None:
+                    references.append(reference.level)
+                    windows.append(history.last(target, vantage, runs))
+            raw[phase] = pooled_z(references, windows, phase)
+        return raw[phase]
 
-    def _grown(phase: str) -> dict[str, Any] | None:
-        references: list[LevelReference] = []
-        windows = []
-        for vantage in present:
-            reference = view.memory(target, vantage).reference
-            if reference is not None and reference.level is not None:
-                references.append(reference.level)
-                windows.append(history.last(target, vantage, runs))
-        pooled = pooled_z(references, windows, phase)
-        if pooled is None:
+    def ask(phase: str, against: str | None) -> dict[str, Any] | None:
+        if phase not in d.SERVER_SIDE or params.pooled_min_z <= 0:
             return None
-        z, growth, least = pooled
+        found = pooled(phase)
+        if found is None:
+            return None
+        z, growth, least = found
         # Grown as every vantage saw it: one vantage's phase alone is no server's change.
-        if z < params.pooled_min_z or least < math.log1p(params.level_min_relative):
+        if z < params.pooled_min_z or least < material:
+            return None
+        old = pooled(against) if against else None
+        if old is not None and growth - old[1] < material:
             return None
         return {
             "pooled_phase": phase,
             "pooled_z": round(z, 1),
             "pooled_growth_pct": round(100 * math.expm1(growth), 1),
-            "pooled_vantages": len(references),
+            "pooled_vantages": len(present),
         }
 
     return ask
@@ -98,7 +104,7 @@ def pooled_lane(
         leader, top = reference.mix.dominant, tops.pop() if len(tops) == 1 else None
         if leader is None or top is None or top == leader:
             continue
-        grew = pooled(top)
+        grew = pooled(top, leader)
         if grew is None:
             continue
         # Its numbers as dominant_shift gives them (a lead under δ has no bootstrap).
