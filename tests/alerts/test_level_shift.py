@@ -130,3 +130,18 @@ def test_a_queue_grown_at_one_vantage_only_is_no_services_change() -> None:
     near = switch(NET, times(1.0, NET, queue=4.5), CHANGE)
     replay.feed(timeline(8, {"eu": near, "us": FAR}, end=END))
     assert [t for t in replay.changes() if t.identity.scope == "service"] == []
+
+
+TIED = LLM | {"generation": 125.0}  # generation leads the queue's 120 by a hair
+
+
+def test_everything_slower_is_no_leader_change_even_where_the_queue_was_close() -> None:
+    # Every phase × 1.3 at both vantages: the queue grew, but no more than generation did.
+    replay = Replay(DetectorParams(enabled=("dominant_shift",), resamples=200))
+    slower = times(1.3, TIED)
+    replay.feed(
+        timeline(
+            9, {"eu": switch(TIED, slower, CHANGE), "us": switch(TIED, slower, CHANGE)}, end=END
+        )
+    )
+    assert [t for t in replay.changes() if "pooled_z" in t.numbers] == []
