@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from app.alerts.history import History
@@ -45,8 +46,10 @@ def grown(
             windows = []
             for vantage in present:
                 reference = view.memory(target, vantage).reference
-                if reference is not None and reference.level is not None:
-                    references.append(reference.level)
+                level = None if reference is None else reference.level
+                # Hours' levels known as level_shift knows them (days since the last change).
+                if level is not None and level.span >= timedelta(days=params.level_min_days):
+                    references.append(level)
                     windows.append(history.last(target, vantage, runs))
             raw[phase] = pooled_z(references, windows, phase)
         return raw[phase]
