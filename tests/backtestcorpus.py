@@ -2,7 +2,9 @@
 the backtest makes on it: tests/alerts/test_backtest_same_alerts.py holds every later version of
 the replay to the transitions recorded in tests/data/backtest_alerts.json (made with the
 code of commit ea6359a, before the backtest's speed-up; re-recorded for dominant_shift's
-fast lane, which fires chat's collapse one run sooner, the other 20 transitions unchanged).
+fast lane, which fires chat's collapse one run sooner, the other 20 transitions unchanged;
+and for level_shift, whose 6 transitions are embed's queue median growing with its tail —
+the other 22 unchanged).
 
 A detector change that means to change alerts re-records the file, with the changed code:
 

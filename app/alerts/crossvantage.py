@@ -2,7 +2,8 @@
 
 Two or more vantages agreeing make one ``service`` alert (the new leader may differ by
 vantage: queue at one, network at another); one vantage alone is a ``path`` change unless
-the new leader is a server-side phase, which needs a second vantage to agree. A target
+the new leader is a server-side phase: then it is a ``service`` change once the vantages'
+pooled evidence says that phase grew (app.alerts.pooling), or a second vantage agrees. A target
 seen from one vantage gets scope ``vantage``. Vantages are combined once every present
 vantage has a new run (a round); a vantage more than ``LATE_AFTER_INTERVALS`` late is not
 waited for (``lateness``).
@@ -13,18 +14,17 @@ for its reference, a target's random numbers), handed in with each call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 
+from app.alerts.combine import KIND, Alerts, Found, Round, agreement, combine
 from app.alerts.history import History
 from app.alerts.identity import Alert, Identity
 from app.alerts.memory import EvaluatorView
-from app.alerts.state import State
+from app.alerts.pooling import grown, pooled_lane
 from app.analysis import detectors as d
 from app.analysis.dominance import phase_mix
 
-KIND = "dominant_shift"
 # A round waits for a vantage's next run until it is this many of its intervals late (its
 # latest run more than 1 + this many intervals old); then it is left out of the round, and
 # counted as late in the verdict ("at 2/3 vantages"), so a missing vantage never stalls it.
@@ -32,8 +32,6 @@ LATE_AFTER_INTERVALS = 1.0
 # A vantage silent for longer than this many intervals is away: not counted at all (its
 # silence is vantage_silent's to tell).
 AWAY_AFTER_INTERVALS = 10.0
-Found = dict[Identity, d.Finding]
-Alerts = Mapping[Identity, Alert]
 
 
 class CrossVantage:
@@ -62,7 +60,18 @@ class CrossVantage:
         if not present or not self._new_round(target, present):
             return {}
         per_vantage = {v: self._at(view, target, v, "path", params) for v in present}
-        return _combine(view.alerts, target, Round(present, late), per_vantage)
+        pooled = grown(view, self.history, target, present, params)
+        seen = Round(present, late)
+        combined = combine(view.alerts, target, seen, per_vantage, pooled)
+        quiet = all(open_at(view.alerts, target, v) is None for v in present)
+        if quiet and not any(f.signal is d.Signal.HIT for f in combined.values()):
+            lane = pooled_lane(view, self.history, target, present, params, pooled)
+            if lane is not None:  # one vantage's newest runs, the pooled growth behind them
+                vantage, old, finding = lane
+                identity = Identity(KIND, target, None, "service", old, finding.numbers["to_phase"])
+                at = {vantage: (identity, finding)}
+                combined[identity] = agreement(at, [vantage], seen, finding.numbers)
+        return combined
 
     def _at(
         self, view: EvaluatorView, target: str, vantage: str, scope: str, params: d.DetectorParams
@@ -138,71 +147,6 @@ def open_at(alerts: Alerts, target: str, vantage: str) -> Alert | None:
     return None
 
 
-def _combine(alerts: Alerts, target: str, seen: Round, per_vantage: dict[str, Found]) -> Found:
-    """Grouped by the phase that lost the lead."""
-    by_loser: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
-    for vantage, found in per_vantage.items():
-        for identity, finding in found.items():
-            by_loser.setdefault(identity.from_phase, {})[vantage] = (identity, finding)
-    combined: Found = {}
-    lone: dict[str, tuple[Identity, d.Finding]] = {}  # a server-side leader one vantage saw
-    for old, at in by_loser.items():
-        hits = [v for v, (_, finding) in at.items() if finding.signal is d.Signal.HIT]
-        service = _open_service(alerts, target, old)
-        if service is not None or len(hits) >= 2:
-            winners = {at[v][0].to_phase for v in hits}
-            only = winners.pop() if len(winners) == 1 else None
-            service = service or Identity(KIND, target, None, "service", old, only)
-            combined[service] = _agreement(at, hits, seen)
-        elif len(hits) == 1 and at[hits[0]][0].to_phase not in d.SERVER_SIDE:
-            combined[at[hits[0]][0]] = at[hits[0]][1]
-        elif len(hits) == 1:
-            lone[hits[0]] = at[hits[0]]
-        _keep_open(alerts, at, service, combined)
-    combined |= _same_winner(target, seen, lone)
-    return combined
-
-
-def _same_winner(target: str, seen: Round, lone: dict[str, tuple[Identity, d.Finding]]) -> Found:
-    """Server-side leaders that only one vantage saw take over from its old leader, but
-    that two or more saw take over from different old ones (network here, the queue
-    there): one service change, grouped by the phase that won."""
-    by_winner: dict[str | None, dict[str, tuple[Identity, d.Finding]]] = {}
-    for vantage, (identity, finding) in lone.items():
-        by_winner.setdefault(identity.to_phase, {})[vantage] = (identity, finding)
-    found: Found = {}
-    for new, at in by_winner.items():
-        if len(at) >= 2:
-            service = Identity(KIND, target, None, "service", None, new)
-            found[service] = _agreement(at, list(at), seen)
-    return found
-
-
-def _keep_open(
-    alerts: Alerts,
-    at: dict[str, tuple[Identity, d.Finding]],
-    service: Identity | None,
-    combined: Found,
-) -> None:
-    """Open per-vantage alerts hear their own finding; a pending one that a service
-    alert now covers is held (the change reached a second vantage)."""
-    for identity, finding in at.values():
-        alert = alerts.get(identity)
-        if alert is None or identity in combined:
-            continue
-        if service is not None and alert.position.state is State.PENDING:
-            finding = d.Finding(d.Signal.HOLD, finding.numbers)
-        combined[identity] = finding
-
-
-def _open_service(alerts: Alerts, target: str, old: str | None) -> Identity | None:
-    for identity, alert in alerts.items():
-        same = (identity.kind, identity.target, identity.vantage, identity.from_phase)
-        if same == (KIND, target, None, old) and alert.position.open:
-            return identity
-    return None
-
-
 PRESENT, LATE, AWAY = "present", "late", "away"
 
 
@@ -215,52 +159,7 @@ def lateness(age: timedelta, spacing: timedelta) -> str:
     return LATE if age <= AWAY_AFTER_INTERVALS * interval else AWAY
 
 
-@dataclass(frozen=True, slots=True)
-class Round:
-    """The vantages judged in one combined evaluation, and those it did not wait for."""
-
-    present: list[str]
-    late: list[str]
-
-
 def _before(finding: d.Finding, reference: d.Reference, leader: str) -> d.Finding:
     """The finding, with the old leader's share in the reference beside it."""
     finding.numbers["from_share_before_pct"] = round(100 * reference.mix.shares.get(leader, 0.0), 1)
     return finding
-
-
-def _agreement(
-    at: dict[str, tuple[Identity, d.Finding]], hits: list[str], seen: Round
-) -> d.Finding:
-    leaders = {
-        v: [identity.to_phase, finding.numbers.get("to_share_pct")]
-        for v, (identity, finding) in at.items()
-    }
-    losers = {
-        v: [identity.from_phase, finding.numbers.get("from_share_before_pct")]
-        for v, (identity, finding) in at.items()
-    }
-    tops = {v: finding.numbers.get("top") for v, (_, finding) in at.items()}
-    # The old leader's share in this window (losers: in the reference), said as "now" by
-    # a firing shift whose facts are its firing's (app/alerts/facts.py).
-    from_now = {
-        v: [finding.numbers.get("from_phase"), finding.numbers.get("from_share_pct")]
-        for v, (_, finding) in at.items()
-    }
-    agreement = {
-        "vantages_agreeing": len(hits),
-        "vantages": len(seen.present) + len(seen.late),
-        "leaders": leaders,
-        "losers": losers,
-        "from_now": from_now,
-        "tops": tops,
-    }
-    if seen.late:
-        agreement["vantages_late"] = seen.late
-    signals = [finding.signal for _, finding in at.values()]
-    if len(hits) >= 2:
-        return d.Finding(d.Signal.HIT, at[hits[0]][1].numbers | agreement)
-    numbers = next(iter(at.values()))[1].numbers | agreement
-    if signals and all(signal is d.Signal.CLEAR for signal in signals):
-        return d.Finding(d.Signal.CLEAR, numbers)
-    return d.Finding(d.Signal.HOLD, numbers)

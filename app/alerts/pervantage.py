@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.alerts.crossvantage import Found, open_at
+from app.alerts.combine import Found
+from app.alerts.crossvantage import open_at
 from app.alerts.history import History
 from app.alerts.identity import Identity
 from app.alerts.memory import DetectorMemory, EvaluatorView

@@ -17,6 +17,7 @@ from app.analysis.detectors.drift import wants_baseline
 from app.analysis.dominance import phase_mix
 from app.analysis.drift import freeze
 from app.analysis.leadspread import log_spread
+from app.analysis.level import LevelReference
 from app.analysis.runs import RunData
 from app.analysis.tailcusum import tail_reference
 
@@ -65,6 +66,7 @@ def current_reference(
         drift=(
             freeze(runs) if span >= FULL_WEEK and _wants_baseline(memory, params, now) else None
         ),
+        level=LevelReference.build(_since_last_change(runs, memory.excluded)),
     )
     return memory.reference
 
@@ -73,6 +75,19 @@ def _wants_baseline(memory: DetectorMemory, params: d.DetectorParams, now: datet
     if "baseline_drift" not in params.enabled:
         return False
     return wants_baseline(memory.cusums.get("baseline_drift"), params, memory.rebase_at, now)
+
+
+def _since_last_change(
+    runs: list[RunData], spans: list[tuple[datetime, datetime | None]]
+) -> list[RunData]:
+    """The runs after the last alert that fired and ended: the hours' levels before a
+    change and after it are two normals, and a slot of each is neither (a weekend seen only
+    before a change, weekdays only after)."""
+    ended = [end for _, end in spans if end is not None]
+    if not ended:
+        return runs
+    cut = max(ended)
+    return [run for run in runs if run.at > cut]
 
 
 def _inside(at: datetime, spans: list[tuple[datetime, datetime | None]]) -> bool:

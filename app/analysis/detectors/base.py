@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from app.analysis.detectors.composition import CompositionReference
     from app.analysis.detectors.params import DetectorParams
     from app.analysis.drift import Baseline
+    from app.analysis.level import LevelReference
 
 # Phases the server spends: a change there should be seen from every vantage.
 SERVER_SIDE = frozenset({"queue", "prefill", "generation", "server"})
@@ -70,6 +71,7 @@ class Reference:
     spread: LogSpread | None = None
     # A profile baseline_drift may freeze: built only from a full week, for a target that runs it.
     drift: Baseline | None = None
+    level: LevelReference | None = None  # each hour's log medians (level_shift, pooling)
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,6 +150,32 @@ class DetectorParams(BaseModel):
     # Days of reference at the same hours before a tail is judged: a day-to-day difference
     # is only known once two days have been seen.
     tail_min_days: int = Field(2, ge=0, le=7, description="Days of reference at those hours.")
+    # A slowdown smaller than this is the week's breathing, not news: the CUSUM's allowance
+    # (runs slower by less add no evidence), its alternative twice that.
+    level_min_relative: float = Field(
+        0.12, gt=0, le=1, description="Least slowdown worth an alert, relative to these hours'."
+    )
+    level_min_ms: float = Field(10.0, ge=0, description="And at least this many ms.")
+    level_threshold: float = Field(12.0, gt=0, description="The level CUSUM's threshold, in nats.")
+    # A shift is judged on the newest runs: a load busy for days creeps up a little each run,
+    # and summed over days that creep would read as a change.
+    level_window_runs: int = Field(
+        16, ge=2, le=96, description="The level CUSUM sums the newest this many runs at most."
+    )
+    level_min_days: float = Field(
+        3.0, ge=0, le=7, description="Days of reference before a level is judged."
+    )
+    # One wild run (a whole run × 10) must not cross alone: a run adds at most this share.
+    level_cap: float = Field(
+        0.5, gt=0, lt=1, description="Most of the threshold one run may add, as a share of it."
+    )
+    # The CUSUM is its own confirmation: it needs two runs at least (``level_cap``).
+    level_confirm: int = Field(1, ge=1, le=20, description="Hits in a row before it fires.")
+    # A new server-side leader at one vantage is the service's change once the vantages'
+    # pooled evidence puts that phase's growth this many spreads above these hours' normal.
+    pooled_min_z: float = Field(
+        4.0, ge=0, description="Pooled evidence (z) that a server-side phase grew; 0: off."
+    )
     slo: SloParams = Field(default_factory=SloParams, description="The deadline as an SLO.")
     composition_min_distance: float = Field(
         0.5, gt=0, description="Least Aitchison distance the phase mix moves."

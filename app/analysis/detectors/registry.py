@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from app.analysis.detectors import composition, deadline, dominant, drift, failing, tailshift
+from app.analysis.detectors import (
+    composition,
+    deadline,
+    dominant,
+    drift,
+    failing,
+    levelshift,
+    tailshift,
+)
 from app.analysis.detectors.base import Detector
 
 DETECTORS: dict[str, Detector] = {
     module.DETECTOR.name: module.DETECTOR
-    for module in (dominant, tailshift, deadline, composition, failing, drift)
+    for module in (dominant, tailshift, levelshift, deadline, composition, failing, drift)
 }
 
 
