@@ -46,7 +46,7 @@ def phase_mix(runs: Sequence[RunData]) -> Mix:
         return runs[0].memo("mix", _mix, runs)
     ids = tuple(id(run) for run in runs)  # with the run ids: these very runs
     key = ("mix", *(run.run_id for run in runs))
-    kept, mix = runs[-1].memo(key, _kept_mix, ids, runs)
+    kept, mix = runs[-1].window_memo(key, _kept_mix, ids, runs)
     return mix if kept == ids else _mix(runs)
 
 
