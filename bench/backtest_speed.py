@@ -245,7 +245,9 @@ def same(args: argparse.Namespace, directory: Path) -> None:
     archive = subprocess.run(["git", "archive", args.same_as], cwd=ROOT, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
     corpus = directory / "same.csv"
-    rows = write_corpus(corpus, args.same_targets, args.same_days, args.samples, args.seed)
+    write = write_fleet if args.fleet else write_corpus
+    made = write(corpus, args.same_targets, args.same_days, args.samples, args.seed)
+    rows = made[0] if isinstance(made, tuple) else made
     before, after = (
         _transitions(backtest(corpus, old)),
         _transitions(backtest(corpus, jobs=args.jobs)),

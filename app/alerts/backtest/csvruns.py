@@ -205,6 +205,7 @@ def _canonical(text: str, line: int) -> str:
         raise BacktestError(f"line {line}: {exc}") from None
 
 
+@functools.lru_cache(maxsize=4096)  # a fleet's runs start at a few shared minutes
 def _after(stamp: str, span: timedelta) -> str:
     return format_timestamp(parse_timestamp(stamp) + span)
 
