@@ -37,10 +37,11 @@ class Mix:
         return sorted(self.shares, key=lambda name: -self.shares[name])
 
 
-def phase_mix(runs: Sequence[RunData]) -> Mix:
+def phase_mix(runs: Sequence[RunData], *, keep: bool = True) -> Mix:
     """The window's mix; kept with its newest run, as several detectors ask for the same
-    window (a Mix is shared, so never changed)."""
-    if not runs:
+    window (a Mix is shared, so never changed). ``keep=False``: a window asked for once
+    (a reference's), not kept."""
+    if not runs or not keep:
         return _mix(runs)
     if len(runs) == 1:
         return runs[0].memo("mix", _mix, runs)

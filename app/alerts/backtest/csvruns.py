@@ -12,6 +12,7 @@ import heapq
 import itertools
 import operator
 import re
+import sys
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TextIO
@@ -217,8 +218,9 @@ def _run(run_id: str, run: _Reading, phases: list[str]) -> RunData:
     names, matrix, totals = _numbers(timed, phases, run.line)
     return RunData(
         run_id=run_id,
-        target=rows[0][1],
-        vantage=rows[0][2],
+        # One string per name, not one per run: a backtest keeps a week of every series.
+        target=sys.intern(rows[0][1]),
+        vantage=sys.intern(rows[0][2]),
         at=run.at,
         phase_names=names,
         phases=matrix,
