@@ -22,9 +22,10 @@ seen from one vantage, 10 samples a run, ~2.5 M samples over 10 days); ``--csv F
 any file; ``--save FILE`` keeps the generated one. The load average before and after is
 printed: the machine is shared, and load inflates the replay's CPU more than the floor's.
 
-    .venv/bin/python -m bench.backtest_speed --fleet --growth-days 0 [--jobs 1] [--save F]
+    .venv/bin/python -m bench.backtest_speed --fleet [--jobs 1] [--save F]
     .venv/bin/python -m bench.backtest_speed --csv F [--jobs 1]
-    .venv/bin/python -m bench.backtest_speed --days 0 --fleet --same-targets 20 --same-days 10 --same-as REV
+    .venv/bin/python -m bench.backtest_speed --days 0 --fleet --same-targets 20 \
+        --same-days 10 --same-as REV
     .venv/bin/python -m bench.backtest_speed [--targets 16] [--days 10] [--growth-days 5]
     .venv/bin/python -m bench.backtest_speed --days 30 --growth-days 10 [--jobs 2]
     .venv/bin/python -m bench.backtest_speed --days 0 --same-as 486f18d
