@@ -221,7 +221,7 @@ def speed(args: argparse.Namespace, directory: Path) -> None:
     else:
         corpus = args.save or directory / "corpus.csv"
         rows = write_corpus(corpus, args.targets, args.days, args.samples, args.seed)
-    print(f"machine busy before  {_busy():>12.2f} of {os.cpu_count()} cores (load average)")
+    print(f"load average before  {os.getloadavg()[0]:>12.2f} of {os.cpu_count()} cores")
     bare, run = floor(corpus), backtest(corpus, jobs=args.jobs)
     jobs = "default" if args.jobs is None else args.jobs
     firing = sum('"state": "firing"' in line for line in run.stdout.splitlines())
@@ -232,7 +232,7 @@ def speed(args: argparse.Namespace, directory: Path) -> None:
     print(f"backtest wall time   {run.wall_s:>12.1f} s   (month goal ≤ 60 s), --jobs {jobs}")
     print(f"peak RSS             {run.peak_rss_mib:>12.0f} MiB (goal ≤ 400 MB)")
     print(f"firing transitions   {firing:>12}")
-    print(f"machine busy after   {_busy():>12.2f} of {os.cpu_count()} cores (load average)")
+    print(f"load average after   {os.getloadavg()[0]:>12.2f}")
     if args.growth_days and args.csv is None and not args.fleet:
         small = directory / "small.csv"
         fewer = write_corpus(small, args.targets, args.growth_days, args.samples, args.seed)
@@ -240,11 +240,6 @@ def speed(args: argparse.Namespace, directory: Path) -> None:
         growth = (run.peak_rss_mib - smaller.peak_rss_mib) * 1024 / (rows - fewer)
         print(f"peak RSS at {fewer:,} samples {smaller.peak_rss_mib:.0f} MiB")
         print(f"RSS growth           {growth:>12.3f} KiB per sample")
-
-
-def _busy() -> float:
-    """The 1-minute load average: how busy the machine was around the measurement."""
-    return os.getloadavg()[0]
 
 
 def same(args: argparse.Namespace, directory: Path) -> None:
