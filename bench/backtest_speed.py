@@ -17,6 +17,15 @@ something only when both sizes are past that.
 export of it in a temporary directory) and with this tree, and fails unless both print
 the same transitions (alert ids aside, as they are random).
 
+``--fleet`` (issue 35 item 8): the fleet shape instead (``write_fleet``: 200 targets, ~70 %
+seen from one vantage, 10 samples a run, ~2.5 M samples over 10 days); ``--csv FILE`` times
+any file; ``--save FILE`` keeps the generated one. The load average before and after is
+printed: the machine is shared, and load inflates the replay's CPU more than the floor's.
+
+    .venv/bin/python -m bench.backtest_speed --fleet [--jobs 1] [--save F]
+    .venv/bin/python -m bench.backtest_speed --csv F [--jobs 1]
+    .venv/bin/python -m bench.backtest_speed --days 0 --fleet --same-targets 20 \
+        --same-days 10 --same-as REV
     .venv/bin/python -m bench.backtest_speed [--targets 16] [--days 10] [--growth-days 5]
     .venv/bin/python -m bench.backtest_speed --days 30 --growth-days 10 [--jobs 2]
     .venv/bin/python -m bench.backtest_speed --days 0 --same-as 486f18d
@@ -64,6 +73,83 @@ def write_corpus(path: Path, targets: int, days: int, samples: int, seed: int) -
                         writer, rng, at, f"target-{target}", vantage, samples, busy, collapsed
                     )
     return rows
+
+
+FLEET_EVENTS = ("collapse", "queue_growth", "route", "slowdown")
+
+
+def write_fleet(path: Path, targets: int, days: int, samples: int, seed: int) -> tuple[int, int]:
+    """The issue's fleet shape: ``targets`` targets, ~70 % seen from one vantage and the rest
+    from two, a run every 15 minutes (each target at its own minute) of ``samples`` samples.
+    Each target has its own levels, busy hours and run-to-run load; one in ten changes
+    halfway (a generation collapse, queue growth, a route at one vantage or a uniform
+    slowdown), so the detectors do their full work on some and the quiet path on most.
+    Returns (samples, series)."""
+    rng = np.random.default_rng(seed)
+    fleet = [_fleet_target(rng, index) for index in range(targets)]
+    series = sum(len(t["vantages"]) for t in fleet)
+    rows = 0
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(
+            ["timestamp", "target", "vantage", "run_id", "status", "total_ms"]
+            + [f"{p}_ms" for p in PHASES]
+        )
+        slots = sorted((t["minute"], t["name"], t) for t in fleet)
+        for index in range(days * 96):
+            slot = START + timedelta(minutes=15 * index)
+            after = index >= days * 48
+            for minute, _, target in slots:
+                at = slot + timedelta(minutes=minute)
+                for vantage, network in target["vantages"].items():
+                    rows += _fleet_run(writer, rng, at, target, vantage, network, samples, after)
+    return rows, series
+
+
+def _fleet_target(rng: np.random.Generator, index: int) -> dict[str, object]:
+    two = rng.random() < 0.3
+    vantages = {"fra": float(rng.uniform(5, 40))}
+    if two:
+        vantages["sgp"] = float(rng.uniform(80, 250))
+    return {
+        "name": f"fleet-{index:03d}",
+        "minute": int(rng.integers(0, 15)),
+        "vantages": vantages,
+        "generation": float(rng.uniform(200, 2000)),
+        "queue": float(rng.uniform(10, 150)),
+        "prefill": float(rng.uniform(10, 80)),
+        "busy_hours": {int(h) % 24 for h in rng.integers(0, 24) + np.arange(3)},
+        "load_sigma": float(rng.uniform(0.05, 0.3)),
+        "event": FLEET_EVENTS[index // 10 % 4] if index % 10 == 3 else None,
+    }
+
+
+def _fleet_run(writer, rng, at, target, vantage, network, samples, after) -> int:  # type: ignore[no-untyped-def]
+    event = target["event"] if after else None
+    busy = 2.0 if at.hour in target["busy_hours"] else 1.0
+    shared = rng.lognormal(0, target["load_sigma"])
+    generation = target["generation"] * rng.lognormal(0, 0.1, samples)
+    queue = target["queue"] * busy * shared * rng.lognormal(0, 0.4, samples)
+    if event == "collapse":
+        generation = generation / 8
+    elif event == "queue_growth":
+        queue = queue + 4 * target["generation"] * rng.lognormal(0, 0.2, samples)
+    if event == "route" and vantage == "fra":
+        network = network + 150
+    net = network * rng.lognormal(0, 0.05, samples)
+    prefill = target["prefill"] * rng.lognormal(0, 0.1, samples)
+    connect = rng.lognormal(0, 0.3, samples)
+    transfer = rng.lognormal(0, 0.3, samples)
+    matrix = np.stack([connect, net, queue, prefill, generation, transfer], axis=1)
+    if event == "slowdown":
+        matrix = matrix * 1.25
+    run_id = str(uuid.uuid4())
+    for k, phases in enumerate(matrix.tolist()):
+        stamp = (at + timedelta(seconds=2 * k)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        writer.writerow(
+            [stamp, target["name"], vantage, run_id, "ok", repr(sum(phases)), *map(repr, phases)]
+        )
+    return samples
 
 
 def _run(writer, rng, at, target, vantage, samples, busy, collapsed) -> int:  # type: ignore[no-untyped-def]
@@ -124,8 +210,18 @@ def floor(corpus: Path) -> Measured:
 
 
 def speed(args: argparse.Namespace, directory: Path) -> None:
-    corpus = directory / "corpus.csv"
-    rows = write_corpus(corpus, args.targets, args.days, args.samples, args.seed)
+    if args.csv is not None:
+        corpus = args.csv
+        with corpus.open() as lines:
+            rows = sum(1 for _ in lines) - 1
+    elif args.fleet:
+        corpus = args.save or directory / "fleet.csv"
+        rows, series = write_fleet(corpus, args.targets, args.days, args.samples, args.seed)
+        print(f"fleet: {args.targets} targets, {series} series")
+    else:
+        corpus = args.save or directory / "corpus.csv"
+        rows = write_corpus(corpus, args.targets, args.days, args.samples, args.seed)
+    print(f"load average before  {os.getloadavg()[0]:>12.2f} of {os.cpu_count()} cores")
     bare, run = floor(corpus), backtest(corpus, jobs=args.jobs)
     jobs = "default" if args.jobs is None else args.jobs
     firing = sum('"state": "firing"' in line for line in run.stdout.splitlines())
@@ -136,7 +232,8 @@ def speed(args: argparse.Namespace, directory: Path) -> None:
     print(f"backtest wall time   {run.wall_s:>12.1f} s   (month goal ≤ 60 s), --jobs {jobs}")
     print(f"peak RSS             {run.peak_rss_mib:>12.0f} MiB (goal ≤ 400 MB)")
     print(f"firing transitions   {firing:>12}")
-    if args.growth_days:
+    print(f"load average after   {os.getloadavg()[0]:>12.2f}")
+    if args.growth_days and args.csv is None and not args.fleet:
         small = directory / "small.csv"
         fewer = write_corpus(small, args.targets, args.growth_days, args.samples, args.seed)
         smaller = backtest(small, jobs=args.jobs)
@@ -152,7 +249,9 @@ def same(args: argparse.Namespace, directory: Path) -> None:
     archive = subprocess.run(["git", "archive", args.same_as], cwd=ROOT, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
     corpus = directory / "same.csv"
-    rows = write_corpus(corpus, args.same_targets, args.same_days, args.samples, args.seed)
+    write = write_fleet if args.fleet else write_corpus
+    made = write(corpus, args.same_targets, args.same_days, args.samples, args.seed)
+    rows = made[0] if isinstance(made, tuple) else made
     before, after = (
         _transitions(backtest(corpus, old)),
         _transitions(backtest(corpus, jobs=args.jobs)),
@@ -175,16 +274,21 @@ def _transitions(run: Measured) -> list[dict[str, object]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--targets", type=int, default=16)
+    parser.add_argument("--targets", type=int, help="default 16, with --fleet 200")
+    parser.add_argument("--fleet", action="store_true", help="the fleet shape (see write_fleet)")
+    parser.add_argument("--csv", type=Path, help="time this file instead of a generated one")
+    parser.add_argument("--save", type=Path, help="write the generated corpus here, and keep it")
     parser.add_argument("--days", type=int, default=10, help="0: skip the speed run")
     parser.add_argument("--growth-days", type=int, default=5, help="0: skip the growth run")
-    parser.add_argument("--samples", type=int, default=20)
+    parser.add_argument("--samples", type=int, help="a run's samples: default 20, --fleet 10")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, help="the backtest's --jobs (default: its own)")
     parser.add_argument("--same-as", metavar="REV", help="compare transitions with REV's code")
     parser.add_argument("--same-targets", type=int, default=4)
     parser.add_argument("--same-days", type=int, default=4)
     args = parser.parse_args()
+    args.targets = args.targets or (200 if args.fleet else 16)
+    args.samples = args.samples or (10 if args.fleet else 20)
     with tempfile.TemporaryDirectory() as directory:
         if args.days:
             speed(args, Path(directory))

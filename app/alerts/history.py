@@ -83,6 +83,8 @@ class _Series:
         key = (run.at, run.run_id)
         count = RunCount(run.at, run.timed, run.censored)
         if not self.keys or key >= self.keys[-1]:
+            if self.runs:
+                self.runs[-1].forget_windows()  # no recent window ends there any more
             self.keys.append(key)
             self.runs.append(run)
         else:  # a late run: rare, so a plain insertion

@@ -55,7 +55,7 @@ def current_reference(
         built_at=now,
         runs=len(runs),
         span=span,
-        mix=phase_mix(runs),
+        mix=phase_mix(runs, keep=False),  # asked for once a day: not kept with a run
         tail=tail_reference(runs),
         composition=(
             d.CompositionReference.build(runs, params.recent_runs)

@@ -37,16 +37,17 @@ class Mix:
         return sorted(self.shares, key=lambda name: -self.shares[name])
 
 
-def phase_mix(runs: Sequence[RunData]) -> Mix:
+def phase_mix(runs: Sequence[RunData], *, keep: bool = True) -> Mix:
     """The window's mix; kept with its newest run, as several detectors ask for the same
-    window (a Mix is shared, so never changed)."""
-    if not runs:
+    window (a Mix is shared, so never changed). ``keep=False``: a window asked for once
+    (a reference's), not kept."""
+    if not runs or not keep:
         return _mix(runs)
     if len(runs) == 1:
         return runs[0].memo("mix", _mix, runs)
     ids = tuple(id(run) for run in runs)  # with the run ids: these very runs
     key = ("mix", *(run.run_id for run in runs))
-    kept, mix = runs[-1].memo(key, _kept_mix, ids, runs)
+    kept, mix = runs[-1].window_memo(key, _kept_mix, ids, runs)
     return mix if kept == ids else _mix(runs)
 
 

@@ -22,6 +22,7 @@ from app.probe.sample import LLM_PHASES, Status
 Array = NDArray[np.float64]
 T = TypeVar("T")
 _PHASE_ORDER = {name: i for i, name in enumerate((*LLM_PHASES, "server"))}
+_WINDOWS = object()  # the memo's key of the memos of windows ending with the run
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -54,6 +55,26 @@ class RunData:
         except KeyError:
             found = self._memo[key] = compute(*args)
             return found
+
+    def window_memo(self, key: Hashable, compute: Callable[..., T], *args: object) -> T:
+        """``memo`` for a quantity of a window of runs ending with this one: asked for
+        while this run is its series' newest, and dropped by ``forget_windows``."""
+        windows = self._memo.get(_WINDOWS)
+        if windows is None:
+            windows = self._memo[_WINDOWS] = {}
+        assert isinstance(windows, dict)
+        try:
+            return windows[key]  # type: ignore[no-any-return]
+        except KeyError:
+            found = windows[key] = compute(*args)
+            return found
+
+    def forget_windows(self) -> None:
+        """Drop what ``window_memo`` kept. A backtest's history calls it once a newer run
+        of the series exists: the recent windows then end with that run, and a window
+        ending here (a reference's, rebuilt daily) is worked out again, the same numbers.
+        Kept, these were most of a kept run's memory (a fleet keeps ~200,000 runs)."""
+        self._memo.pop(_WINDOWS, None)
 
     def medians(self, names: Sequence[str]) -> Array:
         """Each of ``names``' median over the run's timed samples (0 for a phase the run

@@ -144,9 +144,10 @@ def test_the_bounded_history_keeps_what_the_evaluator_can_still_ask_for() -> Non
     assert len(history.last("chat", "us", 3)) == 2
 
 
-def test_the_backtest_keeps_a_reference_window_and_a_day_and_the_tail_onset_reach() -> None:
+def test_the_backtest_keeps_a_reference_window_and_two_hours_and_the_tail_onset_reach() -> None:
     rules = retention(DetectorParams(reference_days=7, recent_runs=4))
-    assert (rules.runs_for, rules.last) == (timedelta(days=8), 16)
+    assert (rules.runs_for, rules.last) == (timedelta(days=7, hours=2), 16)
+    assert rules.counts_for == timedelta(days=31)
 
 
 def replayed_coverage(params: DetectorParams, runs: int = 12) -> Coverage:

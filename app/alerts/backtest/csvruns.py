@@ -8,9 +8,11 @@ not is a ``BacktestError`` naming the line.
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import operator
 import re
+import sys
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TextIO
@@ -112,6 +114,11 @@ class _Stream:
         self.width, self.max_span, self.keep = len(header), max_span, keep
         self.passed = 0  # runs completed, kept or not
         self.reading: dict[str, _Reading] = {}
+        # (first, line, run_id) of every run being read, oldest first: ``complete`` takes
+        # from the front instead of scanning every run being read (a fleet reads thousands
+        # at once, and completes a few at every new minute). An entry whose run started
+        # earlier since (``_Reading.start``) is stale: a fresh one was pushed beside it.
+        self.order: list[tuple[str, int, str]] = []
         self.done: set[str] = set()
         self.line = 1
         self.latest = self.floor_of = self.floor = ""
@@ -133,8 +140,10 @@ class _Stream:
         run = self.reading.get(run_id)
         if run is None:
             run = self.reading[run_id] = self._new(run_id, stretch[0], early, line)
+            heapq.heappush(self.order, (run.first, run.line, run_id))
         elif early < run.first:
             run.start(early, self.max_span)
+            heapq.heappush(self.order, (run.first, run.line, run_id))
         run.last = max(run.last, late)
         if run.last > run.limit:
             raise BacktestError(
@@ -148,14 +157,14 @@ class _Stream:
 
     def complete(self, before: str) -> Iterator[tuple[int, RunData]]:
         """The runs that started before ``before``, oldest first, taken out of reading."""
-        ready = sorted(
-            (run.first, run.line, run_id)
-            for run_id, run in self.reading.items()
-            if run.first < before
-        )
-        for _, _, run_id in ready:
+        order = self.order
+        while order and order[0][0] < before:
+            first, _, run_id = heapq.heappop(order)
+            run = self.reading.get(run_id)
+            if run is None or run.first != first:
+                continue  # stale: the run started earlier (a fresh entry) or is done
             self.done.add(run_id)
-            run = self.reading.pop(run_id)
+            del self.reading[run_id]
             if run.kept:
                 yield self.passed, _run(run_id, run, self.phases)
             self.passed += 1
@@ -197,6 +206,7 @@ def _canonical(text: str, line: int) -> str:
         raise BacktestError(f"line {line}: {exc}") from None
 
 
+@functools.lru_cache(maxsize=4096)  # a fleet's runs start at a few shared minutes
 def _after(stamp: str, span: timedelta) -> str:
     return format_timestamp(parse_timestamp(stamp) + span)
 
@@ -208,8 +218,9 @@ def _run(run_id: str, run: _Reading, phases: list[str]) -> RunData:
     names, matrix, totals = _numbers(timed, phases, run.line)
     return RunData(
         run_id=run_id,
-        target=rows[0][1],
-        vantage=rows[0][2],
+        # One string per name, not one per run: a backtest keeps a week of every series.
+        target=sys.intern(rows[0][1]),
+        vantage=sys.intern(rows[0][2]),
         at=run.at,
         phase_names=names,
         phases=matrix,
@@ -236,7 +247,9 @@ def _numbers(
     except ValueError as exc:
         raise BacktestError(f"the run starting at line {line}: {exc}") from None
     names, columns = _columns(tuple(phases), tuple(present) if timed else ())
-    return names, values[:, columns], values[:, 0].copy()
+    # Arrays of their own, each compact: a column pick is a transposed view of a copy, and
+    # a backtest keeps a week of runs of every series (the same numbers either way).
+    return names, np.ascontiguousarray(values[:, columns]), values[:, 0].copy()
 
 
 def _floats(cells: list[str]) -> Array:

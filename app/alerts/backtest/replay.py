@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 
 from app.alerts.backtest.coverage import Coverage
+from app.alerts.backtest.csvruns import MAX_SPAN
 from app.alerts.evaluate import Evaluator
 from app.alerts.history import MemoryHistory, Retention
 from app.alerts.identity import Transition
@@ -19,7 +20,12 @@ from app.analysis.detectors import DetectorParams
 from app.analysis.detectors.tailshift import ONSET_WINDOWS
 from app.analysis.runs import RunData
 
-SLACK = timedelta(days=1)  # kept beyond a reference window
+# Runs kept beyond a reference window. The runs come oldest first (read_numbered), so a
+# reference never reaches back further than its window from the newest run; this covers
+# runs a little out of order if a caller sends them so. It was a day: an eighth of the
+# runs kept, for nothing (a fleet keeps some 200,000).
+SLACK = 2 * MAX_SPAN
+COUNTS_SLACK = timedelta(days=1)  # counts beyond an SLO's budget window (a few bytes each)
 
 
 def replay(
@@ -58,8 +64,8 @@ def replay_numbered(
 
 def retention(params: DetectorParams) -> Retention:
     """All the evaluator can still ask of a target with these ``params``: its reference
-    window and a day more; for ``last``, the tail onset's reach; for ``counts``, the SLO's
+    window and ``SLACK`` more; for ``last``, the tail onset's reach; for ``counts``, the SLO's
     budget window and a day more."""
     reach = max(ONSET_WINDOWS * params.recent_runs, params.failing_runs, params.dominant_runs, 2)
-    counts_for = max(params.slo.budget_window + SLACK, timedelta(days=31))
+    counts_for = max(params.slo.budget_window + COUNTS_SLACK, timedelta(days=31))
     return Retention(timedelta(days=params.reference_days) + SLACK, reach, counts_for)
