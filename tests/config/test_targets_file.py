@@ -110,8 +110,8 @@ def test_the_shipped_example_is_valid_and_means_what_its_comments_say() -> None:
             "targets:\n  - name: a\n    url: http://x/\n    alerts:\n"
             "      enabled: [dominant_shift, tail_shfit]\n",
             "phasewatch.yaml:5: targets[a].alerts.enabled: unknown detector "
-            "'tail_shfit'; known: dominant_shift, tail_shift, deadline_miss, composition_shift, "
-            "probe_failing",
+            "'tail_shfit'; known: dominant_shift, tail_shift, level_shift, deadline_miss, "
+            "composition_shift, probe_failing, baseline_drift",
         ),
         (
             "targets:\n  - name: a\n    url: http://x/\n    alerts:\n      deadline_slo: 0.05\n",

@@ -378,14 +378,16 @@ def test_current_breakdowns_cover_every_pair_seen(sessions: sessionmaker[Session
     active, idle = found
     assert (active.runs, active.n) == (6, 120)
     assert active.total["p50"] == pytest.approx(exact([t for t, _ in timed(recent)])["p50"])
-    assert (idle.runs, idle.n, idle.phases, idle.dominant) == (0, 0, [], None)
+    # No run in the last hour: its latest state, the hour up to its last run, however old.
+    assert (idle.runs, idle.n) == (3, 60) and idle.dominant is not None
     assert idle.last_run_at == quiet[-1].started_at
+    assert idle.total["p50"] == pytest.approx(exact([t for t, _ in timed(quiet)])["p50"])
     with sessions() as session:
         merged = current_breakdowns(session, NOW, exact=False)
     assert [(b.target, b.vantage, b.runs, b.n) for b in merged] == [
         (b.target, b.vantage, b.runs, b.n) for b in found
     ]
-    assert merged[1].last_run_at == idle.last_run_at and merged[1].phases == []
+    assert merged[1].last_run_at == idle.last_run_at and merged[1].dominant == idle.dominant
     fast, slow = merged[0], active
     assert (fast.source, fast.dominant) == ("digests", slow.dominant)
     for name, value in slow.total.items():
@@ -407,7 +409,7 @@ def test_overview_shows_a_new_run_age_at_once_and_its_numbers_once_digested(
     with sessions() as session:
         before = current_breakdowns(session, NOW, exact=False)
     assert [(b.target, b.vantage, b.runs) for b in before] == [
-        ("batch", "us", 0),
+        ("batch", "us", 2),  # three days old: its latest hour, not an empty row
         ("chat", "eu", 3),
     ]
     assert before[0].last_run_at == old[-1].started_at  # older than a day: its own seek

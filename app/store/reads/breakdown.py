@@ -82,11 +82,13 @@ def current_breakdowns(
 ) -> list[Breakdown]:
     """One breakdown of the last ``window`` per (target, vantage) ever seen, by name.
 
-    A pair with no run in the window has runs = n = 0 and the time of its latest run.
-    ``exact=False`` merges the window's run digests instead of reading raw samples (quantiles
-    within 1 %, ``source = "digests"``): one small row per run, for pages of many targets. A
-    run counts there once its digest is written (the service's rollup loop, every
-    ``app.store.rollups.digests.CATCH_UP_EVERY_S``); its ``last_run_at`` counts at once.
+    A pair with no run in the window shows the same span up to its own latest run instead
+    (its ``window_from``/``window_to`` say which; its age says how old): the latest state of
+    every pair, however old, never an empty row. ``exact=False`` merges the window's run
+    digests instead of reading raw samples (quantiles within 1 %, ``source = "digests"``):
+    one small row per run, for pages of many targets. A run counts there once its digest is
+    written (the service's rollup loop, every ``app.store.rollups.digests.CATCH_UP_EVERY_S``);
+    its ``last_run_at`` counts at once.
     """
     if not exact:
         return _current_from_digests(session, now - window, now)
@@ -104,8 +106,24 @@ def current_breakdowns(
     found = []
     for key in sorted(last, key=lambda k: (names[k[0]], k[1])):
         pair = (names[key[0]], key[1])
-        found.append(_breakdown(session, pair, (start, now), windows[key], last[key]))
+        span, held = (start, now), windows[key]
+        if not held.heads and last[key] < start:
+            span = _latest_span(last[key], now - start)
+            held = _window_of(session, key, span)
+        found.append(_breakdown(session, pair, span, held, last[key]))
     return found
+
+
+def _latest_span(last: datetime, width: timedelta) -> tuple[datetime, datetime]:
+    """A span as wide as the window, ending just after ``last`` (its run included)."""
+    return last - width, last + timedelta(microseconds=1)
+
+
+def _window_of(session: Session, key: tuple[int, str], span: tuple[datetime, datetime]) -> _Window:
+    window = _Window()
+    window.heads = [_Head(*row) for row in session.execute(_heads(*span, *key))]
+    window.samples = [_Sample(*row) for row in session.execute(_samples(*span, *key))]
+    return window
 
 
 def last_runs(
@@ -154,7 +172,7 @@ def _current_from_digests(session: Session, start: datetime, now: datetime) -> l
     spans = dict.fromkeys(pairs, (start, now))
     for pair in pairs:
         if pair not in groups and last[pair] < start:
-            spans[pair] = (last[pair] - (now - start), last[pair] + timedelta(microseconds=1))
+            spans[pair] = _latest_span(last[pair], now - start)
             groups[pair] = _digests_in(session, pair, spans[pair])
     columns = digest_columns([groups.get(pair, []) for pair in pairs])
     return [
