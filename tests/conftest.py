@@ -231,3 +231,24 @@ def lag() -> Iterator[ThreadLag]:
     kernel already holds that much late at most, so timing bounds add it."""
     with ThreadLag() as measured:
         yield measured
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Never quiet about a real part not tested here: a clone without ``../shared`` beside
+    it, no Docker, no Chromium. One line per reason, after the run (CI fails instead:
+    ``PHASEWATCH_REQUIRE_*``)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    reasons: dict[str, int] = {}
+    for report in skipped:
+        longrepr = getattr(report, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return
+    terminalreporter.section("not tested here: real parts missing")
+    for reason, count in sorted(reasons.items()):
+        terminalreporter.line(f"{count} test(s): {reason}")
+    terminalreporter.line(
+        "docs/development.md says how to give each one (CI fails instead of skipping)."
+    )
