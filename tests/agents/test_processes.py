@@ -104,9 +104,10 @@ def test_agents_push_from_their_vantages_spool_through_an_outage_and_lose_nothin
     answered = {truth.request_id for truth in sim.app.truths()}
     assert set(request_ids) <= answered
     # Every answered request is stored but those of runs cut at a stop (at most one sample
-    # in flight per run cut: the server's at its stop, the agents' at theirs).
+    # in flight per run cut: the server's at its stop, the agents' at theirs), and the one
+    # agent-b may have had in flight when it was killed (-9: nothing of that run is kept).
     aborted = [run for run in runs if run[2] == "aborted"]
-    assert len(answered - set(request_ids)) <= len(aborted)
+    assert len(answered - set(request_ids)) <= len(aborted) + 1
     # The outage's runs arrived: agent-a went on probing while the server was away.
     assert sum(1 for v, t, _ in runs if (v, t) == ("agent-a", "edge")) >= 3 + 3
     # The agent's secret never reached the server: not in its database, nor its log.
