@@ -82,7 +82,7 @@ class VantageWatch:
             ever = set(stored) | ever_ran(session, quiet)
         heard = []
         for v in sorted(watched):
-            latest = _latest(stored.get(v), self.book.get(v).last_pushed)
+            latest = latest_of(stored.get(v), self.book.get(v).last_pushed)
             heard.append(Heard(v, intervals[v], latest, ever=v in ever or latest is not None))
         return heard
 
@@ -96,5 +96,6 @@ def _shortest(targets: Iterable[Target]) -> float | None:
     return min((t.interval for t in targets), default=None)
 
 
-def _latest(*times: datetime | None) -> datetime | None:
+def latest_of(*times: datetime | None) -> datetime | None:
+    """The latest of the times known (a vantage's latest run stored, and pushed here)."""
     return max((t for t in times if t is not None), default=None)

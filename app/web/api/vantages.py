@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from app.agents.server.book import is_silent
+from app.agents.server.watch import latest_of
 from app.alerts import silent
 from app.clock import utcnow
 from app.config.placement import assigned, runs_at, shortest_interval
@@ -68,10 +69,7 @@ def list_vantages(service: ServiceDep, agents: AgentsDep, session: SessionDep) -
                 targets=[t.name for t in targets],
                 last_seen=state.last_seen,
                 last_pushed=state.last_pushed,
-                last_run=max(
-                    (t for t in (stored.get(name), state.last_pushed) if t is not None),
-                    default=None,
-                ),
+                last_run=latest_of(stored.get(name), state.last_pushed),
                 skew_s=state.skew_s,
                 version=state.version,
                 runs_pushed=state.runs,
