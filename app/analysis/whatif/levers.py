@@ -99,10 +99,17 @@ def headline(found: list[Lever], now_p99_ms: float, now_p50_ms: float) -> str:
             f"{best.halved.p99_ms:.0f} ms (gone: {best.removed.p99_ms:.0f} ms)"
         )
     why = "no lever moves the p99: its samples are cut at the deadline and stay misses"
-    by_median = min(found, key=lambda lever: lever.halved.p50_ms)
-    if not by_median.median_moves:
+    median = by_median(found)
+    if median is None:
         return f"{why}, nor the median"
     return (
-        f"{why}; by the median the biggest is {by_median.phase}: halved, p50 "
-        f"{now_p50_ms:.0f} → {by_median.halved.p50_ms:.0f} ms"
+        f"{why}; by the median the biggest is {median.phase}: halved, p50 "
+        f"{now_p50_ms:.0f} → {median.halved.p50_ms:.0f} ms"
     )
+
+
+def by_median(found: list[Lever]) -> Lever | None:
+    """Where no lever moves the tail: the one that moves the median most; None when none
+    moves it either."""
+    best = min(found, key=lambda lever: lever.halved.p50_ms, default=None)
+    return best if best is not None and best.median_moves else None

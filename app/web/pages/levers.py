@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app.analysis.whatif import Bound, Lever
+from app.analysis.whatif.levers import by_median
 from app.store.db import Session
 from app.web.whatifrequest import DEFAULT_SPAN, NoSamples, Scope, levers_now
 
@@ -40,12 +41,7 @@ class LeversView:
     now: Numbers | None
     rows: list[LeverRow]
     samples: int = 0
-
-    @property
-    def by_median(self) -> LeverRow | None:
-        """Where no lever moves the tail: the one that moves the median most, if any."""
-        best = min(self.rows, key=lambda row: row.halved.p50_ms, default=None)
-        return best if best is not None and best.median_moves else None
+    by_median: LeverRow | None = None  # where no lever moves the tail (levers.by_median)
 
 
 def levers_view(session: Session, target: str, vantage: str | None, now: datetime) -> LeversView:
@@ -61,7 +57,9 @@ def levers_view(session: Session, target: str, vantage: str | None, now: datetim
         found.now.miss_rate.value if has_deadline else None,
     )
     rows = [_row(lever, has_deadline) for lever in found.levers]
-    return LeversView(WINDOW_TEXT, measured, rows, found.samples)
+    median = by_median(found.levers)
+    row = rows[found.levers.index(median)] if median is not None else None
+    return LeversView(WINDOW_TEXT, measured, rows, found.samples, row)
 
 
 def _row(lever: Lever, has_deadline: bool) -> LeverRow:
