@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.store.models import RunRow, TargetRow
+from app.store.reads.browse import Q
 
 
 def last_runs(
@@ -23,10 +24,9 @@ def last_runs(
         if not names:
             continue
         latest = session.scalar(
-            select(func.max(RunRow.started_at))
-            .join(TargetRow, RunRow.target_id == TargetRow.id)
-            .where(TargetRow.name.in_(names), RunRow.vantage == vantage)
-            .where(RunRow.started_at >= since)
+            _of(select(func.max(RunRow.started_at)), vantage, names).where(
+                RunRow.started_at >= since
+            )
         )
         if latest is not None:
             found[vantage] = latest
@@ -39,11 +39,12 @@ def ever_ran(session: Session, targets_of: Mapping[str, Iterable[str]]) -> set[s
     found: set[str] = set()
     for vantage, targets in targets_of.items():
         names = sorted(targets)
-        if names and session.scalar(
-            select(RunRow.id)
-            .join(TargetRow, RunRow.target_id == TargetRow.id)
-            .where(TargetRow.name.in_(names), RunRow.vantage == vantage)
-            .limit(1)
-        ):
+        if names and session.scalar(_of(select(RunRow.id), vantage, names).limit(1)):
             found.add(vantage)
     return found
+
+
+def _of(query: Q, vantage: str, names: list[str]) -> Q:
+    """``query`` kept to the runs at ``vantage`` of the targets named."""
+    joined = query.join(TargetRow, RunRow.target_id == TargetRow.id)
+    return joined.where(TargetRow.name.in_(names), RunRow.vantage == vantage)
