@@ -162,10 +162,7 @@ def _current_from_digests(session: Session, start: datetime, now: datetime) -> l
     names = _target_names(session)
     groups: dict[tuple[int, str], list[Digest]] = defaultdict(list)
     # Through ix_run_digests_started_at: digests are kept as long as their runs.
-    query = select(RunDigestRow.target_id, RunDigestRow.vantage, RunDigestRow.digest).where(
-        RunDigestRow.started_at >= start, RunDigestRow.started_at < now
-    )
-    for target, vantage, data in session.execute(query):
+    for target, vantage, data in session.execute(_digests(start, now)):
         groups[(target, vantage)].append(Digest.from_json(data))
     last = last_runs(session, now)
     pairs = sorted(last, key=lambda k: (names[k[0]], k[1]))
@@ -186,13 +183,17 @@ def _current_from_digests(session: Session, start: datetime, now: datetime) -> l
 def _digests_in(
     session: Session, pair: tuple[int, str], span: tuple[datetime, datetime]
 ) -> list[Digest]:
-    query = select(RunDigestRow.digest).where(
-        RunDigestRow.target_id == pair[0],
-        RunDigestRow.vantage == pair[1],
-        RunDigestRow.started_at >= span[0],
-        RunDigestRow.started_at < span[1],
+    query = _digests(*span).where(
+        RunDigestRow.target_id == pair[0], RunDigestRow.vantage == pair[1]
     )
-    return [Digest.from_json(data) for data in session.scalars(query)]
+    return [Digest.from_json(data) for _, _, data in session.execute(query)]
+
+
+def _digests(start: datetime, end: datetime) -> Select[int, str, dict[str, Any]]:
+    """The run digests of runs started in [start, end), with their target and vantage."""
+    return select(RunDigestRow.target_id, RunDigestRow.vantage, RunDigestRow.digest).where(
+        RunDigestRow.started_at >= start, RunDigestRow.started_at < end
+    )
 
 
 def _breakdown(
