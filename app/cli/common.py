@@ -112,8 +112,10 @@ def store_engine(url: str, migrate: bool = False) -> Iterator[Engine]:
 
 
 def sqlite_file_missing(engine: Engine) -> bool:
-    database = engine.url.database
-    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+    from app.store.db import sqlite_file
+
+    database = sqlite_file(engine.url.render_as_string(hide_password=False))
+    if database is None:
         return False
     return not database.startswith("file:") and not Path(database).exists()
 

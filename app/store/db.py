@@ -84,12 +84,20 @@ def normalize_url(url: str) -> str:
     return parsed.set(drivername=driver).render_as_string(hide_password=False)
 
 
-def sqlite_folder_problem(url: str) -> str | None:
-    """What keeps SQLite from opening a file URL's database, which SQLite itself says only as
-    "unable to open database file": the file and its folder, named."""
+def sqlite_file(url: str) -> str | None:
+    """The file of a SQLite URL's database; None for another database or an in-memory one."""
     parsed = make_url(url)
     database = parsed.database
     if not parsed.drivername.startswith("sqlite") or not database or database == ":memory:":
+        return None
+    return database
+
+
+def sqlite_folder_problem(url: str) -> str | None:
+    """What keeps SQLite from opening a file URL's database, which SQLite itself says only as
+    "unable to open database file": the file and its folder, named."""
+    database = sqlite_file(url)
+    if database is None:
         return None
     folder = Path(database).resolve().parent
     if not folder.is_dir():

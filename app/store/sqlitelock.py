@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import IO
 
-from sqlalchemy.engine import make_url
+from app.store.db import sqlite_file
 
 
 class DatabaseInUse(Exception):
@@ -36,9 +36,8 @@ class SqliteHold:
 def hold_sqlite_file(url: str) -> SqliteHold | None:
     """The hold on ``url``'s SQLite file; None for another database (PostgreSQL leads by
     a lease of its own) or an in-memory one. ``DatabaseInUse`` names the process holding it."""
-    parsed = make_url(url)
-    database = parsed.database
-    if not parsed.drivername.startswith("sqlite") or not database or database == ":memory:":
+    database = sqlite_file(url)
+    if database is None:
         return None
     path = Path(f"{Path(database).resolve()}.serve-lock")
     handle = path.open("a+")
