@@ -5,7 +5,10 @@ by its PID."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from tests.helpers import free_port
 from tests.real.parts import ROOT, missing, stop, wait_until_answering
@@ -94,3 +98,56 @@ def running_prometheus(
         yield Prometheus(url, workdir)
     finally:
         stop(process)
+
+
+# --- The expressions the shipped files hold ---------------------------------------------
+
+# What Grafana puts in place of the dashboard's variables: every target, vantage and phase.
+DASHBOARD_VARIABLES = {"$__rate_interval": "1m", "$target": ".+", "$vantage": ".+", "$phase": ".+"}
+
+
+def _rules(path: Path, kind: str) -> list[str]:
+    groups = yaml.safe_load(path.read_text())["groups"]
+    return [str(rule["expr"]) for group in groups for rule in group["rules"] if kind in rule]
+
+
+def recorded_exprs() -> list[str]:
+    return _rules(RULES, "record")
+
+
+def alert_exprs() -> list[str]:
+    return _rules(ALERTS, "alert")
+
+
+def dashboard_exprs() -> list[str]:
+    """Every panel query, and the selector inside each variable's ``label_values(…)``."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    found = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    for variable in dashboard["templating"]["list"]:
+        inner = re.fullmatch(r"label_values\((.+), \w+\)", variable.get("definition", ""))
+        if inner:
+            found.append(inner[1])
+    return [_filled(expr) for expr in found]
+
+
+def _filled(expr: str) -> str:
+    for name, value in DASHBOARD_VARIABLES.items():
+        expr = expr.replace(name, value)
+    return expr
+
+
+def without_data(prometheus: Prometheus, exprs: list[str]) -> list[tuple[str, object]]:
+    """The expressions whose answer is an error or holds no finite number."""
+    missing = []
+    for expr in exprs:
+        answer = prometheus.query(expr)
+        values = [float(r["value"][1]) for r in answer.get("data", {}).get("result", [])]
+        if answer["status"] != "success" or not any(math.isfinite(v) for v in values):
+            missing.append((expr, answer.get("error", values)))
+    return missing
+
+
+def active_alerts(prometheus: Prometheus) -> set[tuple[str, str]]:
+    """(alert name, target) of every pending or firing alert."""
+    alerts = prometheus.get("/api/v1/alerts")["alerts"]
+    return {(a["labels"]["alertname"], a["labels"].get("target", "")) for a in alerts}
