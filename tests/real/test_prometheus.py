@@ -5,6 +5,7 @@ answers every expression of the rules and the dashboard with data."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from tests.helpers import eventually
 from tests.real.phasewatchstack import Stack, running_stack
 from tests.real.prometheus import (
     ALERTS,
+    DASHBOARD,
     PROMTOOL,
     RULES,
     Prometheus,
@@ -60,11 +62,25 @@ def test_the_shipped_rules_pass_promtool_check_rules(path: Path) -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-@pytest.mark.parametrize("name", ["rules_test.yml", "alerts_test.yml"])
+@pytest.mark.parametrize("name", ["rules_test.yml", "alerts_test.yml", "alerts_history_test.yml"])
 def test_the_rules_unit_tests_pass_promtool_test_rules(name: str) -> None:
     tested = promtool("test", "rules", str(RULES.parent / name))
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "SUCCESS" in tested.stdout
+
+
+def test_the_dashboard_is_one_grid_on_its_datasource_variable() -> None:
+    """What Grafana needs to lay the panels out and query the chosen Prometheus."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    panels = dashboard["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        for target in panel.get("targets", []):
+            assert target["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+    variables = [v["name"] for v in dashboard["templating"]["list"]]
+    assert variables == ["datasource", "target", "vantage", "phase"]
 
 
 @pytest.fixture(scope="module")
