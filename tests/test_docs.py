@@ -3,6 +3,7 @@ the reference tables are the models' own, and every link leads somewhere."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Annotated
@@ -16,10 +17,8 @@ from app.cli import every_command
 from app.config import Settings, Target, TargetsFile, load_targets
 from app.config.safeyaml import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES
 from app.main import create_app
-from app.notifiers.alertmanager import AlertmanagerConfig
+from app.notifiers import KINDS
 from app.notifiers.base import IDEMPOTENCY_HEADER, BasicAuth
-from app.notifiers.slack import SlackConfig
-from app.notifiers.webhook import WebhookConfig
 from tests import clidoc, modeldoc
 
 ROOT = Path(__file__).parent.parent
@@ -62,12 +61,8 @@ def test_the_command_reference_names_every_option(command: str, option: str) -> 
 
 
 NOTIFIER_FIELDS = sorted(
-    {
-        *WebhookConfig.model_fields,
-        *AlertmanagerConfig.model_fields,
-        *SlackConfig.model_fields,
-        *BasicAuth.model_fields,
-    }
+    {field for kind in KINDS.values() for field in kind.config_model.model_fields}
+    | set(BasicAuth.model_fields)
 )
 
 
@@ -82,6 +77,30 @@ def test_the_idempotency_key_is_documented_where_notifications_are() -> None:
     for name in (IDEMPOTENCY_HEADER, "idempotencyKey", "idempotency_key", "at least once"):
         assert name in written, name
     assert "docs/notifications.md" in README
+
+
+INTEGRATIONS = (ROOT / "docs" / "integrations.md").read_text()
+DASHBOARD = json.loads((ROOT / "docs" / "grafana" / "phasewatch.json").read_text())
+SHIPPED_ALERTS = [
+    rule["alert"]
+    for group in yaml.safe_load((ROOT / "docs" / "prometheus" / "alerts.yml").read_text())["groups"]
+    for rule in group["rules"]
+]
+
+
+@pytest.mark.parametrize("panel", [p["title"] for p in DASHBOARD["panels"] if p["type"] != "row"])
+def test_every_dashboard_panel_is_described(panel: str) -> None:
+    assert f"* **{panel}**: " in INTEGRATIONS
+
+
+@pytest.mark.parametrize("alert", SHIPPED_ALERTS)
+def test_every_shipped_alerting_rule_is_described(alert: str) -> None:
+    assert f"| `{alert}` " in INTEGRATIONS
+
+
+def test_the_integrations_are_linked_where_notifiers_are_listed() -> None:
+    assert "docs/integrations.md" in README
+    assert "integrations.md" in (ROOT / "docs" / "notifications.md").read_text()
 
 
 DETECTION = (ROOT / "docs" / "detection.md").read_text()
@@ -120,7 +139,11 @@ def documented_targets_files() -> list[tuple[str, dict[str, str]]]:
         vantage = re.search(r"PHASEWATCH_VANTAGE=(\S+)", text)
         environ = {"PHASEWATCH_VANTAGE": vantage[1]} if vantage else {}
         blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
-        found += [(block, environ) for block in blocks if "targets:" in block]
+        # A targets file has ``targets:`` or ``notifiers:`` at its top (a Prometheus
+        # config's ``targets:`` are nested).
+        found += [
+            (block, environ) for block in blocks if re.search(r"(?m)^(targets|notifiers):", block)
+        ]
     return found
 
 
@@ -137,7 +160,7 @@ def test_every_targets_file_in_the_readme_is_valid(
     names = re.findall(r"\$\{(\w+)\}", text)
     variables = dict.fromkeys(names, "https://secret.example")
     loaded = load_targets(path, environ=variables | environ)
-    assert loaded.targets
+    assert loaded.targets or loaded.notifiers
 
 
 def test_the_targets_file_limits_are_the_loaders_own() -> None:

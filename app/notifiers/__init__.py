@@ -9,6 +9,8 @@ The targets file defines them by name::
         headers: {Authorization: "Bearer ${HOOK_TOKEN}"}
       chat: {type: slack, url: "${SLACK_WEBHOOK_URL}"}
       am: {type: alertmanager, url: "http://127.0.0.1:9093"}
+      pager: {type: pagerduty, routing_key: "${PAGERDUTY_ROUTING_KEY}"}
+      mail: {type: email, host: smtp.example.com, sender: pw@example.com, to: [ops@example.com]}
 
 and a target lists the names it uses (``notifiers: [chat]``; none listed = all).
 """
@@ -24,6 +26,8 @@ from pydantic import Discriminator, Tag
 
 from app.notifiers.alertmanager import Alertmanager
 from app.notifiers.base import Delivery, Notifier, TransportError
+from app.notifiers.email import Email
+from app.notifiers.pagerduty import PagerDuty
 from app.notifiers.slack import Slack
 from app.notifiers.webhook import Webhook
 
@@ -36,7 +40,7 @@ def _kind_of(notifier: type[Notifier[Any]]) -> str:
 
 # The registry, and the one place a notifier is named: the config union below is built from it.
 KINDS: dict[str, type[Notifier[Any]]] = {
-    _kind_of(notifier): notifier for notifier in (Webhook, Slack, Alertmanager)
+    _kind_of(notifier): notifier for notifier in (Webhook, Slack, Alertmanager, PagerDuty, Email)
 }
 
 

@@ -120,6 +120,14 @@ class Delivery:
         return str(uuid.uuid5(_KEY_NAMESPACE, name))
 
     @property
+    def alert_key(self) -> str:
+        """The same for every transition of one alert at this notifier (made as
+        ``idempotency_key`` is): for a receiver that opens an incident on the firing and
+        closes that same incident on the resolution (PagerDuty's ``dedup_key``)."""
+        name = f"{self.payload.get('alert_id', '')}/alert/{self.notifier}"
+        return str(uuid.uuid5(_KEY_NAMESPACE, name))
+
+    @property
     def state(self) -> str:
         return str(self.payload["state"])
 

@@ -42,6 +42,8 @@ class Endpoint:
     timeout_s: float
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     auth: tuple[str, str] | None = field(default=None, repr=False)
+    # Secrets the body carries (PagerDuty's routing key): scrubbed from what errors quote.
+    body_secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def shown(self) -> str:
@@ -53,6 +55,7 @@ class Endpoint:
         parts = urlsplit(self.url)
         found = [self.url, parts.path, parts.query, parts.password or ""]
         found += self.headers.values()
+        found += self.body_secrets
         if self.auth is not None:
             found.append(self.auth[1])
         return found

@@ -79,8 +79,17 @@ class RunMetrics:
             LATENCY_BUCKETS_S,
         )
         self.request_seconds = histogram(
-            "phasewatch_request_seconds",
+            "phasewatch_request_duration_seconds",
             "End-to-end time of a probe request (a deadline-cut sample counts its deadline).",
+            SERIES,
+            LATENCY_BUCKETS_S,
+        )
+        # The name before Prometheus' convention was followed, kept for one release so
+        # dashboards can move; the same observations.
+        self.request_seconds_deprecated = histogram(
+            "phasewatch_request_seconds",
+            "DEPRECATED, removed in the next release: use phasewatch_request_duration_seconds"
+            " (the same observations).",
             SERIES,
             LATENCY_BUCKETS_S,
         )
@@ -157,6 +166,7 @@ class RunMetrics:
         if sample.status not in TIMED:
             return
         self.request_seconds.labels(*series).observe(sample.total_ms / 1000.0)
+        self.request_seconds_deprecated.labels(*series).observe(sample.total_ms / 1000.0)
         for phase, ms in sample.phases.items():
             self.phase_seconds.labels(*series, phase).observe(ms / 1000.0)
 

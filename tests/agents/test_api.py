@@ -295,7 +295,7 @@ async def test_the_vantages_list_and_metrics_show_what_each_agent_reported(
     assert not listed["fra-1"]["silent"] and not listed["seoul-1"]["silent"]  # just started
     assert agents_of(app).evaluations.wait_idle(30)  # pushed runs are counted after their turn
     metrics = (await client.get("/metrics")).text
-    assert 'phasewatch_agent_runs_pushed{vantage="fra-1"} 1.0' in metrics
+    assert 'phasewatch_agent_runs_pushed_total{vantage="fra-1"} 1.0' in metrics
     assert 'phasewatch_agent_refused_targets{vantage="seoul-1"} 1.0' in metrics
     assert 'phasewatch_agent_silent{vantage="fra-1"} 0.0' in metrics
     # The pushed run is counted per (target, vantage) like a local one.

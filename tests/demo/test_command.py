@@ -275,7 +275,8 @@ def test_the_demos_dashboard_shows_its_own_runs_from_the_first_ones(demo: Demo) 
     assert health["targets"] == len(story.TARGETS)
     metrics = httpx.get(f"{url}metrics", timeout=10).text
     count = re.search(
-        r'phasewatch_request_seconds_count\{target="translate-prod",vantage="seoul-old"\} (\S+)',
+        r"phasewatch_request_duration_seconds_count"
+        r'\{target="translate-prod",vantage="seoul-old"\} (\S+)',
         metrics,
     )
     assert count is not None and float(count[1]) >= story.SAMPLES, metrics[:2000]

@@ -94,7 +94,8 @@ def test_webhook_config_takes_url_and_headers_from_the_environment_and_never_sho
         (
             {"HOOK_URL": "http://x/", "HOOK_TOKEN": "x"},
             ("type: webhook", "type: pager"),
-            "phasewatch.yaml:2: notifiers.ops: type must be one of: webhook, slack, alertmanager",
+            "phasewatch.yaml:2: notifiers.ops: type must be one of:"
+            " webhook, slack, alertmanager, pagerduty, email",
         ),
         (
             {"HOOK_URL": "http://x/", "HOOK_TOKEN": "x"},

@@ -130,11 +130,28 @@ def test_phase_and_end_to_end_histograms_count_every_timed_sample_stored(served:
         timed = [s for t, v, s in stored if (t, v) == (target, vantage) and s.status in TIMED]
         where = {"target": target, "vantage": vantage}
         check_histogram(
-            found, "phasewatch_request_seconds", where, [s.total_ms / 1e3 for s in timed]
+            found, "phasewatch_request_duration_seconds", where, [s.total_ms / 1e3 for s in timed]
         )
         for phase in {p for s in timed for p in s.phases}:
             times = [s.phases[phase] / 1e3 for s in timed if phase in s.phases]
             check_histogram(found, "phasewatch_phase_seconds", {**where, "phase": phase}, times)
+
+
+def _labelled(sample: Sample) -> tuple[tuple[tuple[str, str], ...], float]:
+    return tuple(sorted(sample.labels.items())), sample.value
+
+
+def test_the_deprecated_request_seconds_holds_the_same_observations_and_says_so(
+    served: Api,
+) -> None:
+    feed(served)
+    text = scrape(served)
+    found = parsed(text)
+    for suffix in ("_bucket", "_count", "_sum"):
+        old = found[f"phasewatch_request_seconds{suffix}"]
+        new = found[f"phasewatch_request_duration_seconds{suffix}"]
+        assert sorted(map(_labelled, old)) == sorted(map(_labelled, new))
+    assert "# HELP phasewatch_request_seconds DEPRECATED" in text
 
 
 def test_latency_buckets_reach_two_minutes_and_a_slow_llm_call_lands_below_them(
@@ -142,13 +159,13 @@ def test_latency_buckets_reach_two_minutes_and_a_slow_llm_call_lands_below_them(
 ) -> None:
     feed(served)
     found = parsed(scrape(served))
-    bounds = {s.labels["le"] for s in found["phasewatch_request_seconds_bucket"]}
+    bounds = {s.labels["le"] for s in found["phasewatch_request_duration_seconds_bucket"]}
     assert {"120.0", "+Inf"} <= bounds
     where = {"target": "chat", "vantage": "eu"}
     queue = {**where, "phase": "queue"}
     # The three ~120 s samples: above 60 s, within 180 s.
-    total_60 = value(found, "phasewatch_request_seconds_bucket", **where, le="60.0")
-    total_180 = value(found, "phasewatch_request_seconds_bucket", **where, le="180.0")
+    total_60 = value(found, "phasewatch_request_duration_seconds_bucket", **where, le="60.0")
+    total_180 = value(found, "phasewatch_request_duration_seconds_bucket", **where, le="180.0")
     assert total_180 is not None and total_60 is not None and total_180 - total_60 == 3
     assert value(found, "phasewatch_phase_seconds_bucket", **queue, le="60.0") == 24  # 3 runs
     assert value(found, "phasewatch_phase_seconds_bucket", **queue, le="180.0") == 27
@@ -337,5 +354,5 @@ def test_serve_exposes_its_scheduled_runs(tmp_path: Path) -> None:
     assert runs is not None and 2 <= runs <= stored
     assert value(found, "phasewatch_samples_total", **where, status="ok") == 3 * runs
     assert value(found, "phasewatch_schedule_lateness_seconds_count", **where) == runs
-    assert value(found, "phasewatch_request_seconds_count", **where) == 3 * runs
+    assert value(found, "phasewatch_request_duration_seconds_count", **where) == 3 * runs
     assert value(found, "phasewatch_dominant_phase", **where, phase="server") is not None

@@ -1,10 +1,16 @@
-"""/metrics per agent vantage, read from the server's ``VantageBook`` at each scrape."""
+"""/metrics per agent vantage, read from the server's ``VantageBook`` at each scrape.
+
+``phasewatch_agent_runs_pushed_total`` was a gauge named ``phasewatch_agent_runs_pushed``
+until it became a counter; the old name cannot stay beside it: in OpenMetrics (what
+Prometheus asks for first) the counter's family is ``phasewatch_agent_runs_pushed``, and
+two families of one name fail the whole scrape. docs/api.md says so.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from app.agents.server.book import VantageBook, is_silent
@@ -36,14 +42,18 @@ class VantageCollector(Collector):
             silent.add_metric(labels, is_silent(state, interval, self.book.since, now))
         yield from families
 
-    def _families(self) -> tuple[GaugeMetricFamily, ...]:
+    def _families(self) -> tuple[GaugeMetricFamily | CounterMetricFamily, ...]:
         def gauge(name: str, doc: str) -> GaugeMetricFamily:
             return GaugeMetricFamily(f"phasewatch_agent_{name}", doc, labels=["vantage"])
 
         return (
             gauge("last_push_timestamp_seconds", "When the agent last pushed a run."),
             gauge("clock_skew_seconds", "Server receive time minus agent send time, last push."),
-            gauge("runs_pushed", "Runs the agent pushed since the server started."),
+            CounterMetricFamily(
+                "phasewatch_agent_runs_pushed",  # exposed as ..._total
+                "Runs the agent pushed since the server started.",
+                labels=["vantage"],
+            ),
             gauge("pending_runs", "Runs the agent said wait in its spool."),
             gauge("refused_targets", "Targets the agent refused (a variable it lacks)."),
             gauge("silent", "1 when the agent pushed nothing for 3 of its shortest intervals."),
