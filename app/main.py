@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -127,7 +128,17 @@ def silence_watch(
     def own() -> tuple[str, list[Target]] | None:
         return None if here is None else (here[0], list(here[1].targets.values()))
 
-    return VantageWatch(alerts, book, lambda: rules.targets, lambda: leadership.leading, own)
+    def on_schedule(now: datetime) -> bool:
+        return here is not None and here[1].on_schedule(now)
+
+    return VantageWatch(
+        alerts,
+        book,
+        lambda: rules.targets,
+        lambda: leadership.leading,
+        own,
+        on_schedule=on_schedule,
+    )
 
 
 def create_app(

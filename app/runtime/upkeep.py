@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts.sender import Sender
+from app.alerts.silent import Heard
 from app.clock import utcnow
 from app.runtime.foreground import Foreground
 from app.store.db import describe, is_transient
@@ -36,10 +37,17 @@ ROLLUP_LOOKBACK = timedelta(days=2)
 SEND_EVERY_S = 2.0
 
 
-class Looping(Protocol):
-    """A check the service runs for ever beside its own (the agents' ``vantage_silent``)."""
+class VantageCheck(Protocol):
+    """The agents' ``vantage_silent`` check (``app.agents.server.watch.VantageWatch``): a
+    loop the service runs for ever beside its own, and what it hears of each vantage at a
+    time (which /api/v1/vantages judges by the same rule)."""
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
 
     async def loop(self) -> None: ...
+
+    def heard(self, now: datetime, after: int) -> list[Heard]: ...
 
 
 @dataclass
@@ -48,7 +56,7 @@ class Upkeep:
     engine: Engine
     raw_retention_days: int
     sender: Sender | None = None
-    vantages: Looping | None = None  # vantage_silent
+    vantages: VantageCheck | None = None  # vantage_silent
     # What waits for the catch-up to yield between its batches (agents' pushes).
     foreground: Foreground = field(default_factory=Foreground)
     quarantine: Quarantine = field(default_factory=Quarantine)
