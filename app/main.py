@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -27,12 +28,14 @@ from app.runs.writer import Writer
 from app.runtime.coverage import Coverage, CoverageCollector
 from app.runtime.health import Health
 from app.runtime.metrics import RunMetrics, then
+from app.runtime.quarantined import QuarantineCollector
 from app.runtime.scheduler import Watch
 from app.runtime.service import AlertRules, Service
 from app.runtime.upkeep import Upkeep
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
+from app.store.quarantine import Quarantine, isolated
 from app.store.records import RunRecord
 from app.web import api as web_api
 from app.web import deps, errors, healthz, pages, scrape
@@ -62,16 +65,17 @@ def build_service(
     alerts = AlertEngine(
         sessions, evaluator, rules.notifiers_for, wants_refresh=rules.wants_refresh
     )
+    # What a background loop cannot handle, set aside (/healthz, /metrics).
+    quarantine = Quarantine()
     # Every stored run, probed here or pushed by an agent: evaluation, then metrics.
+    evaluate = isolated(alerts.evaluate_after, quarantine.loop("evaluation"))
     after_store: Callable[[RunRecord], object] = (
-        alerts.evaluate_after
-        if observed is None
-        else then(alerts.evaluate_after, observed.observe_run)
+        evaluate if observed is None else then(evaluate, observed.observe_run)
     )
     sink = DatabaseSink(sessions, refused=None if observed is None else observed.observe_refusal)
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
     pipeline = Pipeline(writer, resolved.vantage)
-    sender = Sender(sessions, build_notifiers(targets.notifiers))
+    sender = Sender(sessions, build_notifiers(targets.notifiers), aside=quarantine.loop("outbox"))
     watch = Watch(pipeline.run)
     leadership = Leadership(engine)
     coverage = Coverage(resolved.vantage, lambda: rules.targets)
@@ -94,10 +98,15 @@ def build_service(
         alerts=alerts,
         rules=rules,
         writer=writer,
-        health=Health(engine, writer, coverage=coverage),
+        health=Health(engine, writer, coverage=coverage, quarantine=quarantine),
         coverage=coverage,
         upkeep=Upkeep(
-            sessions, engine, resolved.raw_retention_days, sender=sender, vantages=vantages
+            sessions,
+            engine,
+            resolved.raw_retention_days,
+            sender=sender,
+            vantages=vantages,
+            quarantine=quarantine,
         ),
         sender=sender,
         probing=probing,
@@ -119,7 +128,17 @@ def silence_watch(
     def own() -> tuple[str, list[Target]] | None:
         return None if here is None else (here[0], list(here[1].targets.values()))
 
-    return VantageWatch(alerts, book, lambda: rules.targets, lambda: leadership.leading, own)
+    def on_schedule(now: datetime) -> bool:
+        return here is not None and here[1].on_schedule(now)
+
+    return VantageWatch(
+        alerts,
+        book,
+        lambda: rules.targets,
+        lambda: leadership.leading,
+        own,
+        on_schedule=on_schedule,
+    )
 
 
 def create_app(
@@ -142,6 +161,7 @@ def create_app(
     agents = Agents(service, book, observed.observe_run)
     observed.registry.register(agents.collector)
     observed.registry.register(CoverageCollector(service.coverage))
+    observed.registry.register(QuarantineCollector(service.upkeep.quarantine))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

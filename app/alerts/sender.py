@@ -20,6 +20,11 @@ after its resolution). Failures back off exponentially with jitter (5 s · 2^(n-
 at most 10 min), 4xx fail at once, and a row still failing a day after it was written
 is failed for good; ``last_error`` says why.
 
+A row the sender cannot handle (its payload is not an object, or reading or writing it
+raises anything but "the database is away") is set aside (``aside``, the service's
+quarantine: logged once, on /healthz and /metrics) and passed over until the next start;
+the rows after it go on, save those of its alert and notifier, which wait behind it.
+
 A refresh (an alert still firing, re-announced) goes only to notifiers that want one
 (``Notifier.refreshes``: Alertmanager); for the others the row is marked ``silenced``
 with the reason in ``last_error``, so a chat channel hears changes, not every run.
@@ -32,7 +37,7 @@ import concurrent.futures
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,7 +45,8 @@ from typing import Any
 from app.clock import utcnow
 from app.notifiers.base import Delivery, Notifier, TransportError, scrub
 from app.store import outbox
-from app.store.db import Session, Sessions
+from app.store.db import Session, Sessions, describe, is_transient
+from app.store.quarantine import SetAside
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +92,9 @@ class Sender:
     batch: int = 20
     clock: Callable[[], datetime] = utcnow
     rng: random.Random = field(default_factory=random.Random)
+    aside: SetAside | None = None  # where a row that cannot be handled goes
+    _passed_over: set[int] = field(default_factory=set, repr=False)
+    _claimed: int | None = field(default=None, repr=False)
     _stopping: threading.Event = field(default_factory=threading.Event, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _inflight: concurrent.futures.Future[SendResult] | None = field(default=None, repr=False)
@@ -110,10 +119,32 @@ class Sender:
         return self.batch
 
     def _step(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """One row handled; a row that cannot be is set aside, and the next one is due."""
+        self._claimed = None
+        try:
+            return self._attempt(loop)
+        except outbox.UnreadableDelivery as exc:
+            self._set_aside(exc.delivery_id, exc.reason)
+        except Exception as exc:
+            # Away (the database, the network): not the row's fault, it is tried again.
+            if is_transient(exc) or isinstance(exc, OSError) or self._claimed is None:
+                raise
+            self._set_aside(self._claimed, describe(exc))
+        return True
+
+    def _set_aside(self, delivery_id: int, reason: str) -> None:
+        self._passed_over.add(delivery_id)
+        if self.aside is not None:
+            self.aside.hold(f"delivery {delivery_id}", reason)
+        else:
+            log.error("delivery %d set aside: %s", delivery_id, reason)
+
+    def _attempt(self, loop: asyncio.AbstractEventLoop) -> bool:
         with self.sessions.begin() as session:
-            claimed = claim(session, self.clock())
+            claimed = claim(session, self.clock(), self._passed_over)
             if claimed is None:
                 return False
+            self._claimed = claimed.delivery.id
             outcome = self._send(claimed, loop)
             if outcome is None:
                 session.rollback()  # stopping: the row stays pending for the next start
@@ -160,9 +191,9 @@ async def attempt(notifier: Notifier[Any], delivery: Delivery) -> SendResult:
     return SendResult()
 
 
-def claim(session: Session, now: datetime) -> Claimed | None:
+def claim(session: Session, now: datetime, passed_over: Collection[int] = ()) -> Claimed | None:
     """The oldest due pending row whose alert has no older pending row for its notifier."""
-    due = outbox.claim_due(session, now)
+    due = outbox.claim_due(session, now, passed_over)
     if due is None:
         return None
     delivery = Delivery(due.id, due.notifier, due.payload, due.fired_at, due.transition_id)

@@ -9,6 +9,16 @@ intervals old (then ``recover`` such checks in a row, as any alert). Silence is 
 from ``START_GRACE`` after the server's start for a vantage not heard from since, so a
 restarted server does not call every agent silent before it had a chance to report.
 
+The server's own vantage reports to the server itself: its liveness is its scheduler's. While
+the scheduler keeps to its schedule (``Heard.on_schedule``: running, and no due run more
+than its misfire grace, a minute, overdue) the own vantage is not silent, however late a
+loaded minute starts its runs or slow the database makes their store (lateness is
+``phasewatch_schedule_lateness_seconds``, a store that waits a /healthz problem); a
+scheduler that stops keeping time is judged by its stored runs like any vantage.
+
+``is_silent`` is the one answer to "is this vantage silent now?" that the API, the
+vantages page and /metrics give: the alert's own ``judge``.
+
 A vantage that has never reported at all (a declared agent not started yet) is a warning,
 not a page: nothing that worked has stopped, someone has yet to start it. Once it has
 reported, its silence pages (critical). Each vantage has both identities; the one that does
@@ -45,6 +55,8 @@ class Heard:
     interval_s: float | None  # its shortest assigned interval; None: nothing assigned
     last_run: datetime | None  # its latest run (stored or pushed); None: none seen lately
     ever: bool = False  # any run from it at all, ever (a latest run says so too)
+    # The server's own vantage while its scheduler keeps to its schedule: heard now.
+    on_schedule: bool = False
 
     @property
     def never_reported(self) -> bool:
@@ -55,8 +67,9 @@ class Heard:
 def judge(heard: Heard, since: datetime, now: datetime, after: int) -> Finding:
     """HIT: silent for more than ``after`` intervals; CLEAR: heard within ``after − 1``
     (or nothing is assigned to it any more); HOLD between. A vantage not heard from since
-    the server started at ``since`` is counted from ``START_GRACE`` after it."""
-    if heard.interval_s is None:
+    the server started at ``since`` is counted from ``START_GRACE`` after it. The server's
+    own vantage, its scheduler on schedule, is heard now."""
+    if heard.interval_s is None or heard.on_schedule:
         return Finding(Signal.CLEAR)
     last = since + START_GRACE  # not heard from since the start
     if heard.last_run is not None and heard.last_run >= since:
@@ -76,6 +89,15 @@ def judge(heard: Heard, since: datetime, now: datetime, after: int) -> Finding:
     if quiet_s <= (after - 1) * heard.interval_s:
         return Finding(Signal.CLEAR)
     return Finding(Signal.HOLD)
+
+
+def is_silent(
+    heard: Heard, since: datetime, now: datetime, after: int, alert_open: bool = False
+) -> bool:
+    """Silent now, by the alert's rule (``judge``): past ``after`` intervals; between
+    ``after − 1`` and ``after`` (its hysteresis) as its alert stands (``alert_open``)."""
+    signal = judge(heard, since, now, after).signal
+    return signal is Signal.HIT or (signal is Signal.HOLD and alert_open)
 
 
 def identity(vantage: str, severity: str = CRITICAL) -> Identity:

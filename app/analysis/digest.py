@@ -14,6 +14,7 @@ Pure: plain values in, plain values out.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -94,6 +95,28 @@ def _quantiles(sketches: list[Sketch]) -> list[dict[str, float]]:
         {name: float(values[row]) for name, values in found.items()} if counts[row] else {}
         for row in range(len(sketches))
     ]
+
+
+def flaw(samples: Iterable[Timed]) -> str | None:
+    """Why a digest of ``samples`` would lie (a timed sample's time or a phase that is not
+    a finite, non-negative number: sketches hold neither), or None. Runs are checked at the
+    door (app.runs.validate); this is for rows that got in another way."""
+    for position, sample in enumerate(samples):
+        if sample.status not in TIMED:
+            continue
+        if not isinstance(sample.phases, Mapping):
+            return f"sample {position}: phases {sample.phases!r} are not an object"
+        values = {"total_ms": sample.total_ms, **sample.phases}
+        for name, value in values.items():
+            if not _measure(value):
+                return f"sample {position}: {name} is {value!r}, not a time"
+    return None
+
+
+def _measure(value: object) -> bool:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and value >= 0
 
 
 def digest_of(samples: Iterable[Timed], runs: int = 1) -> Digest:

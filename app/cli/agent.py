@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.cli.common import fail
+from app.cli.common import exit_now, fail
 
 if TYPE_CHECKING:
     from app.agents.remote.runner import Agent
+
+EXECUTOR_THREADS = 8  # the agent's blocking calls: fetches, reports, spool counts
 
 
 def agent(
@@ -46,7 +48,8 @@ def agent(
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Fetch this vantage's targets from the server, probe them as serve does, and push
-    each run; while the server is away, runs wait in the spool."""
+    each run; while the server is away, runs wait in the spool. SIGTERM stops it within
+    4 s, whatever the server does (exit 0): what it could not push waits in the spool."""
     from app.agents.remote.client import NotAdmitted, ServerClient
     from app.agents.remote.runner import Agent
     from app.cli.service import LOG_FORMAT, quiet_chatty_loggers
@@ -65,11 +68,17 @@ def agent(
             f"{server} refuses this token for vantage {vantage!r} ({exc}): check"
             " PHASEWATCH_AGENT_TOKEN and --vantage against the server's vantages:"
         )
+    # Stopped: a fetch, report or push left behind on its thread must not hold the exit.
+    exit_now(0)
 
 
 async def _run(agent: Agent) -> None:
+    from app.runs.threads import NoWaitThreadPool
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # asyncio.run would otherwise wait at its end for every to_thread call still in flight.
+    loop.set_default_executor(NoWaitThreadPool(EXECUTOR_THREADS))
     for signum in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, stop.set)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -137,3 +139,13 @@ def time_option(value: str | None, option: str) -> datetime | None:
         raise typer.BadParameter(f"{value!r} is not an ISO-8601 time", param_hint=option) from None
     # A time typed without an offset is UTC, like every time phasewatch shows.
     return parsed.replace(tzinfo=parsed.tzinfo or UTC).astimezone(UTC)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process at once with ``code``, the log flushed: a thread still stuck on a
+    database or a server that does not answer must not keep it alive, and everything worth
+    keeping is stored or spooled (fsynced) by then (``serve``, ``agent``)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -11,8 +11,6 @@ keeping is stored or spooled (fsynced) by then.
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 import socket
 import sys
 from types import FrameType
@@ -21,6 +19,7 @@ from typing import NoReturn
 import uvicorn
 from fastapi import FastAPI
 
+from app.cli.common import exit_now
 from app.runs.threads import NoWaitThreadPool
 from app.runtime.service import Service
 from app.web.deps import service_of
@@ -93,11 +92,4 @@ def run_server(app: FastAPI, sock: socket.socket, log_level: str) -> NoReturn:
             runner.run(_serve(server, sock))
     except SystemExit as exit_:  # uvicorn's own, when it cannot bind
         code = exit_.code if isinstance(exit_.code, int) else 1
-    _exit_now(code)
-
-
-def _exit_now(code: int) -> NoReturn:
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(code)

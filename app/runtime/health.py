@@ -19,6 +19,7 @@ from app.runs.threads import Check
 from app.runs.writer import Writer
 from app.runtime.coverage import Coverage
 from app.store.db import describe
+from app.store.quarantine import Quarantine
 
 ASK_BUDGET_S = 0.5
 STUCK_S = 2.0  # a store waiting longer than this is reported
@@ -37,6 +38,8 @@ class Health:
     spooled_runs: int = 0
     # Targets the file asks for that nobody probes, and a refused reload (never silent).
     coverage: Coverage | None = None
+    # What the background loops set aside (a run the rollups cannot add, ...).
+    quarantine: Quarantine | None = None
     _ping: Check[None] = field(init=False)
     _count: Check[int] = field(init=False)
 
@@ -80,6 +83,8 @@ class Health:
             found.append(f"spool {self.writer.spool.problem}")
         if self.coverage is not None:
             found.extend(self.coverage.problems())
+        if self.quarantine is not None:
+            found.extend(self.quarantine.problems())
         return found
 
     async def _ask_database(self) -> None:

@@ -19,6 +19,7 @@ from apscheduler.events import (
     JobSubmissionEvent,
 )
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.schedulers.base import STATE_RUNNING
 from apscheduler.triggers.interval import IntervalTrigger
 
 from app import clock
@@ -79,6 +80,16 @@ class Watch:
 
     def start(self, *, paused: bool) -> None:
         self.scheduler.start(paused=paused)
+
+    def on_schedule(self, now: datetime) -> bool:
+        """Scheduling, and no due run more than ``MISFIRE_GRACE_S`` overdue: the scheduler
+        keeps time (a run it starts late is late, not missing; one later than that it skips,
+        and moves on). False while stopped, paused (standing by) or without a job."""
+        if self.scheduler.state != STATE_RUNNING:
+            return False
+        due = [job.next_run_time for job in self.scheduler.get_jobs() if job.next_run_time]
+        overdue = max(((now - at).total_seconds() for at in due), default=None)
+        return overdue is not None and overdue <= MISFIRE_GRACE_S
 
     def pause(self) -> None:
         self.scheduler.pause()

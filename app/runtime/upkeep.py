@@ -2,7 +2,10 @@
 the check for silent vantages.
 
 Each is one step of a loop the service runs for ever (``_forever``); a database that is
-away makes a step log and give up until the next, never fail the service.
+away makes a step log and give up until the next, never fail the service. One bad item
+never stops a loop: it is set aside in ``quarantine`` (``app.store.quarantine``) and the
+loop goes on with the rest (a run the rollups cannot add; a prune step the database
+refuses, tried again at the next prune).
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts.sender import Sender
+from app.alerts.silent import Heard
 from app.clock import utcnow
 from app.runtime.foreground import Foreground
-from app.store.db import is_transient
+from app.store.db import describe, is_transient
 from app.store.prune import prune_samples
-from app.store.rollups.catchup import catch_up
+from app.store.quarantine import Quarantine
+from app.store.rollups.catchup import LOOP, catch_up
 from app.store.rollups.digests import CATCH_UP_EVERY_S, prune_fine_rollups
 
 log = logging.getLogger(__name__)
@@ -32,10 +37,17 @@ ROLLUP_LOOKBACK = timedelta(days=2)
 SEND_EVERY_S = 2.0
 
 
-class Looping(Protocol):
-    """A check the service runs for ever beside its own (the agents' ``vantage_silent``)."""
+class VantageCheck(Protocol):
+    """The agents' ``vantage_silent`` check (``app.agents.server.watch.VantageWatch``): a
+    loop the service runs for ever beside its own, and what it hears of each vantage at a
+    time (which /api/v1/vantages judges by the same rule)."""
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
 
     async def loop(self) -> None: ...
+
+    def heard(self, now: datetime, after: int) -> list[Heard]: ...
 
 
 @dataclass
@@ -44,9 +56,10 @@ class Upkeep:
     engine: Engine
     raw_retention_days: int
     sender: Sender | None = None
-    vantages: Looping | None = None  # vantage_silent
+    vantages: VantageCheck | None = None  # vantage_silent
     # What waits for the catch-up to yield between its batches (agents' pushes).
     foreground: Foreground = field(default_factory=Foreground)
+    quarantine: Quarantine = field(default_factory=Quarantine)
 
     def loops(self) -> list[Callable[[], Awaitable[None]]]:
         loops: list[Callable[[], Awaitable[None]]] = [self.rollup_loop, self.prune_loop]
@@ -67,15 +80,25 @@ class Upkeep:
             await self._catch_up(utcnow() - ROLLUP_LOOKBACK)
 
     async def _catch_up(self, since: datetime) -> None:
+        """Runs added since ``since``; a pass that fails for something no run of it can be
+        blamed for (a query the database refuses) is held as the pass, until one passes."""
+        aside = self.quarantine.loop(LOOP)
         try:
             added = await asyncio.to_thread(
-                catch_up, self.sessions, since, utcnow(), between=self.foreground.quiet
+                catch_up,
+                self.sessions,
+                since,
+                utcnow(),
+                between=self.foreground.quiet,
+                aside=aside,
             )
         except Exception as exc:
             if not is_transient(exc):
-                raise
+                aside.hold("pass", f"{type(exc).__name__}: {describe(exc)}")
+                return
             log.warning("rollups not kept up, database unreachable: %s", exc)
             return
+        aside.release("pass")
         if added:
             log.debug("%d run(s) added to the rollups", added)
 
@@ -97,12 +120,17 @@ class Upkeep:
             log.info("pruned %d 5- and 15-minute rollups past their keeping", deleted)
 
     async def _pruned(self, prune: Callable[[Engine, datetime], int], at: datetime) -> int:
+        """``prune``'s rows deleted; a step the database refuses is set aside (the other
+        steps go on) and tried again at the next prune."""
+        aside, item = self.quarantine.loop("prune"), f"step {prune.__name__}"
         try:
-            return await asyncio.to_thread(prune, self.engine, at)
+            deleted = await asyncio.to_thread(prune, self.engine, at)
         except Exception as exc:
             if not is_transient(exc):
-                raise
+                aside.hold(item, describe(exc))
             return 0
+        aside.release(item)
+        return deleted
 
     # Notifications ----------------------------------------------------------------
 

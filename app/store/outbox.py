@@ -1,8 +1,10 @@
 """The outbox as the sender reads and writes it: claim the next due delivery, then write
-what its attempt came to. Rows come and go as plain values."""
+what its attempt came to. Rows come and go as plain values; a row that cannot be one (a
+payload that is not an object) is ``UnreadableDelivery``, for the sender to set aside."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,9 +28,21 @@ class DueDelivery:
     fired_at: datetime | None  # the alert's
 
 
-def claim_due(session: Session, now: datetime) -> DueDelivery | None:
+class UnreadableDelivery(Exception):
+    """A due row that is no delivery: its id, and why."""
+
+    def __init__(self, delivery_id: int, reason: str) -> None:
+        super().__init__(f"delivery {delivery_id}: {reason}")
+        self.delivery_id = delivery_id
+        self.reason = reason
+
+
+def claim_due(
+    session: Session, now: datetime, passed_over: Collection[int] = ()
+) -> DueDelivery | None:
     """The oldest due pending row whose alert has no older pending row for its notifier,
-    locked for this transaction where the database can (PostgreSQL: SKIP LOCKED)."""
+    locked for this transaction where the database can (PostgreSQL: SKIP LOCKED); never
+    one of ``passed_over`` (the sender's quarantine)."""
     older = aliased(DeliveryRow)
     waits = exists().where(
         older.alert_id == DeliveryRow.alert_id,
@@ -52,9 +66,13 @@ def claim_due(session: Session, now: datetime) -> DueDelivery | None:
         .limit(1)
         .with_for_update(skip_locked=True, of=DeliveryRow)
     )
+    if passed_over:
+        query = query.where(DeliveryRow.id.not_in(passed_over))
     row = session.execute(query).one_or_none()
     if row is None:
         return None
+    if not isinstance(row.payload, dict):
+        raise UnreadableDelivery(row.id, f"its payload is {row.payload!r:.80}, not an object")
     return DueDelivery(
         row.id,
         row.notifier,

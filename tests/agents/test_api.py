@@ -19,7 +19,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.agents.server.body import MAX_RUN_BYTES, MAX_WIRE_BYTES
-from app.agents.server.book import AgentSeen, PushLimit, VantageBook, is_silent
+from app.agents.server.book import PushLimit, VantageBook
 from app.agents.server.evaluations import Evaluations
 from app.agents.wire import (
     BATCH_PATH,
@@ -300,26 +300,6 @@ async def test_the_vantages_list_and_metrics_show_what_each_agent_reported(
     assert 'phasewatch_agent_silent{vantage="fra-1"} 0.0' in metrics
     # The pushed run is counted per (target, vantage) like a local one.
     assert 'phasewatch_runs_stored_total{target="translate",vantage="fra-1"} 1.0' in metrics
-
-
-T0 = datetime(2026, 12, 1, tzinfo=UTC)
-
-
-@pytest.mark.parametrize(
-    ("last_pushed", "interval_s", "now", "silent"),
-    [
-        (None, 60.0, T0 + timedelta(seconds=180), False),  # 3 intervals since the start
-        (None, 60.0, T0 + timedelta(seconds=181), True),
-        (T0 + timedelta(hours=1), 60.0, T0 + timedelta(hours=1, seconds=179), False),
-        (T0 + timedelta(hours=1), 60.0, T0 + timedelta(hours=1, seconds=181), True),
-        (T0, None, T0 + timedelta(days=9), False),  # nothing assigned
-    ],
-)
-def test_a_vantage_is_silent_after_three_of_its_shortest_intervals(
-    last_pushed: datetime | None, interval_s: float | None, now: datetime, silent: bool
-) -> None:
-    state = AgentSeen("fra-1", last_pushed=last_pushed)
-    assert is_silent(state, interval_s, T0, now) is silent
 
 
 async def test_pushed_runs_are_evaluated_like_local_ones(

@@ -5,13 +5,18 @@ is stored exactly once; an agent killed is listed as silent until it reports aga
 
 from __future__ import annotations
 
+import signal
+import time
 from collections import Counter
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import pool, select
 
 from app.demo.sim.server import SimServer
+from app.store.db import make_engine, make_sessions
+from app.store.models import RunRow
 from tests import agentprocs
 from tests.agentprocs import Process, database_dump, processes, spooled, stored
 from tests.helpers import eventually, free_port
@@ -113,3 +118,61 @@ def test_agents_push_from_their_vantages_spool_through_an_outage_and_lose_nothin
     # The agent's secret never reached the server: not in its database, nor its log.
     assert SECRET not in database_dump(db_url)
     assert SECRET not in processes[0].output() + processes[3].output()
+
+
+# An agent's stop: 2 s for runs in flight, 1.25 s to push what it holds, then it exits
+# (app.agents.remote.runner). Past this the test fails rather than hangs.
+AGENT_STOP_HARD_S = 15.0
+STOP_PROMISE_S = 5.0  # docs/agents.md: an agent exits within 4 s of SIGTERM
+
+
+def pushed_ids(db_url: str) -> list[str]:
+    engine = make_engine(db_url, poolclass=pool.NullPool)
+    try:
+        with make_sessions(engine)() as session:
+            return [
+                str(i)
+                for i in session.scalars(select(RunRow.id).where(RunRow.vantage == "agent-a"))
+            ]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_sigterm_stops_an_agent_whose_server_hangs_and_its_runs_wait_in_the_spool(
+    tmp_path: Path, sim: SimServer, processes: list[Process], db_url: str
+) -> None:
+    config = tmp_path / "phasewatch.yaml"
+    config.write_text(
+        f"vantages:\n  agent-a: {{token: {TOKENS['agent-a']}}}\n"
+        f"targets:\n  - name: edge\n    kind: http\n    url: {sim.url}/health\n"
+        "    interval: 1s\n    samples: 1\n    vantages: [agent-a]\n"
+    )
+    port = free_port()
+    processes.append(agentprocs.start_serve(tmp_path, config, port, db_url))
+    processes.append(start_agent(tmp_path, port, "agent-a"))
+    eventually(lambda: len(pushed_ids(db_url)) >= 2, 30, "the agent pushes")
+
+    server, agent = processes[0].process, processes[1].process
+    server.send_signal(signal.SIGSTOP)  # it takes connections and never answers
+    try:
+        # Pushes, fetches and reports now hang on it (for their 10 s timeout); runs queue.
+        eventually(lambda: spooled(tmp_path, "agent-a") >= 2, 30, "runs waiting for the server")
+        began = time.monotonic()
+        agent.send_signal(signal.SIGTERM)
+        code = agent.wait(timeout=AGENT_STOP_HARD_S)
+        took = time.monotonic() - began
+    finally:
+        server.send_signal(signal.SIGCONT)
+    output = processes[1].output()
+    assert code == 0, output
+    assert took < STOP_PROMISE_S, f"{took:.2f} s: {output}"
+    assert "stopped in" in output and "left in the spool for the next start" in output, output
+    left = spooled(tmp_path, "agent-a")
+    assert left >= 2
+
+    # Nothing lost: the next start pushes what waited, each run once.
+    processes.append(start_agent(tmp_path, port, "agent-a"))
+    eventually(lambda: spooled(tmp_path, "agent-a") == 0, 60, "the spool pushed")
+    ids = pushed_ids(db_url)
+    assert len(ids) == len(set(ids))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts import sender as sender_module
@@ -22,6 +22,8 @@ from app.main import build_service
 from app.notifiers.base import Delivery, Notifier
 from app.notifiers.webhook import Webhook, WebhookConfig
 from app.store.db import make_engine, make_sessions
+from app.store.models import DeliveryRow
+from app.store.quarantine import Quarantine
 from tests.alertmanager import HANG, Outbox, Receiver, identity, receiving, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -85,6 +87,26 @@ async def test_rows_of_one_alert_wait_behind_its_retry_while_other_alerts_go_out
         assert await sender.run_once() == 2
     assert targets_of(receiver) == ["slow", "other", "slow", "slow"]
     assert [body["status"] for body in receiver.bodies()][2:] == ["firing", "resolved"]
+
+
+async def test_a_row_that_is_no_delivery_is_set_aside_once_and_the_others_go_out(
+    sessions: sessionmaker[Session],
+) -> None:
+    outbox = Outbox(sessions)
+    _, bad = outbox.fire(identity("bad"), "ops")
+    _, good = outbox.fire(identity("good"), "ops")
+    with sessions.begin() as session:  # planted past the engine, as SQL would
+        session.execute(update(DeliveryRow).where(DeliveryRow.id == bad).values(payload="oops"))
+    quarantine = Quarantine()
+    with receiving(Receiver()) as receiver:
+        sender = Sender(sessions, {"ops": hook(receiver.url)}, aside=quarantine.loop("outbox"))
+        assert await sender.run_once() == 2  # the bad row set aside, then the good one sent
+        assert await sender.run_once() == 0  # passed over: not claimed again
+    assert targets_of(receiver) == ["good"]
+    assert (outbox.row(bad).status, outbox.row(good).status) == ("pending", "sent")
+    assert quarantine.problems() == [
+        f"outbox: 1 delivery quarantined: delivery {bad}: its payload is 'oops', not an object"
+    ]
 
 
 async def test_a_crash_after_the_receiver_accepted_but_before_the_commit_sends_once_more(

@@ -4,6 +4,7 @@ resolved once the vantage reports again, restored (never re-fired) after a resta
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -66,6 +67,40 @@ def test_a_vantage_is_silent_after_n_intervals_without_a_run(
     assert finding.signal is signal
 
 
+# (interval s, last run: minutes before now or None, server started: minutes before now,
+#  own vantage on schedule, alert open) -> silent now, as the API, the page and /metrics say
+SILENT_NOW = [
+    (1.0, None, 8 / 60, False, False, False),  # 8 s after the start: the grace, as the alert
+    (1.0, None, 61 / 60, False, False, False),  # 1 s past the grace: within 3 intervals
+    (1.0, None, 64 / 60, False, False, True),  # 4 s past it: silent, as the alert fires
+    (60.0, 2.5, 60, False, False, False),  # the hysteresis band: as its alert stands
+    (60.0, 2.5, 60, False, True, True),
+    (60.0, 2.0, 60, False, True, False),  # heard within after − 1: no longer silent
+    (60.0, 3.5, 60, False, False, True),
+    (1.0, 5.0, 60, True, False, False),  # the server's own, its scheduler on schedule:
+    (1.0, None, 60, True, True, False),  # a loaded minute stores nothing, it is not silent
+    (None, None, 60, False, True, False),  # nothing assigned
+]
+
+
+@pytest.mark.parametrize(("interval", "last", "started", "kept", "open_", "quiet"), SILENT_NOW)
+def test_silent_now_is_the_alert_s_own_rule(
+    interval: float | None,
+    last: float | None,
+    started: float,
+    kept: bool,
+    open_: bool,
+    quiet: bool,
+) -> None:
+    now = T0 + 24 * 60 * MINUTE
+    at = None if last is None else now - last * MINUTE
+    heard = Heard("v", interval, at, on_schedule=kept)
+    since = now - started * MINUTE
+    assert silent.is_silent(heard, since, now, 3, alert_open=open_) is quiet
+    if not open_:  # with no alert open, silent now is the alert's own decision: fire
+        assert (silent.judge(heard, since, now, 3).signal is Signal.HIT) is quiet
+
+
 def test_a_silent_finding_says_how_long_and_how_many_intervals() -> None:
     now = T0 + 60 * MINUTE
     finding = silent.judge(Heard("fra-1", 60.0, now - 4 * MINUTE), T0, now, 3)
@@ -87,6 +122,8 @@ class Check:
 
     sessions: sessionmaker[Session]
     now: datetime = T0
+    # The server's own scheduler ("own" here): keeping to its schedule at a time?
+    on_schedule: Callable[[datetime], bool] = lambda _now: False
     book: VantageBook = field(init=False)
     watch: VantageWatch = field(init=False)
 
@@ -99,8 +136,9 @@ class Check:
     def restart(self) -> None:
         evaluator = Evaluator(DatabaseHistory(self.sessions), lambda _t: DetectorParams())
         engine = AlertEngine(self.sessions, evaluator, lambda _t: list(NOTIFIERS), self.clock)
+        own = ("own", [TARGET])
         self.watch = VantageWatch(
-            engine, self.book, lambda: FILE, lambda: True, lambda: ("own", [TARGET]), self.clock
+            engine, self.book, lambda: FILE, lambda: True, lambda: own, self.clock, self.on_schedule
         )
 
     def clock(self) -> datetime:
@@ -166,6 +204,19 @@ def test_the_server_s_own_vantage_is_watched_too(sessions: sessionmaker[Session]
         check.ran(vantage, 3.5)
     assert check.at(4) == []  # never heard: counted from a minute after the start
     assert check.at(4.2) == [("own", State.FIRING)]
+
+
+def test_the_server_s_own_vantage_is_not_silent_while_its_scheduler_keeps_time(
+    sessions: sessionmaker[Session],
+) -> None:
+    kept = [True]
+    check = Check(sessions, on_schedule=lambda _now: kept[0])
+    for vantage in ("agent-a", "agent-b"):
+        check.ran(vantage, 3.5)
+    # A loaded stretch: no run of its own stored for minutes, the scheduler still on time.
+    assert check.at(4.2) == []
+    kept[0] = False  # the scheduler stopped keeping time: its silence counts as any
+    assert check.at(4.3) == [("own", State.FIRING)]
 
 
 def test_a_restart_restores_an_open_silence_without_firing_it_again(

@@ -11,7 +11,7 @@ import pytest
 from apscheduler.schedulers.base import STATE_PAUSED
 
 from app.config import Target
-from app.runtime.scheduler import Changes, Watch, first_run_offset
+from app.runtime.scheduler import MISFIRE_GRACE_S, Changes, Watch, first_run_offset
 from tests.helpers import until
 
 pytestmark = pytest.mark.anyio
@@ -203,3 +203,22 @@ async def test_stop_cancels_a_run_still_in_flight_after_the_grace(
     # One line that says so; no job error with a CancelledError traceback (APScheduler's).
     assert "target long: the run in flight was cut at stop" in caplog.messages
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+async def test_the_scheduler_keeps_to_its_schedule_until_a_due_run_is_a_grace_overdue() -> None:
+    watch = Watch(Recorder())
+    assert not watch.on_schedule(datetime.now(UTC))  # not started
+    watch.apply([target("a", interval=1.0), target("b", interval=60)])
+    watch.start(paused=False)
+    try:
+        await until(lambda: watch.scheduler.get_job("a").next_run_time is not None)
+        now = datetime.now(UTC)
+        assert watch.on_schedule(now)
+        # A loaded minute: its runs start late, the scheduler still keeps time …
+        assert watch.on_schedule(now + timedelta(seconds=MISFIRE_GRACE_S - 2))
+        # … until a due run is later than it would ever start one.
+        assert not watch.on_schedule(now + timedelta(seconds=MISFIRE_GRACE_S + 2))
+        watch.pause()  # standing by: it probes nothing
+        assert not watch.on_schedule(now)
+    finally:
+        await watch.stop(1.0)

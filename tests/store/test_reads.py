@@ -24,13 +24,14 @@ from app.store.reads.breakdown import breakdown, current_breakdowns, last_runs
 from app.store.reads.sparklines import sparklines
 from app.store.reads.timeseries import bucket_count, source_period, time_series
 from app.store.records import RunRecord
-from app.store.rollups.catchup import _digests, _Plan, _plan, _undigested, _written, catch_up
+from app.store.rollups.catchup import _digests, _undigested, catch_up
 from app.store.rollups.digests import (
     FINE_PERIODS,
     FINE_ROLLUPS_KEPT,
     add_run,
     prune_fine_rollups,
 )
+from app.store.rollups.planned import Plan, plan_of, written
 from tests.runfactory import LLM, T0, make_run, record_of
 
 BOUND = RELATIVE_ACCURACY * (1 + 1e-9)
@@ -295,11 +296,11 @@ def test_catch_up_adds_runs_stored_without_the_hook(sessions: sessionmaker[Sessi
     assert sum(found.runs) == 7
 
 
-def _planned(sessions: sessionmaker[Session]) -> _Plan:
+def _planned(sessions: sessionmaker[Session]) -> Plan:
     """What catch_up would write on SQLite, computed now (outside any write transaction)."""
     with sessions() as session:
         heads = session.execute(_undigested(T0 - timedelta(days=1), None, None)).all()
-        return _plan(session, _digests(session, heads), NOW)
+        return plan_of(session, _digests(session, heads), NOW)
 
 
 def _daily(sessions: sessionmaker[Session]) -> list[tuple[str, int, int]]:
@@ -320,7 +321,7 @@ def test_catch_up_counts_once_a_run_another_writer_counted_after_the_plan(
     plan = _planned(sessions)
     with sessions.begin() as session:  # the store hook (or a second catch_up), meanwhile
         assert add_run(session, records[0], NOW)
-    assert _written(sessions, plan) == 2  # the plan went stale: added the ordinary way
+    assert written(sessions, plan) == 2  # the plan went stale: added the ordinary way
     assert _daily(sessions) == [("*", 3, 30), ("eu", 3, 30)]
 
 
@@ -334,7 +335,7 @@ def test_catch_up_merges_into_a_rollup_another_writer_changed_after_the_plan(
     plan = _planned(sessions)
     assert [row["run_id"] for row in plan.fresh] == [first[1].id] and plan.merged
     store(sessions, later)  # merged into the same day's rollups, meanwhile
-    assert _written(sessions, plan) == 1
+    assert written(sessions, plan) == 1
     assert _daily(sessions) == [("*", 3, 30), ("eu", 3, 30)]
     assert catch_up(sessions, T0 - timedelta(days=1), NOW) == 0
 
@@ -353,8 +354,8 @@ def test_catch_up_writes_its_plan_when_nobody_wrote_meanwhile(
     def not_stale(*_args: object) -> int:
         raise AssertionError("the plan was current: nothing to add again")
 
-    monkeypatch.setattr("app.store.rollups.catchup.add_digests", not_stale)
-    assert _written(sessions, plan) == 3
+    monkeypatch.setattr("app.store.rollups.planned.add_digests", not_stale)
+    assert written(sessions, plan) == 3
     assert _daily(sessions) == [("*", 4, 40), ("eu", 4, 40)]
 
 

@@ -32,7 +32,7 @@ from tests.runtime.test_serve import Served, targets_file
 TIMED = ("ok", "deadline_exceeded")  # failed samples have no latency
 HTTP = {"connect": 2.0, "network": 20.0, "server": 300.0, "transfer": 4.0}
 ALLOWED_LABELS = {"target", "vantage", "phase", "status", "error_class", "state", "kind", "le"}
-ALLOWED_LABELS |= {"version"}
+ALLOWED_LABELS |= {"version", "loop"}  # loop: one of app.store.quarantine.LOOPS
 
 
 @pytest.fixture

@@ -5,6 +5,14 @@ another assignment version.
 
 The last assignment is kept beside the spool, so an agent started while the server is
 away probes what it was last told instead of nothing.
+
+Stopping (SIGTERM, Ctrl-C) has a deadline, ``STOP_BUDGET_S``, whatever the server does: a
+fetch or a status report in flight is left behind at once; runs in flight get
+``RUNS_GRACE_S`` and are then cut (kept as aborted); the writer gets ``STORE_GRACE_S`` to
+push what it holds, and what it could not push by then (the run stuck in a push included)
+stays in the spool, fsynced, for the next start; the connections get ``CLOSE_GRACE_S``.
+A call stuck on a server that does not answer is left behind on its thread, and the process
+exits without waiting for it (``app.cli.agent``).
 """
 
 from __future__ import annotations
@@ -14,9 +22,12 @@ import contextlib
 import json
 import logging
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -28,6 +39,7 @@ from app.config.placement import probed_here
 from app.runs.pipeline import Pipeline
 from app.runs.sink import SinkError
 from app.runs.spool import Spool
+from app.runs.threads import bounded
 from app.runs.writer import Writer
 from app.runtime.scheduler import Watch
 from app.runtime.stopping import RUNS_GRACE_S, STORE_GRACE_S
@@ -37,6 +49,9 @@ log = logging.getLogger(__name__)
 FLUSH_BASE_S = 1.0
 FLUSH_MAX_S = 60.0
 ASSIGNMENT_FILE = "assignment.json"
+CLOSE_GRACE_S = 0.3
+# Runs in flight, the writer (and spooling what it holds), the connections: 2 + 1.25 + 0.3.
+STOP_BUDGET_S = RUNS_GRACE_S + STORE_GRACE_S + 0.25 + CLOSE_GRACE_S
 
 
 @dataclass
@@ -64,27 +79,41 @@ class Agent:
         agent's token for its vantage at start and no assignment was kept from before:
         nothing could be probed, so it is said at once rather than retried for ever."""
         self.assignment = self._kept()
+        first = asyncio.ensure_future(self.refetch(admitted=self.assignment is not None))
         try:
-            await self.refetch(admitted=self.assignment is not None)
+            started = await _unless_stopped(first, stop)
         except NotAdmitted:
             self.spool.close()
             self.client.close()
             raise
+        if not started:  # stopped while the server kept the first fetch waiting
+            self.spool.close()
+            return
         self.writer.start()
         await self.writer.recover_orphans()  # a run cut by a crash is pushed as aborted
         self.watch.start(paused=False)
+        loops = [
+            asyncio.ensure_future(self._flush_loop()),
+            asyncio.ensure_future(self._refresh_loop()),
+        ]
         try:
-            await asyncio.gather(self._flush_loop(stop), self._refresh_loop(stop))
+            await _unless_stopped(asyncio.gather(*loops), stop)
         finally:
             await self.close()
 
     async def close(self) -> None:
+        """Stop within ``STOP_BUDGET_S``; what could not be pushed stays in the spool."""
+        began = time.monotonic()
+        log.info(
+            "stopping: runs in flight get %.1f s, pushing %.1f s more", RUNS_GRACE_S, STORE_GRACE_S
+        )
         await self.watch.stop(RUNS_GRACE_S)
-        left = await asyncio.to_thread(self.writer.close, STORE_GRACE_S)
-        if left:
-            log.info("%d run(s) left in the spool for the next start", left)
+        close = partial(self.writer.close, STORE_GRACE_S)
+        left = await bounded(close, STORE_GRACE_S + 0.25, "pushing the last runs")
         self.spool.close()
-        self.client.close()
+        await bounded(self.client.close, CLOSE_GRACE_S, "closing connections")
+        pending = f"; {left} run(s) left in the spool for the next start" if left else ""
+        log.info("stopped in %.1f s%s", time.monotonic() - began, pending)
 
     async def refetch(self, *, admitted: bool = True) -> None:
         """Fetch the assignment and apply it; ``admitted=False``: a 401 raises NotAdmitted."""
@@ -134,9 +163,10 @@ class Agent:
         with contextlib.suppress(SinkError):
             await asyncio.to_thread(self.client.report, self.refused, pending)
 
-    async def _flush_loop(self, stop: asyncio.Event) -> None:
+    async def _flush_loop(self) -> None:
         delay = FLUSH_BASE_S
-        while not await _stopped(stop, delay):
+        while True:
+            await asyncio.sleep(delay)
             if not self.spool.has_pending():
                 delay = FLUSH_BASE_S
                 continue
@@ -145,9 +175,10 @@ class Agent:
             away = self.sink.problem is not None
             delay = min(FLUSH_MAX_S, delay * 2) if away else FLUSH_BASE_S
 
-    async def _refresh_loop(self, stop: asyncio.Event) -> None:
+    async def _refresh_loop(self) -> None:
         waited = 0.0
-        while not await _stopped(stop, FLUSH_BASE_S):
+        while True:
+            await asyncio.sleep(FLUSH_BASE_S)
             waited += FLUSH_BASE_S
             every = self.refresh_s or (self.assignment.refresh_s if self.assignment else 30.0)
             told = self.client.server_config
@@ -173,7 +204,18 @@ class Agent:
             log.warning("assignment not kept on disk: %s", exc)
 
 
-async def _stopped(stop: asyncio.Event, delay_s: float) -> bool:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), delay_s)
-    return stop.is_set()
+async def _unless_stopped(work: asyncio.Future[Any], stop: asyncio.Event) -> bool:
+    """``work``'s end (its error raised), or ``stop``: then ``work`` is cancelled, a call it
+    waits for on a thread left behind. True if ``work`` ended."""
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([work, stopping], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if work.done():
+        work.result()
+        return True
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await work
+    return False

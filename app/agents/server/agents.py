@@ -51,7 +51,9 @@ class Agents:
         self.foreground = service.upkeep.foreground
         self.evaluations = Evaluations(service.after_store, count, self.foreground)
         self.database = Database(service.sink, service.writer.ready)
-        self.collector = VantageCollector(book, self.shortest_interval)
+        self.collector = VantageCollector(
+            book, self.shortest_interval, lambda: service.targets.vantage_silent_after
+        )
         # Bound to an event loop at its first use (anyio): the loop serving the pushes.
         self.threads = anyio.CapacityLimiter(STORE_THREADS)
 

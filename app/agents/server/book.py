@@ -11,8 +11,6 @@ from datetime import UTC, datetime
 
 log = logging.getLogger(__name__)
 
-SILENT_INTERVALS = 3
-
 
 @dataclass(frozen=True)
 class AgentSeen:
@@ -28,21 +26,6 @@ class AgentSeen:
     runs: int = 0
     pending: int | None = None
     refused: dict[str, str] = field(default_factory=dict)
-
-
-def is_silent(
-    state: AgentSeen,
-    interval_s: float | None,
-    since: datetime,
-    now: datetime,
-    after: int = SILENT_INTERVALS,
-) -> bool:
-    """No push for ``after`` of its shortest assigned interval (counted from the server's
-    start for one not heard from since): it has stopped reporting."""
-    if interval_s is None:
-        return False  # nothing assigned: nothing to report
-    heard = state.last_pushed or since
-    return (now - heard).total_seconds() > after * interval_s
 
 
 @dataclass(frozen=True)

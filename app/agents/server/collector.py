@@ -13,14 +13,21 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from app.agents.server.book import VantageBook, is_silent
+from app.agents.server.book import VantageBook
+from app.alerts.silent import DEFAULT_AFTER, Heard, is_silent
 from app.clock import utcnow
 
 
 class VantageCollector(Collector):
-    def __init__(self, book: VantageBook, shortest: Callable[[str], float | None]) -> None:
+    def __init__(
+        self,
+        book: VantageBook,
+        shortest: Callable[[str], float | None],
+        after: Callable[[], int] = lambda: DEFAULT_AFTER,
+    ) -> None:
         self.book = book
         self.shortest = shortest  # a vantage's shortest assigned interval
+        self.after = after  # vantage_silent_after, as the targets file says now
 
     def describe(self) -> Iterator[Metric]:
         yield from self._families()
@@ -38,8 +45,10 @@ class VantageCollector(Collector):
             if state.pending is not None:
                 pending.add_metric(labels, state.pending)
             refused.add_metric(labels, len(state.refused))
-            interval = self.shortest(state.vantage)
-            silent.add_metric(labels, is_silent(state, interval, self.book.since, now))
+            # vantage_silent's rule on what this server was pushed (a scrape reads no table).
+            heard = Heard(state.vantage, self.shortest(state.vantage), state.last_pushed)
+            quiet = is_silent(heard, self.book.since, now, self.after())
+            silent.add_metric(labels, quiet)
         yield from families
 
     def _families(self) -> tuple[GaugeMetricFamily | CounterMetricFamily, ...]:
@@ -56,5 +65,10 @@ class VantageCollector(Collector):
             ),
             gauge("pending_runs", "Runs the agent said wait in its spool."),
             gauge("refused_targets", "Targets the agent refused (a variable it lacks)."),
-            gauge("silent", "1 when the agent pushed nothing for 3 of its shortest intervals."),
+            gauge(
+                "silent",
+                "1 when the agent pushed nothing for vantage_silent_after (3) of its shortest"
+                " intervals, counted from a minute after the server's start (vantage_silent's"
+                " rule).",
+            ),
         )

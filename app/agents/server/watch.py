@@ -2,8 +2,10 @@
 
 Every vantage is judged: each agent of the targets file, and the server's own while this
 process probes. Its latest run is the later of the latest stored (any replica's, any
-restart's) and the latest the agent pushed here. Only the replica that leads checks, so
-replicas raise one alert, not one each; a database that is away skips a check.
+restart's) and the latest the agent pushed here; the server's own is heard while its
+scheduler keeps to its schedule (``Watch.on_schedule``). Only the replica that leads
+checks, so replicas raise one alert, not one each; a database that is away skips a check.
+``heard`` is also what /api/v1/vantages and the vantages page judge, with the same rule.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class VantageWatch:
     # The server's own vantage and the targets it probes there; None: it probes nothing.
     own: Callable[[], tuple[str, list[Target]] | None]
     clock: Callable[[], datetime] = utcnow
+    # Whether the scheduler probing the server's own vantage keeps to its schedule at a time.
+    on_schedule: Callable[[datetime], bool] = lambda _now: False
 
     async def loop(self) -> None:
         try:
@@ -80,10 +84,14 @@ class VantageWatch:
             # Only for those quiet all that window: did they ever report at all?
             quiet = {v: names[v] for v in names if v not in stored}
             ever = set(stored) | ever_ran(session, quiet)
+        own = self.own()
+        kept = own is not None and self.on_schedule(now)
         heard = []
         for v in sorted(watched):
             latest = latest_of(stored.get(v), self.book.get(v).last_pushed)
-            heard.append(Heard(v, intervals[v], latest, ever=v in ever or latest is not None))
+            ever_heard = v in ever or latest is not None
+            timely = kept and own is not None and v == own[0]
+            heard.append(Heard(v, intervals[v], latest, ever=ever_heard, on_schedule=timely))
         return heard
 
     def period(self) -> float:

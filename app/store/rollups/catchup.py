@@ -8,6 +8,13 @@ transaction that checks that nobody counted those runs or changed those rollups
 meanwhile. Should somebody have, the batch is added again the ordinary way
 (``add_digests``, everything inside the transaction), which is always right.
 PostgreSQL locks rows, not the database: there the ordinary way is the only one.
+
+One bad run never stops the others: a run whose samples cannot be digested (a time that is
+negative, infinite or missing: a row that got past the door, or from an older version) is
+set aside (``SetAside``, the service's quarantine: logged once, on /healthz and /metrics)
+and passed over, and a batch whose write the database refuses is written again a run at a
+time, so only the run it refuses is set aside. A database that is away is not a bad run:
+that error goes up to the caller, as before.
 """
 
 from __future__ import annotations
@@ -15,31 +22,23 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, or_, select, tuple_
+from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.analysis.digest import Digest, digest_of, merge_digests
-from app.store.db import write_transaction
-from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
+from app.analysis.digest import Digest, digest_of, flaw
+from app.store.db import describe, is_transient, write_transaction
+from app.store.models import RunDigestRow, RunRow, SampleRow, TargetRow
+from app.store.quarantine import Quarantine, SetAside
 from app.store.records import RunStatus
-from app.store.rollups.digests import (
-    DIGESTS,
-    KEY_COLUMNS,
-    ROLLUPS,
-    RollupKey,
-    RunDigest,
-    add_digests,
-    by_rollup,
-    digest_values,
-    rollup_values,
-)
-from app.store.targets import insert_unless_present
+from app.store.rollups.digests import RunDigest, add_digests
+from app.store.rollups.planned import Plan, plan_of, written
 
 CATCH_UP_BATCH = 200
+LOOP = "rollups"  # the quarantine's name for this loop
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +56,18 @@ def catch_up(
     batch: int = CATCH_UP_BATCH,
     target: int | None = None,
     between: Callable[[], object] | None = None,
+    aside: SetAside | None = None,
 ) -> int:
     """Add complete runs started since ``since`` (of one target id, or all) that have no
     digest yet; returns how many.
 
     A transaction per ``batch`` runs, oldest first, ``between()`` called before each (to
     yield to pushes). A run whose samples were pruned, wholly or in part, is passed over:
-    its digest would lie.
+    its digest would lie. So is a run ``aside`` holds; a run that cannot be added goes
+    there (without one: to a quarantine of this call's own, which logs it).
     """
     added, cursor = 0, None
+    aside = aside if aside is not None else Quarantine().loop(LOOP)
     sqlite = sessions.kw["bind"].dialect.name == "sqlite"
     while True:
         if between is not None:
@@ -74,19 +76,118 @@ def catch_up(
             heads = session.execute(_undigested(since, cursor, target).limit(batch)).all()
             if not heads:
                 return added
-            digests = _digests(session, heads)
-            plan = _plan(session, digests, now) if sqlite else None
-        added += _written(sessions, plan) if plan is not None else _added(sessions, digests, now)
+            digests = _digests(session, heads, aside)
+            plan = _planned(session, digests, now) if sqlite else None
+        names = {head.id: _about(head) for head in heads}
+        added += _isolated(sessions, digests, now, plan, _Aside(aside, names))
         cursor = (heads[-1].started_at, heads[-1].id)
 
 
-def _digests(session: Session, heads: Sequence[Any]) -> list[RunDigest]:
-    samples = _samples(session, [head.id for head in heads])
-    return [
-        RunDigest(head.id, head.target_id, head.vantage, head.started_at, digest_of(found))
-        for head in heads
-        if len(found := samples.get(head.id, [])) == head.n_samples
-    ]
+def run_item(run_id: uuid.UUID) -> str:
+    """A run as the rollups' quarantine names it."""
+    return f"run {run_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Aside:
+    """Where a batch's runs go when the database refuses them, with their targets' names."""
+
+    to: SetAside
+    about: dict[uuid.UUID, str]
+
+    def hold(self, run_id: uuid.UUID, exc: Exception) -> None:
+        self.to.hold(run_item(run_id), describe(exc), self.about.get(run_id, ""))
+
+
+def _digests(
+    session: Session, heads: Sequence[Any], aside: SetAside | None = None
+) -> list[RunDigest]:
+    """The digests of ``heads`` whose samples are all there; a run whose samples cannot be
+    read or digested is held in ``aside`` instead."""
+    aside = aside if aside is not None else Quarantine().loop(LOOP)
+    heads = [head for head in heads if not aside.holds(run_item(head.id))]
+    samples = _readable_samples(session, heads, aside)
+    found = []
+    for head in heads:
+        if len(mine := samples.get(head.id, [])) != head.n_samples:
+            continue
+        try:
+            digest = _digest_of(mine)
+        except Exception as exc:  # any: whatever a bad row makes the analysis raise
+            aside.hold(run_item(head.id), str(exc) or type(exc).__name__, _about(head))
+            continue
+        found.append(RunDigest(head.id, head.target_id, head.vantage, head.started_at, digest))
+    return found
+
+
+def _readable_samples(
+    session: Session, heads: Sequence[Any], aside: SetAside
+) -> dict[uuid.UUID, list[_Sample]]:
+    """``_samples`` of ``heads``; if the database cannot return them, a run at a time."""
+    try:
+        return _samples(session, [head.id for head in heads])
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        session.rollback()
+    found: dict[uuid.UUID, list[_Sample]] = {}
+    for head in heads:
+        try:
+            found.update(_samples(session, [head.id]))
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            session.rollback()
+            reason = f"samples not readable: {describe(exc)}"
+            aside.hold(run_item(head.id), reason, _about(head))
+    return found
+
+
+def _digest_of(samples: list[_Sample]) -> Digest:
+    wrong = flaw(samples)
+    if wrong is not None:
+        raise ValueError(wrong)
+    return digest_of(samples)
+
+
+def _about(head: Any) -> str:
+    return f"of target {head.name}"
+
+
+def _planned(session: Session, digests: list[RunDigest], now: datetime) -> Plan | None:
+    """The SQLite batch's plan; None (the ordinary way, a run at a time if need be) if a
+    row it merges into cannot be read."""
+    try:
+        return plan_of(session, digests, now)
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        session.rollback()
+        return None
+
+
+def _isolated(
+    sessions: sessionmaker[Session],
+    digests: list[RunDigest],
+    now: datetime,
+    plan: Plan | None,
+    aside: _Aside,
+) -> int:
+    """The batch written; if the database refuses it (is not away), a run at a time."""
+    try:
+        return written(sessions, plan) if plan is not None else _added(sessions, digests, now)
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+    added = 0
+    for one in digests:
+        try:
+            added += _added(sessions, [one], now)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            aside.hold(one.run_id, exc)
+    return added
 
 
 def _added(sessions: sessionmaker[Session], digests: list[RunDigest], now: datetime) -> int:
@@ -94,121 +195,22 @@ def _added(sessions: sessionmaker[Session], digests: list[RunDigest], now: datet
         return add_digests(session, digests, now)
 
 
-# Written outside the lock's hold (SQLite) -------------------------------------------------
-
-
-class _Stale(Exception):
-    """Somebody counted a run or changed a rollup between the plan and its write."""
-
-
-@dataclass
-class _Plan:
-    """A batch's rows, ready to write: digests, new rollups, and merged rollups with the
-    ``runs`` each had when read (the check that nobody merged into it since)."""
-
-    digests: list[RunDigest]
-    fresh: list[dict[str, Any]] = field(default_factory=list)
-    new: list[dict[str, Any]] = field(default_factory=list)
-    merged: list[dict[str, Any]] = field(default_factory=list)
-    now: datetime | None = None
-
-
-def _plan(session: Session, digests: list[RunDigest], now: datetime) -> _Plan:
-    """Everything the batch will write, computed from what the database holds now."""
-    plan = _Plan(digests, now=now)
-    counted = _counted(session, [d.run_id for d in digests])
-    fresh = [d for d in digests if d.run_id not in counted]
-    plan.fresh = [digest_values(d) for d in fresh]
-    parts = by_rollup(fresh)
-    stored = _stored_rollups(session, list(parts))
-    for key in sorted(parts):
-        keyed = dict(zip(KEY_COLUMNS, key, strict=True))
-        found = stored.get(key)
-        if found is None:
-            plan.new.append({**keyed, **rollup_values(merge_digests(parts[key]), now)})
-            continue
-        runs, document = found
-        digest = merge_digests([Digest.from_json(document), *parts[key]])
-        values = {f"new_{k}": v for k, v in rollup_values(digest, now).items()}
-        plan.merged.append({**{f"key_{k}": v for k, v in keyed.items()}, **values, "was": runs})
-    return plan
-
-
-def _written(sessions: sessionmaker[Session], plan: _Plan) -> int:
-    """Write ``plan`` under the write lock; the ordinary way if it went stale."""
-    try:
-        with write_transaction(sessions) as session:
-            _write(session, plan)
-        return len(plan.fresh)
-    except _Stale:
-        assert plan.now is not None
-        return _added(sessions, plan.digests, plan.now)
-
-
-def _write(session: Session, plan: _Plan) -> None:
-    if not plan.fresh:
-        return
-    statement = insert_unless_present(session, DIGESTS, ["run_id"]).returning(DIGESTS.c.run_id)
-    if len(session.scalars(statement, plan.fresh).all()) != len(plan.fresh):
-        raise _Stale
-    if plan.new:
-        keys = insert_unless_present(session, ROLLUPS, list(KEY_COLUMNS))
-        keys = keys.returning(ROLLUPS.c.target_id)
-        if len(session.execute(keys, plan.new).all()) != len(plan.new):
-            raise _Stale
-    if plan.merged:
-        result: Any = session.connection().execute(_MERGE, plan.merged)
-        if result.rowcount != len(plan.merged):
-            raise _Stale
-
-
-_MERGE = (
-    ROLLUPS.update()
-    .where(
-        *(ROLLUPS.c[name] == bindparam(f"key_{name}") for name in KEY_COLUMNS),
-        ROLLUPS.c.runs == bindparam("was"),
-    )
-    .values(
-        {
-            name: bindparam(f"new_{name}")
-            for name in ("runs", "n", "total_p50", "digest", "updated_at")
-        }
-    )
-)
-
-
-def _counted(session: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
-    found = select(RunDigestRow.run_id).where(RunDigestRow.run_id.in_(ids))
-    return set(session.scalars(found))
-
-
-def _stored_rollups(
-    session: Session, keys: list[RollupKey]
-) -> dict[RollupKey, tuple[int, dict[str, Any]]]:
-    if not keys:
-        return {}
-    columns = tuple_(*(getattr(RollupRow, name) for name in KEY_COLUMNS))
-    query = select(
-        RollupRow.target_id,
-        RollupRow.vantage,
-        RollupRow.period_s,
-        RollupRow.period_start,
-        RollupRow.runs,
-        RollupRow.digest,
-    ).where(columns.in_(keys))
-    return {
-        (t, v, p, start): (runs, digest) for t, v, p, start, runs, digest in session.execute(query)
-    }
-
-
 # Finding the runs -------------------------------------------------------------------------
 
 
 def _undigested(
     since: datetime, cursor: tuple[datetime, uuid.UUID] | None, target: int | None
-) -> Select[uuid.UUID, int, str, datetime, int]:
+) -> Select[uuid.UUID, int, str, datetime, int, str]:
     query = (
-        select(RunRow.id, RunRow.target_id, RunRow.vantage, RunRow.started_at, RunRow.n_samples)
+        select(
+            RunRow.id,
+            RunRow.target_id,
+            RunRow.vantage,
+            RunRow.started_at,
+            RunRow.n_samples,
+            TargetRow.name,
+        )
+        .join(TargetRow, TargetRow.id == RunRow.target_id)
         .outerjoin(RunDigestRow, RunDigestRow.run_id == RunRow.id)
         .where(RunDigestRow.run_id.is_(None), RunRow.status == RunStatus.COMPLETE)
         .where(RunRow.started_at >= since)

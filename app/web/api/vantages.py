@@ -8,11 +8,10 @@ from datetime import datetime, timedelta
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from app.agents.server.book import is_silent
 from app.agents.server.watch import latest_of
 from app.alerts import silent
 from app.clock import utcnow
-from app.config.placement import assigned, runs_at, shortest_interval
+from app.config.placement import assigned, runs_at
 from app.runtime.service import Service
 from app.store.reads.vantagereads import last_runs
 from app.web.deps import AgentsDep, ServiceDep, SessionDep
@@ -39,7 +38,10 @@ class VantageOut(BaseModel):
     pending: int | None = Field(description="Runs the agent said wait in its spool.")
     refused: dict[str, str] = Field(description="Targets it will not probe: why.")
     silent: bool = Field(
-        description="No run for `vantage_silent_after` (3) of its shortest intervals."
+        description="Silent now by `vantage_silent`'s own rule: no run for"
+        " `vantage_silent_after` (3) of its shortest intervals, counted from a minute after"
+        " the server's start for one not heard from since; the server's own vantage, never"
+        " while its scheduler keeps to its schedule (docs/agents.md)."
     )
     alert: str | None = Field(
         None, description="Its open `vantage_silent` alert's id (`GET /api/v1/alerts/{id}`)."
@@ -49,7 +51,8 @@ class VantageOut(BaseModel):
 @router.get("/vantages", response_model=list[VantageOut])
 def list_vantages(service: ServiceDep, agents: AgentsDep, session: SessionDep) -> list[VantageOut]:
     """The server's vantage first, then each agent of the targets file, by name."""
-    now = utcnow()
+    check = service.upkeep.vantages
+    now = check.clock() if check is not None else utcnow()
     own = service.resolved.vantage
     local = [t.name for t in service.targets.targets if runs_at(t, own, server=True)]
     after = service.targets.vantage_silent_after
@@ -57,11 +60,21 @@ def list_vantages(service: ServiceDep, agents: AgentsDep, session: SessionDep) -
         v: [t.name for t in assigned(service.targets.targets, v)] for v in service.targets.vantages
     }
     stored = last_runs(session, names, now - timedelta(days=LAST_RUN_DAYS))
-    found = [_empty(own, local, _open_alert(service, own), stored.get(own))]
+    heard = {h.vantage: h for h in check.heard(now, after)} if check is not None else {}
+
+    def silent_now(name: str, alert: str | None) -> bool:
+        """The alert's rule, on what its check hears (as its alert stands, if unheard)."""
+        found = heard.get(name)
+        if found is None:
+            return alert is not None
+        return silent.is_silent(found, agents.book.since, now, after, alert is not None)
+
+    alert = _open_alert(service, own)
+    found = [_empty(own, local, alert, stored.get(own), silent_now(own, alert))]
     for name in sorted(service.targets.vantages):
         state = agents.book.get(name)
         targets = assigned(service.targets.targets, name)
-        shortest = shortest_interval(service.targets.targets, name)
+        alert = _open_alert(service, name)
         found.append(
             VantageOut(
                 name=name,
@@ -75,8 +88,8 @@ def list_vantages(service: ServiceDep, agents: AgentsDep, session: SessionDep) -
                 runs_pushed=state.runs,
                 pending=state.pending,
                 refused=state.refused,
-                silent=is_silent(state, shortest, agents.book.since, now, after),
-                alert=_open_alert(service, name),
+                silent=silent_now(name, alert),
+                alert=alert,
             )
         )
     return found
@@ -93,7 +106,7 @@ def _open_alert(service: Service, vantage: str) -> str | None:
 
 
 def _empty(
-    name: str, targets: list[str], alert: str | None, last_run: datetime | None
+    name: str, targets: list[str], alert: str | None, last_run: datetime | None, quiet: bool
 ) -> VantageOut:
     return VantageOut(
         name=name,
@@ -107,6 +120,6 @@ def _empty(
         runs_pushed=0,
         pending=None,
         refused={},
-        silent=alert is not None,
+        silent=quiet,
         alert=alert,
     )
