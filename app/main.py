@@ -30,6 +30,7 @@ from app.runtime.metrics import RunMetrics, then
 from app.runtime.scheduler import Watch
 from app.runtime.service import AlertRules, Service
 from app.runtime.upkeep import Upkeep
+from app.runtime.workers import Workers
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
@@ -142,6 +143,8 @@ def create_app(
     agents = Agents(service, book, observed.observe_run)
     observed.registry.register(agents.collector)
     observed.registry.register(CoverageCollector(service.coverage))
+    # What-ifs and levers: computed in worker processes, off the probes' event loop.
+    workers = Workers(settings.whatif_workers, settings.whatif_queue)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -149,13 +152,14 @@ def create_app(
         try:
             yield
         finally:
+            workers.close()
             await service.stop()
 
     # /docs is served from vendored files (app.web.pages.apidocs), not FastAPI's CDN page.
     app = FastAPI(
         title="phasewatch", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
     )
-    deps.install(app, service, agents, observed)
+    deps.install(app, service, agents, observed, workers)
     errors.install(app)
     app.include_router(healthz.router)
     app.include_router(web_api.router)

@@ -41,6 +41,9 @@ class ChangeError(ValueError):
         self.token = token
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[ChangeError], tuple[str, str]]:
+        return ChangeError, (self.token, self.reason)  # whole across a worker's pipe
+
 
 @dataclass(frozen=True)
 class SetPhase:
