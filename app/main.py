@@ -30,6 +30,7 @@ from app.runtime.metrics import RunMetrics, then
 from app.runtime.scheduler import Watch
 from app.runtime.service import AlertRules, Service
 from app.runtime.upkeep import Upkeep
+from app.runtime.workermetrics import WorkersCollector
 from app.runtime.workers import Workers
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
@@ -145,6 +146,7 @@ def create_app(
     observed.registry.register(CoverageCollector(service.coverage))
     # What-ifs and levers: computed in worker processes, off the probes' event loop.
     workers = Workers(settings.whatif_workers, settings.whatif_queue)
+    observed.registry.register(WorkersCollector(workers))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -118,6 +118,7 @@ class Workers:
         self.workers, self.queue = workers, queue
         self.admitted = 0  # running and waiting
         self.refused = 0  # Busy, since start
+        self.lost = 0  # WorkerLost, since start
         self._idle: list[Worker] = []
         self._every: set[Worker] = set()
         self._started = 0
@@ -162,6 +163,10 @@ class Workers:
         began = time.monotonic()
         try:
             return await asyncio.to_thread(worker.call, fn, args)
+        except WorkerLost:
+            self.lost += 1
+            log.warning("a worker died during a call; the next call gets a new one")
+            raise
         finally:
             took = time.monotonic() - began
             self._typical_s = 0.8 * self._typical_s + 0.2 * took

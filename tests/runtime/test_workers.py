@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from app.analysis.whatif import ChangeError
+from app.runtime.workermetrics import WorkersCollector
 from app.runtime.workers import Busy, WorkerLost, Workers
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -116,3 +118,23 @@ async def test_close_ends_a_call_in_flight_and_refuses_the_next(tmp_path: Path) 
         await asyncio.wait_for(call, 30)
     with pytest.raises(Busy):
         await workers.run(pid)
+
+
+async def test_the_metrics_say_how_many_wait_were_refused_or_lost() -> None:
+    workers = Workers(workers=1, queue=0)
+    registry = CollectorRegistry()
+    registry.register(WorkersCollector(workers))
+    try:
+        with pytest.raises(WorkerLost):
+            await workers.run(die)
+        call = asyncio.create_task(workers.run(pid))
+        await asyncio.sleep(0)
+        with pytest.raises(Busy):
+            await workers.run(pid)
+        text = generate_latest(registry).decode()
+        await call
+    finally:
+        workers.close()
+    assert "phasewatch_whatif_admitted 1.0" in text
+    assert "phasewatch_whatif_refused_total 1.0" in text
+    assert "phasewatch_whatif_workers_lost_total 1.0" in text
