@@ -25,6 +25,7 @@ import os
 import pickle
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
@@ -123,6 +124,10 @@ class Workers:
         self._every: set[Worker] = set()
         self._started = 0
         self._turn: asyncio.Condition | None = None
+        # The threads that wait for the workers' answers, and start and end them: their own,
+        # never the default executor's that the service's other blocking calls need; two a
+        # worker, so that ending one never waits behind the call it cuts short.
+        self._threads = ThreadPoolExecutor(2 * workers, thread_name_prefix="worker-wait")
         self._typical_s = FIRST_GUESS_S
         self._closed = False
         self._refusing = False
@@ -134,10 +139,16 @@ class Workers:
         self.admitted += 1
         try:
             worker = await self._take()
+            answered = False  # a worker cancelled mid-call is ended, not given the next
             try:
-                return await self._timed(worker, fn, args)
+                value = await self._timed(worker, fn, args)
+                answered = True
+                return value
+            except Exception as exc:
+                answered = not isinstance(exc, WorkerLost)  # it raised: it still serves
+                raise
             finally:
-                await self._give_back(worker)
+                await self._give_back(worker if answered else None, worker)
         finally:
             self.admitted -= 1
 
@@ -162,42 +173,55 @@ class Workers:
     async def _timed(self, worker: Worker, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         began = time.monotonic()
         try:
-            return await asyncio.to_thread(worker.call, fn, args)
+            return await self._blocking(worker.call, fn, args)
         except WorkerLost:
-            self.lost += 1
-            log.warning("a worker died during a call; the next call gets a new one")
+            if not self._closed:
+                self.lost += 1
+                log.warning("a worker died during a call; the next call gets a new one")
             raise
         finally:
             took = time.monotonic() - began
             self._typical_s = 0.8 * self._typical_s + 0.2 * took
             self._refusing = False
 
+    async def _blocking(self, call: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._threads, call, *args)
+
     async def _take(self) -> Worker:
         turn = self._condition()
         async with turn:
             await turn.wait_for(lambda: bool(self._idle) or self._started < self.workers)
+            if self._closed:
+                raise WorkerLost("the server is stopping")
             if self._idle:
                 return self._idle.pop()
             self._started += 1
         try:
-            worker = await asyncio.to_thread(Worker)
+            worker = await self._blocking(Worker)
         except BaseException:
-            await self._give_back(None)
+            await self._give_back(None, None)
             raise
         self._every.add(worker)
         return worker
 
-    async def _give_back(self, worker: Worker | None) -> None:
+    async def _give_back(self, serving: Worker | None, taken: Worker | None) -> None:
+        """``serving``: the worker ready for the next call; else ``taken`` (if any) is ended."""
         turn = self._condition()
         async with turn:
-            if worker is not None and worker.alive() and not self._closed:
-                self._idle.append(worker)
+            kept = serving is not None and serving.alive() and not self._closed
+            if kept and serving is not None:
+                self._idle.append(serving)
             else:
                 self._started -= 1
-                if worker is not None:
-                    self._every.discard(worker)
-                    await asyncio.to_thread(worker.end)
+                if taken is not None:
+                    self._every.discard(taken)
             turn.notify()
+        if kept or taken is None:
+            return
+        if self._closed:
+            taken.end()  # ended already by close: this only reaps it
+        else:
+            await self._blocking(taken.end)
 
     def _condition(self) -> asyncio.Condition:
         if self._turn is None:
@@ -208,6 +232,7 @@ class Workers:
         """Ends every worker now, busy or not (a call in flight fails with WorkerLost): a
         stop never waits for a what-if. Calls after this are Busy."""
         self._closed = True
-        for worker in self._every:
+        for worker in list(self._every):
             worker.end()
         self._idle.clear()
+        self._threads.shutdown(wait=False)

@@ -138,3 +138,21 @@ async def test_the_metrics_say_how_many_wait_were_refused_or_lost() -> None:
     assert "phasewatch_whatif_admitted 1.0" in text
     assert "phasewatch_whatif_refused_total 1.0" in text
     assert "phasewatch_whatif_workers_lost_total 1.0" in text
+
+
+async def test_a_call_cancelled_midway_ends_its_worker_and_the_next_gets_its_own_answer(
+    tmp_path: Path,
+) -> None:
+    workers = Workers(workers=1, queue=1)
+    try:
+        first = await workers.run(pid)
+        call = asyncio.create_task(workers.run(held_until, str(tmp_path / "never")))
+        await asyncio.sleep(0.5)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert workers.admitted == 0
+        second = await asyncio.wait_for(workers.run(pid), 60)
+        assert second != first  # a new worker, and its own answer (not the cut call's)
+    finally:
+        workers.close()
