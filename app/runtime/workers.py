@@ -25,10 +25,11 @@ import os
 import pickle
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
+
+from app.runs.threads import NoWaitThreadPool
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ class Workers:
         # The threads that wait for the workers' answers, and start and end them: their own,
         # never the default executor's that the service's other blocking calls need; two a
         # worker, so that ending one never waits behind the call it cuts short.
-        self._threads = ThreadPoolExecutor(2 * workers, thread_name_prefix="worker-wait")
+        self._threads = NoWaitThreadPool(2 * workers, thread_name_prefix="worker-wait")
         self._typical_s = FIRST_GUESS_S
         self._closed = False
         self._refusing = False
@@ -175,9 +176,10 @@ class Workers:
         try:
             return await self._blocking(worker.call, fn, args)
         except WorkerLost:
-            if not self._closed:
-                self.lost += 1
-                log.warning("a worker died during a call; the next call gets a new one")
+            if self._closed:
+                raise WorkerLost("the server is stopping") from None
+            self.lost += 1
+            log.warning("a worker died during a call; the next call gets a new one")
             raise
         finally:
             took = time.monotonic() - began

@@ -13,15 +13,17 @@ and of its worker stayed far below what the old code reached.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from app.demo.sim.server import SimServer
-from tests.faults.support import early_name
-from tests.faults.whatifload import config, fill, hammer, runs_of
+from tests.faults.support import early_name, stop
+from tests.faults.whatifload import BIG, BODY, children, config, fill, hammer, runs_of
 from tests.helpers import eventually
 from tests.pgcluster import Serve
 
@@ -53,4 +55,36 @@ def test_hammered_what_ifs_leave_the_probe_its_schedule_and_the_server_its_memor
     assert len(due) >= KEPT_SHARE * expected, (len(due), expected)
     assert max(seen.server_mb) < RSS_BOUND_MB, max(seen.server_mb)
     assert max(seen.worker_mb) < RSS_BOUND_MB, max(seen.worker_mb)
+    assert "refusing more (429)" in served.output()
     assert "Traceback" not in served.output()
+    stopped_mid_what_if(served)
+
+
+def stopped_mid_what_if(served: Serve) -> None:
+    """SIGTERM with a what-if in a worker: serve stops by itself (its worker ended, not
+    waited for), and the client gets an answer or a closed connection, not a hang."""
+    answers: list[int | str] = []
+
+    def ask() -> None:
+        try:
+            post = httpx.post(
+                f"{served.base_url}/api/v1/targets/{BIG}/whatif", json=BODY, timeout=60
+            )
+            answers.append(post.status_code)
+        except httpx.HTTPError as exc:
+            answers.append(type(exc).__name__)
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    eventually(
+        lambda: "phasewatch_whatif_admitted 1.0" in metrics(served), 30, "a what-if in flight"
+    )
+    assert stop(served) == 0, served.output()
+    asking.join(60)
+    assert not asking.is_alive() and answers, answers
+    assert answers[0] in (200, 503) or isinstance(answers[0], str), served.output()[-2000:]
+    assert not children(served.process.pid), "a worker outlived serve"
+
+
+def metrics(served: Serve) -> str:
+    return httpx.get(f"{served.base_url}/metrics", timeout=10).text
