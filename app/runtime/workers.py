@@ -43,7 +43,7 @@ class Busy(Exception):
     """Every worker is busy and the queue full; try again in ``retry_after_s``."""
 
     def __init__(self, retry_after_s: int) -> None:
-        super().__init__(f"busy: try again in {retry_after_s} s")
+        super().__init__(f"every worker is busy and the queue full: try again in {retry_after_s} s")
         self.retry_after_s = retry_after_s
 
 
