@@ -32,6 +32,8 @@ from app.runtime.quarantined import QuarantineCollector
 from app.runtime.scheduler import Watch
 from app.runtime.service import AlertRules, Service
 from app.runtime.upkeep import Upkeep
+from app.runtime.workermetrics import WorkersCollector
+from app.runtime.workers import Workers
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
@@ -162,6 +164,9 @@ def create_app(
     observed.registry.register(agents.collector)
     observed.registry.register(CoverageCollector(service.coverage))
     observed.registry.register(QuarantineCollector(service.upkeep.quarantine))
+    # What-ifs and levers: computed in worker processes, off the probes' event loop.
+    workers = Workers(settings.whatif_workers, settings.whatif_queue)
+    observed.registry.register(WorkersCollector(workers))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -169,13 +174,14 @@ def create_app(
         try:
             yield
         finally:
+            workers.close()
             await service.stop()
 
     # /docs is served from vendored files (app.web.pages.apidocs), not FastAPI's CDN page.
     app = FastAPI(
         title="phasewatch", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
     )
-    deps.install(app, service, agents, observed)
+    deps.install(app, service, agents, observed, workers)
     errors.install(app)
     app.include_router(healthz.router)
     app.include_router(web_api.router)

@@ -23,6 +23,7 @@ from app.alerts.identity import Transition
 from app.config import Settings, TargetsFile
 from app.main import create_app
 from app.runtime.service import Service
+from app.web.deps import workers_of
 from tests.helpers import eventually
 from tests.runfactory import failed_run, make_run, record_of
 
@@ -73,9 +74,10 @@ def api(
     *,
     token: str | None = None,
     host: str = "127.0.0.1",
+    **more: Any,
 ) -> Iterator[Api]:
     """Served on a loopback port without its lifespan: nothing is scheduled, the test
-    stores the runs itself."""
+    stores the runs itself. ``more``: other settings."""
     settings = Settings(
         config=tmp_path / "none.yaml",
         database_url=db_url,
@@ -83,12 +85,14 @@ def api(
         vantage="eu",
         host=host,
         api_token=token,
+        **more,
     )
     app = create_app(settings, targets_file)
     try:
         with in_process(app) as client:
             yield Api(app, client)
     finally:
+        workers_of(app).close()
         app.state.service.engine.dispose()
 
 

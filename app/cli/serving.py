@@ -2,10 +2,11 @@
 
 On SIGTERM (or Ctrl-C) uvicorn stops taking connections and gives open requests
 ``HTTP_GRACE_S`` (a client that holds a request open gets no more), while the service
-stops beside it (``Service.begin_stop``). uvicorn would end by raising the signal again;
-this server ends with exit code 0 instead. The process then exits at once: a thread still
-stuck on a frozen database (an API read, say) must not keep it alive, and everything worth
-keeping is stored or spooled (fsynced) by then.
+stops beside it (``Service.begin_stop``), and the what-if workers end at once (a what-if in
+flight answers 503 within the grace instead of being cut). uvicorn would end by raising the
+signal again; this server ends with exit code 0 instead. The process then exits at once: a
+thread still stuck on a frozen database (an API read, say) must not keep it alive, and
+everything worth keeping is stored or spooled (fsynced) by then.
 """
 
 from __future__ import annotations
@@ -22,16 +23,18 @@ from fastapi import FastAPI
 from app.cli.common import exit_now
 from app.runs.threads import NoWaitThreadPool
 from app.runtime.service import Service
-from app.web.deps import service_of
+from app.runtime.workers import Workers
+from app.web.deps import service_of, workers_of
 
 HTTP_GRACE_S = 1  # uvicorn takes whole seconds
 DEFAULT_EXECUTOR_THREADS = 32
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, service: Service) -> None:
+    def __init__(self, config: uvicorn.Config, service: Service, workers: Workers) -> None:
         super().__init__(config)
         self.service = service
+        self.workers = workers
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -39,6 +42,7 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()  # stopped cleanly: exit 0, not by the signal again
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.service.begin_stop)
+            self.loop.call_soon_threadsafe(self.workers.close)
 
 
 async def _serve(server: _Server, sock: socket.socket) -> None:
@@ -85,7 +89,7 @@ def run_server(app: FastAPI, sock: socket.socket, log_level: str) -> NoReturn:
         log_level=log_level,
         timeout_graceful_shutdown=HTTP_GRACE_S,
     )
-    server = _Server(config, service_of(app))
+    server = _Server(config, service_of(app), workers_of(app))
     code = 0
     try:
         with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:

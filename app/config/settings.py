@@ -51,6 +51,26 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = Field(
         None, description="Bearer token for API writes; needed to serve beyond loopback."
     )
+    whatif_workers: int = Field(
+        1,
+        ge=1,
+        le=32,
+        description="Worker processes that compute what-ifs and levers, one each at a time"
+        " (off the probes' event loop and out of the server's memory).",
+    )
+    whatif_queue: int = Field(
+        4,
+        ge=0,
+        le=1000,
+        description="What-ifs that may wait for a worker; more at once are refused with 429"
+        " and a `Retry-After`.",
+    )
+    whatif_max_samples: int = Field(
+        100_000,
+        ge=100,
+        le=10_000_000,
+        description="Samples a what-if reads at most: the newest whole runs of its window.",
+    )
     allowed_hosts: Annotated[list[str] | None, NoDecode] = Field(
         None,
         description="Comma-separated Host names `serve` answers to; default the loopback"

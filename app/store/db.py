@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 from weakref import WeakKeyDictionary
 
 import orjson
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, pool
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
     DBAPIError,
@@ -200,6 +200,11 @@ __all__ = ["Session", "Sessions"]
 
 def make_sessions(engine: Engine) -> Sessions:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def unpooled_sessions(url: str) -> Sessions:
+    """Sessions that hold no connection between uses: a worker process's (app.runtime.workers)."""
+    return make_sessions(make_engine(url, poolclass=pool.NullPool))
 
 
 @contextmanager

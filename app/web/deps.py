@@ -15,12 +15,16 @@ from fastapi import Depends, FastAPI, Request
 from app.agents.server.agents import Agents
 from app.runtime.metrics import RunMetrics
 from app.runtime.service import Service
+from app.runtime.workers import Workers
 from app.store.db import Session
 
 
-def install(app: FastAPI, service: Service, agents: Agents, metrics: RunMetrics) -> None:
+def install(
+    app: FastAPI, service: Service, agents: Agents, metrics: RunMetrics, workers: Workers
+) -> None:
     """What the handlers of ``app`` reach, kept on ``app.state``."""
     app.state.service, app.state.agents, app.state.metrics = service, agents, metrics
+    app.state.workers = workers
 
 
 def service_of(app: FastAPI) -> Service:
@@ -38,6 +42,11 @@ def metrics_of(app: FastAPI) -> RunMetrics:
     return metrics
 
 
+def workers_of(app: FastAPI) -> Workers:
+    workers: Workers = app.state.workers
+    return workers
+
+
 # async: resolved on the event loop, never a worker thread's hop.
 async def get_service(request: Request) -> Service:
     return service_of(request.app)
@@ -51,6 +60,10 @@ async def get_metrics(request: Request) -> RunMetrics:
     return metrics_of(request.app)
 
 
+async def get_workers(request: Request) -> Workers:
+    return workers_of(request.app)
+
+
 def get_session(service: Annotated[Service, Depends(get_service)]) -> Iterator[Session]:
     with service.sessions() as session:
         yield session
@@ -59,4 +72,5 @@ def get_session(service: Annotated[Service, Depends(get_service)]) -> Iterator[S
 ServiceDep = Annotated[Service, Depends(get_service)]
 AgentsDep = Annotated[Agents, Depends(get_agents)]
 MetricsDep = Annotated[RunMetrics, Depends(get_metrics)]
+WorkersDep = Annotated[Workers, Depends(get_workers)]
 SessionDep = Annotated[Session, Depends(get_session)]

@@ -2,9 +2,13 @@
 samples of a window loaded, the changes' donors with them, the work bounded per request.
 
 Bounds: at most ``MAX_CHANGES`` changes and ``MAX_RESAMPLES`` resamples (default
-``DEFAULT_RESAMPLES``), and the newest ``MAX_SAMPLES`` samples of the window (whole runs; a
-note says when a window held more). A window without one timed sample of the target is
-``NoSamples`` (the API's 409); a donor without samples is a ``ChangeError`` naming its change.
+``DEFAULT_RESAMPLES``), and the newest ``max_samples`` samples of the window (whole runs; a
+note says when a window held more; the setting ``whatif_max_samples``, ``MAX_SAMPLES`` by
+default). A window without one timed sample of the target is ``NoSamples`` (the API's 409);
+a donor without samples is a ``ChangeError`` naming its change.
+
+The API runs them in a worker process (``what_if_job``, ``levers_job``: app.runtime.workers),
+on a connection of the worker's own.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from app.analysis.whatif import (
 )
 from app.analysis.whatif.apply import apply, settle
 from app.analysis.whatif.changes import check_changes
-from app.store.db import Session
+from app.store.db import Session, Sessions, unpooled_sessions
 from app.store.reads.newestruns import newest_start
 from app.store.reads.whatifsamples import load_sample_set
 from app.store.targets import target_key
@@ -45,6 +49,8 @@ SEED = 16
 CURVE_PERCENTILES = [*range(1, 100), 99.5, 99.9]
 
 __all__ = ["ChangeError", "Lever", "NoSamples", "Scope", "levers_now", "what_if"]
+
+_sessions_of: dict[str, Sessions] = {}  # a worker process's, one per database URL
 
 
 class NoSamples(Exception):
@@ -95,21 +101,23 @@ def samples_of(session: Session, scope: Scope) -> SampleSet:
     return found
 
 
-def bounded(session: Session, scope: Scope) -> Scope:
-    """The scope from the oldest of its newest runs that together hold ``MAX_SAMPLES``."""
+def bounded(session: Session, scope: Scope, max_samples: int = MAX_SAMPLES) -> Scope:
+    """The scope from the oldest of its newest runs that together hold ``max_samples``."""
     key = target_key(session, scope.target)
     if key is None:
         return scope
-    start = newest_start(session, key, scope.vantage, scope.start, scope.end, MAX_SAMPLES)
+    start = newest_start(session, key, scope.vantage, scope.start, scope.end, max_samples)
     return replace(scope, start=start)
 
 
-def _load(session: Session, scope: Scope) -> SampleSet | None:
-    kept = bounded(session, scope)
+def _load(session: Session, scope: Scope, max_samples: int) -> SampleSet | None:
+    kept = bounded(session, scope, max_samples)
     return load_sample_set(session, kept.target, kept.vantage, kept.start, kept.end)
 
 
-def donors_of(session: Session, scope: Scope, changes: list[Change]) -> dict[str, SampleSet]:
+def donors_of(
+    session: Session, scope: Scope, changes: list[Change], max_samples: int = MAX_SAMPLES
+) -> dict[str, SampleSet]:
     """Each donor the changes name, over the same window; one unknown, or without samples,
     is a ChangeError naming its change (the engine's "no measured samples of …")."""
     donors: dict[str, SampleSet] = {}
@@ -118,7 +126,8 @@ def donors_of(session: Session, scope: Scope, changes: list[Change]) -> dict[str
             continue
         if "\x00" in change.source:  # no name holds one, and PostgreSQL refuses it in text
             raise ChangeError(change.token(), "a target or vantage name holds no NUL")
-        found = _load(session, Scope(change.target, change.vantage, scope.start, scope.end))
+        donor = Scope(change.target, change.vantage, scope.start, scope.end)
+        found = _load(session, donor, max_samples)
         if found is None:
             raise ChangeError(change.token(), f"no target {change.target!r}")
         donors[change.source] = found
@@ -126,15 +135,19 @@ def donors_of(session: Session, scope: Scope, changes: list[Change]) -> dict[str
 
 
 def what_if(
-    session: Session, scope: Scope, items: list[str | dict[str, Any]], resamples: int
+    session: Session,
+    scope: Scope,
+    items: list[str | dict[str, Any]],
+    resamples: int,
+    max_samples: int = MAX_SAMPLES,
 ) -> dict[str, Any]:
     changes = parsed(items)
-    kept = bounded(session, scope)
+    kept = bounded(session, scope, max_samples)
     samples = samples_of(session, kept)
-    donors = donors_of(session, scope, changes)
+    donors = donors_of(session, scope, changes, max_samples)
     prediction = predict(samples, changes, donors=donors, seed=SEED, resamples=resamples)
     answer = prediction.to_json() | {
-        "notes": [*prediction.notes, *_cut_note(scope, kept)],
+        "notes": [*prediction.notes, *_cut_note(scope, kept, max_samples)],
         "window": {"from": kept.start, "to": kept.end, "vantage": kept.vantage},
         "resamples": resamples,
         "curves": curves(samples, changes, donors),
@@ -145,11 +158,11 @@ def what_if(
     return answer
 
 
-def _cut_note(asked: Scope, kept: Scope) -> list[str]:
+def _cut_note(asked: Scope, kept: Scope, max_samples: int) -> list[str]:
     if kept.start == asked.start:
         return []
     return [
-        f"the window held more than {MAX_SAMPLES:,} samples: only the newest runs, from"
+        f"the window held more than {max_samples:,} samples: only the newest runs, from"
         f" {kept.start.isoformat()}, were read"
     ]
 
@@ -185,9 +198,30 @@ def finite(value: Any) -> bool:
     return True
 
 
-def levers_now(session: Session, scope: Scope) -> LeversNow:
-    """The window's levers (within ``MAX_SAMPLES``), ranked by the engine; NoSamples when
+def levers_now(session: Session, scope: Scope, max_samples: int = MAX_SAMPLES) -> LeversNow:
+    """The window's levers (within ``max_samples``), ranked by the engine; NoSamples when
     it holds no timed sample."""
-    samples = samples_of(session, bounded(session, scope))
+    samples = samples_of(session, bounded(session, scope, max_samples))
     now = predict(samples, [], seed=SEED, resamples=0).before
     return LeversNow(now, levers(samples), samples.n)
+
+
+def what_if_job(
+    url: str, scope: Scope, items: list[str | dict[str, Any]], resamples: int, max_samples: int
+) -> dict[str, Any]:
+    """``what_if`` in a worker process, on the database at ``url``."""
+    with _sessions(url)() as session:
+        return what_if(session, scope, items, resamples, max_samples)
+
+
+def levers_job(url: str, scope: Scope, max_samples: int) -> LeversNow:
+    """``levers_now`` in a worker process, on the database at ``url``."""
+    with _sessions(url)() as session:
+        return levers_now(session, scope, max_samples)
+
+
+def _sessions(url: str) -> Sessions:
+    """The worker's sessions of ``url``, made at its first call."""
+    if url not in _sessions_of:
+        _sessions_of[url] = unpooled_sessions(url)
+    return _sessions_of[url]

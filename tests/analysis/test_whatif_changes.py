@@ -70,6 +70,11 @@ BAD: list[tuple[list[str], str, str]] = [
     (["queue=0", "deadline=1s", "deadline=2s"], "deadline=2s", "a second deadline"),
     (["cold=1%:1s", "cold=2%:1s"], "cold=2%:1s", "a second cold-start mixture"),
     ([""], "", "expected PHASE=VALUE"),
+    (["network=86400001ms"], "network=86400001ms", "at most 86,400,000 ms (a day)"),
+    (["deadline=86401s"], "deadline=86401s", "at most 86,400,000 ms (a day)"),
+    (["generation*1000.5"], "generation*1000.5", "the factor must be at most 1,000"),
+    (["queue*" + "9" * 400], "queue*" + "9" * 400, "the factor must be at most 1,000; it is inf"),
+    (["cold=5%:1-86401s"], "cold=5%:1-86401s", "the cold start's maximum must be at most"),
 ]
 
 
@@ -120,6 +125,15 @@ BAD_JSON: list[tuple[Any, str]] = [
     ({"deadline_ms": None}, "is not a number"),
     ({"speed": "fast"}, "needs 'phase'"),
     ("network=15ms", "a change is a JSON object"),
+    ({"phase": "network", "set_ms": 1e300}, "'set_ms' must be at most 86,400,000 ms (a day)"),
+    ({"phase": "network", "set_ms": -1e300}, "must not be negative"),
+    ({"phase": "network", "set_ms": float("nan")}, "'set_ms': nan is not a number"),
+    ({"phase": "network", "set_ms": float("inf")}, "'set_ms': inf is not a number"),
+    ({"phase": "generation", "scale": 1e300}, "'scale' must be at most 1,000"),
+    ({"deadline_ms": 1e300}, "'deadline_ms' must be at most 86,400,000 ms"),
+    ({"cold": {"fraction": 0.1, "min_ms": 1, "max_ms": 1e300}}, "'max_ms' must be at most"),
+    ({"cold": {"fraction": 0.1, "min_ms": 1e300, "max_ms": 1}}, "'min_ms' must be at most"),
+    ({"cold": {"fraction": float("nan"), "min_ms": 1, "max_ms": 2}}, "'fraction': nan is not"),
 ]
 
 
@@ -134,3 +148,17 @@ def test_a_bad_json_change_names_itself_and_the_reason(item: Any, reason: str) -
 def test_changes_must_be_a_list() -> None:
     with pytest.raises(ChangeError, match="must be a list"):
         changes_from_json({"phase": "queue", "set_ms": 0})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("items", "tokens"),
+    [
+        ([{"phase": "network", "set_ms": 86_400_000}], ["network=86400s"]),
+        ([{"phase": "generation", "scale": 1000}], ["generation*1000"]),
+        ([{"deadline_ms": 86_400_000}], ["deadline=86400000ms"]),
+        ([{"cold": {"fraction": 1, "min_ms": 0, "max_ms": 86_400_000}}], ["cold=100%:0-86400s"]),
+    ],
+    ids=["set", "scale", "deadline", "cold"],
+)
+def test_the_bounds_themselves_are_allowed(items: list[dict[str, Any]], tokens: list[str]) -> None:
+    assert changes_from_json(items) == parse_changes(tokens)

@@ -183,6 +183,43 @@ def test_a_body_that_is_not_json_or_not_finite_is_422(site: Site, content: bytes
     assert response.status_code == 422, response.text
 
 
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"phase": "network", "set_ms": 1e300}, "'set_ms' must be at most 86,400,000 ms"),
+        ({"phase": "network", "set_ms": -1e300}, "must not be negative"),
+        ({"phase": "generation", "scale": 1e300}, "'scale' must be at most 1,000"),
+        ({"deadline_ms": 1e300}, "'deadline_ms' must be at most 86,400,000 ms"),
+        ({"cold": {"fraction": 0.5, "min_ms": 0, "max_ms": 1e300}}, "'max_ms' must be at most"),
+        ("network=100000000s", "at most 86,400,000 ms (a day)"),
+        ("generation*5000", "the factor must be at most 1,000"),
+    ],
+    ids=["set_ms", "negative", "scale", "deadline", "cold", "duration-text", "factor-text"],
+)
+def test_an_absurd_number_is_422_naming_its_field(site: Site, change: Any, says: str) -> None:
+    response = site.post("chat", {"changes": ["queue=0", change]})
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail.startswith("change ") and says in detail, detail
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b'{"changes": [{"phase": "network", "set_ms": NaN}]}', "'set_ms': nan is not a number"),
+        (b'{"changes": [{"deadline_ms": -Infinity}]}', "'deadline_ms': -inf is not a number"),
+    ],
+    ids=["nan", "minus-infinity"],
+)
+def test_a_number_that_is_not_finite_is_422_naming_its_field(
+    site: Site, content: bytes, says: str
+) -> None:
+    headers = {"Content-Type": "application/json"}
+    response = site.api.client.post("/api/v1/targets/chat/whatif", content=content, headers=headers)
+    assert response.status_code == 422, response.text
+    assert says in response.json()["detail"]
+
+
 def test_an_unknown_target_or_vantage_is_404(site: Site) -> None:
     assert site.post("nobody", {"changes": []}).status_code == 404
     response = site.post("chat", {"changes": [], "vantage": "mars"})
@@ -218,10 +255,13 @@ def test_a_what_if_needs_no_token_it_changes_nothing(db_url: str, tmp_path: Path
 
 
 def test_a_window_above_the_sample_bound_reads_its_newest_runs_and_says_so(
-    site: Site, monkeypatch: pytest.MonkeyPatch
+    db_url: str, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr("app.web.whatifrequest.MAX_SAMPLES", 5 * 20 + 7)  # five runs and a part
-    found = site.whatif()
+    five_and_a_part = 5 * 20 + 7  # five runs and a part of the sixth
+    names = targets("chat", "chat-edge", "idle")
+    with api(db_url, tmp_path, names, whatif_max_samples=five_and_a_part) as served:
+        site = fill(served)
+        found = site.whatif()
     assert found["before"]["samples"] == 5 * 20 and found["before"]["runs"] == 5
     assert any("newest runs" in note for note in found["notes"])
     newest = np.percentile(site.totals[-5 * 20 :], 50)

@@ -3,16 +3,21 @@ the biggest lever in a sentence and every phase ranked as the API ranks them."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from app.runtime.workers import Workers
 from app.store.records import SampleRecord
+from app.web.pages.levers import levers_view
 from tests.apiapp import api, targets
 from tests.runfactory import make_run, record_of
+from tests.runtime.test_workers import held_until
 
 NOW = datetime.now(UTC)
 
@@ -62,3 +67,20 @@ def _cut_at(sample: SampleRecord, deadline_ms: float) -> SampleRecord:
     phases["generation"] = phases["transfer"] = 0.0
     phases["queue"] += sum(sample.phases[p] for p in ("generation", "transfer"))
     return replace(sample, status="deadline_exceeded", total_ms=deadline_ms, phases=phases)
+
+
+@pytest.mark.anyio
+async def test_while_every_worker_is_busy_the_page_says_so_instead_of_ranking(
+    tmp_path: Path,
+) -> None:
+    workers = Workers(workers=1, queue=0)
+    release = tmp_path / "release"
+    try:
+        call = asyncio.create_task(workers.run(held_until, str(release)))
+        await asyncio.sleep(0.1)
+        view = await levers_view(workers, ("sqlite:///unused.db", 100), "chat", None, NOW)
+        release.touch()
+        await call
+    finally:
+        workers.close()
+    assert view.rows == [] and view.busy is not None and view.busy.startswith("try again in")

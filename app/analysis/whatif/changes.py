@@ -20,6 +20,10 @@ KNOWN_PHASES = tuple(dict.fromkeys((*LLM_PHASES, *HTTP_PHASES)))
 # Where a cold start's time lands: the sim and real servers load the model before the first
 # token, which the probe sees as queue (server on a plain HTTP endpoint).
 COLD_PHASES = ("queue", "server")
+# What a change may say: no time past a day (no request a probe times waits longer, and a
+# 1e300 would only give answers too large to mean anything), no factor past a thousand.
+MAX_MS = 86_400_000.0
+MAX_FACTOR = 1000.0
 
 _NUMBER = r"\d+(?:\.\d+)?"
 _DURATION = re.compile(rf"^({_NUMBER})(ms|s)?$")
@@ -36,6 +40,9 @@ class ChangeError(ValueError):
         super().__init__(f"{token!r}: {reason}")
         self.token = token
         self.reason = reason
+
+    def __reduce__(self) -> tuple[type[ChangeError], tuple[str, str]]:
+        return ChangeError, (self.token, self.reason)  # whole across a worker's pipe
 
 
 @dataclass(frozen=True)
@@ -113,7 +120,8 @@ def parse_changes(tokens: Sequence[str]) -> list[Change]:
 def parse_change(token: str) -> Change:
     text = token.strip()
     if (scale := _SCALE.match(text)) is not None:
-        return ScalePhase(_phase(token, scale.group(1)), _finite(token, scale.group(2)))
+        factor = _at_most(token, float(scale.group(2)), MAX_FACTOR, "the factor")
+        return ScalePhase(_phase(token, scale.group(1)), factor)
     assign = _ASSIGN.match(text)
     if assign is None:
         raise ChangeError(token, "expected PHASE=VALUE, PHASE*FACTOR, cold=… or deadline=…")
@@ -171,7 +179,7 @@ def _from_json(item: Any) -> Change:
         raise ChangeError(token, "a change is a JSON object")
     keys = set(item)
     if keys == {"deadline_ms"}:
-        return Deadline(_positive(token, _json_number(token, item["deadline_ms"])))
+        return Deadline(_positive(token, _json_ms(token, item, "deadline_ms")))
     if keys == {"cold"}:
         return _cold_json(token, item["cold"])
     if "phase" not in keys or not isinstance(item["phase"], str):
@@ -181,9 +189,12 @@ def _from_json(item: Any) -> Change:
 
 def _phase_json(token: str, phase: str, keys: set[str], item: Mapping[str, Any]) -> Change:
     if keys == {"set_ms"}:
-        return SetPhase(phase, _non_negative(token, _json_number(token, item["set_ms"])))
+        return SetPhase(phase, _non_negative(token, _json_ms(token, item, "set_ms")))
     if keys == {"scale"}:
-        return ScalePhase(phase, _non_negative(token, _json_number(token, item["scale"])))
+        factor = _json_number(token, item["scale"], "scale")
+        return ScalePhase(
+            phase, _at_most(token, _non_negative(token, factor), MAX_FACTOR, "'scale'")
+        )
     if keys in ({"from"}, {"from", "vantage"}):
         target, vantage = item["from"], item.get("vantage")
         if not isinstance(target, str) or not target:
@@ -197,9 +208,8 @@ def _phase_json(token: str, phase: str, keys: set[str], item: Mapping[str, Any])
 def _cold_json(token: str, cold: Any) -> ColdStarts:
     if not isinstance(cold, Mapping) or set(cold) != {"fraction", "min_ms", "max_ms"}:
         raise ChangeError(token, "'cold' needs 'fraction', 'min_ms' and 'max_ms'")
-    fraction, low, high = (
-        _json_number(token, cold[key]) for key in ("fraction", "min_ms", "max_ms")
-    )
+    fraction = _json_number(token, cold["fraction"], "fraction")
+    low, high = (_json_ms(token, cold, key) for key in ("min_ms", "max_ms"))
     return _cold_checked(token, fraction, low, high)
 
 
@@ -207,10 +217,14 @@ def _json_token(item: Any) -> str:
     return json.dumps(item, default=str, separators=(",", ":"))
 
 
-def _json_number(token: str, value: Any) -> float:
+def _json_number(token: str, value: Any, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ChangeError(token, f"{value!r} is not a number")
+        raise ChangeError(token, f"'{key}': {value!r} is not a number")
     return float(value)
+
+
+def _json_ms(token: str, item: Mapping[str, Any], key: str) -> float:
+    return _at_most(token, _json_number(token, item[key], key), MAX_MS, f"'{key}'")
 
 
 def _phase(token: str, name: str) -> str:
@@ -247,7 +261,7 @@ def _cold_checked(token: str, fraction: float, low: float, high: float) -> ColdS
         raise ChangeError(token, "the cold share must be above 0 and at most 100%")
     if low < 0 or high < low:
         raise ChangeError(token, "the cold start's range must run from a minimum up to a maximum")
-    return ColdStarts(fraction, low, high)
+    return ColdStarts(fraction, low, _at_most(token, high, MAX_MS, "the cold start's maximum"))
 
 
 def _duration(token: str, value: str) -> float:
@@ -257,14 +271,14 @@ def _duration(token: str, value: str) -> float:
     number, unit = float(match.group(1)), match.group(2)
     if unit is None and number != 0:
         raise ChangeError(token, f"{value!r} needs a unit: {value}ms or {value}s")
-    return number * _UNIT_MS[unit or "ms"]
+    return _at_most(token, number * _UNIT_MS[unit or "ms"], MAX_MS, f"{value!r}")
 
 
-def _finite(token: str, value: str) -> float:
-    factor = float(value)
-    if not math.isfinite(factor):
-        raise ChangeError(token, "the factor must be a finite number")
-    return factor
+def _at_most(token: str, value: float, high: float, what: str) -> float:
+    if value > high:
+        unit = " ms (a day)" if high == MAX_MS else ""
+        raise ChangeError(token, f"{what} must be at most {high:,.0f}{unit}; it is {value:g}")
+    return value
 
 
 def _positive(token: str, value: float) -> float:

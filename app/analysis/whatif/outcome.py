@@ -10,14 +10,7 @@ from numpy.typing import NDArray
 
 from app.analysis.whatif.apply import Settled
 from app.analysis.whatif.changes import Change, changes_to_json
-from app.analysis.whatif.resample import (
-    Counts,
-    Interval,
-    interval,
-    point_quantiles,
-    resampled_quantiles,
-    resampled_rates,
-)
+from app.analysis.whatif.resample import Interval, Spread, interval, point_quantiles
 
 
 @dataclass(frozen=True)
@@ -90,29 +83,28 @@ class Prediction:
 def end_to_end(
     phases: tuple[str, ...],
     settled: Settled,
-    run: NDArray[np.intp],
-    counts: Counts,
+    spread: Spread,
     deadline_ms: float | None,
-    measured: int,
+    measured: tuple[int, int],
 ) -> EndToEnd:
-    """The point estimates from every sample, their intervals from the run resamples."""
+    """The point estimates from every sample, their intervals from the run resamples
+    (``spread``); ``measured``: the samples and the runs they came from."""
     points = point_quantiles(settled.values) if len(settled.values) else np.full(3, np.nan)
-    spread = resampled_quantiles(settled.values, run, counts)
     miss = settled.miss.astype(np.float64)
     rate = float(miss.mean()) if len(miss) else float("nan")
     shares = shares_of(phases, settled.phase_ms)
     leaders = sorted(shares, key=lambda phase: -shares[phase])
-    p50, p90, p99 = (interval(float(points[i]), spread[:, i]) for i in range(3))
+    p50, p90, p99 = (interval(float(points[i]), spread.quantiles[:, i]) for i in range(3))
     return EndToEnd(
         p50,
         p90,
         p99,
-        miss_rate=interval(rate, resampled_rates(miss, run, counts)),
+        miss_rate=interval(rate, spread.rates),
         shares=shares,
         dominant=leaders[0] if leaders else None,
         next_dominant=leaders[1] if len(leaders) > 1 else None,
-        samples=measured,
-        runs=counts.shape[1],
+        samples=measured[0],
+        runs=measured[1],
         deadline_ms=deadline_ms,
     )
 

@@ -1,4 +1,9 @@
-"""``predict``: a target's measured samples, changed, resampled run by run."""
+"""``predict``: a target's measured samples, changed, resampled run by run.
+
+Two random streams of one seed: the changes' draws (cold starts, another target's phase)
+come from ``default_rng(seed)``, as the API's curves draw them, and the run resamples from
+a stream of their own, drawn in chunks (``resample.draws``) alongside.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,14 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from app.analysis.whatif.apply import Applied, apply, deadline_of, settle
+from app.analysis.whatif.apply import Applied, Settled, apply, deadline_of, settle
 from app.analysis.whatif.changes import Change, ColdStarts, TakePhase
-from app.analysis.whatif.outcome import Bound, EndToEnd, Prediction, bound, end_to_end
-from app.analysis.whatif.resample import run_counts
+from app.analysis.whatif.outcome import Bound, Prediction, bound, end_to_end
+from app.analysis.whatif.resample import CHUNK_CELLS, draws, spreads
 from app.analysis.whatif.samples import SampleSet
 
 RESAMPLES = 400
+RESAMPLE_STREAM = 1  # the resamples' stream: default_rng((seed, RESAMPLE_STREAM))
 
 
 def predict(
@@ -22,17 +28,27 @@ def predict(
     donors: Mapping[str, SampleSet] | None = None,
     seed: int = 0,
     resamples: int = RESAMPLES,
+    cells: int = CHUNK_CELLS,
 ) -> Prediction:
-    """Before and after ``changes``; both sides use the same run resamples (paired)."""
+    """Before and after ``changes``; both sides use the same run resamples (paired), drawn
+    ``cells`` counts at a time (the answer is the same for any ``cells``)."""
     if samples.n == 0:
         raise ValueError("no samples to predict from")
-    rng = np.random.default_rng(seed)
-    counts = run_counts(samples.runs, resamples, rng)
-    applied = apply(samples, changes, donors or {}, rng)
-    before = _before(samples, counts, deadline_of(samples, changes))
-    after_settled = settle(applied.ms, applied.censored, applied.deadline_ms)
-    after = end_to_end(
-        samples.phases, after_settled, applied.run, counts, applied.deadline_ms, samples.n
+    applied = apply(samples, changes, donors or {}, np.random.default_rng(seed))
+    deadline_ms = deadline_of(samples, changes)
+    settled = (
+        _before(samples, deadline_ms),
+        settle(applied.ms, applied.censored, applied.deadline_ms),
+    )
+    chunks = draws(samples.runs, resamples, (seed, RESAMPLE_STREAM), cells)
+    sides = [
+        (s.values, s.miss.astype(np.float64), run)
+        for s, run in zip(settled, (samples.run, applied.run), strict=True)
+    ]
+    measured = (samples.n, samples.runs)
+    before, after = (
+        end_to_end(samples.phases, side, spread, deadline_ms, measured)
+        for side, spread in zip(settled, spreads(chunks, sides, cells), strict=True)
     )
     optimistic = _optimistic(applied)
     return Prediction(
@@ -40,13 +56,13 @@ def predict(
     )
 
 
-def _before(samples: SampleSet, counts: np.ndarray, deadline_ms: float | None) -> EndToEnd:
+def _before(samples: SampleSet, deadline_ms: float | None) -> Settled:
     """As measured; its misses counted against the deadline the changes set, if any, so
     that both sides are judged by one deadline."""
     settled = settle(samples.ms, samples.censored, samples.deadline_ms)
     if deadline_ms is not None:
         settled.miss[:] |= samples.totals > deadline_ms
-    return end_to_end(samples.phases, settled, samples.run, counts, deadline_ms, samples.n)
+    return settled
 
 
 def _optimistic(applied: Applied) -> Bound | None:

@@ -2,17 +2,24 @@
 levers now (what each phase halved or removed would give).
 
 A what-if changes nothing: it is a read, and like every read it needs no token (it is a
-POST only because its changes are a body). Its work is bounded (app/web/whatifrequest.py).
+POST only because its changes are a body). Its work is bounded (app/web/whatifrequest.py)
+and done in a worker process (app.runtime.workers), as the levers' is: the handlers only
+check the target on the event loop's threads and wait. When every worker is busy and
+``whatif_queue`` more wait, the next is a 429 with ``Retry-After``; a worker that died
+mid-call (killed, out of memory) is a 503 with ``Retry-After``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
 from app.analysis.whatif.levers import headline
+from app.runtime.workers import Busy, WorkerLost, Workers
 from app.store.db import Session
 from app.web.api.params import (
     NO_NUL,
@@ -24,7 +31,7 @@ from app.web.api.params import (
     make_window,
     target_id_or_404,
 )
-from app.web.deps import SessionDep
+from app.web.deps import ServiceDep, SessionDep, WorkersDep
 from app.web.errors import errors
 from app.web.whatifrequest import (
     DEFAULT_RESAMPLES,
@@ -34,11 +41,12 @@ from app.web.whatifrequest import (
     ChangeError,
     NoSamples,
     Scope,
-    levers_now,
-    what_if,
+    levers_job,
+    what_if_job,
 )
 from app.web.whatifschemas import LeversOut, WhatIfOut
 
+T = TypeVar("T")
 router = APIRouter(tags=["what-if"])
 
 NO_SAMPLES = "The window holds no timed sample of the target."
@@ -49,7 +57,17 @@ WHATIF_ERRORS = errors(
     422,
     not_found="No target has this name (or the vantage never ran it).",
     conflict=NO_SAMPLES,
-)
+) | {
+    429: {
+        "description": "Every what-if worker is busy and the queue full: ask again after"
+        " Retry-After seconds."
+    },
+    503: {
+        "description": "The worker computing it died (killed, out of memory): ask again"
+        " after Retry-After seconds."
+    },
+}
+LOST_RETRY_S = 5
 CHANGE_HELP = (
     'a change as the CLI writes it ("network=15ms", "generation*1.5", "queue=0",'
     ' "generation=@other-target", "cold=12%:800-2500ms", "deadline=1500ms") or as JSON'
@@ -81,31 +99,39 @@ class WhatIfBody(BaseModel):
 
 
 @router.post("/targets/{name:path}/whatif", response_model=WhatIfOut, responses=WHATIF_ERRORS)
-def post_whatif(name: str, body: WhatIfBody, session: SessionDep) -> dict[str, Any]:
+async def post_whatif(
+    name: str, body: WhatIfBody, session: SessionDep, service: ServiceDep, workers: WorkersDep
+) -> dict[str, Any]:
     """End-to-end p50/p90/p99 (with 95 % intervals), the deadline-miss rate, each phase's
     share and the dominant phase, before and after ``changes``, over [from, to) (default: the
     last 7 days), one vantage or all pooled; and the levers now."""
-    scope = _scope(session, name, body.vantage, make_window(body.from_, body.to, DEFAULT_SPAN))
+    window = make_window(body.from_, body.to, DEFAULT_SPAN)
+    scope = await run_in_threadpool(_scope, session, name, body.vantage, window)
+    job = (service.resolved.database_url, scope, body.changes, body.resamples)
     try:
-        return what_if(session, scope, body.changes, body.resamples)
+        answer: dict[str, Any] = await _in_worker(
+            workers, what_if_job, *job, service.settings.whatif_max_samples
+        )
     except ChangeError as exc:
         raise bad_request(f"change {exc.token!r}: {exc.reason}") from None
-    except NoSamples as exc:
-        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    return answer
 
 
 @router.get("/targets/{name:path}/levers", response_model=LeversOut, responses=WHATIF_ERRORS)
-def get_levers(
-    name: str, session: SessionDep, window: LeverWindowDep, vantage: VantageParam = None
+async def get_levers(
+    name: str,
+    session: SessionDep,
+    service: ServiceDep,
+    workers: WorkersDep,
+    window: LeverWindowDep,
+    vantage: VantageParam = None,
 ) -> dict[str, Any]:
     """For each phase, end-to-end p50/p90/p99 and the miss rate if it halved or vanished,
     the biggest lever first (by the p99 if halved), over [from, to) (default: the last 7
     days). Point estimates: a what-if of one lever gives its intervals."""
-    scope = _scope(session, name, vantage, window)
-    try:
-        found = levers_now(session, scope)
-    except NoSamples as exc:
-        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    scope = await run_in_threadpool(_scope, session, name, vantage, window)
+    url, most = service.resolved.database_url, service.settings.whatif_max_samples
+    found = await _in_worker(workers, levers_job, url, scope, most)
     return {
         "window": {"from": scope.start, "to": scope.end, "vantage": scope.vantage},
         "samples": found.samples,
@@ -116,5 +142,24 @@ def get_levers(
 
 
 def _scope(session: Session, name: str, vantage: str | None, window: Window) -> Scope:
-    check_vantage(session, target_id_or_404(session, name), name, vantage)
+    """404 for an unknown target or vantage; the session's connection is given back before
+    the wait for a worker."""
+    try:
+        check_vantage(session, target_id_or_404(session, name), name, vantage)
+    finally:
+        session.close()
     return Scope(name, vantage, window.start, window.end)
+
+
+async def _in_worker(workers: Workers, job: Callable[..., T], *args: Any) -> T:
+    """``job(*args)`` in a worker: 409 without samples, 429 busy, 503 worker lost."""
+    try:
+        return await workers.run(job, *args)
+    except NoSamples as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    except Busy as exc:
+        headers = {"Retry-After": str(exc.retry_after_s)}
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(exc), headers) from None
+    except WorkerLost as exc:
+        headers = {"Retry-After": str(LOST_RETRY_S)}
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc), headers) from None

@@ -1,5 +1,7 @@
 """The target page's "levers now": the engine's levers (app.analysis.whatif), best first, as
-the template shows them, server-rendered so that they read without JavaScript."""
+the template shows them, server-rendered so that they read without JavaScript. Computed in a
+worker process, as the API's are (app.runtime.workers): while every worker is busy and the
+queue full, the page says so instead of ranking them."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ from datetime import datetime
 
 from app.analysis.whatif import Bound, Lever
 from app.analysis.whatif.levers import by_median
-from app.store.db import Session
-from app.web.whatifrequest import DEFAULT_SPAN, NoSamples, Scope, levers_now
+from app.runtime.workers import Busy, WorkerLost, Workers
+from app.web.whatifrequest import DEFAULT_SPAN, LeversNow, NoSamples, Scope, levers_job
 
 WINDOW_TEXT = "the last 7 days"
 
@@ -42,14 +44,26 @@ class LeversView:
     rows: list[LeverRow]
     samples: int = 0
     by_median: LeverRow | None = None  # where no lever moves the tail (levers.by_median)
+    busy: str | None = None  # why they could not be computed now
 
 
-def levers_view(session: Session, target: str, vantage: str | None, now: datetime) -> LeversView:
+async def levers_view(
+    workers: Workers, job: tuple[str, int], target: str, vantage: str | None, now: datetime
+) -> LeversView:
+    """``job``: the database URL and the samples a what-if reads at most."""
     scope = Scope(target, vantage, now - DEFAULT_SPAN, now)
     try:
-        found = levers_now(session, scope)
+        found = await workers.run(levers_job, job[0], scope, job[1])
     except NoSamples:
         return LeversView(WINDOW_TEXT, None, [])
+    except Busy as exc:
+        return LeversView(WINDOW_TEXT, None, [], busy=f"try again in {exc.retry_after_s} s")
+    except WorkerLost:
+        return LeversView(WINDOW_TEXT, None, [], busy="the worker computing them ended")
+    return view_of(found)
+
+
+def view_of(found: LeversNow) -> LeversView:
     has_deadline = found.now.deadline_ms is not None
     measured = Numbers(
         found.now.p50_ms.value,

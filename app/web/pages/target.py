@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
+from starlette.concurrency import run_in_threadpool
 
 from app.alerts.views import AlertView, list_alerts
 from app.analysis.breakdown import Breakdown
@@ -21,7 +22,7 @@ from app.store.reads.browse import first_run_at, vantages_since
 from app.store.reads.chart import run_summaries
 from app.store.reads.slo import target_slo
 from app.store.targets import target_row
-from app.web.deps import ServiceDep, SessionDep
+from app.web.deps import ServiceDep, SessionDep, WorkersDep
 from app.web.pages.levers import levers_view
 from app.web.pages.render import error_page, not_found, page
 
@@ -78,15 +79,40 @@ def current(
 
 
 @router.get("/targets/{name}", response_class=HTMLResponse, include_in_schema=False)
-def target_page(
+async def target_page(
     request: Request,
     session: SessionDep,
     service: ServiceDep,
+    workers: WorkersDep,
     name: str,
     range_: Annotated[str | None, Query(alias="range")] = None,
     vantage: str | None = None,
 ) -> HTMLResponse:
+    """The page's reads on a thread, its levers in a worker (app.web.pages.levers)."""
     now = utcnow()
+    try:
+        found = await run_in_threadpool(_context, request, session, name, range_, vantage, now)
+    finally:
+        session.close()  # its connection back before the wait for a worker
+    if isinstance(found, HTMLResponse):
+        return found
+    job = (service.resolved.database_url, service.settings.whatif_max_samples)
+    levers = await levers_view(workers, job, name, vantage or None, now)
+    unprobed = service.coverage.by_target().get(name, [])
+    return await run_in_threadpool(
+        page, request, "target.html.j2", **found, levers=levers, unprobed=unprobed
+    )
+
+
+def _context(
+    request: Request,
+    session: Session,
+    name: str,
+    range_: str | None,
+    vantage: str | None,
+    now: datetime,
+) -> dict[str, Any] | HTMLResponse:
+    """What the page shows but its levers; an error page for a bad name or range."""
     row = target_row(session, name)
     if row is None:
         return not_found(request, f"target named {name!r}")
@@ -100,22 +126,18 @@ def target_page(
     shown = [vantage] if vantage else vantages
     alerts = list_alerts(session, target=name, limit=TIMELINE_ALERTS).items
     slo = target_slo(session, name, now) or {}
-    return page(
-        request,
-        "target.html.j2",
-        now=now,
-        target=row,
-        ranges=list(RANGES),
-        range=range_,
-        range_seconds=int(RANGES[range_].total_seconds()),
-        vantage=vantage or "",
-        vantages=vantages,
-        breakdowns=current(session, name, shown, now),
-        slo=[(v, slo[v]) for v in shown if v in slo],
-        alerts=alerts,
-        marks=alert_marks(alerts),
-        runs=recent_runs(session, name, vantage, now),
-        window_text="hour",
-        levers=levers_view(session, name, vantage or None, now),
-        unprobed=service.coverage.by_target().get(name, []),
-    )
+    return {
+        "now": now,
+        "target": row,
+        "ranges": list(RANGES),
+        "range": range_,
+        "range_seconds": int(RANGES[range_].total_seconds()),
+        "vantage": vantage or "",
+        "vantages": vantages,
+        "breakdowns": current(session, name, shown, now),
+        "slo": [(v, slo[v]) for v in shown if v in slo],
+        "alerts": alerts,
+        "marks": alert_marks(alerts),
+        "runs": recent_runs(session, name, vantage, now),
+        "window_text": "hour",
+    }
