@@ -35,7 +35,7 @@ from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
 from app.store.records import RunRecord
 from app.web import api as web_api
-from app.web import deps, errors, healthz, pages, scrape
+from app.web import deps, errors, healthz, pages, scrape, unavailable
 from app.web.auth import document_open_writes
 from app.web.hosts import allowed_hosts
 from app.web.pages import STATIC_DIR
@@ -157,6 +157,7 @@ def create_app(
     )
     deps.install(app, service, agents, observed)
     errors.install(app)
+    unavailable.install(app, service.health)
     app.include_router(healthz.router)
     app.include_router(web_api.router)
     app.include_router(scrape.router)

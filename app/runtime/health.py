@@ -5,11 +5,16 @@ The database ping and the spool count run on threads of their own (``app.runs.th
 ping that hangs (a frozen database) is not started again while it hangs. Whether the spool
 can be written is checked every few seconds by the service's health loop, and by every
 write. The store stage says how long it has waited, and its sink why its last store failed.
+
+The same ping bounds the web's reads (``require_database``, ``database_answers``): a read
+on a database that does not answer is told so within ``READ_BUDGET_S`` (a 503), instead
+of waiting on a connection that never answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +29,12 @@ ASK_BUDGET_S = 0.5
 STUCK_S = 2.0  # a store waiting longer than this is reported
 REACHABLE, UNREACHABLE, TIMEOUT = "reachable", "unreachable", "timeout"
 NO_SCHEMA = "waiting for the schema"
+READ_BUDGET_S = 2.0  # a read waits at most this for the database to show that it answers
+FRESH_S = 1.0  # a ping that answered this recently stands for the database answering
+
+
+class DatabaseAway(Exception):
+    """The database does not answer now (stopped, unreachable, frozen); the message says how."""
 
 
 @dataclass
@@ -39,6 +50,7 @@ class Health:
     coverage: Coverage | None = None
     _ping: Check[None] = field(init=False)
     _count: Check[int] = field(init=False)
+    _answered_at: float = field(init=False, default=-FRESH_S)
 
     def __post_init__(self) -> None:
         self._ping = Check(self._select_one, "healthz-ping")
@@ -100,6 +112,32 @@ class Health:
         except (TimeoutError, OSError):
             pass  # the last count stands; a spool that cannot be read is a problem of its own
 
+    def require_database(self) -> None:
+        """Blocking (a worker thread's): return once the database answers, or raise
+        ``DatabaseAway`` within ``READ_BUDGET_S`` (at once if a ping hangs that long)."""
+        if time.monotonic() - self._answered_at < FRESH_S:
+            return
+        try:
+            self._ping.wait(max(0.0, READ_BUDGET_S - self._ping.waiting_s))
+        except TimeoutError:
+            raise DatabaseAway(self._no_answer()) from None
+        except Exception as exc:
+            raise DatabaseAway(f"the database is unreachable: {describe(exc)}") from exc
+
+    async def database_answers(self, budget_s: float) -> str | None:
+        """None if the database answers within ``budget_s``, else why not (a sentence)."""
+        try:
+            await self._ping.ask(budget_s)
+        except TimeoutError:
+            return self._no_answer()
+        except Exception as exc:
+            return f"the database is unreachable: {describe(exc)}"
+        return None
+
+    def _no_answer(self) -> str:
+        return f"the database has not answered for {self._ping.waiting_s:.1f} s"
+
     def _select_one(self) -> None:
         with self.engine.connect() as connection:
             connection.execute(text("SELECT 1"))
+        self._answered_at = time.monotonic()

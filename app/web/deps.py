@@ -51,7 +51,15 @@ async def get_metrics(request: Request) -> RunMetrics:
     return metrics_of(request.app)
 
 
-def get_session(service: Annotated[Service, Depends(get_service)]) -> Iterator[Session]:
+def require_database(service: Annotated[Service, Depends(get_service)]) -> None:
+    """A plain def (a worker thread's): waits at most ``health.READ_BUDGET_S`` for the
+    database to answer, else ``DatabaseAway`` (a 503, app.web.unavailable)."""
+    service.health.require_database()
+
+
+def get_session(
+    service: Annotated[Service, Depends(get_service)], _: Annotated[None, Depends(require_database)]
+) -> Iterator[Session]:
     with service.sessions() as session:
         yield session
 
@@ -60,3 +68,5 @@ ServiceDep = Annotated[Service, Depends(get_service)]
 AgentsDep = Annotated[Agents, Depends(get_agents)]
 MetricsDep = Annotated[RunMetrics, Depends(get_metrics)]
 SessionDep = Annotated[Session, Depends(get_session)]
+# For a route that reads the database without a SessionDep (through the service).
+DatabaseAnswers = Depends(require_database)
