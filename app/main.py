@@ -94,7 +94,7 @@ def build_service(
         alerts=alerts,
         rules=rules,
         writer=writer,
-        health=Health(engine, writer, coverage=coverage),
+        health=Health(engine, writer, coverage=coverage, leadership=leadership),
         coverage=coverage,
         upkeep=Upkeep(
             sessions, engine, resolved.raw_retention_days, sender=sender, vantages=vantages

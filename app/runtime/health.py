@@ -24,11 +24,13 @@ from app.runs.threads import Check
 from app.runs.writer import Writer
 from app.runtime.coverage import Coverage
 from app.store.db import describe
+from app.store.leader import Leadership
 
 ASK_BUDGET_S = 0.5
 STUCK_S = 2.0  # a store waiting longer than this is reported
 REACHABLE, UNREACHABLE, TIMEOUT = "reachable", "unreachable", "timeout"
 NO_SCHEMA = "waiting for the schema"
+WAITING_FOR_ELECTION = "waiting for the database to elect a leader"
 READ_BUDGET_S = 2.0  # a read waits at most this for the database to show that it answers
 FRESH_S = 1.0  # a ping that answered this recently stands for the database answering
 
@@ -48,6 +50,8 @@ class Health:
     spooled_runs: int = 0
     # Targets the file asks for that nobody probes, and a refused reload (never silent).
     coverage: Coverage | None = None
+    # Who probes: a process that has not reached the database yet waits for its election.
+    leadership: Leadership | None = None
     _ping: Check[None] = field(init=False)
     _count: Check[int] = field(init=False)
     _answered_at: float = field(init=False, default=-FRESH_S)
@@ -90,6 +94,8 @@ class Health:
             found.append(f"store: last attempt failed: {self.writer.sink.problem}")
         if self.writer.spool.problem is not None:
             found.append(f"spool {self.writer.spool.problem}")
+        if self.leadership is not None and not self.leadership.elected:
+            found.append(f"leader: {WAITING_FOR_ELECTION}; probing nothing meanwhile")
         if self.coverage is not None:
             found.extend(self.coverage.problems())
         return found
