@@ -88,7 +88,11 @@ class ReadDeadline:
                 await send(message)
 
         handler = asyncio.ensure_future(self.app(scope, receive, relay))
-        problem = await self._watch(handler, began)
+        try:
+            problem = await self._watch(handler, began)
+        except asyncio.CancelledError:  # the server gave up on this request: so does the handler
+            handler.cancel()
+            raise
         if problem is None:
             await handler
             return
@@ -103,7 +107,7 @@ class ReadDeadline:
         try:
             while True:
                 await asyncio.wait(
-                    {handler, beginning}, timeout=WATCH_S, return_when="FIRST_COMPLETED"
+                    {handler, beginning}, timeout=WATCH_S, return_when=asyncio.FIRST_COMPLETED
                 )
                 if handler.done() or began.is_set():
                     return None
