@@ -7,6 +7,7 @@ engines or sessions, and never read ``app.state`` (only this module does).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -15,7 +16,9 @@ from fastapi import Depends, FastAPI, Request
 from app.agents.server.agents import Agents
 from app.runtime.metrics import RunMetrics
 from app.runtime.service import Service
-from app.store.db import Session
+from app.store.db import Session, StoreError, describe, is_unavailable
+
+log = logging.getLogger(__name__)
 
 
 def install(app: FastAPI, service: Service, agents: Agents, metrics: RunMetrics) -> None:
@@ -60,8 +63,23 @@ def require_database(service: Annotated[Service, Depends(get_service)]) -> None:
 def get_session(
     service: Annotated[Service, Depends(get_service)], _: Annotated[None, Depends(require_database)]
 ) -> Iterator[Session]:
-    with service.sessions() as session:
+    session = service.sessions()
+    try:
         yield session
+    finally:
+        _close(session)
+
+
+def _close(session: Session) -> None:
+    """Closing rolls back the read transaction, which fails on a connection the database
+    ended meanwhile (stopped after the answer was made): nothing is lost then, so that is
+    logged, not raised into a request that has had its answer."""
+    try:
+        session.close()
+    except StoreError as exc:
+        if not is_unavailable(exc):
+            raise
+        log.info("a read's session closed on a lost connection: %s", describe(exc))
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
