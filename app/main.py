@@ -40,7 +40,7 @@ from app.store.leader import Leadership
 from app.store.quarantine import Quarantine, isolated
 from app.store.records import RunRecord
 from app.web import api as web_api
-from app.web import deps, errors, healthz, pages, scrape
+from app.web import deps, errors, healthz, pages, scrape, unavailable
 from app.web.auth import document_open_writes
 from app.web.hosts import allowed_hosts
 from app.web.pages import STATIC_DIR
@@ -100,7 +100,9 @@ def build_service(
         alerts=alerts,
         rules=rules,
         writer=writer,
-        health=Health(engine, writer, coverage=coverage, quarantine=quarantine),
+        health=Health(
+            engine, writer, coverage=coverage, quarantine=quarantine, leadership=leadership
+        ),
         coverage=coverage,
         upkeep=Upkeep(
             sessions,
@@ -183,6 +185,7 @@ def create_app(
     )
     deps.install(app, service, agents, observed, workers)
     errors.install(app)
+    unavailable.install(app, service.health)
     app.include_router(healthz.router)
     app.include_router(web_api.router)
     app.include_router(scrape.router)

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,11 @@ async def bounded(fn: Callable[[], T], budget_s: float, what: str) -> T | None:
         return None
 
 
+def _read_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class Check(Generic[T]):
     """A blocking check asked for often, run once at a time on a daemon thread.
 
@@ -80,10 +85,17 @@ class Check(Generic[T]):
 
     async def ask(self, budget_s: float) -> T:
         future = asyncio.wrap_future(self._current())
+        # Past the budget nobody awaits it: its error, when it comes, is read here, not
+        # logged by asyncio as "never retrieved" (the caller has said it already).
+        future.add_done_callback(_read_outcome)
         return await asyncio.wait_for(asyncio.shield(future), budget_s)
 
     def wait(self, budget_s: float) -> T:
         return self._current().result(timeout=budget_s)
+
+    def start(self) -> None:
+        """Start the check now if none is in flight (a later ``wait`` finds it going)."""
+        self._current()
 
     def _current(self) -> concurrent.futures.Future[T]:
         """The check in flight, or a new one if none is."""

@@ -5,11 +5,16 @@ The database ping and the spool count run on threads of their own (``app.runs.th
 ping that hangs (a frozen database) is not started again while it hangs. Whether the spool
 can be written is checked every few seconds by the service's health loop, and by every
 write. The store stage says how long it has waited, and its sink why its last store failed.
+
+The same ping bounds the web's reads (``require_database``, ``database_answers``): a read
+on a database that does not answer is told so within ``READ_BUDGET_S`` (a 503), instead
+of waiting on a connection that never answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,12 +24,20 @@ from app.runs.threads import Check
 from app.runs.writer import Writer
 from app.runtime.coverage import Coverage
 from app.store.db import describe
+from app.store.leader import Leadership
 from app.store.quarantine import Quarantine
 
 ASK_BUDGET_S = 0.5
 STUCK_S = 2.0  # a store waiting longer than this is reported
 REACHABLE, UNREACHABLE, TIMEOUT = "reachable", "unreachable", "timeout"
 NO_SCHEMA = "waiting for the schema"
+WAITING_FOR_ELECTION = "waiting for the database to elect a leader"
+READ_BUDGET_S = 2.0  # a read waits at most this for the database to show that it answers
+FRESH_S = 1.0  # a ping that answered this recently stands for the database answering
+
+
+class DatabaseAway(Exception):
+    """The database does not answer now (stopped, unreachable, frozen); the message says how."""
 
 
 @dataclass
@@ -40,8 +53,11 @@ class Health:
     coverage: Coverage | None = None
     # What the background loops set aside (a run the rollups cannot add, ...).
     quarantine: Quarantine | None = None
+    # Who probes: a process that has not reached the database yet waits for its election.
+    leadership: Leadership | None = None
     _ping: Check[None] = field(init=False)
     _count: Check[int] = field(init=False)
+    _answered_at: float = field(init=False, default=-FRESH_S)
 
     def __post_init__(self) -> None:
         self._ping = Check(self._select_one, "healthz-ping")
@@ -81,6 +97,8 @@ class Health:
             found.append(f"store: last attempt failed: {self.writer.sink.problem}")
         if self.writer.spool.problem is not None:
             found.append(f"spool {self.writer.spool.problem}")
+        if self.leadership is not None and not self.leadership.elected:
+            found.append(f"leader: {WAITING_FOR_ELECTION}; probing nothing meanwhile")
         if self.coverage is not None:
             found.extend(self.coverage.problems())
         if self.quarantine is not None:
@@ -105,6 +123,32 @@ class Health:
         except (TimeoutError, OSError):
             pass  # the last count stands; a spool that cannot be read is a problem of its own
 
+    def require_database(self) -> None:
+        """Blocking (a worker thread's): return once the database answers, or raise
+        ``DatabaseAway`` within ``READ_BUDGET_S`` (at once if a ping hangs that long)."""
+        if time.monotonic() - self._answered_at < FRESH_S:
+            return
+        try:
+            self._ping.wait(max(0.0, READ_BUDGET_S - self._ping.waiting_s))
+        except TimeoutError:
+            raise DatabaseAway(self._no_answer()) from None
+        except Exception as exc:
+            raise DatabaseAway(f"the database is unreachable: {describe(exc)}") from exc
+
+    async def database_answers(self, budget_s: float) -> str | None:
+        """None if the database answers within ``budget_s``, else why not (a sentence)."""
+        try:
+            await self._ping.ask(budget_s)
+        except TimeoutError:
+            return self._no_answer()
+        except Exception as exc:
+            return f"the database is unreachable: {describe(exc)}"
+        return None
+
+    def _no_answer(self) -> str:
+        return f"the database has not answered for {self._ping.waiting_s:.1f} s"
+
     def _select_one(self) -> None:
         with self.engine.connect() as connection:
             connection.execute(text("SELECT 1"))
+        self._answered_at = time.monotonic()

@@ -7,8 +7,10 @@ retention (prunes raw samples) and the outbox sender (notifications; every proce
 PostgreSQL row locks keep it once).
 
 Nothing here waits on the database unbounded where it matters: start waits at most
-``START_WAIT_S`` and then probes into the spool, and stop (``stopping``) keeps every step
-within its budget, so SIGTERM ends ``serve`` within 5 s whatever the database does.
+``START_WAIT_S`` and then probes into the spool if it leads (on PostgreSQL a process that
+has not reached the database yet waits for its election instead: ``app.store.leader``),
+and stop (``stopping``) keeps every step within its budget, so SIGTERM ends ``serve``
+within 5 s whatever the database does.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.writer import Writer
 from app.runtime.coverage import Coverage
-from app.runtime.health import Health
+from app.runtime.health import WAITING_FOR_ELECTION, Health
 from app.runtime.readiness import wait_for_schema
 from app.runtime.scheduler import Watch
 from app.runtime.stopping import stop_within_budget
@@ -58,7 +60,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 5.0
 RELOAD_POLL_S = 2.0
-START_WAIT_S = 2.0  # for the database at start; then probing starts, into the spool
+START_WAIT_S = 2.0  # for the database at start; then a leader probes, into the spool
 HEALTH_EVERY_S = 5.0
 DEFAULT_PARAMS = DetectorParams()
 
@@ -136,11 +138,7 @@ class Service:
             log.warning("database not ready within %.0f s; probing into the spool", START_WAIT_S)
         self._scheduling = lead.result() if lead.done() else self.leadership.leading
         self.watch.start(paused=not self._scheduling)
-        log.info(
-            "%s; %d target(s)",
-            "leading" if self._scheduling else "standing by",
-            len(self.watch.targets),
-        )
+        log.info("%s; %d target(s)", self._role(), len(self.watch.targets))
         for loop in (self._leader_loop, self._flush_loop, self._reload_loop, self._health_loop):
             self.tasks.append(asyncio.create_task(_forever(loop)))
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
@@ -185,7 +183,10 @@ class Service:
 
     async def _leader_loop(self) -> None:
         await asyncio.sleep(self.settings.leader_check_s)
+        was_elected = self.leadership.elected
         now = await self._check_lead()
+        if not now and self.leadership.elected and not was_elected:
+            log.info("the database answers and another replica leads: standing by")
         if now and not self._scheduling:
             log.info("took the lead: scheduling probes")
             self.watch.resume()
@@ -193,6 +194,11 @@ class Service:
             log.warning("lost the lead: standing by")
             self.watch.pause()
         self._scheduling = now
+
+    def _role(self) -> str:
+        if self._scheduling:
+            return "leading"
+        return "standing by" if self.leadership.elected else WAITING_FOR_ELECTION
 
     def _check_lead(self) -> asyncio.Future[bool]:
         """One check at a time: one stuck on a frozen database is waited on, not doubled."""

@@ -23,6 +23,7 @@ from sqlalchemy.exc import (
     OperationalError,
     SQLAlchemyError,
 )
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,15 @@ def is_transient(exc: Exception) -> bool:
     if isinstance(exc, OperationalError | InterfaceError):
         return True
     return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+# What a database error is, for the layers above the store that must not import SQLAlchemy.
+StoreError = SQLAlchemyError
+
+
+def is_unavailable(exc: Exception) -> bool:
+    """The database is away, or every pooled connection is held (by reads it leaves hanging)."""
+    return is_transient(exc) or isinstance(exc, PoolTimeout)
 
 
 def describe(exc: Exception) -> str:

@@ -2,15 +2,19 @@
 
 The leader holds a session-level advisory lock on a connection of its own. When the
 leader dies, PostgreSQL ends its session and frees the lock, and the next process to ask
-takes it. SQLite serves a single process, which always leads.
+takes it. SQLite serves a single process (``sqlitelock`` refuses a second), which always
+leads.
 
 When the leader's connection breaks it tries to take the lock again: if the database is
 unreachable it keeps leading (nobody else can take the lock either, and probing must go
 on into the spool); if the lock has meanwhile gone to another process, it steps down.
 
-A process that has never reached the database leads: a lone replica started during an
-outage must probe into the spool. Replicas started together during one all probe until
-the database answers and one of them takes the lock; duplicates beat a gap.
+A process that has never reached the database does not lead: another may hold the lock
+(a leader probing into its spool through the outage), and replicas started together
+during one would all probe every slot. It waits, probing nothing, until the database
+answers and elects one of them (``elected``; ``/healthz`` says it is waiting). No slot is
+probed twice; the price is that a lone replica started during an outage probes only
+once the database is back.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ class Leadership:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.connection: Connection | None = None
-        self.leading = True  # until a check says otherwise (see the module's docstring)
+        # Whether a check has reached the database; until then nobody leads on PostgreSQL.
+        self.elected = not self.contested
+        self.leading = not self.contested
 
     @property
     def contested(self) -> bool:
@@ -45,8 +51,11 @@ class Leadership:
         try:
             self.leading = self._take()
         except DBAPIError as exc:
-            # Unreachable: a leader stays leader, a follower stays follower.
+            # Unreachable: a leader stays leader, a follower (or a process not yet elected)
+            # stays as it is.
             log.warning("leadership not verifiable (%s); leading=%s", exc.orig, self.leading)
+        else:
+            self.elected = True
         return self.leading
 
     def _take(self) -> bool:

@@ -7,6 +7,7 @@ engines or sessions, and never read ``app.state`` (only this module does).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -16,7 +17,9 @@ from app.agents.server.agents import Agents
 from app.runtime.metrics import RunMetrics
 from app.runtime.service import Service
 from app.runtime.workers import Workers
-from app.store.db import Session
+from app.store.db import Session, StoreError, describe, is_unavailable
+
+log = logging.getLogger(__name__)
 
 
 def install(
@@ -64,9 +67,32 @@ async def get_workers(request: Request) -> Workers:
     return workers_of(request.app)
 
 
-def get_session(service: Annotated[Service, Depends(get_service)]) -> Iterator[Session]:
-    with service.sessions() as session:
+def require_database(service: Annotated[Service, Depends(get_service)]) -> None:
+    """A plain def (a worker thread's): waits at most ``health.READ_BUDGET_S`` for the
+    database to answer, else ``DatabaseAway`` (a 503, app.web.unavailable)."""
+    service.health.require_database()
+
+
+def get_session(
+    service: Annotated[Service, Depends(get_service)], _: Annotated[None, Depends(require_database)]
+) -> Iterator[Session]:
+    session = service.sessions()
+    try:
         yield session
+    finally:
+        _close(session)
+
+
+def _close(session: Session) -> None:
+    """Closing rolls back the read transaction, which fails on a connection the database
+    ended meanwhile (stopped after the answer was made): nothing is lost then, so that is
+    logged, not raised into a request that has had its answer."""
+    try:
+        session.close()
+    except StoreError as exc:
+        if not is_unavailable(exc):
+            raise
+        log.info("a read's session closed on a lost connection: %s", describe(exc))
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
@@ -74,3 +100,5 @@ AgentsDep = Annotated[Agents, Depends(get_agents)]
 MetricsDep = Annotated[RunMetrics, Depends(get_metrics)]
 WorkersDep = Annotated[Workers, Depends(get_workers)]
 SessionDep = Annotated[Session, Depends(get_session)]
+# For a route that reads the database without a SessionDep (through the service).
+DatabaseAnswers = Depends(require_database)

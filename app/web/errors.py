@@ -41,6 +41,8 @@ DESCRIPTIONS = {
     404: "Not found.",
     409: "The request conflicts with the resource's state.",
     422: "The request is not valid: `detail` says why, `errors` lists each problem.",
+    503: "The database does not answer now (stopped, unreachable, frozen): `detail` says how;"
+    " ask again after `Retry-After` seconds.",
 }
 _PLAIN = {"text/plain": {"schema": {"type": "string"}}}
 

@@ -1,6 +1,7 @@
-"""``serve`` starts while PostgreSQL is down: it probes into the spool, and once the
-database is back it migrates it (or, with ``--no-migrate``, waits until somebody has) and
-stores every spooled run, once.
+"""``serve`` starts while PostgreSQL is down: it has no leader lock, so it probes nothing
+(another replica may lead through the outage) and says so; once the database is back it
+migrates it (or, with ``--no-migrate``, waits until somebody has), takes the lead and
+stores its runs — those spooled while the schema was missing too, once.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import ProgrammingError
 
 from app.demo.sim.server import SimServer
-from tests.faults.support import quick_health, stop, stored, targets_file
+from app.runtime.health import WAITING_FOR_ELECTION
+from tests.faults.support import Run, problems, quick_health, stop, stored, targets_file
 from tests.helpers import eventually
 from tests.pgcluster import PgCluster, Serve
 
@@ -23,19 +26,29 @@ pytestmark = [pytest.mark.process, pytest.mark.postgres]
 SAMPLES = 2
 
 
-def spooling_while_down(
+def waiting_while_down(
     tmp_path: Path, cluster: PgCluster, sim: SimServer, serve: Callable[..., Serve], *args: str
 ) -> Serve:
     cluster.stop()  # a new cluster, never migrated, and down
     config = targets_file(tmp_path, sim, "api", interval="1s", samples=str(SAMPLES))
-    served = serve("serve", config, args=args, PHASEWATCH_DATABASE_URL=cluster.url)
+    env = {"PHASEWATCH_DATABASE_URL": cluster.url, "PHASEWATCH_LEADER_CHECK_S": "1"}
+    served = serve("serve", config, args=args, **env)
     served.wait_ready()
     health = quick_health(served)
     assert (health["database"], health["status"], health["leader"]) == (
-        "unreachable", "degraded", True
+        "unreachable", "degraded", False
     )  # fmt: skip
-    eventually(lambda: len(served.spooled_ids()) >= 2, 15, "runs spooled")
+    assert WAITING_FOR_ELECTION in problems(served)
+    assert f"{WAITING_FOR_ELECTION}; 1 target(s)" in served.output()
+    assert not served.spooled_ids()  # probing nothing while it cannot know who leads
     return served
+
+
+def stored_once_migrated(url: str) -> list[Run]:
+    try:
+        return stored(url)
+    except ProgrammingError:  # the tables are not there yet
+        return []
 
 
 def all_arrived(served: Serve, url: str, spooled: list[str]) -> None:
@@ -51,28 +64,31 @@ def all_arrived(served: Serve, url: str, spooled: list[str]) -> None:
     assert not (served.spool_dir / "rejected.jsonl").exists()
 
 
-def test_serve_starts_while_postgres_is_down_then_migrates_and_flushes_when_it_is_back(
+def test_serve_starts_while_postgres_is_down_then_migrates_leads_and_stores(
     tmp_path: Path, cluster: PgCluster, sim: SimServer, serve: Callable[..., Serve]
 ) -> None:
-    served = spooling_while_down(tmp_path, cluster, sim, serve)
-    spooled = served.spooled_ids()
+    served = waiting_while_down(tmp_path, cluster, sim, serve)
     cluster.start()
-    all_arrived(served, cluster.url, spooled)
+    eventually(lambda: len(stored_once_migrated(cluster.url)) >= 2, 30, "runs stored once it leads")
     assert "migrating the database" in served.output()
-    assert quick_health(served)["status"] == "ok"
+    assert "took the lead" in served.output()
+    runs = stored(cluster.url)
+    assert {(run.status, run.samples) for run in runs[:-1]} == {("complete", SAMPLES)}
+    health = quick_health(served)
+    assert (health["status"], health["leader"]) == ("ok", True), health
     assert stop(served) == 0
 
 
 def test_no_migrate_waits_for_the_schema_then_flushes(
     tmp_path: Path, cluster: PgCluster, sim: SimServer, serve: Callable[..., Serve]
 ) -> None:
-    served = spooling_while_down(tmp_path, cluster, sim, serve, "--no-migrate")
+    served = waiting_while_down(tmp_path, cluster, sim, serve, "--no-migrate")
     cluster.start()
     eventually(
         lambda: quick_health(served)["database"] == "waiting for the schema", 15, "schema wait"
     )
-    before = len(served.spooled_ids())
-    eventually(lambda: len(served.spooled_ids()) > before, 10, "still probing into the spool")
+    # Elected (the lock needs no schema), it probes into the spool until the schema is there.
+    eventually(lambda: len(served.spooled_ids()) >= 2, 15, "probing into the spool")
 
     spooled = served.spooled_ids()
     upgrade = [sys.executable, "-m", "app", "db", "upgrade", "--database-url", cluster.url]

@@ -137,6 +137,37 @@ def test_a_leader_whose_connection_is_killed_takes_the_lock_again_if_nobody_did(
         other.release()
 
 
+def test_a_process_that_never_reached_the_database_does_not_lead(refused_port: int) -> None:
+    engine = make_engine(f"postgresql+psycopg://postgres@127.0.0.1:{refused_port}/none")
+    leadership = Leadership(engine)
+    try:
+        assert (leadership.check(), leadership.leading, leadership.elected) == (False, False, False)
+    finally:
+        engine.dispose()
+
+
+def test_the_first_check_that_reaches_the_database_elects(
+    engines: Callable[[], Engine], admin: Engine
+) -> None:
+    first, second = Leadership(engines()), Leadership(engines())
+    try:
+        assert not first.elected and not first.leading  # before any check: nobody leads
+        assert (first.check(), second.check()) == (True, False)
+        assert first.elected and second.elected  # the follower, too, has been told
+    finally:
+        first.release()
+        second.release()
+
+
+def test_sqlite_always_leads(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path}/one.db")
+    leadership = Leadership(engine)
+    try:
+        assert (leadership.leading, leadership.elected, leadership.check()) == (True, True, True)
+    finally:
+        engine.dispose()
+
+
 # --- Replicas starting at the same moment ---------------------------------------------------
 
 

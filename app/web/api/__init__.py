@@ -20,8 +20,9 @@ from app.web.api import (
 )
 from app.web.errors import errors
 
-# Any request may come with a Host that is not allowed (app.web.hosts).
-router = APIRouter(prefix="/api/v1", responses=errors(400))
+# Any request may come with a Host that is not allowed (app.web.hosts), and a read may find
+# the database away (app.web.unavailable).
+router = APIRouter(prefix="/api/v1", responses=errors(400, 503))
 for module in (
     meta,
     targets,

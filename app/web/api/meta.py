@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 
 from app import __version__
 from app.store.migrate import current_revision
-from app.web.deps import ServiceDep
+from app.web.deps import DatabaseAnswers, ServiceDep
 from app.web.schemas import IndexOut, VersionOut
 
 router = APIRouter(tags=["meta"])
@@ -22,7 +22,7 @@ def index(request: Request) -> IndexOut:
     )
 
 
-@router.get("/version", response_model=VersionOut)
+@router.get("/version", response_model=VersionOut, dependencies=[DatabaseAnswers])
 def version(service: ServiceDep) -> VersionOut:
     """What is running: phasewatch's version, the database kind, its Alembic revision."""
     return VersionOut(

@@ -20,7 +20,7 @@ from app.durations import parse_duration
 from app.store.silencerows import SilenceRecord
 from app.web.api.params import NO_NUL, in_range
 from app.web.auth import WRITE_ERRORS, WriteAccess
-from app.web.deps import ServiceDep
+from app.web.deps import DatabaseAnswers, ServiceDep
 from app.web.errors import errors
 
 router = APIRouter(tags=["silences"])
@@ -71,7 +71,12 @@ class SilenceView(BaseModel):
     status: SilenceStatus
 
 
-@router.get("/silences", response_model=list[SilenceView], responses=errors(422))
+@router.get(
+    "/silences",
+    response_model=list[SilenceView],
+    responses=errors(422),
+    dependencies=[DatabaseAnswers],
+)
 async def list_silences(
     service: ServiceDep,
     active: Annotated[bool, Query(description="only silences in effect now")] = False,
@@ -82,8 +87,14 @@ async def list_silences(
     return [silence_view(row, now) for row in rows]
 
 
-@router.get("/silences/{silence_id}", response_model=SilenceView, responses=NOT_FOUND)
-async def get_silence(silence_id: str, service: ServiceDep) -> SilenceView:
+@router.get(
+    "/silences/{silence_id}",
+    response_model=SilenceView,
+    responses=NOT_FOUND,
+    dependencies=[DatabaseAnswers],
+)
+def get_silence(silence_id: str, service: ServiceDep) -> SilenceView:
+    # A plain def: the read runs on a worker thread, never on the event loop.
     key = _uuid_or_404(silence_id)
     with service.sessions() as session:
         row = silence_row(session, key)
