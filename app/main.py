@@ -26,6 +26,7 @@ from app.runs.spool import Spool
 from app.runs.writer import Writer
 from app.runtime.coverage import Coverage, CoverageCollector
 from app.runtime.health import Health
+from app.runtime.lostruns import LostRunsCollector
 from app.runtime.metrics import RunMetrics, then
 from app.runtime.scheduler import Watch
 from app.runtime.service import AlertRules, Service
@@ -142,6 +143,7 @@ def create_app(
     agents = Agents(service, book, observed.observe_run)
     observed.registry.register(agents.collector)
     observed.registry.register(CoverageCollector(service.coverage))
+    observed.registry.register(LostRunsCollector(service.writer.spool.losses))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

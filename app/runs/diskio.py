@@ -38,17 +38,55 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def append_durable(path: Path, data: bytes) -> None:
-    """Append ``data`` and fsync; on failure the file is cut back to what it held before."""
-    with path.open("ab") as file:
+def append_durable(path: Path, data: bytes) -> int:
+    """Append ``data`` and fsync; on failure the file is cut back to what it held before.
+
+    A torn last line (a write cut short by a crash or a power cut: no newline at the end)
+    is cut off first, so nothing glues itself to it; returns how many bytes that cut.
+    """
+    with path.open("a+b") as file:  # read too: the last line's end is looked at
         size = os.fstat(file.fileno()).st_size
+        whole = _whole_lines(file.fileno(), size)
+        if whole < size:
+            os.ftruncate(file.fileno(), whole)
         try:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
         except OSError:
-            _cut_back(file.fileno(), path, size)
+            _cut_back(file.fileno(), path, whole)
             raise
+        return size - whole
+
+
+def _whole_lines(fd: int, size: int) -> int:
+    """How many of the file's first ``size`` bytes are whole lines."""
+    end = size
+    while end > 0:
+        start = max(0, end - 4096)
+        chunk = os.pread(fd, end - start, start)
+        if end == size and chunk.endswith(b"\n"):
+            return size
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def rewrite_in_place(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` (no longer than it is now), written over it from the start:
+    no new block is needed, so it works on a full disk where a copy beside it cannot be
+    written. Not atomic: a crash part-way leaves ``data`` followed by a piece of what was
+    there (whole lines again, after one torn one), never less than ``data``."""
+    with path.open("r+b") as file:
+        if len(data) > os.fstat(file.fileno()).st_size:
+            raise ValueError("rewrite_in_place only shortens a file")
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+        os.ftruncate(file.fileno(), len(data))
+        os.fsync(file.fileno())
 
 
 def _cut_back(fd: int, path: Path, size: int) -> None:

@@ -78,6 +78,8 @@ class Health:
             found.append(f"store: last attempt failed: {self.writer.sink.problem}")
         if self.writer.spool.problem is not None:
             found.append(f"spool {self.writer.spool.problem}")
+        if self.writer.spool.losses.ongoing is not None:
+            found.append(self.writer.spool.losses.ongoing)
         if self.coverage is not None:
             found.extend(self.coverage.problems())
         return found

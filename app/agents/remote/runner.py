@@ -137,7 +137,7 @@ class Agent:
     async def _flush_loop(self, stop: asyncio.Event) -> None:
         delay = FLUSH_BASE_S
         while not await _stopped(stop, delay):
-            if not self.spool.has_pending():
+            if not self.writer.waiting():
                 delay = FLUSH_BASE_S
                 continue
             self.writer.request_flush()
