@@ -4,8 +4,9 @@ A run goes to the spool; when the spool cannot take it (the disk is full, or rea
 is held in memory, behind the spool, and every later run goes behind it (held runs move to
 the spool as soon as it takes them again), so none jumps the queue. Only when the memory is
 full too is a run lost: counted, and told once an episode (``app.runs.losses``), never once
-a run. A held run keeps its in-flight journal (if the disk took it) until it is stored or
-spooled, so a crash meanwhile still brings it back.
+a run. A run waiting here has no in-flight journal (the writer ends it): a journal is a
+file, a block of the disk that holds eight runs or more in the spool, and a held run is one
+the disk had no room for. The price: a crash loses the runs held in memory.
 
 A flush stores the spool first, then the held runs, in batches (``store_batch``: one commit
 or one request for many), so a backlog drains many times faster than runs come in and the
@@ -51,10 +52,6 @@ class Backlog:
     def held(self) -> int:
         return len(self._held)
 
-    def holds(self, record: RunRecord) -> bool:
-        with self._lock:
-            return any(held.id == record.id for held in self._held)
-
     def place(self, record: RunRecord) -> Placed:
         """Behind every run that waits: in the spool, else in memory, else lost (counted)."""
         with self._lock:
@@ -82,7 +79,7 @@ class Backlog:
                 self.spool.append(self._held[0])
             except OSError:
                 return
-            self.spool.end(self._held.popleft().id)
+            self._held.popleft()
 
     def flush_held(self, store: StoreBatch, runs: int) -> int:
         """Store the held runs, oldest first, ``runs`` at a time; returns how many left.
@@ -115,8 +112,6 @@ class Backlog:
         ids = {record.id for record in taken}
         with self._lock:  # moved to the spool meanwhile: stored again from there, a no-op
             self._held = deque(held for held in self._held if held.id not in ids)
-        for record in taken:
-            self.spool.end(record.id)
 
     def _set_aside(self, records: Iterable[RunRecord]) -> None:
         unwritten = 0
@@ -131,8 +126,8 @@ class Backlog:
 
     def keep_all(self, records: Sequence[RunRecord]) -> int:
         """At shutdown: ``records`` and the held runs into the spool; those it cannot take
-        are lost (their journals, if written, bring them back at the next start). Returns
-        how many were spooled."""
+        are lost (a journal, if one was written, brings its run back at the next start).
+        Returns how many were spooled."""
         with self._lock:
             left = [*self._held, *records]
             self._held.clear()

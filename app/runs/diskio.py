@@ -43,20 +43,31 @@ def append_durable(path: Path, data: bytes) -> int:
 
     A torn last line (a write cut short by a crash or a power cut: no newline at the end)
     is cut off first, so nothing glues itself to it; returns how many bytes that cut.
+    Unbuffered: a buffered file would write what it still holds once more as it closes,
+    after the cut back, leaving a piece of the line that failed.
     """
-    with path.open("a+b") as file:  # read too: the last line's end is looked at
-        size = os.fstat(file.fileno()).st_size
-        whole = _whole_lines(file.fileno(), size)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        whole = _whole_lines(fd, size)
         if whole < size:
-            os.ftruncate(file.fileno(), whole)
+            os.ftruncate(fd, whole)
         try:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
+            _write_all(fd, data)
+            os.fsync(fd)
         except OSError:
-            _cut_back(file.fileno(), path, whole)
+            _cut_back(fd, path, whole)
             raise
         return size - whole
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until all of ``data`` is written (a short write is no error)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _whole_lines(fd: int, size: int) -> int:

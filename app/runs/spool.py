@@ -100,7 +100,8 @@ class Spool:
         self.journal.claim()
         probe = self.directory / f".probe-{self.journal.owner}"
         try:
-            append_durable(probe, b"phasewatch spool check\n")
+            with self._shared():  # which makes the lock file while there is room for it
+                append_durable(probe, b"phasewatch spool check\n")
             probe.unlink()
         except OSError as exc:
             self._failed(exc)
@@ -185,8 +186,9 @@ class Spool:
         except SinkAway:
             pass
         finally:
-            with self._shared():
-                self._rewrite(list(self._lines())[done:])
+            if done:  # else the file stays as it is: nothing to rewrite on a full disk
+                with self._shared():
+                    self._rewrite(list(self._lines())[done:])
         return done
 
     def _lines(self) -> Iterator[str]:

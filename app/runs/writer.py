@@ -166,6 +166,7 @@ class Writer:
             log.warning("%s is away (%s); run %s spooled", self.sink.name, exc, record.id)
             self.backlog.place(record)
             return False
+        self.spool.losses.kept()
         return True
 
     def flush(self) -> int:
@@ -176,6 +177,7 @@ class Writer:
         if not self.spool.has_pending():  # the held runs come after the spool's
             flushed += self.backlog.flush_held(self.sink.store_batch, self.flush_runs)
         if flushed:
+            self.spool.losses.kept()
             log.info("%d spooled run(s) now in %s", flushed, self.sink.name)
         return flushed
 
@@ -240,8 +242,7 @@ class Writer:
             stored = False
         finally:
             self.current, self._since = None, None
-        if not self.backlog.holds(record):  # a held run keeps its journal until kept
-            self.spool.end(record.id)
+        self.spool.end(record.id)
         return stored and record.status == RunStatus.COMPLETE
 
     def _flush_now(self) -> None:
@@ -256,8 +257,8 @@ class Writer:
             self._since = None
 
     def _place(self, record: RunRecord) -> None:
-        if self.backlog.place(record) != Placed.HELD:
-            self.spool.end(record.id)
+        self.backlog.place(record)
+        self.spool.end(record.id)
 
     def _reject(self, record: RunRecord, exc: Exception) -> None:
         refused = isinstance(exc, SinkRefused)  # only the unexpected get a traceback
