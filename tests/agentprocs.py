@@ -21,11 +21,15 @@ from tests.helpers import eventually
 
 
 class Process:
-    def __init__(self, log: Path, command: list[str], env: dict[str, str]) -> None:
+    """``wrap`` goes before the command: a program that ends by exec'ing the rest."""
+
+    def __init__(
+        self, log: Path, command: list[str], env: dict[str, str], wrap: tuple[str, ...] = ()
+    ) -> None:
         self.path = log
         self.log: IO[str] = log.open("a")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", *command],
+            [*wrap, sys.executable, "-m", "app", *command],
             env=os.environ | env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -74,14 +78,16 @@ def start_serve(
     return served
 
 
-def start_agent(tmp_path: Path, port: int, vantage: str, token: str, **env: str) -> Process:
+def start_agent(
+    tmp_path: Path, port: int, vantage: str, token: str, wrap: tuple[str, ...] = (), **env: str
+) -> Process:
     command = ["agent", "--server", f"http://127.0.0.1:{port}", "--vantage", vantage]
     variables = {
         "PHASEWATCH_AGENT_TOKEN": token,
         "PHASEWATCH_SPOOL_DIR": str(tmp_path / f"{vantage}-spool"),
         **env,
     }
-    return Process(tmp_path / f"{vantage}.log", [*command, "--refresh", "1"], variables)
+    return Process(tmp_path / f"{vantage}.log", [*command, "--refresh", "1"], variables, wrap)
 
 
 def up(port: int) -> bool:

@@ -130,7 +130,8 @@ class Agent:
         return targets, invalid
 
     async def _report(self) -> None:
-        pending = await asyncio.to_thread(self.spool.pending)
+        # The runs held in memory behind a full spool wait too.
+        pending = await asyncio.to_thread(self.spool.pending) + self.writer.backlog.held()
         with contextlib.suppress(SinkError):
             await asyncio.to_thread(self.client.report, self.refused, pending)
 
