@@ -232,7 +232,7 @@ class Writer:
         """Store (or spool) ``record``; True when it is stored and complete, to be passed
         on (as ``after_store`` promises)."""
         if self._abandoned.is_set():
-            self._place(record)  # shutdown gave up on the database
+            self.backlog.keep_all([record])  # shutdown gave up on the database
             return False
         self.current, self._since = record, time.monotonic()
         try:
