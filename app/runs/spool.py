@@ -56,7 +56,8 @@ class Spool:
         self._problem: str | None = None
         self._counted = (0, 0, 0)  # inode, bytes counted, lines in them
         self.losses = Losses()  # runs this process could keep nowhere (the writer's too)
-        self.journal = Journal(self.inflight, self._failed, self._wrote)
+        self._appends_fail = False  # the last append failed
+        self.journal = Journal(self.inflight, self._failed, self._wrote_small)
 
     @property
     def problem(self) -> str | None:
@@ -106,8 +107,10 @@ class Spool:
         except OSError as exc:
             self._failed(exc)
             return self._problem
-        self._wrote()
-        return None
+        if not self.has_pending():  # no append waits on it: the check says it all
+            self._appends_fail = False
+        self._wrote_small()
+        return self._problem
 
     def flush(self, store: StoreBatch, runs: int, size: int) -> int:
         """Store every spooled run in order, handed to ``store`` (a sink's ``store_batch``)
@@ -234,8 +237,10 @@ class Spool:
             with self._shared():
                 torn = append_durable(path, data)
         except OSError as exc:
+            self._appends_fail = True
             self._failed(exc)
             raise
+        self._appends_fail = False
         if torn:
             log.warning("%s: a torn last line (%d bytes, a write cut short) cut off", path, torn)
         self._wrote()
@@ -248,6 +253,13 @@ class Spool:
         if problem != self._problem:
             log.error("spool %s %s; probing goes on", self.directory, problem)
         self._problem = problem
+
+    def _wrote_small(self) -> None:
+        """A small write (a journal, the check) worked. While appends fail that says
+        little (on a full disk a page freed takes a small file, not the runs behind it):
+        the spool is writable again once an append works, not at every flap between."""
+        if not self._appends_fail:
+            self._wrote()
 
     def _wrote(self) -> None:
         if self._problem is not None:

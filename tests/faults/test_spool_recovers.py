@@ -32,8 +32,8 @@ pytestmark = [pytest.mark.process, pytest.mark.postgres, pytest.mark.timeout(420
 
 # Room for ~250 runs beside the journals of the runs in flight (a page each on a tmpfs).
 SPOOL_SIZE = "256k"
-TARGETS = 30  # at 1 s: the memory behind a full spool (HELD_MAX runs) fills in ~35 s
-QUIET_S = 8.0  # after the backlog drained, this long without a loss (~240 runs)
+TARGETS = 20  # at 1 s: the memory behind a full spool (HELD_MAX runs) fills in ~50 s
+QUIET_S = 8.0  # after the backlog drained, this long without a loss (~160 runs)
 # Runs lost after the database is back, at most: those the first flush could not save (a
 # second of runs, the pool reconnecting). Before the fix, losses went on for minutes.
 LOST_AFTER_BACK = 2 * TARGETS
