@@ -73,8 +73,12 @@ def start_serve(
     }
     command = ["serve", "--config", str(config), "--port", str(port)]
     served = Process(tmp_path / "serve.log", command, variables)
-    eventually(lambda: up(port) or served.process.poll() is not None, 30, "serve up")
-    assert served.process.poll() is None, served.output()
+    try:
+        eventually(lambda: up(port) or served.process.poll() is not None, 30, "serve up")
+        assert served.process.poll() is None, served.output()
+    except AssertionError:
+        served.kill()  # not handed to the caller: nobody else would end it
+        raise
     return served
 
 
