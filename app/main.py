@@ -27,6 +27,7 @@ from app.runs.spool import Spool
 from app.runs.writer import Writer
 from app.runtime.coverage import Coverage, CoverageCollector
 from app.runtime.health import Health
+from app.runtime.lostruns import LostRunsCollector
 from app.runtime.metrics import RunMetrics, then
 from app.runtime.quarantined import QuarantineCollector
 from app.runtime.scheduler import Watch
@@ -169,6 +170,7 @@ def create_app(
     # What-ifs and levers: computed in worker processes, off the probes' event loop.
     workers = Workers(settings.whatif_workers, settings.whatif_queue)
     observed.registry.register(WorkersCollector(workers))
+    observed.registry.register(LostRunsCollector(service.writer.spool.losses))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -21,11 +21,15 @@ from tests.helpers import eventually
 
 
 class Process:
-    def __init__(self, log: Path, command: list[str], env: dict[str, str]) -> None:
+    """``wrap`` goes before the command: a program that ends by exec'ing the rest."""
+
+    def __init__(
+        self, log: Path, command: list[str], env: dict[str, str], wrap: tuple[str, ...] = ()
+    ) -> None:
         self.path = log
         self.log: IO[str] = log.open("a")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", *command],
+            [*wrap, sys.executable, "-m", "app", *command],
             env=os.environ | env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -69,19 +73,25 @@ def start_serve(
     }
     command = ["serve", "--config", str(config), "--port", str(port)]
     served = Process(tmp_path / "serve.log", command, variables)
-    eventually(lambda: up(port) or served.process.poll() is not None, 30, "serve up")
-    assert served.process.poll() is None, served.output()
+    try:
+        eventually(lambda: up(port) or served.process.poll() is not None, 30, "serve up")
+        assert served.process.poll() is None, served.output()
+    except AssertionError:
+        served.kill()  # not handed to the caller: nobody else would end it
+        raise
     return served
 
 
-def start_agent(tmp_path: Path, port: int, vantage: str, token: str, **env: str) -> Process:
+def start_agent(
+    tmp_path: Path, port: int, vantage: str, token: str, wrap: tuple[str, ...] = (), **env: str
+) -> Process:
     command = ["agent", "--server", f"http://127.0.0.1:{port}", "--vantage", vantage]
     variables = {
         "PHASEWATCH_AGENT_TOKEN": token,
         "PHASEWATCH_SPOOL_DIR": str(tmp_path / f"{vantage}-spool"),
         **env,
     }
-    return Process(tmp_path / f"{vantage}.log", [*command, "--refresh", "1"], variables)
+    return Process(tmp_path / f"{vantage}.log", [*command, "--refresh", "1"], variables, wrap)
 
 
 def up(port: int) -> bool:

@@ -38,17 +38,66 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def append_durable(path: Path, data: bytes) -> None:
-    """Append ``data`` and fsync; on failure the file is cut back to what it held before."""
-    with path.open("ab") as file:
-        size = os.fstat(file.fileno()).st_size
+def append_durable(path: Path, data: bytes) -> int:
+    """Append ``data`` and fsync; on failure the file is cut back to what it held before.
+
+    A torn last line (a write cut short by a crash or a power cut: no newline at the end)
+    is cut off first, so nothing glues itself to it; returns how many bytes that cut.
+    Unbuffered: a buffered file would write what it still holds once more as it closes,
+    after the cut back, leaving a piece of the line that failed.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        whole = _whole_lines(fd, size)
+        if whole < size:
+            os.ftruncate(fd, whole)
         try:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
+            _write_all(fd, data)
+            os.fsync(fd)
         except OSError:
-            _cut_back(file.fileno(), path, size)
+            _cut_back(fd, path, whole)
             raise
+        return size - whole
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until all of ``data`` is written (a short write is no error)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _whole_lines(fd: int, size: int) -> int:
+    """How many of the file's first ``size`` bytes are whole lines."""
+    end = size
+    while end > 0:
+        start = max(0, end - 4096)
+        chunk = os.pread(fd, end - start, start)
+        if end == size and chunk.endswith(b"\n"):
+            return size
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def rewrite_in_place(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` (no longer than it is now), written over it from the start:
+    no new block is needed, so it works on a full disk where a copy beside it cannot be
+    written. Not atomic: a crash part-way leaves ``data`` followed by a piece of what was
+    there (whole lines again, after one torn one), never less than ``data``."""
+    with path.open("r+b") as file:
+        if len(data) > os.fstat(file.fileno()).st_size:
+            raise ValueError("rewrite_in_place only shortens a file")
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+        os.ftruncate(file.fileno(), len(data))
+        os.fsync(file.fileno())
 
 
 def _cut_back(fd: int, path: Path, size: int) -> None:

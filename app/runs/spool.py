@@ -8,7 +8,11 @@ a run whose process died is found there and recorded instead of vanishing.
 Processes sharing the directory take ``runs.lock`` around every change to ``runs.jsonl``
 and ``flush.lock`` to flush, so no append lands in a file being replaced and no two flushes
 race. A write that fails (disk full, read-only) leaves nothing behind and is reported by
-``problem``, once, not per run.
+``problem``, once, not per run. A full disk never keeps a flush from ending: the runs stored
+leave the spool even then (rewritten in place, which needs no new block), a run refused for
+good that cannot be set aside is counted lost (``losses``) instead of stopping the flush,
+and a torn last line (a write cut short by a crash) is never read as a run and is cut off
+before the next append.
 """
 
 from __future__ import annotations
@@ -18,21 +22,27 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from app.runs.diskio import append_durable, hold_lock, problem_of, shared_lock
+from app.runs.diskio import (
+    FULL_ERRNOS,
+    append_durable,
+    hold_lock,
+    problem_of,
+    rewrite_in_place,
+    shared_lock,
+)
 from app.runs.journal import Journal
-from app.runs.sink import SinkAway, Stored
+from app.runs.losses import Losses
+from app.runs.sink import SinkAway
+from app.runs.spoolbatch import StoreBatch, answered, batches
 from app.store.records import RunRecord
 
 log = logging.getLogger(__name__)
 
 RUNS_LOCK = b"phasewatch: held around every change to runs.jsonl\n"
-# A sink's batch form (``Sink.store_batch``): answers each run in order, True or False
-# taken, a text why it never will be (set aside); fewer answers: the rest not taken.
-StoreBatch = Callable[[Sequence[RunRecord]], Sequence[Stored]]
 FLUSH_LOCK = b"phasewatch: held by the process flushing runs.jsonl\n"
 
 
@@ -45,7 +55,9 @@ class Spool:
         self._flushing = threading.Lock()  # one flush at a time
         self._problem: str | None = None
         self._counted = (0, 0, 0)  # inode, bytes counted, lines in them
-        self.journal = Journal(self.inflight, self._failed, self._wrote)
+        self.losses = Losses()  # runs this process could keep nowhere (the writer's too)
+        self._appends_fail = False  # the last append failed
+        self.journal = Journal(self.inflight, self._failed, self._wrote_small)
 
     @property
     def problem(self) -> str | None:
@@ -89,13 +101,16 @@ class Spool:
         self.journal.claim()
         probe = self.directory / f".probe-{self.journal.owner}"
         try:
-            append_durable(probe, b"phasewatch spool check\n")
+            with self._shared():  # which makes the lock file while there is room for it
+                append_durable(probe, b"phasewatch spool check\n")
             probe.unlink()
         except OSError as exc:
             self._failed(exc)
             return self._problem
-        self._wrote()
-        return None
+        if not self.has_pending():  # no append waits on it: the check says it all
+            self._appends_fail = False
+        self._wrote_small()
+        return self._problem
 
     def flush(self, store: StoreBatch, runs: int, size: int) -> int:
         """Store every spooled run in order, handed to ``store`` (a sink's ``store_batch``)
@@ -132,20 +147,35 @@ class Spool:
     def _consume(self, lines: list[str], store: StoreBatch, runs: int, size: int) -> Iterator[int]:
         """Yields how many more lines are done, batch by batch, until one is not taken whole."""
         for batch in batches(lines, runs, size):
-            answers = _answered(batch, store)
-            refused = [answer for answer in answers if isinstance(answer, str)]
-            for line, answer in zip(batch, answers, strict=False):
-                if isinstance(answer, str):
-                    self._append(self.directory / "rejected.jsonl", line.encode())
+            answers = answered(batch, store)
+            refused = [
+                line
+                for line, answer in zip(batch, answers, strict=False)
+                if isinstance(answer, str)
+            ]
             if refused:  # one line a batch, not one a run
                 log.error(
                     "%d spooled run(s) refused, set aside in rejected.jsonl; the first: %s",
                     len(refused),
-                    refused[0],
+                    next(answer for answer in answers if isinstance(answer, str)),
                 )
+                self._set_aside(refused)
             yield len(answers)
             if len(answers) < len(batch):
                 return
+
+    def _set_aside(self, lines: list[str]) -> None:
+        """Into ``rejected.jsonl``; those it cannot take are counted lost, and the flush
+        goes on: they would never be stored anyway, and keeping them would block the rest."""
+        unwritten = 0
+        for line in lines:
+            try:
+                self._append(self.directory / "rejected.jsonl", line.encode())
+            except OSError:
+                unwritten += 1
+        if unwritten:
+            why = f"refused for good and not set aside in rejected.jsonl ({self._problem})"
+            self.losses.told(unwritten, why)
 
     def _drain(self, consume: Callable[[list[str]], Iterator[int]]) -> int:
         """Hands the spooled lines to ``consume``, which yields how many more are done; the
@@ -159,15 +189,17 @@ class Spool:
         except SinkAway:
             pass
         finally:
-            with self._shared():
-                self._rewrite(list(self._lines())[done:])
+            if done:  # else the file stays as it is: nothing to rewrite on a full disk
+                with self._shared():
+                    self._rewrite(list(self._lines())[done:])
         return done
 
     def _lines(self) -> Iterator[str]:
         if not self.path.exists():
             return
         with self.path.open() as spool:
-            yield from (line for line in spool if line.strip())
+            # A last line without its newline is a write cut short: not a run (yet, or ever).
+            yield from (line for line in spool if line.endswith("\n") and line.strip())
 
     def _rewrite(self, remaining: list[str]) -> None:
         """Keep ``remaining``; should that fail, the stored lines stay and are stored again
@@ -184,7 +216,18 @@ class Spool:
             temporary.replace(self.path)
         except OSError as exc:
             temporary.unlink(missing_ok=True)
-            self._failed(exc)
+            if exc.errno not in FULL_ERRNOS or not self._rewritten_in_place(remaining):
+                self._failed(exc)
+
+    def _rewritten_in_place(self, remaining: list[str]) -> bool:
+        """On a full disk the stored lines must still go, or they are stored again at every
+        flush for as long as the disk stays full: written over the file instead."""
+        try:
+            rewrite_in_place(self.path, "".join(remaining).encode())
+        except (OSError, ValueError) as exc:
+            log.error("spool %s: stored runs not removed: %s", self.directory, exc)
+            return False
+        return True
 
     def _append(self, path: Path, data: bytes) -> None:
         try:
@@ -192,10 +235,14 @@ class Spool:
             # (or whose folder was removed) is still a place to put a run.
             self.directory.mkdir(parents=True, exist_ok=True)
             with self._shared():
-                append_durable(path, data)
+                torn = append_durable(path, data)
         except OSError as exc:
+            self._appends_fail = True
             self._failed(exc)
             raise
+        self._appends_fail = False
+        if torn:
+            log.warning("%s: a torn last line (%d bytes, a write cut short) cut off", path, torn)
         self._wrote()
 
     def _shared(self) -> Any:
@@ -206,6 +253,13 @@ class Spool:
         if problem != self._problem:
             log.error("spool %s %s; probing goes on", self.directory, problem)
         self._problem = problem
+
+    def _wrote_small(self) -> None:
+        """A small write (a journal, the check) worked. While appends fail that says
+        little (on a full disk a page freed takes a small file, not the runs behind it):
+        the spool is writable again once an append works, not at every flap between."""
+        if not self._appends_fail:
+            self._wrote()
 
     def _wrote(self) -> None:
         if self._problem is not None:
@@ -227,40 +281,3 @@ class Spool:
 
     def close(self) -> None:
         self.journal.close()
-
-
-def batches(lines: Sequence[str], runs: int, size: int) -> Iterator[list[str]]:
-    """``lines`` in order, in lists of at most ``runs`` lines and ``size`` bytes of them
-    (a line longer than ``size`` alone)."""
-    batch: list[str] = []
-    held = 0
-    for line in lines:
-        if batch and (len(batch) >= runs or held + len(line) > size):
-            yield batch
-            batch, held = [], 0
-        batch.append(line)
-        held += len(line)
-    if batch:
-        yield batch
-
-
-def _answered(batch: list[str], store: StoreBatch) -> list[Stored]:
-    """Each line's answer, in order, as far as ``store`` answered: a line that is not a run
-    is refused here, the runs go to ``store`` together."""
-    parsed = [_parsed(line) for line in batch]
-    records = [item for item in parsed if isinstance(item, RunRecord)]
-    answers = iter(store(records) if records else ())
-    answered: list[Stored] = []
-    for item in parsed:
-        answer = item if isinstance(item, str) else next(answers, None)
-        if answer is None:
-            break  # the rest were not taken
-        answered.append(answer)
-    return answered
-
-
-def _parsed(line: str) -> RunRecord | str:
-    try:
-        return RunRecord.from_json(json.loads(line))
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        return f"not a run: {type(exc).__name__}"

@@ -5,10 +5,12 @@ alert evaluation, then metrics).
 Started, the writer works on a thread of its own, so a sink that hangs never holds the
 scheduler: a probe job ends when its run is measured, whatever the database does. Finished
 runs wait on a bounded queue, journalled whole (so a crash meanwhile loses nothing). When
-the queue is full (the sink has hung for a while) a run goes straight to the spool, behind
-which the queued ones then line up. A run that can be neither stored nor spooled (sink away
-*and* spool full) is held in memory, retried at the next flush, and stays journalled if the
-journal could be written. Not started (the demo, tests) or closed, it stores on the caller's.
+the queue is full (the sink has hung for a while) a run goes straight to the backlog,
+behind which the queued ones then line up. Runs that wait (``app.runs.backlog``: the spool,
+then those held in memory while the spool cannot take them) are flushed oldest first in
+batches, and a run that comes meanwhile goes behind them: none jumps the queue, and a backlog
+drains faster than runs come. Not started (the demo, tests) or closed, it stores on the
+caller's.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ import logging
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.runs.backlog import Backlog, Placed
 from app.runs.sink import Sink, SinkAway, SinkRefused
 from app.runs.spool import Spool
 from app.runs.threads import NoWaitThreadPool
@@ -31,7 +33,6 @@ from app.store.records import RunRecord, RunStatus
 log = logging.getLogger(__name__)
 
 CAPACITY = 256  # runs; 200 targets every 10 s fill it in 13 s of a hung database
-HELD_MAX = 1000
 BATCH_MAX = 32  # stored runs waiting to be passed on, at most
 FLUSH_RUNS = 50  # a spool flush hands the sink at most this many runs at once,
 FLUSH_BYTES = 4 << 20  # and at most this much of their JSON
@@ -61,8 +62,7 @@ class Writer:
     current: RunRecord | None = None
     _since: float | None = None  # when the store (or flush) in progress began
     _queue: queue.Queue[RunRecord | str] = field(init=False)
-    _held: deque[RunRecord] = field(default_factory=lambda: deque(maxlen=HELD_MAX))
-    _held_lock: threading.Lock = field(default_factory=threading.Lock)
+    backlog: Backlog = field(init=False)
     _flush_queued: threading.Event = field(default_factory=threading.Event)
     _abandoned: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -73,6 +73,7 @@ class Writer:
 
     def __post_init__(self) -> None:
         self._queue = queue.Queue(self.capacity)
+        self.backlog = Backlog(self.spool)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._work, name="writer", daemon=True)
@@ -96,7 +97,7 @@ class Writer:
         try:
             self._queue.put_nowait(record)
         except queue.Full:
-            await loop.run_in_executor(self._disk, self._spool_or_hold, record)
+            await loop.run_in_executor(self._disk, self._place, record)
 
     async def recover_orphans(self) -> int:
         """Hand over the runs journalled by processes that died: one cut mid-run as an
@@ -112,6 +113,10 @@ class Writer:
         """Runs waiting for the writer thread (not a flush or stop request)."""
         with self._queue.mutex:
             return sum(isinstance(item, RunRecord) for item in self._queue.queue)
+
+    def waiting(self) -> bool:
+        """Runs wait to be flushed (in the spool, or held in memory)."""
+        return self.backlog.waiting()
 
     def request_flush(self) -> None:
         if not self._flush_queued.is_set():
@@ -134,36 +139,34 @@ class Writer:
         current = self.current
         if current is not None:
             left.append(current)
-        with self._held_lock:
-            left += list(self._held)
-            self._held.clear()
-        for record in left:
-            self._overflow(record)
+        spooled = self.backlog.keep_all(left)
         self._disk.shutdown(wait=False)
-        return len(left)
+        return spooled
 
     def deliver(self, record: RunRecord) -> bool:
         """Store ``record``, or spool it while the sink is away (or not ready).
 
-        True once the sink has the run (stored now, or already there). Raises OSError when
-        the sink is away and the spool cannot be written either, SinkRefused (or any other
-        error) when the sink will never take it.
+        True once the sink has the run (stored now, or already there). Raises SinkRefused
+        (or any other error) when the sink will never take it. A run neither stored nor
+        kept in the backlog is counted lost there.
         """
         if not self.ready.is_set():
-            self.spool.append(record)  # the schema is not there yet
+            self.backlog.place(record)  # the schema is not there yet
             return False
         if self.sink.batches and self.queued() and self._spooled(record):
             return False  # more runs wait behind this one: it goes in a batch with them
-        if self.spool.has_pending():
+        if self.backlog.waiting():
             # Runs reach the sink in the order they finished: none jumps the queue.
-            self.spool.append(record)
-            return self.flush() > 0 and not self.spool.has_pending()
+            placed = self.backlog.place(record)
+            flushed = self.flush()
+            return placed != Placed.LOST and flushed > 0 and not self.backlog.waiting()
         try:
             self.sink.store(record)  # stored now, or there already: the sink has it
         except SinkAway as exc:
             log.warning("%s is away (%s); run %s spooled", self.sink.name, exc, record.id)
-            self.spool.append(record)
+            self.backlog.place(record)
             return False
+        self.spool.losses.kept()
         return True
 
     def flush(self) -> int:
@@ -171,7 +174,10 @@ class Writer:
         if not self.ready.is_set():
             return 0
         flushed = self.spool.flush(self.sink.store_batch, self.flush_runs, self.flush_bytes)
+        if not self.spool.has_pending():  # the held runs come after the spool's
+            flushed += self.backlog.flush_held(self.sink.store_batch, self.flush_runs)
         if flushed:
+            self.spool.losses.kept()
             log.info("%d spooled run(s) now in %s", flushed, self.sink.name)
         return flushed
 
@@ -185,6 +191,8 @@ class Writer:
             log.exception("after storing run %s of %s", record.id, record.target)
 
     def _spooled(self, record: RunRecord) -> bool:
+        if self.backlog.held():
+            return False  # then it waits behind them, in memory
         try:
             self.spool.append(record)
         except OSError:
@@ -224,14 +232,11 @@ class Writer:
         """Store (or spool) ``record``; True when it is stored and complete, to be passed
         on (as ``after_store`` promises)."""
         if self._abandoned.is_set():
-            self._overflow(record)  # shutdown gave up on the database
+            self.backlog.keep_all([record])  # shutdown gave up on the database
             return False
         self.current, self._since = record, time.monotonic()
         try:
             stored = self.deliver(record)
-        except OSError as exc:  # the sink is away and the spool failed too
-            self._hold(record, exc)
-            return False
         except Exception as exc:  # never stored: refused (its reason says why), or unexpected
             self._reject(record, exc)
             stored = False
@@ -241,12 +246,6 @@ class Writer:
         return stored and record.status == RunStatus.COMPLETE
 
     def _flush_now(self) -> None:
-        with self._held_lock:
-            held = list(self._held)
-            self._held.clear()
-        for record in held:
-            if self._keep(record):
-                self.pass_on(record)
         if self._abandoned.is_set():
             return
         self._since = time.monotonic()
@@ -257,29 +256,8 @@ class Writer:
         finally:
             self._since = None
 
-    def _hold(self, record: RunRecord, exc: OSError) -> None:
-        with self._held_lock:
-            if len(self._held) == self._held.maxlen:
-                lost = self._held[0]
-                log.error("run %s of %s lost: %d runs held already", lost.id, lost.target, HELD_MAX)
-            self._held.append(record)
-        log.warning("run %s held in memory, retried at the next flush: %s", record.id, exc)
-
-    def _spool_or_hold(self, record: RunRecord) -> None:
-        try:
-            self.spool.append(record)
-        except OSError as exc:
-            self._hold(record, exc)
-            return
-        self.spool.end(record.id)
-
-    def _overflow(self, record: RunRecord) -> None:
-        try:
-            self.spool.append(record)
-        except OSError as exc:
-            # Its journal (if the disk took it) lets the next start recover it whole.
-            log.error("run %s of %s neither stored nor spooled: %s", record.id, record.target, exc)
-            return
+    def _place(self, record: RunRecord) -> None:
+        self.backlog.place(record)
         self.spool.end(record.id)
 
     def _reject(self, record: RunRecord, exc: Exception) -> None:
@@ -289,7 +267,7 @@ class Writer:
         try:
             self.spool.reject(record)
         except OSError as exc:
-            log.error("run %s could not be set aside either: %s", record.id, exc)
+            self.spool.losses.told(1, f"run {record.id} could not be set aside either: {exc}")
 
     def _drain(self) -> list[RunRecord | str]:
         items: list[RunRecord | str] = []

@@ -99,6 +99,8 @@ class Health:
             found.append(f"spool {self.writer.spool.problem}")
         if self.leadership is not None and not self.leadership.elected:
             found.append(f"leader: {WAITING_FOR_ELECTION}; probing nothing meanwhile")
+        if self.writer.spool.losses.ongoing is not None:
+            found.append(self.writer.spool.losses.ongoing)
         if self.coverage is not None:
             found.extend(self.coverage.problems())
         if self.quarantine is not None:

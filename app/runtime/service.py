@@ -211,7 +211,7 @@ class Service:
     async def _flush_loop(self) -> None:
         await asyncio.sleep(FLUSH_EVERY_S)
         await self.writer.recover_orphans()  # a replica that died beside this one leaves some
-        if self.writer.spool.has_pending():
+        if self.writer.waiting():
             self.writer.request_flush()
 
     async def _health_loop(self) -> None:

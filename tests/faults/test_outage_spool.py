@@ -9,7 +9,6 @@ test needs no mount on the machine and leaves none; its files are seen through
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from app.demo.sim.server import SimServer
 from tests.faults.support import problems, quick_health, stop, stored, targets_file
+from tests.faults.tmpfs import in_own_mount_namespace, seen_by
 from tests.helpers import eventually
 from tests.pgcluster import Serve
 
@@ -32,14 +32,6 @@ FULL = (
 )
 
 
-def in_own_mount_namespace(setup: str, spool: Path) -> tuple[str, ...]:
-    # As root a mount namespace is enough; anyone else maps themselves to root in a user
-    # namespace of their own, where mounting a tmpfs is allowed.
-    user = () if os.geteuid() == 0 else ("--map-root-user",)
-    script = f'{setup} 2>/dev/null && shift && exec "$@"'
-    return ("unshare", "--mount", *user, "--", "sh", "-c", script, "sh", str(spool))
-
-
 def probing_on(
     tmp_path: Path, sim: SimServer, serve: Callable[..., Serve], setup: str
 ) -> tuple[Serve, str]:
@@ -53,10 +45,6 @@ def probing_on(
     served.wait_ready()
     eventually(lambda: len(stored(url)) >= 3, 15, "three runs stored")
     return served, url
-
-
-def seen_by(served: Serve, path: Path) -> Path:
-    return Path(f"/proc/{served.process.pid}/root") / path.relative_to("/")
 
 
 def assert_probing_went_on(served: Serve, url: str, kind: str) -> None:
@@ -84,7 +72,7 @@ def test_a_full_spool_never_stops_probing_and_leaves_no_empty_file(
 ) -> None:
     served, url = probing_on(tmp_path, sim, serve, FULL)
     assert_probing_went_on(served, url, "full")
-    spool = seen_by(served, tmp_path / "spool")
+    spool = seen_by(served.process.pid, tmp_path / "spool")
     left = sorted(str(p.relative_to(spool)) for p in spool.rglob("*") if p.is_file())
     # The filler that filled it, and nothing a failed journal, lock, spool or check write
     # would have left.

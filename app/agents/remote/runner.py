@@ -159,7 +159,8 @@ class Agent:
         return targets, invalid
 
     async def _report(self) -> None:
-        pending = await asyncio.to_thread(self.spool.pending)
+        # The runs held in memory behind a full spool wait too.
+        pending = await asyncio.to_thread(self.spool.pending) + self.writer.backlog.held()
         with contextlib.suppress(SinkError):
             await asyncio.to_thread(self.client.report, self.refused, pending)
 
@@ -167,7 +168,7 @@ class Agent:
         delay = FLUSH_BASE_S
         while True:
             await asyncio.sleep(delay)
-            if not self.spool.has_pending():
+            if not self.writer.waiting():
                 delay = FLUSH_BASE_S
                 continue
             self.writer.request_flush()
