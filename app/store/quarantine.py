@@ -16,6 +16,7 @@ next hour) try again then and ``release`` an item that passed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -128,6 +129,7 @@ def isolated(
     vantage: logged once, not with every run; tried again with each run, released once it
     passes. A database that is away is not the target's fault: that error goes up."""
 
+    @functools.wraps(evaluate)
     def run(record: RunRecord) -> object:
         item = f"target {record.target} at {record.vantage}"
         try:
