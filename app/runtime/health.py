@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
+from app.export.exporter import RunExporter
 from app.runs.threads import Check
 from app.runs.writer import Writer
 from app.runtime.coverage import Coverage
@@ -37,6 +38,7 @@ class Health:
     spooled_runs: int = 0
     # Targets the file asks for that nobody probes, and a refused reload (never silent).
     coverage: Coverage | None = None
+    exporter: RunExporter | None = None  # OpenTelemetry's: a collector that fails says so
     _ping: Check[None] = field(init=False)
     _count: Check[int] = field(init=False)
 
@@ -80,6 +82,8 @@ class Health:
             found.append(f"spool {self.writer.spool.problem}")
         if self.coverage is not None:
             found.extend(self.coverage.problems())
+        if self.exporter is not None:
+            found.extend(self.exporter.problems())
         return found
 
     async def _ask_database(self) -> None:
