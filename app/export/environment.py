@@ -13,6 +13,12 @@ from app.export.exporter import RunExporter
 
 log = logging.getLogger(__name__)
 
+
+class ExportSettingsError(ValueError):
+    """An ``OTEL_*`` setting the SDK refuses (``OTEL_BSP_MAX_QUEUE_SIZE`` below the batch
+    size, an unknown compression): serve says which and does not start."""
+
+
 # signal: (its own endpoint variable, its exporter choice variable, its path under the base)
 SIGNALS = {
     "metrics": ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_METRICS_EXPORTER", "v1/metrics"),
@@ -48,5 +54,9 @@ def exporter_from_environment(environ: Mapping[str, str]) -> RunExporter | None:
     # The SDK is imported only when export is on: other processes never load it.
     from app.export.otlp import OtlpExporter
 
+    try:
+        exporter = OtlpExporter(found)
+    except ValueError as exc:
+        raise ExportSettingsError(f"OpenTelemetry export: {exc}") from exc
     log.info("OpenTelemetry export: %s", ", ".join(f"{s} to {url}" for s, url in found.items()))
-    return OtlpExporter(found)
+    return exporter
