@@ -67,7 +67,8 @@ def build_service(
     alerts = AlertEngine(
         sessions, evaluator, rules.notifiers_for, wants_refresh=rules.wants_refresh
     )
-    # Every stored run, probed here or pushed by an agent: evaluation, then metrics.
+    # Every stored run, probed here or pushed by an agent: evaluation, then metrics and
+    # the OpenTelemetry export.
     count = counted(observed, exporter, rules)
     after_store: Callable[[RunRecord], object] = (
         alerts.evaluate_after if count is None else then(alerts.evaluate_after, count)

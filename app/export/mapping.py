@@ -167,6 +167,7 @@ def _sample_spans(
         # The last phase ends with the sample: phases add up to its total within 0.01 ms.
         until = end if n == len(phases) - 1 else min(end, start + round(elapsed_ms * 1e6))
         attrs = {"phasewatch.phase": phase, "phasewatch.target": run.target}
+        attrs["phasewatch.vantage"] = run.vantage
         if phase in sample.provenance:
             attrs["phasewatch.phase.provenance"] = sample.provenance[phase]
         children.append(SpanSpec(phase, trace_id, new_id(64), span_id, at, until, attrs))
