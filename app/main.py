@@ -4,6 +4,7 @@ so tests build as many apps as they like."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -20,6 +21,9 @@ from app.alerts.engine import AlertEngine
 from app.alerts.evaluate import Evaluator
 from app.alerts.sender import Sender
 from app.config import Settings, Target, TargetsFile, load_targets
+from app.export.collector import ExportCollector
+from app.export.environment import exporter_from_environment
+from app.export.exporter import RunExporter
 from app.notifiers import build_notifiers
 from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
@@ -55,10 +59,11 @@ def build_service(
     probing: bool = True,
     migrate: bool = False,
     book: VantageBook | None = None,
+    exporter: RunExporter | None = None,
 ) -> Service:
     """The service, its parts built in the order they need each other. ``book``: the
     agents' (``Agents.book``), given when the server takes agents; its upkeep then checks
-    every vantage for silence."""
+    every vantage for silence. ``exporter``: OpenTelemetry's, fed every stored run."""
     targets = targets if targets is not None else load_targets(settings.config)
     resolved = settings.resolved(targets)
     engine = make_engine(resolved.database_url)
@@ -70,10 +75,12 @@ def build_service(
     )
     # What a background loop cannot handle, set aside (/healthz, /metrics).
     quarantine = Quarantine()
-    # Every stored run, probed here or pushed by an agent: evaluation, then metrics.
+    # Every stored run, probed here or pushed by an agent: evaluation, then metrics and
+    # the OpenTelemetry export.
     evaluate = isolated(alerts.evaluate_after, quarantine.loop("evaluation"))
+    count = counted(observed, exporter, rules)
     after_store: Callable[[RunRecord], object] = (
-        evaluate if observed is None else then(evaluate, observed.observe_run)
+        evaluate if count is None else then(evaluate, count)
     )
     sink = DatabaseSink(sessions, refused=None if observed is None else observed.observe_refusal)
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
@@ -102,7 +109,12 @@ def build_service(
         rules=rules,
         writer=writer,
         health=Health(
-            engine, writer, coverage=coverage, quarantine=quarantine, leadership=leadership
+            engine,
+            writer,
+            coverage=coverage,
+            quarantine=quarantine,
+            leadership=leadership,
+            exporter=exporter,
         ),
         coverage=coverage,
         upkeep=Upkeep(
@@ -114,9 +126,25 @@ def build_service(
             quarantine=quarantine,
         ),
         sender=sender,
+        exporter=exporter,
         probing=probing,
         migrate=migrate,
     )
+
+
+def counted(
+    observed: RunMetrics | None, exporter: RunExporter | None, rules: AlertRules
+) -> Callable[[RunRecord], object] | None:
+    """What follows a stored run once, evaluated or not: /metrics, then the export (with
+    its target as the file says now)."""
+    steps: list[Callable[[RunRecord], object]] = []
+    if observed is not None:
+        steps.append(observed.observe_run)
+    if exporter is not None:
+        steps.append(lambda run: exporter.export(run, rules.target(run.target)))
+    if not steps:
+        return None
+    return steps[0] if len(steps) == 1 else then(steps[0], steps[1])
 
 
 def silence_watch(
@@ -158,12 +186,16 @@ def create_app(
     ``migrate=True`` migrates a database that was unreachable at start once it answers."""
     observed = RunMetrics()
     book = VantageBook()
+    exporter = exporter_from_environment(os.environ)
     service = build_service(
-        settings, targets, observed, probing=probing, migrate=migrate, book=book
+        settings, targets, observed, probing=probing, migrate=migrate, book=book, exporter=exporter
     )
     observed.watch(service.sessions, service.writer.spool.pending)
+    if exporter is not None:
+        observed.registry.register(ExportCollector(exporter))
     # The server's side of `phasewatch agent`: pushed runs take the service's after_store.
-    agents = Agents(service, book, observed.observe_run)
+    count = counted(observed, exporter, service.rules)
+    agents = Agents(service, book, count or observed.observe_run)
     observed.registry.register(agents.collector)
     observed.registry.register(CoverageCollector(service.coverage))
     observed.registry.register(QuarantineCollector(service.upkeep.quarantine))

@@ -38,6 +38,7 @@ def serve(
     API, /metrics and /healthz."""
     from app.cli.serving import PortTaken, bind, run_server
     from app.config import Settings
+    from app.export.environment import ExportSettingsError
     from app.main import create_app
     from app.store.sqlitelock import DatabaseInUse, hold_sqlite_file
 
@@ -53,7 +54,10 @@ def serve(
     except (PortTaken, DatabaseInUse, OSError) as exc:
         fail(str(exc))
     _prepare_database(url, migrate)
-    app = create_app(settings, targets, migrate=migrate)
+    try:
+        app = create_app(settings, targets, migrate=migrate)
+    except ExportSettingsError as exc:
+        fail(str(exc))
     run_server(app, sock, log_level)
     if hold is not None:
         hold.release()

@@ -60,6 +60,9 @@ class Target(BaseModel):
     follow_redirects: bool | Annotated[int, Field(ge=0, le=100)] = Field(
         True, description=f"`kind: http` only; `true`: up to {DEFAULT_MAX_REDIRECTS}."
     )
+    propagate: bool = Field(
+        False, description="Send a W3C `traceparent` with each request (its sample's span)."
+    )
     alerts: DetectorParams = Field(default_factory=DetectorParams, description="Detector settings.")
     notifiers: list[str] = Field(default_factory=list, description="Names; none listed: all.")
     vantages: list[VantageName] | None = Field(
@@ -121,6 +124,7 @@ class Target(BaseModel):
             rtt_url=self.rtt_url,
             max_redirects=self.max_redirects,
             cooldown_s=self.cooldown,
+            propagate=self.propagate,
         )
 
     def public(self) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from app.probe.sample import Sample, Status
 from app.probe.servertiming import timing_from_headers
 from app.probe.spec import ProbeSpec
 from app.probe.trace import TraceRecorder
+from app.probe.traceparent import new_traceparent, with_traceparent
 
 log = logging.getLogger(__name__)
 # Every probe request names us (a target's own User-Agent header wins): an operator reading
@@ -88,6 +89,7 @@ class _Exchange:
     response: httpx.Response | None = None
     # Until an answer says otherwise (a cut before it), what the request asked for.
     streaming: bool = False
+    traceparent: str | None = None  # sent with the request (``propagate: true``)
 
     def kernel_rtt_ms(self) -> float | None:
         """The RTT of the socket this request went out on, open or closed (a cut one is
@@ -117,6 +119,7 @@ async def probe_once(
     redactor = Redactor.of(spec.headers)
     exchange = _Exchange(TraceRecorder(clock.now_ns()), redactor, index)
     exchange.streaming = _asks_for_stream(spec)
+    exchange.traceparent = new_traceparent() if spec.propagate else None
     cutoff_ns = int(spec.cutoff_s * 1e9)
     status, error = Status.OK, None
     cutoff = asyncio.timeout(spec.cutoff_s)
@@ -152,7 +155,7 @@ async def _exchange(
     client: httpx.AsyncClient, spec: ProbeSpec, exchange: _Exchange, cutoff: asyncio.Timeout
 ) -> None:
     recorder = exchange.recorder
-    request = _build_request(client, spec, recorder, exchange.index)
+    request = _build_request(client, spec, exchange)
     # Time zero is the hand-over to httpx, as curl's clock starts with its transfer:
     # building the request is the probe's work, not the endpoint's (bench.probe_vs_curl).
     recorder.start_ns = clock.now_ns()
@@ -195,11 +198,12 @@ async def _send(
 
 
 def _build_request(
-    client: httpx.AsyncClient, spec: ProbeSpec, recorder: TraceRecorder, index: int
+    client: httpx.AsyncClient, spec: ProbeSpec, exchange: _Exchange
 ) -> httpx.Request:
     payload = spec.body
     if spec.templated:
-        payload = template.render(payload, index)  # before time zero: not the endpoint's
+        # Before time zero: not the endpoint's.
+        payload = template.render(payload, exchange.index)
     body: dict[str, Any] = {}
     if isinstance(payload, bytes | str):
         body["content"] = payload
@@ -208,8 +212,8 @@ def _build_request(
     return client.build_request(
         spec.method,
         spec.url,
-        headers=dict(spec.headers),
-        extensions={"trace": recorder},
+        headers=with_traceparent(spec.headers, exchange.traceparent),
+        extensions={"trace": exchange.recorder},
         **body,
     )
 
@@ -260,6 +264,7 @@ def _sample(
         tokens=findings.tokens,
         server_timing=outcome.scrub_timing(findings.server_timing, exchange.redactor),
         rtt_ms=rtt_ms,
+        traceparent=exchange.traceparent,
     )
 
 

@@ -128,6 +128,8 @@ class Sample:
     # not used), "server_timing_clamped" (more than we measured: scaled or cut to fit).
     flags: tuple[str, ...] = ()
     cold_start: bool = False
+    # The W3C ``traceparent`` sent with the request (``propagate: true``), else None.
+    traceparent: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -147,6 +149,7 @@ class Sample:
             "cold_start": self.cold_start,
             "remote_address": self.remote_address,
             "request_id": self.request_id,
+            "traceparent": self.traceparent,
             "rtt_ms": self.rtt_ms,
             "tokens": dataclasses.asdict(self.tokens),
             "server_timing": self.server_timing.raw,

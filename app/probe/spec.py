@@ -55,6 +55,8 @@ class ProbeSpec:
     # The pause after a sample cut at its deadline, so that a server still working on the
     # cancelled request does not bill the next sample for it. None: the default below.
     cooldown_s: float | None = None
+    # Send a W3C ``traceparent`` with each request: the ids of its sample's span.
+    propagate: bool = False
     # Whether the body has {{nonce}} or {{i}} to fill in for every request (app.probe.template).
     templated: bool = field(init=False, default=False)
 

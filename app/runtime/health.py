@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
+from app.export.exporter import RunExporter
 from app.runs.threads import Check
 from app.runs.writer import Writer
 from app.runtime.coverage import Coverage
@@ -55,6 +56,7 @@ class Health:
     quarantine: Quarantine | None = None
     # Who probes: a process that has not reached the database yet waits for its election.
     leadership: Leadership | None = None
+    exporter: RunExporter | None = None  # OpenTelemetry's: a collector that fails says so
     _ping: Check[None] = field(init=False)
     _count: Check[int] = field(init=False)
     _answered_at: float = field(init=False, default=-FRESH_S)
@@ -105,6 +107,8 @@ class Health:
             found.extend(self.coverage.problems())
         if self.quarantine is not None:
             found.extend(self.quarantine.problems())
+        if self.exporter is not None:
+            found.extend(self.exporter.problems())
         return found
 
     async def _ask_database(self) -> None:

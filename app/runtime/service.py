@@ -41,6 +41,7 @@ from app.config import (
     load_targets,
 )
 from app.config.placement import probed_here
+from app.export.exporter import RunExporter
 from app.notifiers import KINDS, build_notifiers, names_for
 from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
@@ -75,18 +76,18 @@ class AlertRules:
     targets: TargetsFile
 
     def params_for(self, name: str) -> DetectorParams:
-        target = self._target(name)
+        target = self.target(name)
         return target.alerts if target is not None else DEFAULT_PARAMS
 
     def notifiers_for(self, name: str) -> list[str]:
-        target = self._target(name)
+        target = self.target(name)
         return names_for(target.notifiers if target is not None else [], self.targets.notifiers)
 
     def wants_refresh(self, notifier: str) -> bool:
         config = self.targets.notifiers.get(notifier)
         return config is None or KINDS[config.type].refreshes
 
-    def _target(self, name: str) -> Target | None:
+    def target(self, name: str) -> Target | None:
         return next((t for t in self.targets.targets if t.name == name), None)
 
 
@@ -113,6 +114,7 @@ class Service:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reload_requested: asyncio.Event = field(default_factory=asyncio.Event)
     sender: Sender | None = None
+    exporter: RunExporter | None = None  # OpenTelemetry, when an OTLP endpoint is set
     # False: serve what the database holds, probe nothing (the demo probes on its own clock).
     probing: bool = True
     # Apply migrations once the database answers (``serve``); else wait for the schema.

@@ -35,6 +35,7 @@ DETAIL_KEYS = (
     "server_timing",
     "unsplit",
     "flags",
+    "traceparent",
 )
 
 

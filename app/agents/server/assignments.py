@@ -20,6 +20,9 @@ def assignment(targets: TargetsFile, vantage: str) -> Assignment:
         if "follow_redirects" not in target.model_fields_set:
             # Its default is refused when set on an openai or anthropic target: leave it out.
             kept_back.add("follow_redirects")
+        if not target.propagate:
+            # Newer than some agents (their Target forbids unknown fields): sent when set.
+            kept_back.add("propagate")
         # Headers are templates: see app.config.placement.
         sent.append(target.model_dump(mode="json", exclude=kept_back))
     return Assignment(
