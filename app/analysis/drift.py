@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 import numpy as np
 from numpy.typing import NDArray
 
-from app.analysis.runs import Array, RunData, column_medians, stacked_phases
+from app.analysis.runs import Array, RunData, stacked_phases
 from app.probe.sample import LLM_PHASES
 
 KNOWN = (*LLM_PHASES, "server")  # phases by their code in the packed floats
@@ -94,7 +94,7 @@ def _compute_logs(run: RunData, phases: tuple[str, ...]) -> Array:
 
 
 def _median(run: RunData) -> float:
-    return run.memo("drift-median", lambda: float(column_medians(run.totals[:, None])[0]))
+    return run.total_median()
 
 
 def _ratios(run: RunData, phases: tuple[str, ...]) -> Array:

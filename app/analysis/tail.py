@@ -76,6 +76,23 @@ def _ratios(run: RunData, channel: str) -> Array:
     return values / body if body > 0 else np.empty(0)
 
 
+def median(run: RunData, channel: str) -> float:
+    """``np.median(times(run, channel))``, from the run's kept medians."""
+    if channel == TOTAL:
+        return run.total_median()
+    return float(run.medians((channel,))[0])
+
+
+def binned_runs(pooled: Array, sizes: Ints, edges: Array) -> Array:
+    """``bin_counts`` of each run's values (``pooled``: the runs' values one after another,
+    ``sizes`` of them each), as a runs × bins matrix, in one pass over all of them."""
+    bins = len(edges) + 1
+    owner = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    index = owner * bins + np.searchsorted(edges, pooled, side="right")
+    flat = np.bincount(index, minlength=len(sizes) * bins)
+    return flat.reshape(len(sizes), bins).astype(np.float64)
+
+
 def bin_counts(values: Array, edges: Array) -> Array:
     """How many of ``values`` fall in each of the ``BINS`` bins split at ``edges`` (a value on
     an edge is in the bin above it)."""
@@ -138,6 +155,10 @@ class Channel:
     body_ms: float  # the median of the reference runs' medians
     dispersion: Array = field(default_factory=lambda: np.empty(0))  # per member (tailcusum)
     fall: Array = field(default_factory=lambda: np.empty(0))  # per member, per run, no change
+    # tailcusum's per-member terms by slot, filled as runs ask (worked out once a slot).
+    terms: dict[int, tuple[Array, Array, Array]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +175,13 @@ def channel_reference(runs: Sequence[RunData], name: str) -> Channel | None:
     shaped = [(run, values) for run, values in shaped if len(values)]
     if not shaped:
         return None
-    edges = np.quantile(np.concatenate([values for _, values in shaped]), QUANTILES)
-    counts = np.stack([bin_counts(values, edges) for _, values in shaped])
+    pooled = np.concatenate([values for _, values in shaped])
+    edges = np.quantile(pooled, QUANTILES)
+    sizes = np.array([len(values) for _, values in shaped], dtype=np.int64)
+    counts = binned_runs(pooled, sizes, edges)
     slots = np.array([slot(run.at) for run, _ in shaped], dtype=np.int64)
     days = np.array([run.at.toordinal() for run, _ in shaped], dtype=np.int64)
     probs = smoothed(counts, slots)
-    body = float(np.median([np.median(times(run, name)) for run, _ in shaped]))
+    body = float(np.median([median(run, name) for run, _ in shaped]))
     edges = np.asarray(edges, dtype=np.float64)
     return Channel(name, edges, probs, counts, slots, days, body)
