@@ -99,11 +99,9 @@ def _median(run: RunData) -> float:
 
 def _ratios(run: RunData, phases: tuple[str, ...]) -> Array:
     """Each sample's phases over the run's median of each: the tail as a shape (a busy
-    moment slows the run's samples alike; the tail's scale follows the phase's median)."""
-    return run.memo(("drift-ratios", phases), _compute_ratios, run, phases)
-
-
-def _compute_ratios(run: RunData, phases: tuple[str, ...]) -> Array:
+    moment slows the run's samples alike; the tail's scale follows the phase's median).
+    Not kept with the run: a freeze (a week's runs, once) and the newest run's ``observe``
+    are its only readers, and kept it was the largest part of every run a backtest holds."""
     own = run.phases if run.phase_names == phases else stacked_phases([run], phases)[0]
     return np.asarray(own / np.maximum(run.medians(phases), FLOOR_MS))
 
@@ -154,7 +152,7 @@ def freeze(runs: Sequence[RunData]) -> Baseline | None:
         means_b, tail_q_b = _profile(logs, slots, ratios, others, set(slots[own].tolist()))
         day = Drift.start(replace(baseline, means=means_b, tail_q=tail_q_b), 0.0)
         for i in own:
-            observe(day, timed[i])
+            observe(day, timed[i], ratios[i])
         value = today(day, timed[own[-1]].at)
         if value is not None:
             values.append(value)
@@ -200,8 +198,9 @@ def _profile(
     return means, tail_q
 
 
-def observe(drift: Drift, run: RunData) -> None:
-    """The run's deviations from the baseline at its hour, added to its hourly bin."""
+def observe(drift: Drift, run: RunData, ratios: Array | None = None) -> None:
+    """The run's deviations from the baseline at its hour, added to its hourly bin
+    (``ratios``: the run's ``_ratios``, when already worked out)."""
     if not run.timed:
         return
     base, hour = drift.baseline, math.floor(run.at.timestamp() / HOUR)
@@ -213,7 +212,8 @@ def observe(drift: Drift, run: RunData) -> None:
     tails = 3 + len(base.phases)
     row[1] += 1
     row[2:tails] += np.clip(_logs(run, base.phases) - base.means[slot], -CLIP, CLIP)
-    row[tails:] += np.mean(_ratios(run, base.phases) > base.tail_q[slot], axis=0)
+    own = _ratios(run, base.phases) if ratios is None else ratios
+    row[tails:] += np.mean(own > base.tail_q[slot], axis=0)
 
 
 def today(drift: Drift, at: datetime) -> Array | None:

@@ -240,7 +240,7 @@ def changes(reference: LevelReference, runs: Sequence[RunData]) -> tuple[Array, 
     expected = np.array([reference.expected_ms(run) for run in timed])
     observed = np.exp(np.array([log_levels(run, reference.names) for run in timed]))
     pct = 100 * (np.exp(np.nanmean(residuals, axis=0)) - 1)
-    return pct, np.nanmean(expected, axis=0), np.nanmedian(observed, axis=0)
+    return pct, np.nanmean(expected, axis=0), nan_column_medians(observed)
 
 
 def pooled_z(

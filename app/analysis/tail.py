@@ -108,13 +108,22 @@ def smoothed(counts: Array, slots: Ints) -> Array:
     chance, the hour's plus as many of the whole reference's — in samples beyond edge j,
     so a bin's own data decides wherever it has any: a busy hour's wider body is the
     slot's own, while the p99.9, which a slot sees once a week, is the reference's."""
-    by_slot = np.zeros((SLOTS, counts.shape[1]))
-    np.add.at(by_slot, slots, counts)
+    by_slot = slot_sums(counts, slots)
     by_hour = by_slot[:HOURS] + by_slot[HOURS:]
     overall = by_slot.sum(axis=0) + FLOOR
     hazard = _hazard(overall, np.zeros(len(overall) - 1), 0.0)
     hourly = _hazard(by_hour, hazard, PRIOR_SAMPLES)
     return _probs(_hazard(by_slot, np.tile(hourly, (2, 1)), PRIOR_SAMPLES))
+
+
+def slot_sums(counts: Array, slots: Ints) -> Array:
+    """``counts`` (runs × bins) summed per slot (``SLOTS`` × bins), each run added in turn as
+    ``np.add.at`` adds them, in one ``bincount`` (add.at's per-element cost shows: a daily
+    reference's calibration asks for a slot table per reference day)."""
+    width = counts.shape[1]
+    index = (slots[:, None] * width + np.arange(width)).ravel()
+    flat = np.bincount(index, weights=counts.ravel(), minlength=SLOTS * width)
+    return np.asarray(flat.reshape(SLOTS, width), dtype=np.float64)
 
 
 def _hazard(counts: Array, prior: Array, weight: float) -> Array:

@@ -36,7 +36,6 @@ from app.analysis.tail import (
     QUANTILES,
     Channel,
     TailReference,
-    bin_counts,
     channel_reference,
     channels,
     ratios,
@@ -159,9 +158,12 @@ def increments(run: RunData, channel: Channel) -> Array | None:
     values = ratios(run, channel.name)
     if not len(values):
         return None
-    counts = bin_counts(values, channel.edges)[None, :]
     _, up, down = _slot_terms(channel, slot(run.at))
-    llr = _llr(counts, counts.sum(axis=1, keepdims=True), up, down)
+    # The samples beyond each member's edge, as bin_counts counts them (a value on an edge
+    # is beyond it, a NaN beyond every edge: both sort so), from one sort of ten or so.
+    n = len(values)
+    k = n - np.searchsorted(np.sort(values), channel.edges[MEMBER_EDGES], side="left")
+    llr = k * up + (n - k) * down
     return np.asarray(llr[0] / channel.dispersion, dtype=np.float64)
 
 
@@ -176,7 +178,8 @@ def _slot_terms(channel: Channel, at_slot: int) -> tuple[Array, Array, Array]:
 
 def cusum(scores: Sequence[float], steps: Array, cap: Array | float) -> list[float]:
     """Each member's CUSUM after one step: max(0, score + step), at most ``cap``."""
-    return [float(v) for v in np.minimum(np.maximum(np.asarray(scores) + steps, 0.0), cap)]
+    found: list[float] = np.minimum(np.maximum(np.asarray(scores) + steps, 0.0), cap).tolist()
+    return found
 
 
 def caps(channel: Channel, threshold: float) -> Array:
