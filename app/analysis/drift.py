@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 import numpy as np
 from numpy.typing import NDArray
 
+from app.analysis.level import MIN_TIMED, log_levels
+from app.analysis.quantiles import row_quantiles
 from app.analysis.runs import Array, RunData, stacked_phases
 from app.probe.sample import LLM_PHASES
 
@@ -85,6 +87,8 @@ def slot_of(at: datetime) -> int:
 
 
 def _logs(run: RunData, phases: tuple[str, ...]) -> Array:
+    if run.timed >= MIN_TIMED:  # level_shift's log levels, the same numbers: kept once
+        return log_levels(run, phases)
     return run.memo(("drift-logs", phases), _compute_logs, run, phases)
 
 
@@ -194,7 +198,7 @@ def _profile(
         chosen = use[_neighbours(slots[use], slot)]
         means[slot] = logs[chosen].mean(axis=0)
         pooled = np.concatenate([ratios[i] for i in chosen])
-        tail_q[slot] = np.quantile(pooled, TAIL_QUANTILE, axis=0)
+        tail_q[slot] = row_quantiles(pooled.T, TAIL_QUANTILE)  # np.quantile's numbers
     return means, tail_q
 
 
