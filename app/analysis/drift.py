@@ -24,7 +24,9 @@ from datetime import UTC, datetime
 import numpy as np
 from numpy.typing import NDArray
 
-from app.analysis.runs import Array, RunData, column_medians, stacked_phases
+from app.analysis.level import MIN_TIMED, log_levels
+from app.analysis.quantiles import row_quantiles
+from app.analysis.runs import Array, RunData, stacked_phases
 from app.probe.sample import LLM_PHASES
 
 KNOWN = (*LLM_PHASES, "server")  # phases by their code in the packed floats
@@ -85,6 +87,8 @@ def slot_of(at: datetime) -> int:
 
 
 def _logs(run: RunData, phases: tuple[str, ...]) -> Array:
+    if run.timed >= MIN_TIMED:  # level_shift's log levels, the same numbers: kept once
+        return log_levels(run, phases)
     return run.memo(("drift-logs", phases), _compute_logs, run, phases)
 
 
@@ -94,16 +98,14 @@ def _compute_logs(run: RunData, phases: tuple[str, ...]) -> Array:
 
 
 def _median(run: RunData) -> float:
-    return run.memo("drift-median", lambda: float(column_medians(run.totals[:, None])[0]))
+    return run.total_median()
 
 
 def _ratios(run: RunData, phases: tuple[str, ...]) -> Array:
     """Each sample's phases over the run's median of each: the tail as a shape (a busy
-    moment slows the run's samples alike; the tail's scale follows the phase's median)."""
-    return run.memo(("drift-ratios", phases), _compute_ratios, run, phases)
-
-
-def _compute_ratios(run: RunData, phases: tuple[str, ...]) -> Array:
+    moment slows the run's samples alike; the tail's scale follows the phase's median).
+    Not kept with the run: a freeze (a week's runs, once) and the newest run's ``observe``
+    are its only readers, and kept it was the largest part of every run a backtest holds."""
     own = run.phases if run.phase_names == phases else stacked_phases([run], phases)[0]
     return np.asarray(own / np.maximum(run.medians(phases), FLOOR_MS))
 
@@ -154,7 +156,7 @@ def freeze(runs: Sequence[RunData]) -> Baseline | None:
         means_b, tail_q_b = _profile(logs, slots, ratios, others, set(slots[own].tolist()))
         day = Drift.start(replace(baseline, means=means_b, tail_q=tail_q_b), 0.0)
         for i in own:
-            observe(day, timed[i])
+            observe(day, timed[i], ratios[i])
         value = today(day, timed[own[-1]].at)
         if value is not None:
             values.append(value)
@@ -196,12 +198,13 @@ def _profile(
         chosen = use[_neighbours(slots[use], slot)]
         means[slot] = logs[chosen].mean(axis=0)
         pooled = np.concatenate([ratios[i] for i in chosen])
-        tail_q[slot] = np.quantile(pooled, TAIL_QUANTILE, axis=0)
+        tail_q[slot] = row_quantiles(pooled.T, TAIL_QUANTILE)  # np.quantile's numbers
     return means, tail_q
 
 
-def observe(drift: Drift, run: RunData) -> None:
-    """The run's deviations from the baseline at its hour, added to its hourly bin."""
+def observe(drift: Drift, run: RunData, ratios: Array | None = None) -> None:
+    """The run's deviations from the baseline at its hour, added to its hourly bin
+    (``ratios``: the run's ``_ratios``, when already worked out)."""
     if not run.timed:
         return
     base, hour = drift.baseline, math.floor(run.at.timestamp() / HOUR)
@@ -213,7 +216,8 @@ def observe(drift: Drift, run: RunData) -> None:
     tails = 3 + len(base.phases)
     row[1] += 1
     row[2:tails] += np.clip(_logs(run, base.phases) - base.means[slot], -CLIP, CLIP)
-    row[tails:] += np.mean(_ratios(run, base.phases) > base.tail_q[slot], axis=0)
+    own = _ratios(run, base.phases) if ratios is None else ratios
+    row[tails:] += np.mean(own > base.tail_q[slot], axis=0)
 
 
 def today(drift: Drift, at: datetime) -> Array | None:

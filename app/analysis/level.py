@@ -29,7 +29,7 @@ from datetime import timedelta
 import numpy as np
 from numpy.typing import NDArray
 
-from app.analysis.runs import Array, RunData, common_phases
+from app.analysis.runs import Array, RunData, common_phases, nan_column_medians
 
 TOTAL = "end-to-end"
 # Fewer reference runs than this at an hour (and kind of day): the neighbouring hours join.
@@ -52,9 +52,15 @@ def log_levels(run: RunData, names: Sequence[str]) -> Array:
     """The run's log median of end-to-end, then of each of ``names`` (NaN with fewer than
     ``MIN_TIMED`` timed samples: a run whose requests mostly failed has no median to
     speak of, as tail_shift skips it)."""
+    # Every daily reference a run is in, and each judge of it, asks again: kept with the
+    # run (the caller's copy is never changed in place).
+    return run.memo(("log_levels", tuple(names)), _log_levels, run, tuple(names))
+
+
+def _log_levels(run: RunData, names: tuple[str, ...]) -> Array:
     if run.timed < MIN_TIMED:
         return np.full(len(names) + 1, np.nan)
-    medians = np.concatenate(([float(np.median(run.totals))], run.medians(names)))
+    medians = np.concatenate(([run.total_median()], run.medians(names)))
     return np.log(np.maximum(medians, FLOOR_MS))
 
 
@@ -140,7 +146,7 @@ def expected_by_slot(
                 break
         else:
             chosen = np.ones(len(rows), dtype=bool)
-        table[index] = np.nanmedian(rows[chosen], axis=0)
+        table[index] = nan_column_medians(rows[chosen])
     return table
 
 
@@ -234,7 +240,7 @@ def changes(reference: LevelReference, runs: Sequence[RunData]) -> tuple[Array, 
     expected = np.array([reference.expected_ms(run) for run in timed])
     observed = np.exp(np.array([log_levels(run, reference.names) for run in timed]))
     pct = 100 * (np.exp(np.nanmean(residuals, axis=0)) - 1)
-    return pct, np.nanmean(expected, axis=0), np.nanmedian(observed, axis=0)
+    return pct, np.nanmean(expected, axis=0), nan_column_medians(observed)
 
 
 def pooled_z(

@@ -76,6 +76,23 @@ def _ratios(run: RunData, channel: str) -> Array:
     return values / body if body > 0 else np.empty(0)
 
 
+def median(run: RunData, channel: str) -> float:
+    """``np.median(times(run, channel))``, from the run's kept medians."""
+    if channel == TOTAL:
+        return run.total_median()
+    return float(run.medians((channel,))[0])
+
+
+def binned_runs(pooled: Array, sizes: Ints, edges: Array) -> Array:
+    """``bin_counts`` of each run's values (``pooled``: the runs' values one after another,
+    ``sizes`` of them each), as a runs × bins matrix, in one pass over all of them."""
+    bins = len(edges) + 1
+    owner = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    index = owner * bins + np.searchsorted(edges, pooled, side="right")
+    flat = np.bincount(index, minlength=len(sizes) * bins)
+    return flat.reshape(len(sizes), bins).astype(np.float64)
+
+
 def bin_counts(values: Array, edges: Array) -> Array:
     """How many of ``values`` fall in each of the ``BINS`` bins split at ``edges`` (a value on
     an edge is in the bin above it)."""
@@ -91,13 +108,22 @@ def smoothed(counts: Array, slots: Ints) -> Array:
     chance, the hour's plus as many of the whole reference's — in samples beyond edge j,
     so a bin's own data decides wherever it has any: a busy hour's wider body is the
     slot's own, while the p99.9, which a slot sees once a week, is the reference's."""
-    by_slot = np.zeros((SLOTS, counts.shape[1]))
-    np.add.at(by_slot, slots, counts)
+    by_slot = slot_sums(counts, slots)
     by_hour = by_slot[:HOURS] + by_slot[HOURS:]
     overall = by_slot.sum(axis=0) + FLOOR
     hazard = _hazard(overall, np.zeros(len(overall) - 1), 0.0)
     hourly = _hazard(by_hour, hazard, PRIOR_SAMPLES)
     return _probs(_hazard(by_slot, np.tile(hourly, (2, 1)), PRIOR_SAMPLES))
+
+
+def slot_sums(counts: Array, slots: Ints) -> Array:
+    """``counts`` (runs × bins) summed per slot (``SLOTS`` × bins), each run added in turn as
+    ``np.add.at`` adds them, in one ``bincount`` (add.at's per-element cost shows: a daily
+    reference's calibration asks for a slot table per reference day)."""
+    width = counts.shape[1]
+    index = (slots[:, None] * width + np.arange(width)).ravel()
+    flat = np.bincount(index, weights=counts.ravel(), minlength=SLOTS * width)
+    return np.asarray(flat.reshape(SLOTS, width), dtype=np.float64)
 
 
 def _hazard(counts: Array, prior: Array, weight: float) -> Array:
@@ -138,6 +164,10 @@ class Channel:
     body_ms: float  # the median of the reference runs' medians
     dispersion: Array = field(default_factory=lambda: np.empty(0))  # per member (tailcusum)
     fall: Array = field(default_factory=lambda: np.empty(0))  # per member, per run, no change
+    # tailcusum's per-member terms by slot, filled as runs ask (worked out once a slot).
+    terms: dict[int, tuple[Array, Array, Array]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +184,13 @@ def channel_reference(runs: Sequence[RunData], name: str) -> Channel | None:
     shaped = [(run, values) for run, values in shaped if len(values)]
     if not shaped:
         return None
-    edges = np.quantile(np.concatenate([values for _, values in shaped]), QUANTILES)
-    counts = np.stack([bin_counts(values, edges) for _, values in shaped])
+    pooled = np.concatenate([values for _, values in shaped])
+    edges = np.quantile(pooled, QUANTILES)
+    sizes = np.array([len(values) for _, values in shaped], dtype=np.int64)
+    counts = binned_runs(pooled, sizes, edges)
     slots = np.array([slot(run.at) for run, _ in shaped], dtype=np.int64)
     days = np.array([run.at.toordinal() for run, _ in shaped], dtype=np.int64)
     probs = smoothed(counts, slots)
-    body = float(np.median([np.median(times(run, name)) for run, _ in shaped]))
+    body = float(np.median([median(run, name) for run, _ in shaped]))
     edges = np.asarray(edges, dtype=np.float64)
     return Channel(name, edges, probs, counts, slots, days, body)

@@ -36,7 +36,6 @@ from app.analysis.tail import (
     QUANTILES,
     Channel,
     TailReference,
-    bin_counts,
     channel_reference,
     channels,
     ratios,
@@ -84,14 +83,25 @@ def member_llr(counts: Array, tails: Array) -> tuple[Array, Array]:
     """Each member's log-likelihood ratio for runs' ``counts`` (runs × BINS) whose slots'
     mass beyond each edge is ``tails`` (runs × edges), and its variance per run under no
     change (multinomial): both runs × ``MEMBERS``."""
+    mass, up, down = member_terms(tails)
     n = counts.sum(axis=1, keepdims=True)
-    k = beyond(counts)[:, MEMBER_EDGES]
+    llr = _llr(counts, n, up, down)
+    variance = n * mass * (1 - mass) * (up - down) ** 2
+    return llr, np.asarray(variance, dtype=np.float64)
+
+
+def member_terms(tails: Array) -> tuple[Array, Array, Array]:
+    """Per member, for slots' mass beyond each edge ``tails`` (… × edges): its mass beyond
+    its edge, and the log-likelihood ratio of one sample beyond it (``up``) and of one
+    below it (``down``)."""
     mass = tails[:, MEMBER_EDGES]
     ratio = np.minimum(MEMBER_RATIOS, MAX_MASS / mass)
-    up, down = np.log(ratio), np.log((1 - ratio * mass) / (1 - mass))
-    llr = k * up + (n - k) * down
-    variance = n * mass * (1 - mass) * (up - down) ** 2
-    return np.asarray(llr, dtype=np.float64), np.asarray(variance, dtype=np.float64)
+    return mass, np.log(ratio), np.log((1 - ratio * mass) / (1 - mass))
+
+
+def _llr(counts: Array, n: Array, up: Array, down: Array) -> Array:
+    k = beyond(counts)[:, MEMBER_EDGES]
+    return np.asarray(k * up + (n - k) * down, dtype=np.float64)
 
 
 def dispersion(channel: Channel) -> Array:
@@ -148,15 +158,28 @@ def increments(run: RunData, channel: Channel) -> Array | None:
     values = ratios(run, channel.name)
     if not len(values):
         return None
-    counts = bin_counts(values, channel.edges)[None, :]
-    tails = beyond(channel.probs[slot(run.at)])[None, :]
-    llr, _ = member_llr(counts, tails)
+    _, up, down = _slot_terms(channel, slot(run.at))
+    # The samples beyond each member's edge, as bin_counts counts them (a value on an edge
+    # is beyond it, a NaN beyond every edge: both sort so), from one sort of ten or so.
+    n = len(values)
+    k = n - np.searchsorted(np.sort(values), channel.edges[MEMBER_EDGES], side="left")
+    llr = k * up + (n - k) * down
     return np.asarray(llr[0] / channel.dispersion, dtype=np.float64)
+
+
+def _slot_terms(channel: Channel, at_slot: int) -> tuple[Array, Array, Array]:
+    """``member_terms`` of the slot's probabilities, worked out once per reference and
+    slot (every run of a day asks, and the slot's 48 answers are all there are)."""
+    terms = channel.terms.get(at_slot)
+    if terms is None:
+        terms = channel.terms[at_slot] = member_terms(beyond(channel.probs[at_slot])[None, :])
+    return terms
 
 
 def cusum(scores: Sequence[float], steps: Array, cap: Array | float) -> list[float]:
     """Each member's CUSUM after one step: max(0, score + step), at most ``cap``."""
-    return [float(v) for v in np.minimum(np.maximum(np.asarray(scores) + steps, 0.0), cap)]
+    found: list[float] = np.minimum(np.maximum(np.asarray(scores) + steps, 0.0), cap).tolist()
+    return found
 
 
 def caps(channel: Channel, threshold: float) -> Array:

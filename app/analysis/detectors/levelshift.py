@@ -63,7 +63,7 @@ def advance(
     cap = params.level_cap * params.level_threshold
     step = increments(level, run, params.level_min_relative, params.level_min_ms, cap)
     steps = np.vstack((kept_steps(memory, level, params.level_window_runs)[1:], step))
-    memory[NAME] = [float(value) for value in steps.ravel()]
+    memory[NAME] = steps.ravel().tolist()  # Python floats, as the store keeps them
     return steps
 
 
