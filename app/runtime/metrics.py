@@ -3,7 +3,7 @@ so tests and replicas in one process never share counters).
 
 Each stored run is observed once (``RunMetrics.observe_run``, in the ``Service.after_store``
 road, called in a worker thread; prometheus-client is thread-safe). Alert states and the
-spool are read when Prometheus scrapes (``ServiceCollector``). Labels are bounded: target,
+spool are read when Prometheus scrapes (``runtime.scraped``). Labels are bounded: target,
 vantage, phase, status, error class, alert state and kind; never a run id or a message.
 
 Counters and histograms start at zero with the process, as Prometheus expects; the last
@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from prometheus_client import (
@@ -25,19 +25,19 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import __version__
-from app.alerts.rows import OPEN_STATES
-from app.analysis.detectors.deadline import SloStatus
 from app.analysis.summary import TIMED, summarize
-from app.clock import utcnow
 from app.runs.threads import Check
-from app.store.models import AlertRow, TargetRow
-from app.store.reads.slo import target_slo
+from app.runtime.scraped import (
+    DATABASE_BUDGET_S,
+    SERIES,
+    AlertCount,
+    ServiceCollector,
+    SloRow,
+    alert_counts,
+    slo_statuses,
+)
 from app.store.records import RunRecord, SampleRecord
 
 log = logging.getLogger(__name__)
@@ -48,13 +48,6 @@ LATENCY_BUCKETS_S = (
     1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 90.0, 120.0, 180.0, 300.0,
 )  # fmt: skip
 LATENESS_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
-SERIES = ("target", "vantage")
-# Each of the scrape's two database reads waits at most this: both together stay well
-# inside Prometheus' default 10 s scrape timeout while the database is frozen, so the
-# scrape still brings the spool and the run counters, which say what the outage costs.
-DATABASE_BUDGET_S = 2.0
-AlertCount = tuple[str, str, str, int]  # state, kind, target, how many
-SloRow = tuple[str, str, SloStatus]  # target, vantage, its SLO now
 
 
 class RunMetrics:
@@ -201,97 +194,6 @@ class RunMetrics:
             return slos.wait(max(0.0, deadline[0] - time.monotonic()))
 
         self.registry.register(ServiceCollector(open_alerts, spooled, slo_rows))
-
-
-class ServiceCollector(Collector):
-    """Gauges read when scraped; a part that cannot be read is left out, never an error."""
-
-    def __init__(
-        self,
-        alerts: Callable[[], list[AlertCount]],
-        spooled: Callable[[], int],
-        slos: Callable[[], list[SloRow]] = list,
-    ):
-        self.alerts = alerts
-        self.spooled = spooled
-        self.slos = slos
-
-    def describe(self) -> Iterator[Metric]:
-        # Without this the registry would call collect() (and the database) on register.
-        yield from self._families()
-
-    def collect(self) -> Iterator[Metric]:
-        alerts, spool, build, budget, burn = self._families()
-        for state, kind, target, count in self._read("open alerts", self.alerts, []):
-            alerts.add_metric([state, kind, target], count)
-        spooled = self._read("the spool", self.spooled, None)
-        if spooled is not None:
-            spool.add_metric([], spooled)
-        build.add_metric([__version__], 1)
-        for target, vantage, status in self._read("the SLOs", self.slos, []):
-            if status.budget_left is not None:
-                budget.add_metric([target, vantage], status.budget_left)
-            for window, rate in status.burn_rates.items():
-                if rate is not None:
-                    burn.add_metric([target, vantage, window], rate)
-        yield from (alerts, spool, build, budget, burn)
-
-    def _families(self) -> tuple[GaugeMetricFamily, ...]:
-        return (
-            GaugeMetricFamily(
-                "phasewatch_alerts",
-                "Open alerts by state (pending, firing, recovering), kind and target.",
-                labels=["state", "kind", "target"],
-            ),
-            GaugeMetricFamily(
-                "phasewatch_spooled_runs", "Runs waiting in the spool for the database."
-            ),
-            GaugeMetricFamily("phasewatch_build_info", "This phasewatch.", labels=["version"]),
-            GaugeMetricFamily(
-                "phasewatch_slo_error_budget_remaining_ratio",
-                "Share of the deadline SLO's error budget left in its window (below 0: overspent).",
-                labels=list(SERIES),
-            ),
-            GaugeMetricFamily(
-                "phasewatch_slo_burn_rate",
-                "Deadline misses over the SLO's allowed rate, per window (1: the budget lasts"
-                " exactly its window).",
-                labels=[*SERIES, "window"],
-            ),
-        )
-
-    def _read(self, what: str, read: Callable[[], Any], fallback: Any) -> Any:
-        try:
-            return read()
-        except TimeoutError:
-            log.warning("metrics: %s left out: no answer within %.1f s", what, DATABASE_BUDGET_S)
-        except Exception as exc:
-            log.warning("metrics: %s left out: %s", what, exc)
-        return fallback
-
-
-def alert_counts(sessions: sessionmaker[Session]) -> list[AlertCount]:
-    query = (
-        select(AlertRow.state, AlertRow.kind, AlertRow.target, func.count())
-        .where(AlertRow.state.in_(OPEN_STATES))
-        .group_by(AlertRow.state, AlertRow.kind, AlertRow.target)
-    )
-    with sessions() as session:
-        return [(state, kind, target, int(n)) for state, kind, target, n in session.execute(query)]
-
-
-def slo_statuses(sessions: sessionmaker[Session]) -> list[SloRow]:
-    """Every active target with a deadline, per vantage seen in its budget window."""
-    now = utcnow()
-    with sessions() as session:
-        names = session.scalars(select(TargetRow.name).where(TargetRow.active)).all()
-        found = [(name, target_slo(session, name, now) or {}) for name in names]
-    return [
-        (name, vantage, status)
-        for name, by_vantage in found
-        for vantage, status in sorted(by_vantage.items(), key=lambda item: str(item[0]))
-        if vantage is not None
-    ]
 
 
 def then(

@@ -21,7 +21,8 @@ from sqlalchemy import select
 
 from app.demo.sim.server import SimServer
 from app.runs.threads import Check
-from app.runtime.metrics import LATENCY_BUCKETS_S, AlertCount, ServiceCollector
+from app.runtime.metrics import LATENCY_BUCKETS_S
+from app.runtime.scraped import AlertCount, ServiceCollector
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
 from tests.apiapp import Api, api, minutes_ago, targets
