@@ -143,24 +143,24 @@ def rss_at(readings: list[Reading], at_s: float) -> Reading:
     return min(readings, key=lambda r: abs(r.at_s - at_s))
 
 
-def summary_rows(readings: list[Reading], warmup_s: float) -> list[list[str]]:
+def summary_rows(readings: list[Reading], warmup_s: float, last_s: float) -> list[list[str]]:
     end = readings[-1]
     warm = rss_at(readings, warmup_s)
-    half = rss_at(readings, warm.at_s + (end.at_s - warm.at_s) / 2)
+    half = rss_at(readings, max(warm.at_s, end.at_s - last_s))
     late = [r for r in readings if r.at_s >= half.at_s]
     after = [r for r in readings if r.at_s >= warm.at_s]
     change = (end.rss_mb - half.rss_mb) / half.rss_mb * 100
     peak = max(r.rss_mb for r in late)
-    hours = (end.at_s - half.at_s) / 60
-    slope = (end.rss_mb - half.rss_mb) / hours if hours else 0.0
+    minutes = (end.at_s - half.at_s) / 60
+    slope = (end.rss_mb - half.rss_mb) / minutes if minutes else 0.0
     fds = sorted({r.fds for r in after})
     return [
         ["RSS at start (first reading)", f"{readings[0].rss_mb:.1f} MB"],
         [f"RSS at warm-up end ({warm.at_s / 60:.1f} min)", f"{warm.rss_mb:.1f} MB"],
-        [f"RSS half way after warm-up ({half.at_s / 60:.1f} min)", f"{half.rss_mb:.1f} MB"],
+        [f"RSS at the last part's start ({half.at_s / 60:.1f} min)", f"{half.rss_mb:.1f} MB"],
         [f"RSS at the end ({end.at_s / 60:.1f} min)", f"{end.rss_mb:.1f} MB"],
-        ["RSS change over the last half", f"{change:+.1f} % ({slope:+.2f} MB/min)"],
-        ["RSS peak in the last half", f"{peak:.1f} MB ({(peak / half.rss_mb - 1) * 100:+.1f} %)"],
+        ["RSS change over the last part", f"{change:+.1f} % ({slope:+.2f} MB/min)"],
+        ["RSS peak in the last part", f"{peak:.1f} MB ({(peak / half.rss_mb - 1) * 100:+.1f} %)"],
         ["open fds after warm-up min / max", f"{fds[0]} / {fds[-1]}"],
         [
             "threads after warm-up min / max",
@@ -225,7 +225,7 @@ def report(
     readings: list[Reading], counted: Slots, args: argparse.Namespace, stop_s: float, log: str
 ) -> None:
     print()
-    rows = summary_rows(readings, args.warmup * 60)
+    rows = summary_rows(readings, args.warmup * 60, args.last * 60)
     share = counted.stored / counted.expected * 100 if counted.expected else 0.0
     rows.append(["slots stored", f"{counted.stored:,} of {counted.expected:,} ({share:.2f} %)"])
     rows.append(["slots stored twice", str(counted.doubled)])
@@ -248,6 +248,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--minutes", type=float, default=60.0, help="at most 600")
     parser.add_argument("--warmup", type=float, default=10.0, help="minutes (default 10)")
+    parser.add_argument(
+        "--last", type=float, default=30.0, help="minutes at the end whose RSS change is the goal"
+    )
     parser.add_argument("--targets", type=int, default=100)
     parser.add_argument("--interval", type=float, default=10.0, help="seconds (default 10)")
     parser.add_argument("--samples", type=int, default=5, help="samples a run (default 5)")
