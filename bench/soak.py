@@ -38,6 +38,7 @@ from app.demo.sim.process import SimProcess
 from app.store.db import make_sessions
 from app.store.models import RunRow, TargetRow
 from bench.common import RunClock, machine_info, print_table
+from bench.soak_timing import skips_logged, timing_rows
 from bench.store_common import PG_SERVER, SQLITE_DIR, bench_database, bench_engine, database_url
 from tests.pgcluster import Serve
 
@@ -197,7 +198,10 @@ def run(args: argparse.Namespace) -> None:
             log = serve.output()
         names = [f"soak-{k:03d}" for k in range(args.targets)]
         counted = slots(due_times(url), names, args.interval, until)
-    report(readings, counted, args, stop_s, log)
+        lag = sim.loop_lag()
+        timing = timing_rows(url, args.interval)
+    timing.append(["the sim's loop late p99 / max ms", f"{lag['p99']:.1f} / {lag['max']:.1f}"])
+    report(readings, counted, args, stop_s, log, timing)
     print(f"\n{clock.report()}")
 
 
@@ -222,7 +226,12 @@ def watch(serve: Serve, url: str, seconds: float, every: float) -> list[Reading]
 
 
 def report(
-    readings: list[Reading], counted: Slots, args: argparse.Namespace, stop_s: float, log: str
+    readings: list[Reading],
+    counted: Slots,
+    args: argparse.Namespace,
+    stop_s: float,
+    log: str,
+    timing: list[list[str]],
 ) -> None:
     print()
     rows = summary_rows(readings, args.warmup * 60, args.last * 60)
@@ -235,6 +244,9 @@ def report(
         ["missing slots, worst targets", ", ".join(f"{k} {v[:6]}" for k, v in where) or "none"]
     )
     rows.append(["missing slots in all", str(missed)])
+    skipped, reasons = skips_logged(log)
+    rows.append(["due runs serve logged as skipped", f"{skipped:,} ({reasons})"])
+    rows += timing
     warnings = [line for line in log.splitlines() if " WARNING " in line or " ERROR " in line]
     rows.append(["serve's WARNING/ERROR lines", str(len(warnings))])
     rows.append(["SIGTERM to exit", f"{stop_s:.2f} s"])
