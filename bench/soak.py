@@ -5,11 +5,14 @@ against the simulated endpoint (``app.demo.sim.process``, a process of its own),
 ``python -m app serve`` as a user runs it (its own process, a throw-away database on SQLite
 or the local PostgreSQL, migrated first). Every ``--every`` seconds: serve's RSS
 (``/proc/<pid>/status`` VmRSS), its open file descriptors (``/proc/<pid>/fd``), threads,
-CPU, and the runs stored so far. At the end: RSS at the end of ``--warmup`` minutes, half way
-through what is left and at the end, the change over the last half (issue 36's goal: the
-last 30 minutes of an hour within +5 %), fds after the warm-up, and the slots stored: each
+CPU, and the runs stored so far. At the end (bench/soak_report.py): RSS at the end of
+``--warmup`` minutes, at the start of the ``--last`` minutes and at the end, each the median
+of 5 minutes of readings, and the change over the last part (issue 36's goal: the last 30
+minutes of an hour within +5 %); fds and threads after the warm-up; the slots stored: each
 target's due times on its grid (its first stored due time + k × interval) up to a margin
-before the end, against the distinct due times stored (doubles counted apart).
+before the end, against the distinct due times stored (doubles counted apart), and why
+any are missing (bench/soak_timing.py). ``--summarize FILE`` summarises a soak's printed
+readings again.
 
 Bounded: ``--minutes`` (at most 600), serve stopped with SIGTERM (killed if it hangs), the
 sim stops by itself after the run; loopback only.
@@ -38,25 +41,13 @@ from app.demo.sim.process import SimProcess
 from app.store.db import make_sessions
 from app.store.models import RunRow, TargetRow
 from bench.common import RunClock, machine_info, print_table
+from bench.soak_report import Reading, parsed, summary_rows
 from bench.soak_timing import skips_logged, timing_rows
 from bench.store_common import PG_SERVER, SQLITE_DIR, bench_database, bench_engine, database_url
 from tests.pgcluster import Serve
 
 MAX_MINUTES = 600.0
 END_MARGIN_INTERVALS = 2  # due times this close to the end may still be in flight
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One look at serve: seconds since it answered, memory, fds, threads, CPU, runs."""
-
-    at_s: float
-    rss_mb: float
-    anon_mb: float  # RssAnon: the heap, not the files mapped (libraries)
-    fds: int
-    threads: int
-    cpu_s: float
-    runs: int
 
 
 def proc_reading(pid: int, at_s: float, runs: int) -> Reading:
@@ -138,37 +129,6 @@ def slots(
         if gone:
             missing[name] = gone
     return Slots(expected, stored, doubled, missing)
-
-
-def rss_at(readings: list[Reading], at_s: float) -> Reading:
-    return min(readings, key=lambda r: abs(r.at_s - at_s))
-
-
-def summary_rows(readings: list[Reading], warmup_s: float, last_s: float) -> list[list[str]]:
-    end = readings[-1]
-    warm = rss_at(readings, warmup_s)
-    half = rss_at(readings, max(warm.at_s, end.at_s - last_s))
-    late = [r for r in readings if r.at_s >= half.at_s]
-    after = [r for r in readings if r.at_s >= warm.at_s]
-    change = (end.rss_mb - half.rss_mb) / half.rss_mb * 100
-    peak = max(r.rss_mb for r in late)
-    minutes = (end.at_s - half.at_s) / 60
-    slope = (end.rss_mb - half.rss_mb) / minutes if minutes else 0.0
-    fds = sorted({r.fds for r in after})
-    return [
-        ["RSS at start (first reading)", f"{readings[0].rss_mb:.1f} MB"],
-        [f"RSS at warm-up end ({warm.at_s / 60:.1f} min)", f"{warm.rss_mb:.1f} MB"],
-        [f"RSS at the last part's start ({half.at_s / 60:.1f} min)", f"{half.rss_mb:.1f} MB"],
-        [f"RSS at the end ({end.at_s / 60:.1f} min)", f"{end.rss_mb:.1f} MB"],
-        ["RSS change over the last part", f"{change:+.1f} % ({slope:+.2f} MB/min)"],
-        ["RSS peak in the last part", f"{peak:.1f} MB ({(peak / half.rss_mb - 1) * 100:+.1f} %)"],
-        ["open fds after warm-up min / max", f"{fds[0]} / {fds[-1]}"],
-        [
-            "threads after warm-up min / max",
-            f"{min(r.threads for r in after)} / {max(r.threads for r in after)}",
-        ],
-        ["serve CPU", f"{end.cpu_s:.0f} s ({end.cpu_s / max(end.at_s, 1) * 100:.0f} % of a core)"],
-    ]
 
 
 def run(args: argparse.Namespace) -> None:
@@ -271,14 +231,22 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sqlite-dir", type=Path, default=SQLITE_DIR)
     parser.add_argument("--db-name", default="pw_bench_soak", help="database (file) name")
     parser.add_argument("--keep", action="store_true", help="do not drop the database")
+    parser.add_argument(
+        "--summarize", type=Path, help="a soak's output: summarise its readings again, no run"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
+    if args.summarize is not None:
+        readings = parsed(args.summarize.read_text())
+        print_table(["measure", "value"], summary_rows(readings, args.warmup * 60, args.last * 60))
+        return
     # SIGTERM (nohup's way to stop it) ends it as Ctrl-C does: serve and the sim stopped,
     # the database dropped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    run(arguments(argv))
+    run(args)
 
 
 if __name__ == "__main__":
