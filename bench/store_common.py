@@ -109,7 +109,7 @@ def create_database(url: str, pg_server: str) -> None:
 def drop_database(url: str, pg_server: str) -> None:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in ("", "-wal", "-shm", ".serve-lock"):  # the lock: app.store.sqlitelock
             Path(f"{parsed.database}{suffix}").unlink(missing_ok=True)
         return
     with _admin(pg_server) as admin:

@@ -76,6 +76,7 @@ class Evaluator:
                 for vantage in self._covered(identity, now):
                     memory = self.memory(identity.target, vantage)
                     memory.rebase_at, memory.reference = alert.opened_at, None
+                    memory.reference_wait = None  # the window starts elsewhere now
                     memory.excluded = [span for span in memory.excluded if span[1] is not None]
                 params = self.params_for(identity.target)
                 return self._move(identity, d.Signal.ACK, now, {}, rules_for(identity.kind, params))

@@ -29,6 +29,8 @@ class DetectorMemory:
     tail: TailState = field(default_factory=TailState)
     last_run: str | None = None
     reference: d.Reference | None = None
+    # With no reference: not asked again before then (app.alerts.references); never stored.
+    reference_wait: datetime | None = None
     rebase_at: datetime | None = None
     # Periods inside alerts that fired: kept out of the reference.
     excluded: list[tuple[datetime, datetime | None]] = field(default_factory=list)

@@ -4,6 +4,13 @@ Built from the previous ``reference_days`` of runs before the recent window, min
 inside alerts that fired (``DetectorMemory.excluded``) and those before an acknowledged
 change (``rebase_at``); kept a day (``REBUILD_EVERY``), then rebuilt. Too few runs, or too
 short a span, and there is none: the detectors that compare abstain.
+
+Too short a span is not asked again on every run: no reference can span
+``min_reference_days`` before that long after its first run (the window's first, or the
+recent window's when it had none), so the window is read again then, or after
+``RETRY_SHORT`` should a spool flush older runs in meanwhile. Asked on every run, a new
+target re-read (and a database history kept) every run it had, run after run, for a
+whole day: memory and CPU grew with each run (issue 36, a soak of 100 targets at 10 s).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from app.analysis.runs import RunData
 from app.analysis.tailcusum import tail_reference
 
 REBUILD_EVERY = timedelta(days=1)
+RETRY_SHORT = timedelta(hours=1)
 # A reference this long is a full week (less the recent window and the day between
 # rebuilds): baseline_drift may freeze its profile.
 FULL_WEEK = timedelta(days=6.5)
@@ -39,18 +47,24 @@ def current_reference(
     """``memory``'s reference, rebuilt (and kept in ``memory``) when it is a day old."""
     if memory.reference is not None and now - memory.reference.built_at < REBUILD_EVERY:
         return memory.reference
+    if memory.reference is None and memory.reference_wait is not None:
+        if now < memory.reference_wait:
+            return None
     start = now - timedelta(days=params.reference_days)
     if memory.rebase_at is not None:
         start = max(start, memory.rebase_at)
     end = window[0].at if window else now
     runs = history.window(target, vantage, start, end)
+    first = runs[0].at if runs else end
     if memory.excluded:
         runs = [run for run in runs if not _inside(run.at, memory.excluded)]
     span = runs[-1].at - runs[0].at if runs else timedelta(0)
     too_short = span < timedelta(days=params.min_reference_days)
     if len(runs) < params.min_reference_runs or too_short:
-        memory.reference = None
+        long_enough_at = first + timedelta(days=params.min_reference_days)
+        memory.reference, memory.reference_wait = None, min(long_enough_at, now + RETRY_SHORT)
         return None
+    memory.reference_wait = None
     memory.reference = d.Reference(
         built_at=now,
         runs=len(runs),

@@ -48,6 +48,7 @@ from app.runs.pipeline import Pipeline
 from app.runs.writer import Writer
 from app.runtime.coverage import Coverage
 from app.runtime.health import WAITING_FOR_ELECTION, Health
+from app.runtime.memtrim import malloc_trim, trim_loop
 from app.runtime.readiness import wait_for_schema
 from app.runtime.scheduler import Watch
 from app.runtime.stopping import stop_within_budget
@@ -143,6 +144,7 @@ class Service:
         log.info("%s; %d target(s)", self._role(), len(self.watch.targets))
         for loop in (self._leader_loop, self._flush_loop, self._reload_loop, self._health_loop):
             self.tasks.append(asyncio.create_task(_forever(loop)))
+        self.tasks.append(asyncio.create_task(trim_loop(malloc_trim())))
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             # Only the main thread may own signals (tests build the app in other threads).
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload_requested.set)

@@ -6,7 +6,10 @@ and ``last``. ``counts`` reads the run rows alone, so pruned runs stay in it.
 
 Rebuilding is the costly part, so built runs are kept: the last few of each (target,
 vantage), which every evaluation asks for several times, and the last reference window
-of each. Which runs are wanted is always asked of the database (a light query on the
+of each while it holds at most ``KEPT_WINDOW_RUNS`` runs (a week of 15-minute runs is 672;
+a run kept costs ~1.5 KB). A longer one, a week of a target probed every 10 s (60,480
+runs), is read again at its daily rebuild instead of held all day: kept, 100 such targets
+held ~9 GB. Which runs are wanted is always asked of the database (a light query on the
 runs index), so a run flushed late from the spool, older than runs already seen, is
 found; only runs not built yet have their samples read.
 """
@@ -31,6 +34,7 @@ PRESENT_FOR = timedelta(days=7)
 VANTAGES_TTL = timedelta(minutes=1)
 IDS_PER_QUERY = 500
 MAX_UNBUILDABLE = 100_000
+KEPT_WINDOW_RUNS = 2_000
 
 Key = tuple[str, str]
 
@@ -52,8 +56,11 @@ class _Head:
 class DatabaseHistory:
     """The ``History`` the evaluator reads in ``serve``; safe to share between threads."""
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], kept_window_runs: int = KEPT_WINDOW_RUNS
+    ) -> None:
         self.sessions = sessions
+        self.kept_window_runs = kept_window_runs
         self._lock = threading.Lock()
         self._recent: dict[Key, list[RunData]] = {}
         self._capacity: dict[Key, int] = {}
@@ -76,7 +83,10 @@ class DatabaseHistory:
                     .order_by(RunRow.started_at, RunRow.id)
                 ).all()
                 runs = self._built(session, key, [_Head(run_id, at, n) for run_id, at, n in heads])
-            self._windows[key] = ((start, end), runs)
+            if len(runs) <= self.kept_window_runs:
+                self._windows[key] = ((start, end), runs)
+            else:
+                self._windows.pop(key, None)
             self._seen(target, vantage, runs)
             return list(runs)
 

@@ -155,3 +155,17 @@ def test_the_window_skips_runs_it_cannot_rebuild_without_asking_again(
     assert history.window("chat", "eu", T0, T0 + timedelta(days=1)) == []
     assert history.last("chat", "eu", 3) == []
     assert len(sample_queries) == 1
+
+
+def test_a_reference_window_longer_than_the_bound_is_not_kept(
+    sessions: sessionmaker[Session], sample_queries: list[str]
+) -> None:
+    runs = series(11, 6)
+    store(sessions, *runs)
+    history = DatabaseHistory(sessions, kept_window_runs=4)
+    for _ in range(2):
+        history.window("chat", "eu", T0, runs[4].at)  # 4 runs: kept, read once
+    assert len(sample_queries) == 1
+    for _ in range(2):
+        history.window("chat", "eu", T0, runs[5].at + EVERY)  # 6 runs: read every time
+    assert len(sample_queries) == 3
