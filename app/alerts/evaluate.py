@@ -22,6 +22,7 @@ from __future__ import annotations
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -95,6 +96,8 @@ class Evaluator:
             if not self._may_move(identity, finding.signal):
                 continue
             rule = rules(identity)
+            if finding.confirmed:
+                rule = replace(rule, confirm=1)
             if not self._held_back(identity, finding.signal, now, rule.refire_hold):
                 moved.append(self._move(identity, finding.signal, now, finding.numbers, rule))
         return [transition for transition in moved if transition is not None]

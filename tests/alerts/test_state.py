@@ -7,8 +7,11 @@ from itertools import product
 
 import pytest
 
+from app.alerts.evaluate import Evaluator
+from app.alerts.history import MemoryHistory
+from app.alerts.identity import Identity
 from app.alerts.state import TRANSITIONS, Cooling, Position, Rules, State, step
-from app.analysis.detectors import Signal
+from app.analysis.detectors import DetectorParams, Finding, Signal
 
 S, G = State, Signal
 NOW = datetime(2026, 3, 2, 12, tzinfo=UTC)
@@ -158,3 +161,21 @@ def test_cooling_ends_after_quiet_or_a_recurrence_that_lasts_the_hold(
     for minutes, signal in signals:
         cooling.saw(signal, NOW + timedelta(minutes=minutes))
     assert cooling.over(6 * H, NOW + over_at * H) is expected
+
+
+# A finding that is its own confirmation (pooled evidence over every vantage's newest runs)
+# fires on its first hit; any other waits for the rule's streak.
+@pytest.mark.parametrize(
+    ("confirmed", "states"),
+    [(False, ["pending", "firing"]), (True, ["firing", "firing"])],
+)
+def test_a_confirmed_finding_fires_on_its_first_hit(confirmed: bool, states: list[str]) -> None:
+    evaluator = Evaluator(MemoryHistory(), lambda _target: DetectorParams(), seed=1)
+    identity = Identity("dominant_shift", "t", None, "service", "network", "queue")
+    found = {identity: Finding(Signal.HIT, {}, confirmed=confirmed)}
+    rules = Rules(confirm=2, recover=2)
+    seen = []
+    for k in range(2):
+        moved = evaluator.apply(found, NOW + k * timedelta(minutes=15), lambda _i: rules)
+        seen += [t.after.value for t in moved]
+    assert seen == states

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from app.analysis import level as lv
+from app.analysis.detectors import DetectorParams, Signal
+from app.analysis.detectors.levelshift import level_finding
 from app.analysis.runs import RunData
 from tests.runfactory import EVERY, LLM, T0, make_run
 
@@ -280,3 +282,25 @@ def test_a_wild_run_counts_as_one_a_few_times_the_alternative_slower() -> None:
         f: lv.increments(reference, scaled(at, 1.0, queue=f), 0.12, 10, 1e9)[QUEUE] for f in (3, 20)
     }
     assert step[20] == pytest.approx(step[3], rel=0.05)
+
+
+# A crossing summed against yesterday's reference, judged by today's over the same runs: a
+# slowdown it still sees fires; one it holds as usual (or as faster) is no alert.
+@pytest.mark.parametrize(
+    ("queue", "signal"),
+    [(2.0, Signal.HIT), (1.2, Signal.HIT), (1.05, Signal.HOLD), (0.87, Signal.HOLD)],
+)
+def test_a_crossing_fires_only_where_the_current_reference_sees_the_slowdown(
+    queue: float, signal: Signal
+) -> None:
+    reference = lv.LevelReference.build(week())
+    assert reference is not None
+    at = T0 + timedelta(days=7, hours=10)
+    runs = [scaled(at + i * EVERY, 1.0, seed=i, queue=queue) for i in range(13)]
+    scores = np.zeros(len(reference.series))
+    scores[QUEUE] = 13.0  # crossed, as the steps kept said
+    lengths = np.full(len(reference.series), 13, dtype=np.int64)
+    params = DetectorParams()
+    finding = level_finding(scores, lengths, reference, lambda k: runs[-k:], params)
+    assert finding.signal is signal
+    assert finding.numbers["crossed"] == ["queue"]

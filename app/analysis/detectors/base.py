@@ -55,6 +55,9 @@ class Finding:
     # "service": judged on the target's vantages pooled (one alert, no vantage); None: this
     # vantage's own.
     scope: str | None = None
+    # Its own confirmation: the evidence already spans runs at every vantage (the pooled
+    # lane's newest runs), so the first hit fires rather than waiting ``confirm`` rounds.
+    confirmed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,7 +112,10 @@ def level_finding(
         },
         "crossed": crossed,
     }
-    if crossed:
+    # The steps were summed as they came, each against the reference of its day; a rebuilt
+    # reference may hold those hours as usual now. The alert says what the current one
+    # sees over those runs: a slowdown less than the least worth an alert is none.
+    if crossed and pct[top] >= 100 * params.level_min_relative:
         return Finding(Signal.HIT, numbers)
     return Finding(Signal.HOLD, numbers)
 
