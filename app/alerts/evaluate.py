@@ -247,6 +247,11 @@ class Evaluator:
             memory.excluded = [(start, end or now) for start, end in memory.excluded]
             if detector is not None and detector.on_resolve is not None:
                 detector.on_resolve(memory)
+            if detector is not None and detector.rebases:
+                # Told and over: runs from before it would only tell it again, by another
+                # detector (its own runs stay out: the reference is what came after).
+                since = [at for at in (memory.rebase_at, alert.opened_at) if at is not None]
+                memory.rebase_at, memory.reference = max(since), None
 
     # Vantages -----------------------------------------------------------------------------
 

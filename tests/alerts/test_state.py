@@ -179,3 +179,22 @@ def test_a_confirmed_finding_fires_on_its_first_hit(confirmed: bool, states: lis
         moved = evaluator.apply(found, NOW + k * timedelta(minutes=15), lambda _i: rules)
         seen += [t.after.value for t in moved]
     assert seen == states
+
+
+# A resolved alert that told of a lasting change re-bases the vantage's references from
+# when it opened (as an acknowledgement does); other kinds leave them be.
+@pytest.mark.parametrize(
+    ("kind", "rebased"),
+    [("dominant_shift", True), ("level_shift", True), ("tail_shift", False)],
+)
+def test_a_resolved_change_rebases_the_references(kind: str, rebased: bool) -> None:
+    evaluator = Evaluator(MemoryHistory(), lambda _target: DetectorParams(), seed=1)
+    identity = Identity(kind, "t", "eu", "vantage")
+    rules = Rules(confirm=1, recover=1)
+    for k, signal in enumerate((Signal.HIT, Signal.CLEAR)):
+        found = {identity: Finding(signal, {})}
+        evaluator.apply(found, NOW + k * timedelta(minutes=15), lambda _i: rules)
+    assert identity not in evaluator.alerts
+    memory = evaluator.memory("t", "eu")
+    assert (memory.rebase_at == NOW) is rebased
+    assert memory.excluded == [(NOW, NOW + timedelta(minutes=15))]  # its own runs stay out

@@ -132,6 +132,9 @@ class Detector:
     on_resolve: Callable[[Carrying], None] | None = None  # what an ended episode resets
     # A critical alert's runs are kept out of the reference; a warning is a hint only.
     excludes_runs: bool = True
+    # Its alert tells of a lasting change (a new leader, a new level): once resolved, the
+    # vantages' references start again from it, as on an acknowledgement.
+    rebases: bool = False
     # Said after the sentence and where it was seen ("… at 2/2 vantages; queue leads now").
     aside: Callable[[Named, dict[str, Any]], str] | None = None
     # A firing alert's sentence keeps the numbers of its firing; this says what they read

@@ -160,4 +160,5 @@ DETECTOR = Detector(
     sentence=sentence,
     judge=judge,
     confirm=_confirm,
+    rebases=True,
 )
