@@ -9,7 +9,8 @@ import pytest
 
 from app.alerts.evaluate import Evaluator
 from app.alerts.history import MemoryHistory
-from app.alerts.identity import Identity
+from app.alerts.identity import Alert, Identity
+from app.alerts.pervantage import active_at
 from app.alerts.state import TRANSITIONS, Cooling, Position, Rules, State, step
 from app.analysis.detectors import DetectorParams, Finding, Signal
 
@@ -198,3 +199,21 @@ def test_a_resolved_change_rebases_the_references(kind: str, rebased: bool) -> N
     memory = evaluator.memory("t", "eu")
     assert (memory.rebase_at == NOW) is rebased
     assert memory.excluded == [(NOW, NOW + timedelta(minutes=15))]  # its own runs stay out
+
+
+# What a vantage's detectors are told is firing there: its own alerts and the service's.
+@pytest.mark.parametrize(
+    ("where", "state", "expected"),
+    [
+        ("eu", State.FIRING, {("tail_shift", "critical")}),
+        (None, State.FIRING, {("tail_shift", "critical")}),  # the service's pooled tail
+        (None, State.PENDING, set()),  # not told yet
+        ("us", State.FIRING, set()),  # another vantage's own
+    ],
+)
+def test_the_alerts_active_at_a_vantage_include_the_services(
+    where: str | None, state: State, expected: set[tuple[str, str]]
+) -> None:
+    identity = Identity("tail_shift", "t", where, "vantage" if where else "service")
+    alerts = {identity: Alert("a", identity, Position(state), opened_at=NOW)}
+    assert active_at(alerts, "t", "eu") == expected

@@ -91,7 +91,8 @@ class Inputs:
     onset: Callable[[int], Sequence[RunData]]  # the newest ``n`` runs, from the history
     misses: MissLedger
     dominant_open: bool  # a dominant_shift is active here: composition stays quiet
-    active: frozenset[tuple[str, str]] = frozenset()  # (kind, severity) firing here now
+    # (kind, severity) firing here now, the service's alerts (no vantage) with them
+    active: frozenset[tuple[str, str]] = frozenset()
     # The vantage's DetectorMemory.cusums: a detector reads and writes its own entry.
     cusums: dict[str, list[float]] = field(default_factory=dict)
     rebase_at: datetime | None = None  # a change was acknowledged then (DetectorMemory's)
