@@ -153,7 +153,10 @@ def agreement(
         agreed["vantages_late"] = seen.late
     signals = [finding.signal for _, finding in at.values()]
     if len(hits) >= 2 or (hits and grew is not None):
-        return d.Finding(d.Signal.HIT, at[hits[0]][1].numbers | agreed | (grew or {}))
+        # Pooled growth is judged on the newest runs of every vantage, each grown: it is
+        # its own confirmation (app/alerts/pooling.py), as level_shift's CUSUM is.
+        numbers = at[hits[0]][1].numbers | agreed | (grew or {})
+        return d.Finding(d.Signal.HIT, numbers, confirmed=grew is not None)
     numbers = next(iter(at.values()))[1].numbers | agreed
     if signals and all(signal is d.Signal.CLEAR for signal in signals):
         return d.Finding(d.Signal.CLEAR, numbers)

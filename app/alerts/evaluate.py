@@ -22,6 +22,7 @@ from __future__ import annotations
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -96,6 +97,8 @@ class Evaluator:
             if not self._may_move(identity, finding.signal):
                 continue
             rule = rules(identity)
+            if finding.confirmed:
+                rule = replace(rule, confirm=1)
             if not self._held_back(identity, finding.signal, now, rule.refire_hold):
                 moved.append(self._move(identity, finding.signal, now, finding.numbers, rule))
         return [transition for transition in moved if transition is not None]
@@ -245,6 +248,11 @@ class Evaluator:
             memory.excluded = [(start, end or now) for start, end in memory.excluded]
             if detector is not None and detector.on_resolve is not None:
                 detector.on_resolve(memory)
+            if detector is not None and detector.rebases:
+                # Told and over: runs from before it would only tell it again, by another
+                # detector (its own runs stay out: the reference is what came after).
+                since = [at for at in (memory.rebase_at, alert.opened_at) if at is not None]
+                memory.rebase_at, memory.reference = max(since), None
 
     # Vantages -----------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.alerts.combine import Found
+from app.alerts.combine import Alerts, Found
 from app.alerts.crossvantage import open_at
 from app.alerts.history import History
 from app.alerts.identity import Identity
@@ -61,11 +61,7 @@ class PerVantage:
             onset=lambda count: self.history.last(target, vantage, count),
             misses=memory.misses,
             dominant_open=open_at(view.alerts, target, vantage) is not None,
-            active=frozenset(
-                (i.kind, i.severity)
-                for i, alert in view.alerts.items()
-                if i.target == target and i.vantage == vantage and alert.position.active
-            ),
+            active=active_at(view.alerts, target, vantage),
             cusums=memory.cusums,
             rebase_at=memory.rebase_at,
         )
@@ -113,3 +109,13 @@ class PerVantage:
             memory.misses, memory.misses_built_at = MissLedger.of(counts, now), now
         memory.misses.add(run.at, run.timed, run.censored)
         memory.misses.prune(now - params.slo.budget_window)
+
+
+def active_at(alerts: Alerts, target: str, vantage: str) -> frozenset[tuple[str, str]]:
+    """(kind, severity) of the alerts firing at ``vantage``: its own and the service's (no
+    vantage: a pooled tail or leader change covers every vantage)."""
+    return frozenset(
+        (i.kind, i.severity)
+        for i, alert in alerts.items()
+        if i.target == target and i.vantage in (vantage, None) and alert.position.active
+    )

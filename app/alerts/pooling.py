@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from app.alerts.history import History
@@ -51,7 +51,11 @@ def grown(
                 if level is not None and level.span >= timedelta(days=params.level_min_days):
                     references.append(level)
                     windows.append(history.last(target, vantage, runs))
-            raw[phase] = pooled_z(references, windows, phase)
+            starts = [window[0].at for window in windows if window]
+            # A level_shift told before these runs: the hours' levels predate that change,
+            # and a burst on top of it would read as the growth of one phase.
+            stale = bool(starts) and _level_told(view, target, min(starts))
+            raw[phase] = None if stale else pooled_z(references, windows, phase)
         return raw[phase]
 
     def ask(phase: str, against: str | None) -> dict[str, Any] | None:
@@ -75,6 +79,18 @@ def grown(
         }
 
     return ask
+
+
+def _level_told(view: EvaluatorView, target: str, before: datetime) -> bool:
+    """A ``level_shift`` of ``target`` is active and fired before ``before``."""
+    return any(
+        identity.kind == "level_shift"
+        and identity.target == target
+        and alert.position.active
+        and alert.fired_at is not None
+        and alert.fired_at < before
+        for identity, alert in view.alerts.items()
+    )
 
 
 def pooled_lane(

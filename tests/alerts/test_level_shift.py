@@ -103,12 +103,13 @@ def test_a_queue_grown_at_every_vantage_but_leading_at_one_is_the_services_chang
     )
     replay.feed(timeline(7, {"eu": near, "us": far}, end=END))
     changes = replay.changes()
-    assert states(changes)[:2] == [("inactive", "pending"), ("pending", "firing")]
+    # The pooled evidence spans the newest runs of both vantages: its first hit fires.
+    assert states(changes)[:1] == [("inactive", "firing")]
     identity = changes[0].identity
     assert (identity.scope, identity.vantage) == ("service", None)
     assert (identity.from_phase, identity.to_phase) == ("network", "queue")
     assert runs_to_fire(replay, "dominant_shift")[0] <= 3
-    firing = changes[1]
+    firing = changes[0]
     assert firing.numbers["pooled_phase"] == "queue"
     assert firing.numbers["pooled_z"] >= params.pooled_min_z
     assert firing.numbers["vantages_agreeing"] == 1
@@ -144,4 +145,24 @@ def test_everything_slower_is_no_leader_change_even_where_the_queue_was_close() 
             9, {"eu": switch(TIED, slower, CHANGE), "us": switch(TIED, slower, CHANGE)}, end=END
         )
     )
+    assert [t for t in replay.changes() if "pooled_z" in t.numbers] == []
+
+
+def test_a_burst_after_a_told_slowdown_is_not_pooled_growth() -> None:
+    # Everything × 1.3 at both vantages (level_shift tells it), then two hours later the
+    # queue × 1.6 more for three runs: against hours' levels from before the slowdown, the
+    # queue "grew" by both; the pooled lane does not read it (a vantage's own bootstrap
+    # still may).
+    params = DetectorParams(enabled=("dominant_shift", "level_shift"), resamples=200)
+    burst = CHANGE + timedelta(hours=2)
+
+    def mix(at: datetime) -> Mix:
+        slower = times(1.3, TIED)
+        if at < CHANGE:
+            return TIED
+        return times(1.0, slower, queue=1.6) if burst <= at < burst + 3 * EVERY else slower
+
+    replay = Replay(params)
+    replay.feed(timeline(10, {"eu": mix, "us": mix}, end=END))
+    assert runs_to_fire(replay, "level_shift")
     assert [t for t in replay.changes() if "pooled_z" in t.numbers] == []

@@ -7,8 +7,12 @@ from itertools import product
 
 import pytest
 
+from app.alerts.evaluate import Evaluator
+from app.alerts.history import MemoryHistory
+from app.alerts.identity import Alert, Identity
+from app.alerts.pervantage import active_at
 from app.alerts.state import TRANSITIONS, Cooling, Position, Rules, State, step
-from app.analysis.detectors import Signal
+from app.analysis.detectors import DetectorParams, Finding, Signal
 
 S, G = State, Signal
 NOW = datetime(2026, 3, 2, 12, tzinfo=UTC)
@@ -158,3 +162,58 @@ def test_cooling_ends_after_quiet_or_a_recurrence_that_lasts_the_hold(
     for minutes, signal in signals:
         cooling.saw(signal, NOW + timedelta(minutes=minutes))
     assert cooling.over(6 * H, NOW + over_at * H) is expected
+
+
+# A finding that is its own confirmation (pooled evidence over every vantage's newest runs)
+# fires on its first hit; any other waits for the rule's streak.
+@pytest.mark.parametrize(
+    ("confirmed", "states"),
+    [(False, ["pending", "firing"]), (True, ["firing", "firing"])],
+)
+def test_a_confirmed_finding_fires_on_its_first_hit(confirmed: bool, states: list[str]) -> None:
+    evaluator = Evaluator(MemoryHistory(), lambda _target: DetectorParams(), seed=1)
+    identity = Identity("dominant_shift", "t", None, "service", "network", "queue")
+    found = {identity: Finding(Signal.HIT, {}, confirmed=confirmed)}
+    rules = Rules(confirm=2, recover=2)
+    seen = []
+    for k in range(2):
+        moved = evaluator.apply(found, NOW + k * timedelta(minutes=15), lambda _i: rules)
+        seen += [t.after.value for t in moved]
+    assert seen == states
+
+
+# A resolved alert that told of a lasting change re-bases the vantage's references from
+# when it opened (as an acknowledgement does); other kinds leave them be.
+@pytest.mark.parametrize(
+    ("kind", "rebased"),
+    [("dominant_shift", True), ("level_shift", True), ("tail_shift", False)],
+)
+def test_a_resolved_change_rebases_the_references(kind: str, rebased: bool) -> None:
+    evaluator = Evaluator(MemoryHistory(), lambda _target: DetectorParams(), seed=1)
+    identity = Identity(kind, "t", "eu", "vantage")
+    rules = Rules(confirm=1, recover=1)
+    for k, signal in enumerate((Signal.HIT, Signal.CLEAR)):
+        found = {identity: Finding(signal, {})}
+        evaluator.apply(found, NOW + k * timedelta(minutes=15), lambda _i: rules)
+    assert identity not in evaluator.alerts
+    memory = evaluator.memory("t", "eu")
+    assert (memory.rebase_at == NOW) is rebased
+    assert memory.excluded == [(NOW, NOW + timedelta(minutes=15))]  # its own runs stay out
+
+
+# What a vantage's detectors are told is firing there: its own alerts and the service's.
+@pytest.mark.parametrize(
+    ("where", "state", "expected"),
+    [
+        ("eu", State.FIRING, {("tail_shift", "critical")}),
+        (None, State.FIRING, {("tail_shift", "critical")}),  # the service's pooled tail
+        (None, State.PENDING, set()),  # not told yet
+        ("us", State.FIRING, set()),  # another vantage's own
+    ],
+)
+def test_the_alerts_active_at_a_vantage_include_the_services(
+    where: str | None, state: State, expected: set[tuple[str, str]]
+) -> None:
+    identity = Identity("tail_shift", "t", where, "vantage" if where else "service")
+    alerts = {identity: Alert("a", identity, Position(state), opened_at=NOW)}
+    assert active_at(alerts, "t", "eu") == expected

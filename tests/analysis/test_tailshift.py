@@ -4,6 +4,7 @@ ordinary ones, busy hours and whole slower runs; the load phase's is pooled over
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -187,3 +188,29 @@ def test_a_tail_heavier_only_against_a_shrunken_body_is_no_slower() -> None:
     found = judge(inputs(ref, recent, memory))
     assert [f.signal for f in found] == [Signal.HOLD]  # ... but the tail is no longer in ms
     assert found[0].numbers["recent_ms"] < found[0].numbers["reference_ms"]
+
+
+# While a leader change or a level shift is told at this vantage, end-to-end's tail (whose
+# shape over its median follows the mix) starts afresh each run; the load phase's does not.
+@pytest.mark.parametrize(
+    ("dominant_open", "active", "end_to_end_kept"),
+    [
+        (False, frozenset(), True),
+        (True, frozenset(), False),
+        (False, frozenset({("level_shift", "critical")}), False),
+        (False, frozenset({("deadline_miss", "critical")}), True),
+    ],
+)
+def test_end_to_end_evidence_restarts_while_a_change_is_told_here(
+    dominant_open: bool, active: frozenset[tuple[str, str]], end_to_end_kept: bool
+) -> None:
+    state = Cusums.of(None)
+    state.scores = [[5.0] * MEMBERS, [4.0] * MEMBERS]
+    state.runs = [6, 6]
+    memory = {NAME: state.values()}
+    recent = runs(31, QUIET_HOUR, 4)
+    told = replace(inputs(reference(week(32)), recent, memory), dominant_open=dominant_open)
+    judge(replace(told, active=active))
+    after = Cusums.of(memory[NAME])
+    assert (after.scores[0] == state.scores[0]) is end_to_end_kept
+    assert after.scores[1] == state.scores[1]

@@ -55,6 +55,9 @@ class Finding:
     # "service": judged on the target's vantages pooled (one alert, no vantage); None: this
     # vantage's own.
     scope: str | None = None
+    # Its own confirmation: the evidence already spans runs at every vantage (the pooled
+    # lane's newest runs), so the first hit fires rather than waiting ``confirm`` rounds.
+    confirmed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +91,8 @@ class Inputs:
     onset: Callable[[int], Sequence[RunData]]  # the newest ``n`` runs, from the history
     misses: MissLedger
     dominant_open: bool  # a dominant_shift is active here: composition stays quiet
-    active: frozenset[tuple[str, str]] = frozenset()  # (kind, severity) firing here now
+    # (kind, severity) firing here now, the service's alerts (no vantage) with them
+    active: frozenset[tuple[str, str]] = frozenset()
     # The vantage's DetectorMemory.cusums: a detector reads and writes its own entry.
     cusums: dict[str, list[float]] = field(default_factory=dict)
     rebase_at: datetime | None = None  # a change was acknowledged then (DetectorMemory's)
@@ -129,6 +133,9 @@ class Detector:
     on_resolve: Callable[[Carrying], None] | None = None  # what an ended episode resets
     # A critical alert's runs are kept out of the reference; a warning is a hint only.
     excludes_runs: bool = True
+    # Its alert tells of a lasting change (a new leader, a new level): once resolved, the
+    # vantages' references start again from it, as on an acknowledgement.
+    rebases: bool = False
     # Said after the sentence and where it was seen ("… at 2/2 vantages; queue leads now").
     aside: Callable[[Named, dict[str, Any]], str] | None = None
     # A firing alert's sentence keeps the numbers of its firing; this says what they read

@@ -209,4 +209,5 @@ DETECTOR = Detector(
     judge=None,
     aside=overtaken,
     current=current,
+    rebases=True,
 )

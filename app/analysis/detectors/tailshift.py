@@ -119,6 +119,13 @@ def judge(inputs: Inputs) -> list[Finding]:
     if reference.span < timedelta(days=params.tail_min_days):
         return []  # a day-to-day difference is known only once that many days were seen
     state = Cusums.of(inputs.cusums.get(NAME))
+    if told(inputs):
+        # End-to-end's spread over its own median follows the mix and the level, and this
+        # vantage's reference predates the change another alert told: what it would add is
+        # that change again. Its evidence starts afresh (the load phase's ratio over the
+        # load phase's own median does not move with the mix: it keeps judging).
+        state.scores[0], state.runs[0] = [0.0] * MEMBERS, 0
+        inputs.cusums[NAME] = state.values()
     allowed = MEMBER_RATIOS >= params.tail_min_ratio - 1e-9
     found = []
     for index, name in enumerate(_names(reference.tail)):
@@ -146,6 +153,15 @@ def judge(inputs: Inputs) -> list[Finding]:
         # One vantage: one alert for both channels, the one nearer its threshold speaks.
         found = [max(found, key=lambda f: (f.signal.value == "hit", _nearness(f)))]
     return found
+
+
+# The alerts that tell a change of the mix or the level at a vantage.
+TELLING = ("dominant_shift", "level_shift")
+
+
+def told(inputs: Inputs) -> bool:
+    """A leader change or a level shift is active at this vantage (or for the service)."""
+    return inputs.dominant_open or any(kind in TELLING for kind, _ in inputs.active)
 
 
 def _nearness(finding: Finding) -> float:
