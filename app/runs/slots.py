@@ -1,5 +1,6 @@
 """Where a target's scheduled runs fall, the same in every process: a grid per (target,
-vantage), and each run's slot on it. Pure: plain values in, numbers out.
+vantage), and each run's slot on it (``Grid``: pure, plain values in, numbers out); and the
+count of runs a sink turned away because their slot was taken (``TakenSlots``).
 
 The grid starts at the Unix epoch plus an offset within the interval drawn from the target's
 and the vantage's names (a hash: two hundred targets on one interval stay spread, and the
