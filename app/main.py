@@ -36,6 +36,7 @@ from app.runtime.metrics import RunMetrics, then
 from app.runtime.quarantined import QuarantineCollector
 from app.runtime.scheduler import Watch
 from app.runtime.service import AlertRules, Service
+from app.runtime.takenslots import TakenSlotsCollector
 from app.runtime.upkeep import Upkeep
 from app.runtime.workermetrics import WorkersCollector
 from app.runtime.workers import Workers
@@ -86,7 +87,7 @@ def build_service(
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
     pipeline = Pipeline(writer, resolved.vantage)
     sender = Sender(sessions, build_notifiers(targets.notifiers), aside=quarantine.loop("outbox"))
-    watch = Watch(pipeline.run)
+    watch = Watch(pipeline.run, resolved.vantage)
     leadership = Leadership(engine)
     coverage = Coverage(resolved.vantage, lambda: rules.targets)
     vantages = None
@@ -199,6 +200,7 @@ def create_app(
     observed.registry.register(agents.collector)
     observed.registry.register(CoverageCollector(service.coverage))
     observed.registry.register(QuarantineCollector(service.upkeep.quarantine))
+    observed.registry.register(TakenSlotsCollector(service.sink.taken))
     # What-ifs and levers: computed in worker processes, off the probes' event loop.
     workers = Workers(settings.whatif_workers, settings.whatif_queue)
     observed.registry.register(WorkersCollector(workers))

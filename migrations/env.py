@@ -14,7 +14,8 @@ from sqlalchemy.engine import make_url
 
 from app.config import DEFAULT_DATABASE_URL, Settings
 from app.store.db import make_engine, normalize_url
-from app.store.models import Base, objects_of
+from app.store.migrate import objects_of
+from app.store.models import Base
 
 MIGRATION_LOCK_KEY = 0x7068_6173_6D69_6772  # "phasmigr"
 

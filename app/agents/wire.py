@@ -1,9 +1,10 @@
 """What an agent and the server say to each other: paths, headers, the assignment.
 
 A push is one ``RunRecord`` JSON (``app.store.records``), gzip-compressed, with the agent's
-send time, so the server can tell its clock's skew; a batch (``BATCH_PATH``) is several,
-``{"runs": [...]}``, answered run by run. Every answer to an agent names the assignment's
-version: an agent holding another one fetches it again.
+send time, so the server can tell its clock's skew (its ``slot``, optional, is the scheduled
+slot: an older agent sends none, and its runs are kept by run id only); a batch
+(``BATCH_PATH``) is several, ``{"runs": [...]}``, answered run by run. Every answer to an
+agent names the assignment's version: an agent holding another one fetches it again.
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ class AgentStatus(BaseModel):
 
 
 class PushAnswer(BaseModel):
-    stored: bool = Field(description="False: the server had this run already (a replay).")
+    stored: bool = Field(
+        description="False: the server had this run already (a replay), or another run of its"
+        " slot: drop it, it is not an error."
+    )
     config: str = Field(description="The assignment's version now.")
 
 
@@ -64,7 +68,7 @@ class PushOutcome(StrEnum):
     """What the server did with one run of a batch."""
 
     STORED = "stored"
-    DUPLICATE = "duplicate"  # it had this run id already: nothing stored
+    DUPLICATE = "duplicate"  # it had this run id, or a run of its slot, already: nothing stored
     REFUSED = "refused"  # never (its reason says why): the agent sets the run aside
 
 

@@ -5,7 +5,8 @@ what the database's errors mean in the sink's vocabulary: a connection that fail
 lost (``is_transient``) is ``SinkAway``, any other error ``SinkRefused``. Before any SQL,
 each run passes the door (``app.runs.validate``): a run it refuses is ``SinkRefused`` with
 its reason (a spooled one is set aside, a pushed one answered 422 or ``refused``), counted
-through ``refused`` and never stored.
+through ``refused`` and never stored. A run whose slot another run holds is answered False,
+as a replay is, and counted in ``taken`` (``app.runs.slots.TakenSlots``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from datetime import datetime
 
 from app.clock import utcnow
 from app.runs.sink import LastAttempt, SinkAway, SinkError, SinkRefused, Stored, answer
+from app.runs.slots import TakenSlots
 from app.runs.validate import Counted, Door
 from app.store.db import Sessions, describe, is_transient, write_connection, write_transaction
-from app.store.ingest import store_run, store_run_on
+from app.store.ingest import Ingested, ingest_run, ingest_run_on
 from app.store.records import RunRecord
 
 
@@ -35,6 +37,7 @@ class DatabaseSink:
         self.sessions = sessions
         self.clock = clock
         self.door = Door(clock, refused)
+        self.taken = TakenSlots()
         self._last = LastAttempt()
 
     @property
@@ -58,7 +61,8 @@ class DatabaseSink:
 
     def _store(self, record: RunRecord) -> bool:
         with translated(), write_connection(self.sessions) as connection:
-            return store_run_on(connection, record, self.clock())
+            ingested = ingest_run_on(connection, record, self.clock())
+        return self._answer(record, ingested)  # counted once committed
 
     def _store_batch(self, records: Sequence[RunRecord]) -> list[Stored]:
         if not records:
@@ -66,11 +70,17 @@ class DatabaseSink:
         try:
             with translated(), write_transaction(self.sessions) as session:
                 now = self.clock()
-                return [store_run(session, record, now) for record in records]
+                ingested = [ingest_run(session, record, now) for record in records]
         except SinkRefused as exc:
             if len(records) == 1:
                 return [str(exc)]
-        return [answer(self._store, record) for record in records]
+            return [answer(self._store, record) for record in records]
+        return [self._answer(r, i) for r, i in zip(records, ingested, strict=True)]
+
+    def _answer(self, record: RunRecord, ingested: Ingested) -> bool:
+        if ingested is Ingested.SLOT_TAKEN and record.slot is not None:
+            self.taken.taken(record.target, record.vantage, record.slot)
+        return ingested is Ingested.STORED
 
 
 @contextmanager

@@ -16,6 +16,7 @@ class MemorySink:
         self.name = "memory"
         self.batches = batches
         self.runs: dict[uuid.UUID, RunRecord] = {}  # in the order stored
+        self.slots: dict[tuple[str, str, int], uuid.UUID] = {}  # who holds each slot
         self._away: str | None = None
         self._refusing: dict[uuid.UUID, str] = {}
         self._last = LastAttempt()
@@ -46,7 +47,10 @@ class MemorySink:
         if record.id in self._refusing:
             raise SinkRefused(self._refusing[record.id])
         with self._lock:
-            if record.id in self.runs:
+            slot = None if record.slot is None else (record.target, record.vantage, record.slot)
+            if record.id in self.runs or (slot is not None and slot in self.slots):
                 return False
             self.runs[record.id] = record
+            if slot is not None:
+                self.slots[slot] = record.id
             return True

@@ -86,8 +86,11 @@ class Pipeline:
     def spool(self) -> Spool:
         return self.writer.spool
 
-    async def run(self, target: Target, scheduled_at: datetime | None = None) -> RunRecord:
-        """Probe ``target`` once (a run of N samples) and store the run whole.
+    async def run(
+        self, target: Target, scheduled_at: datetime | None = None, slot: int | None = None
+    ) -> RunRecord:
+        """Probe ``target`` once (a run of N samples) and store the run whole. ``slot``: the
+        scheduler's (``app.runs.slots``), one run a slot is kept.
 
         Cancelled part-way (shutdown), the run is stored as aborted with the samples it
         has, so it is never counted as a complete run.
@@ -99,6 +102,7 @@ class Pipeline:
             started_at=self.clock(),
             status=RunStatus.ABORTED,
             scheduled_at=scheduled_at,
+            slot=slot,
         )
         self.spool.begin(run)
         samples: list[Sample] = []
@@ -163,6 +167,7 @@ class Pipeline:
             scheduled_at=run.scheduled_at,
             finished_at=self.clock(),
             samples=tuple(SampleRecord.from_sample(s) for s in samples),
+            slot=run.slot,
         )
 
 

@@ -6,6 +6,10 @@ The contract, held by ``tests/runs/test_sink_contract.py`` for every sink:
 - **Idempotent by run id.** ``store`` answers True when the sink stored the run now, False
   when it had it already: a run stored twice (a flush redone after a crash, a push whose
   answer was lost) is stored once.
+- **One run a slot.** A run with a ``slot`` (``app.runs.slots``) whose (target, vantage,
+  slot) another run already holds is not stored either, and answered False, as a replay is
+  (two replicas that probed one scheduled run: the first kept, the second dropped from
+  its spool, never set aside). A run without a slot is idempotent by run id only.
 - **Order.** Runs reach the sink in the order they are given, one call at a time (the
   writer's thread); the spool keeps the order of the runs that wait, so none jumps the queue.
 - **The batch form** (``store_batch``) is answered run by run, in order: True stored now,
@@ -34,7 +38,8 @@ from typing import Protocol, TypeVar
 
 from app.store.records import RunRecord
 
-# One run's answer in a batch: True stored now, False had it already, a text why never.
+# One run's answer in a batch: True stored now, False had it (or its slot) already, a text
+# why never.
 Stored = bool | str
 T = TypeVar("T")
 
@@ -69,7 +74,8 @@ class Sink(Protocol):
         ...
 
     def store(self, record: RunRecord) -> bool:
-        """True: stored now; False: had it already. Raises SinkAway or SinkRefused."""
+        """True: stored now; False: had it (or its slot) already. Raises SinkAway or
+        SinkRefused."""
         ...
 
     def store_batch(self, records: Sequence[RunRecord]) -> list[Stored]:

@@ -13,7 +13,9 @@ The rules (docs/agents.md, "What a run must be"):
 - ``started_at`` and ``finished_at`` carry a time zone, are not before ``EARLIEST`` and not
   more than ``MAX_AHEAD`` after ``now``; ``finished_at`` is not before ``started_at``;
 - at most ``MAX_SAMPLES`` samples; a complete run has at least one (an aborted run may
-  have fewer, none included).
+  have fewer, none included);
+- ``slot``, when there is one, is a whole number of milliseconds since the epoch within the
+  same window as the run's times, and not after ``scheduled_at`` (the slot holds it).
 
 ``Door`` is what a sink keeps: the check against its clock, each refusal counted (by the
 vantage and the first problem's ``kind``, a bounded label) and logged once per kind.
@@ -34,6 +36,7 @@ from annotated_types import Le
 from app.analysis.summary import TIMED
 from app.config.targets import Target
 from app.probe.sample import Status
+from app.runs.slots import slot_time
 from app.store.records import RunRecord, RunStatus, SampleRecord
 
 log = logging.getLogger(__name__)
@@ -77,7 +80,17 @@ class Problem:
         return f"{self.field}: {self.reason}"
 
 
-KINDS = ("status", "sample_status", "total", "phase", "phase_sum", "time", "order", "samples")
+KINDS = (
+    "status",
+    "sample_status",
+    "total",
+    "phase",
+    "phase_sum",
+    "time",
+    "order",
+    "samples",
+    "slot",
+)
 
 
 def check_run(record: RunRecord, now: datetime, *, phase_sums: bool = True) -> list[Problem]:
@@ -101,7 +114,26 @@ def _run_problems(record: RunRecord, now: datetime) -> list[Problem]:
         if not problems and record.finished_at < record.started_at:
             reason = f"{record.finished_at.isoformat()} is before started_at"
             problems.append(Problem("finished_at", reason, "order"))
+    if record.slot is not None:
+        problems.extend(_slot_problems(record, now))
     return problems
+
+
+def _slot_problems(record: RunRecord, now: datetime) -> list[Problem]:
+    slot = record.slot
+    if not isinstance(slot, int) or isinstance(slot, bool):
+        return [Problem("slot", f"{slot!r} is not a whole number (ms since the epoch)", "slot")]
+    try:
+        at = slot_time(slot)
+    except OverflowError:
+        return [Problem("slot", f"{slot} is beyond any date", "slot")]
+    for problem in _time_problems("slot", at, now):
+        return [Problem("slot", f"{slot}: {problem.reason}", "slot")]
+    scheduled = record.scheduled_at
+    if isinstance(scheduled, datetime) and scheduled.tzinfo is not None and at > scheduled:
+        reason = f"{slot} ({at.isoformat()}) is after scheduled_at {scheduled.isoformat()}"
+        return [Problem("slot", reason, "slot")]
+    return []
 
 
 def _one_of(value: object, vocabulary: frozenset[str]) -> bool:

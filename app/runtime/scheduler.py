@@ -1,10 +1,16 @@
-"""One APScheduler job per target. No logic of its own: it decides *when*, the pipeline *what*."""
+"""One APScheduler job per target. No logic of its own: it decides *when*, the pipeline *what*.
+
+*When* is a target's grid (``app.runs.slots``): the same in every process that probes it
+from one vantage, so two replicas name the same slot for the same scheduled run, and the
+database keeps one run a slot.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import logging
+import random
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,14 +26,15 @@ from apscheduler.events import (
 )
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.base import STATE_RUNNING
-from apscheduler.triggers.interval import IntervalTrigger
+from apscheduler.triggers.base import BaseTrigger
 
 from app import clock
 from app.config import Target
+from app.runs.slots import Grid
 
 log = logging.getLogger(__name__)
 
-RunTarget = Callable[[Target, datetime | None], Awaitable[Any]]
+RunTarget = Callable[[Target, datetime | None, int | None], Awaitable[Any]]  # due, slot
 # A run that starts later than this after its time is skipped (and counted), not queued.
 MISFIRE_GRACE_S = 60
 LATENESS_WINDOW = 10_000
@@ -59,14 +66,40 @@ def first_run_offset(name: str, interval_s: float) -> float:
     """Where in its interval a target first runs: spread by name, the same on every start.
 
     Two hundred targets on one interval then start evenly spread instead of all at once.
+    (The demo's story; the scheduler's grid is ``app.runs.slots.Grid``.)
     """
     digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
     return interval_s * int.from_bytes(digest) / 2**64
 
 
+class GridTrigger(BaseTrigger):  # type: ignore[misc]
+    """A run at each cell of ``grid`` (the next one after the last), up to ``jitter_s``
+    late at random, never past its cell. APScheduler's own interval trigger starts its grid
+    at the process's start, and adds its jitter to the next time, which then drifts."""
+
+    def __init__(self, grid: Grid, jitter_s: float) -> None:
+        self.grid = grid
+        self.jitter_s = grid.jitter_bound_s(jitter_s)
+
+    @property
+    def interval(self) -> timedelta:
+        return timedelta(milliseconds=self.grid.interval_ms)
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None:
+        if previous_fire_time is None:
+            start = self.grid.next_start(now)
+        else:
+            start = self.grid.following(previous_fire_time)
+        late = random.uniform(0.0, self.jitter_s) if self.jitter_s else 0.0
+        return start + timedelta(seconds=late)
+
+
 class Watch:
-    def __init__(self, run_target: RunTarget) -> None:
+    def __init__(self, run_target: RunTarget, vantage: str) -> None:
         self.run_target = run_target
+        self.vantage = vantage
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.scheduler.add_listener(self._submitted, EVENT_JOB_SUBMITTED)
         self.scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
@@ -113,24 +146,27 @@ class Watch:
                 self._add(target, now)
                 added.append(name)
             elif (old.interval, old.jitter) != (target.interval, target.jitter):
-                self.scheduler.reschedule_job(name, trigger=_trigger(target))
+                self.scheduler.reschedule_job(name, trigger=self._trigger(target))
                 rescheduled.append(name)
             elif old != target:
                 updated.append(name)  # the job looks the target up by name when it runs
         return Changes(tuple(added), removed, tuple(rescheduled), tuple(updated))
 
+    def _trigger(self, target: Target) -> GridTrigger:
+        return GridTrigger(Grid.of(target.name, self.vantage, target.interval), target.jitter)
+
     def _add(self, target: Target, now: datetime) -> None:
-        first = now + timedelta(seconds=first_run_offset(target.name, target.interval))
+        trigger = self._trigger(target)
         self.scheduler.add_job(
             self._job,
-            trigger=_trigger(target),
+            trigger=trigger,
             args=[target.name],
             id=target.name,
             name=target.name,
             max_instances=1,
             coalesce=True,
             misfire_grace_time=MISFIRE_GRACE_S,
-            next_run_time=first,
+            next_run_time=trigger.get_next_fire_time(None, now),
         )
 
     def _submitted(self, event: JobSubmissionEvent) -> None:
@@ -159,13 +195,15 @@ class Watch:
             return
         self._began(name)
         due = self._due.pop(name, None)
+        slot = None
         if due is not None:
             self.lateness_s.append((clock.wall() - due).total_seconds())
+            slot = Grid.of(name, self.vantage, target.interval).slot(due)
         task = asyncio.current_task()
         assert task is not None
         self.running.add(task)
         try:
-            await self.run_target(target, due)
+            await self.run_target(target, due, slot)
         except asyncio.CancelledError:
             # ``stop`` cut it (the pipeline stored what it had as aborted). Ending here keeps
             # APScheduler from logging the cancellation as a job's error, with its traceback.
@@ -185,7 +223,3 @@ class Watch:
             await asyncio.gather(*pending, return_exceptions=True)
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
-
-
-def _trigger(target: Target) -> IntervalTrigger:
-    return IntervalTrigger(seconds=target.interval, jitter=target.jitter or None, timezone=UTC)

@@ -1,4 +1,7 @@
-"""Storing a finished run: the run row, its samples and summary, idempotent by run id."""
+"""Storing a finished run: the run row, its samples and summary, idempotent by run id and
+by slot: a run whose (target, vantage, slot) another run holds is not stored either (two
+replicas that probed one scheduled run: ``app.runs.slots``). A run without a slot (NULL)
+never collides on it, on SQLite or PostgreSQL."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import math
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any
 
 from sqlalchemy import Connection, Insert, Table, TextClause, bindparam, select, text
@@ -33,8 +37,9 @@ def _sqlite_run_insert() -> Insert:
     fields = [bindparam(f"run_{c.name}", type_=c.type) for c in _RUN_FIELDS]
     of_target = select(TargetRow.id, *fields).where(TargetRow.name == bindparam("target"))
     insert = sqlite_insert(_RUNS).from_select(["target_id", *_RUN_FIELDS], of_target)
-    # RETURNING: nothing comes back when the run id is taken (or the target is new).
-    return insert.on_conflict_do_nothing(index_elements=["id"]).returning(_RUNS.c.id)
+    # RETURNING: nothing comes back when the run id or its slot is taken (or the target is
+    # new). No conflict target: DO NOTHING then covers every unique index, both keys.
+    return insert.on_conflict_do_nothing().returning(_RUNS.c.id)
 
 
 def _postgres_run_insert() -> TextClause:
@@ -42,7 +47,8 @@ def _postgres_run_insert() -> TextClause:
 
     The samples travel as one JSON array (one orjson call) that the server unpacks with
     ``jsonb_to_recordset``, instead of an INSERT message per sample. They are inserted
-    only with a run row that went in: a run id already stored leaves everything as it was.
+    only with a run row that went in: a run id or a slot already stored leaves everything
+    as it was (ON CONFLICT with no target: any unique index).
     """
     pg = postgresql.dialect()  # type: ignore[no-untyped-call]
     fields = ", ".join(f"CAST(:run_{c.name} AS {c.type.compile(dialect=pg)})" for c in _RUN_FIELDS)
@@ -52,7 +58,7 @@ def _postgres_run_insert() -> TextClause:
         WITH run AS (
             INSERT INTO runs (target_id, {", ".join(c.name for c in _RUN_FIELDS)})
             SELECT targets.id, {fields} FROM targets WHERE targets.name = :target
-            ON CONFLICT (id) DO NOTHING RETURNING id
+            ON CONFLICT DO NOTHING RETURNING id
         ), stored AS (
             INSERT INTO samples (run_id, {", ".join(c.name for c in samples)})
             SELECT run.id, {", ".join(f"s.{c.name}" for c in samples)}
@@ -69,18 +75,37 @@ _POSTGRES_RUN_INSERT = _postgres_run_insert()
 _SAMPLE_INSERT = _SAMPLES.insert()
 
 
-def store_run(session: Session, record: RunRecord, now: datetime) -> bool:
-    """Store a run with its samples and summary; False if this run id is already stored.
+class Ingested(Enum):
+    """What storing a run did."""
 
-    Idempotent by run id even when two writers race: the run row is inserted with
-    ON CONFLICT DO NOTHING and its samples only by the writer whose insert took. A run of
-    a target the database does not know yet creates it (``target_id``).
+    STORED = "stored"
+    REPLAYED = "replayed"  # this run id was stored already: nothing changed
+    SLOT_TAKEN = "slot_taken"  # another run of its (target, vantage) holds its slot
+
+
+def store_run(session: Session, record: RunRecord, now: datetime) -> bool:
+    """Store a run with its samples and summary; False if this run id, or another run of
+    its slot, is already stored."""
+    return ingest_run(session, record, now) is Ingested.STORED
+
+
+def store_run_on(connection: Connection, record: RunRecord, now: datetime) -> bool:
+    """``store_run`` on a Core connection in a transaction."""
+    return ingest_run_on(connection, record, now) is Ingested.STORED
+
+
+def ingest_run(session: Session, record: RunRecord, now: datetime) -> Ingested:
+    """Store a run with its samples and summary, and say whether it went in.
+
+    Idempotent by run id and by slot even when two writers race: the run row is inserted
+    with ON CONFLICT DO NOTHING and its samples only by the writer whose insert took. A run
+    of a target the database does not know yet creates it (``target_id``).
     """
     return _store(session.connection(), record, lambda: target_id(session, record.target, now))
 
 
-def store_run_on(connection: Connection, record: RunRecord, now: datetime) -> bool:
-    """``store_run`` on a Core connection in a transaction, which the database sink's write
+def ingest_run_on(connection: Connection, record: RunRecord, now: datetime) -> Ingested:
+    """``ingest_run`` on a Core connection in a transaction, which the database sink's write
     uses: a Session's begin, connection and commit cost about as much as storing a
     20-sample run on SQLite (``bench.store_ingest``)."""
 
@@ -92,7 +117,12 @@ def store_run_on(connection: Connection, record: RunRecord, now: datetime) -> bo
     return _store(connection, record, create_target)
 
 
-def _store(connection: Connection, record: RunRecord, create_target: Callable[[], object]) -> bool:
+_RUN_KNOWN = select(_RUNS.c.id).where(_RUNS.c.id == bindparam("id"))
+
+
+def _store(
+    connection: Connection, record: RunRecord, create_target: Callable[[], object]
+) -> Ingested:
     params = {f"run_{name}": value for name, value in _run_values(record, 0).items()}
     params["target"] = record.target
     insert = _store_postgres if connection.dialect.name == "postgresql" else _store_sqlite
@@ -100,7 +130,11 @@ def _store(connection: Connection, record: RunRecord, create_target: Callable[[]
     if not target_known:
         create_target()
         stored, target_known = insert(connection, record, params)
-    return stored
+    if stored:
+        return Ingested.STORED
+    if record.slot is None or connection.scalar(_RUN_KNOWN, {"id": record.id}) is not None:
+        return Ingested.REPLAYED
+    return Ingested.SLOT_TAKEN
 
 
 def _store_postgres(
@@ -209,6 +243,7 @@ def _run_values(record: RunRecord, target: int) -> dict[str, Any]:
         "target_id": target,
         "vantage": record.vantage,
         "scheduled_at": record.scheduled_at,
+        "slot": record.slot,
         "started_at": record.started_at,
         "finished_at": record.finished_at,
         "status": record.status,

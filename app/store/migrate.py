@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -125,3 +126,12 @@ def _quiet_alembic() -> Iterator[None]:
             _QUIET.depth -= 1
             if _QUIET.depth == 0:
                 logger.setLevel(_QUIET.level)
+
+
+def objects_of(dialect: str) -> Callable[[Any, str | None, str, bool, Any], bool]:
+    """Alembic's ``include_object``: leave out the model's objects meant for another database."""
+
+    def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+        return reflected or obj.info.get("only_on", dialect) == dialect
+
+    return include

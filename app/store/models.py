@@ -7,12 +7,12 @@ samples, the raw detail, are pruned after ``raw_retention_days``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     Dialect,
     Double,
@@ -105,19 +105,11 @@ def only_on(dialect: str, index: Index) -> Index:
     return index.ddl_if(dialect=dialect)
 
 
-def objects_of(dialect: str) -> Callable[[Any, str | None, str, bool, Any], bool]:
-    """Alembic's ``include_object``: leave out the model's objects meant for another database."""
-
-    def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-        return reflected or obj.info.get("only_on", dialect) == dialect
-
-    return include
-
-
 class RunRow(Base):
     __tablename__ = "runs"
     __table_args__ = (
         Index(None, "target_id", "vantage", "started_at"),
+        Index(None, "target_id", "vantage", "slot", unique=True),  # one run a slot
         # PostgreSQL keys on what the range scan seeks by and carries the rest as payload;
         # SQLite has no INCLUDE, so there the payload columns are trailing key columns.
         only_on(
@@ -131,6 +123,7 @@ class RunRow(Base):
     target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"))
     vantage: Mapped[str] = mapped_column(String(200))
     scheduled_at: Mapped[datetime | None]
+    slot: Mapped[int | None] = mapped_column(BigInteger)  # app.runs.slots; NULL: none
     started_at: Mapped[datetime] = mapped_column(index=True)
     finished_at: Mapped[datetime | None]
     status: Mapped[str] = mapped_column(String(20))  # complete | aborted

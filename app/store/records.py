@@ -100,6 +100,9 @@ class RunRecord:
     samples: tuple[SampleRecord, ...] = ()
     scheduled_at: datetime | None = None
     finished_at: datetime | None = None
+    # Its scheduled slot (``app.runs.slots``: ms since the epoch), None when not scheduled
+    # (a run by hand, an import, an older agent): one run a (target, vantage, slot) is kept.
+    slot: int | None = None
 
     def summary(self) -> dict[str, Any]:
         return summarize(self.samples).to_json()
@@ -113,6 +116,7 @@ class RunRecord:
             "status": self.status,
             "scheduled_at": _iso(self.scheduled_at),
             "finished_at": _iso(self.finished_at),
+            "slot": self.slot,
             "samples": [s.to_json() for s in self.samples],
         }
 
@@ -126,6 +130,7 @@ class RunRecord:
             status=data["status"],
             scheduled_at=_from_iso(data.get("scheduled_at")),
             finished_at=_from_iso(data.get("finished_at")),
+            slot=data.get("slot"),
             samples=tuple(SampleRecord.from_json(s) for s in data.get("samples", [])),
         )
 

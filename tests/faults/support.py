@@ -12,15 +12,17 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 
 import httpx
 from sqlalchemy import func, pool, select
 
+from app import clock
+from app.config.settings import server_vantage
 from app.demo.sim.server import SimServer
-from app.runtime.scheduler import first_run_offset
+from app.runs.slots import Grid
 from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, SampleRow
 from tests.pgcluster import Serve
@@ -48,11 +50,26 @@ def targets_file(directory: Path, sim: SimServer, name: str, **fields: str) -> P
     return path
 
 
-def early_name(prefix: str, interval_s: float, within_s: float = 1.0) -> str:
-    """A target name whose first run comes within ``within_s`` of the start (see
-    ``first_run_offset``): a test then need not wait most of a long interval for it."""
+def early_name(
+    prefix: str,
+    interval_s: float,
+    within_s: float = 1.0,
+    vantage: str | None = None,
+    after_s: float = 0.0,
+) -> str:
+    """A target name whose first run, probed from ``vantage`` (default: serve's, the host
+    name) by a process ready ``after_s`` from now, comes within ``within_s`` of that (its
+    grid, ``app.runs.slots.Grid``, is shared by every process): a test then need not wait
+    most of a long interval for it."""
+    vantage = vantage or server_vantage(None, None)
+    ready = clock.wall() + timedelta(seconds=after_s)
     names = (f"{prefix}-{n}" for n in range(1000))
-    return next(name for name in names if first_run_offset(name, interval_s) < within_s)
+    return next(
+        name
+        for name in names
+        if Grid.of(name, vantage, interval_s).next_start(ready) - ready
+        < timedelta(seconds=within_s)
+    )
 
 
 def stored(url: str) -> list[Run]:

@@ -23,10 +23,15 @@ pytestmark = [pytest.mark.process, pytest.mark.postgres]
 INTERVAL_S = 40.0  # one run in the test's time
 SAMPLES = 20  # 1 s apart: a run in flight for 20 s, long enough to start a replica in
 RECOVERED = "left by a process that died"
+# The target's first run: 5 to 10 s from when the targets file is written (its grid is
+# shared by every process, not begun at a process's start), once the leader is up; a
+# leader slower to come up than that has it a whole interval later, which the waits allow.
+FIRST_RUN_AFTER_S, FIRST_RUN_WITHIN_S = 5.0, 5.0
+FIRST_RUN_WAIT_S = FIRST_RUN_AFTER_S + FIRST_RUN_WITHIN_S + INTERVAL_S
 
 
 def long_runs(tmp_path: Path, sim: SimServer) -> Path:
-    name = early_name("long", INTERVAL_S)
+    name = early_name("long", INTERVAL_S, FIRST_RUN_WITHIN_S, after_s=FIRST_RUN_AFTER_S)
     return targets_file(
         tmp_path, sim, name, interval=f"{INTERVAL_S}s", samples=str(SAMPLES), spacing="1s"
     )
@@ -65,7 +70,7 @@ def test_a_second_serve_on_the_spool_leaves_the_leaders_run_in_flight_alone(
     start = replicas(tmp_path, postgres_url, serve, sim)
     leader = start("leader")
     spool = leader.spool_dir
-    eventually(lambda: bool(in_flight(spool)), 15, "the leader's run in flight")
+    eventually(lambda: bool(in_flight(spool)), FIRST_RUN_WAIT_S, "the leader's run in flight")
     (run_id,) = in_flight(spool)
 
     second = start("second")  # its start looks for leftovers while the run is in flight
@@ -87,7 +92,7 @@ def test_a_run_left_by_kill_9_is_recovered_by_the_live_replica_as_aborted(
     doomed = start("doomed")
     survivor = start("survivor")  # while the leader's first run is in flight
     spool = doomed.spool_dir
-    eventually(lambda: bool(in_flight(spool)), 15, "the leader's run in flight")
+    eventually(lambda: bool(in_flight(spool)), FIRST_RUN_WAIT_S, "the leader's run in flight")
     (run_id,) = in_flight(spool)
 
     doomed.process.send_signal(signal.SIGKILL)

@@ -1,7 +1,8 @@
 """The ``Sink`` contract (app/runs/sink.py), held by every sink: the database on SQLite and
 on PostgreSQL, a push to a real phasewatch server (uvicorn on loopback), and memory.
 
-A run stored again is not stored twice; runs reach the sink in the order given; an away
+A run stored again is not stored twice, nor a second run of one slot; runs reach the sink
+in the order given; an away
 sink raises ``SinkAway`` and says why until a store succeeds; a run refused for good raises
 ``SinkRefused`` and never refuses its batch mates.
 """
@@ -12,7 +13,7 @@ import secrets
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from app.main import create_app
 from app.runs.dbsink import DatabaseSink
 from app.runs.memsink import MemorySink
 from app.runs.sink import Sink, SinkAway, SinkRefused
+from app.runs.slots import epoch_ms
 from app.store.db import Sessions, make_engine, make_sessions
 from app.store.migrate import upgrade
 from app.store.models import TargetRow
@@ -208,6 +210,20 @@ def test_a_run_stored_again_is_stored_once(case: Case) -> None:
     assert case.sink.store(run) is True
     assert case.sink.store(run) is False  # had it already
     assert case.sink.store_batch([run]) == [False]
+    assert case.order() == ["t0"]
+    assert case.sink.problem is None
+
+
+def test_a_second_run_of_one_slot_is_not_stored_and_answered_as_had_already(case: Case) -> None:
+    """Two replicas that probed one scheduled run: the first kept, the second answered False
+    (an agent drops it from its spool), whatever its id; another slot is stored."""
+    at = datetime.now(UTC)
+    slot = epoch_ms(at) - 1_000
+    first, twin, other = (replace(a_run(), scheduled_at=at, slot=slot) for _ in range(3))
+    assert case.sink.store(first) is True
+    assert case.sink.store(twin) is False
+    assert case.sink.store_batch([replace(other, slot=slot - 10_000), other]) == [True, False]
+    assert case.sink.store_batch([replace(a_run(), slot=None)]) == [True]  # no slot: by id
     assert case.order() == ["t0"]
     assert case.sink.problem is None
 

@@ -25,6 +25,7 @@ from app.runs.dbsink import DatabaseSink
 from app.runs.memsink import MemorySink
 from app.runs.pipeline import Pipeline
 from app.runs.sink import SinkRefused
+from app.runs.slots import epoch_ms
 from app.runs.spool import Spool
 from app.runs.validate import (
     EARLIEST,
@@ -76,6 +77,8 @@ class Case:
 RUN = good()
 FIRST = RUN.samples[0]
 SUMMED = math.fsum(FIRST.phases.values())
+AT = RUN.started_at
+SLOT = epoch_ms(AT) - 1_000
 CASES = [
     Case("a factory run", RUN, None),
     Case("status not a run status", replace(RUN, status="pwned"), "status", "status", "'pwned'"),
@@ -158,6 +161,32 @@ CASES = [
         with_sample(RUN, 0, status="error", total_ms=SUMMED + 50),
         None,
     ),
+    Case("a slot just before its scheduled time", replace(RUN, scheduled_at=AT, slot=SLOT), None),
+    Case("no slot (an older agent)", replace(RUN, slot=None), None),
+    Case(
+        "a slot not a whole number",
+        replace(RUN, slot="12"),  # type: ignore[arg-type]
+        "slot",
+        "slot",
+        "'12' is not a whole number",
+    ),
+    Case("a slot that is a boolean", replace(RUN, slot=True), "slot", "slot"),
+    Case(
+        "a slot after the run's scheduled time",
+        replace(RUN, scheduled_at=RUN.started_at, slot=SLOT + 60_000),
+        "slot",
+        "slot",
+        "is after scheduled_at",
+    ),
+    Case(
+        "a slot in 9999",
+        replace(RUN, slot=epoch_ms(datetime(9999, 1, 1, tzinfo=UTC))),
+        "slot",
+        "slot",
+        "ahead of the receiver's clock",
+    ),
+    Case("a slot before 2000", replace(RUN, slot=-5), "slot", "slot", "before 2000-01-01"),
+    Case("a slot beyond any date", replace(RUN, slot=10**20), "slot", "slot", "beyond any date"),
     Case(
         "dated 9999",
         replace(RUN, started_at=datetime(9999, 12, 31, tzinfo=UTC), finished_at=None),

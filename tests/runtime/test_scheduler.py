@@ -1,4 +1,5 @@
-"""The watch loop's timing: one job per target, spread, never overlapping, reloadable."""
+"""The watch loop's timing: one job per target on its shared grid, spread, never
+overlapping, reloadable."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import pytest
 from apscheduler.schedulers.base import STATE_PAUSED
 
 from app.config import Target
-from app.runtime.scheduler import MISFIRE_GRACE_S, Changes, Watch, first_run_offset
+from app.runs.slots import Grid, epoch_ms
+from app.runtime.scheduler import MISFIRE_GRACE_S, Changes, GridTrigger, Watch, first_run_offset
 from tests.helpers import until
 
 pytestmark = pytest.mark.anyio
+VANTAGE = "local"
 
 
 def target(name: str, **fields: object) -> Target:
@@ -30,6 +33,7 @@ class Recorder:
 
     def __init__(self, *, hold: bool = False, busy_s: float = 0.0) -> None:
         self.calls: list[tuple[str, datetime | None]] = []
+        self.slots: list[tuple[str, int | None]] = []
         self.busy_s = busy_s
         self.release = asyncio.Event()
         if not hold:
@@ -39,8 +43,9 @@ class Recorder:
         self.cancelled = 0
         self.finished = 0
 
-    async def __call__(self, run: Target, due: datetime | None) -> None:
+    async def __call__(self, run: Target, due: datetime | None, slot: int | None) -> None:
         self.calls.append((run.name, due))
+        self.slots.append((run.name, slot))
         self.active += 1
         self.most_active = max(self.most_active, self.active)
         try:
@@ -60,11 +65,6 @@ class Recorder:
         return [due for called, due in self.calls if called == name and due is not None]
 
 
-def slots(due: list[datetime], first: datetime, interval_s: float) -> list[float]:
-    """Each due time as a number of intervals after ``first``."""
-    return [(at - first).total_seconds() / interval_s for at in due]
-
-
 def test_first_runs_are_spread_over_the_interval_and_stable() -> None:
     offsets = [first_run_offset(f"target-{i}", 10.0) for i in range(200)]
     assert all(0 <= offset < 10 for offset in offsets)
@@ -72,35 +72,59 @@ def test_first_runs_are_spread_over_the_interval_and_stable() -> None:
     assert first_run_offset("target-7", 10.0) == offsets[7]
 
 
-def test_each_job_fires_first_at_its_offset_then_every_interval() -> None:
-    watch = Watch(Recorder())
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    watch.apply([target("a", interval=0.2), target("b", interval=30)], now=now)
-    for name, interval in (("a", 0.2), ("b", 30.0)):
-        job = watch.scheduler.get_job(name)
-        first = now + timedelta(seconds=first_run_offset(name, interval))
-        assert job.next_run_time == first
-        assert (job.max_instances, job.coalesce) == (1, True)
-        later = job.trigger.get_next_fire_time(first, first)
-        assert later == first + timedelta(seconds=interval)
+def test_each_job_fires_first_at_the_next_cell_of_its_grid_then_every_interval() -> None:
+    """Two processes started at different times fire on the same instants: the grid is the
+    epoch + an offset of (target, vantage) + whole intervals, not the process's start."""
+    times = []
+    for started in (datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 0, 7, 3, tzinfo=UTC)):
+        watch = Watch(Recorder(), VANTAGE)
+        watch.apply([target("a", interval=0.2), target("b", interval=30)], now=started)
+        for name, interval in (("a", 0.2), ("b", 30.0)):
+            job = watch.scheduler.get_job(name)
+            grid = Grid.of(name, VANTAGE, interval)
+            first = job.next_run_time
+            assert started <= first < started + timedelta(seconds=interval)
+            assert (epoch_ms(first) - grid.offset_ms) % grid.interval_ms == 0
+            assert (job.max_instances, job.coalesce) == (1, True)
+            later = job.trigger.get_next_fire_time(first, first)
+            assert later == first + timedelta(seconds=interval)
+            times.append(later)
+    a_then, b_then, a_later, b_later = times
+    assert (epoch_ms(a_later) - epoch_ms(a_then)) % 200 == 0
+    assert (epoch_ms(b_later) - epoch_ms(b_then)) % 30_000 == 0
+
+
+def test_jitter_stays_inside_its_cell_and_never_drifts() -> None:
+    """Up to ``jitter`` late, never early and never into the next cell: each fire time's slot
+    is the cell after the last one's, however the draws fell."""
+    grid = Grid.of("a", VANTAGE, 1.0)
+    trigger = GridTrigger(grid, jitter_s=0.999)
+    at = trigger.get_next_fire_time(None, datetime(2026, 1, 1, tzinfo=UTC))
+    for _ in range(500):
+        following = trigger.get_next_fire_time(at, at)
+        assert grid.slot(following) == grid.slot(at) + 1000
+        assert 0 <= epoch_ms(following) - grid.slot(following) < 1000
+        at = following
 
 
 async def test_every_target_runs_on_its_interval() -> None:
-    """Due times sit on each target's grid (first slot + whole intervals), one run a slot.
-    How late runs start under load is bench.schedule_load's lateness (p99 <= 50 ms)."""
+    """Due times sit on each target's grid, one run a slot, and the slot the run is given is
+    its due time's cell. How late runs start under load is bench.schedule_load's lateness
+    (p99 <= 50 ms)."""
     recorder = Recorder()
-    watch = Watch(recorder)
-    now = datetime.now(UTC)
-    watch.apply([target("a", interval=0.2), target("b", interval=0.3)], now=now)
+    watch = Watch(recorder, VANTAGE)
+    watch.apply([target("a", interval=0.2), target("b", interval=0.3)])
     watch.start(paused=False)
     await until(lambda: recorder.count("a") >= 4 and recorder.count("b") >= 3, what="runs")
     await watch.stop(grace_s=1)
     assert all(due is not None and due.tzinfo is UTC for _, due in recorder.calls)
     for name, interval in (("a", 0.2), ("b", 0.3)):
-        first = now + timedelta(seconds=first_run_offset(name, interval))
-        on_grid = slots(recorder.due(name), first, interval)
-        assert all(abs(slot - round(slot)) < 1e-6 for slot in on_grid), on_grid
-        assert on_grid == sorted(set(on_grid)), on_grid  # never two runs for one slot
+        grid = Grid.of(name, VANTAGE, interval)
+        due = recorder.due(name)
+        assert all(epoch_ms(at) == grid.slot(at) for at in due), due  # on the grid
+        slots = [slot for called, slot in recorder.slots if called == name]
+        assert slots == [grid.slot(at) for at in due]
+        assert slots == sorted(set(slots)), slots  # never two runs for one slot
     assert len(watch.lateness_s) == len(recorder.calls)
     assert all(late >= 0 for late in watch.lateness_s)
 
@@ -111,7 +135,7 @@ async def test_a_slow_run_never_overlaps_the_next(caplog: pytest.LogCaptureFixtu
     says so once a streak of skips, not once a slot."""
     caplog.set_level(logging.WARNING, logger="app.runtime.scheduler")
     recorder = Recorder(busy_s=0.35)
-    watch = Watch(recorder)
+    watch = Watch(recorder, VANTAGE)
     watch.apply([target("slow", interval=0.1)])
     watch.start(paused=False)
     await until(lambda: recorder.finished >= 3, what="three slow runs")
@@ -140,7 +164,7 @@ def test_changes_read_as_a_sentence_in_the_log(changes: Changes, said: str) -> N
 
 async def test_apply_adds_removes_reschedules_and_updates_without_restart() -> None:
     recorder = Recorder()
-    watch = Watch(recorder)
+    watch = Watch(recorder, VANTAGE)
     watch.apply([target("keep", interval=60), target("drop", interval=60)])
     watch.start(paused=False)
     changes = watch.apply(
@@ -160,7 +184,7 @@ async def test_apply_adds_removes_reschedules_and_updates_without_restart() -> N
 
 async def test_a_paused_watch_runs_nothing_until_resumed() -> None:
     recorder = Recorder()
-    watch = Watch(recorder)
+    watch = Watch(recorder, VANTAGE)
     # Applied a second ago: the first slot is already due when the watch starts.
     watch.apply([target("a", interval=0.1)], now=datetime.now(UTC) - timedelta(seconds=1))
     watch.start(paused=True)
@@ -174,7 +198,7 @@ async def test_a_paused_watch_runs_nothing_until_resumed() -> None:
 
 async def test_stop_lets_a_run_in_flight_finish_within_the_grace() -> None:
     recorder = Recorder(hold=True)
-    watch = Watch(recorder)
+    watch = Watch(recorder, VANTAGE)
     watch.apply([target("long", interval=0.05)])
     watch.start(paused=False)
     await until(lambda: recorder.active == 1, what="a run in flight")
@@ -191,7 +215,7 @@ async def test_stop_cancels_a_run_still_in_flight_after_the_grace(
 ) -> None:
     caplog.set_level(logging.INFO)
     recorder = Recorder(hold=True)
-    watch = Watch(recorder)
+    watch = Watch(recorder, VANTAGE)
     watch.apply([target("long", interval=0.05)])
     watch.start(paused=False)
     await until(lambda: recorder.active == 1, what="a run in flight")
@@ -206,7 +230,7 @@ async def test_stop_cancels_a_run_still_in_flight_after_the_grace(
 
 
 async def test_the_scheduler_keeps_to_its_schedule_until_a_due_run_is_a_grace_overdue() -> None:
-    watch = Watch(Recorder())
+    watch = Watch(Recorder(), VANTAGE)
     assert not watch.on_schedule(datetime.now(UTC))  # not started
     watch.apply([target("a", interval=1.0), target("b", interval=60)])
     watch.start(paused=False)

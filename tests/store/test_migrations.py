@@ -24,9 +24,10 @@ from app.store.migrate import (
     head_revision,
     is_current,
     migrations_dir,
+    objects_of,
     upgrade,
 )
-from app.store.models import CHART_COLUMNS, CHART_INDEX, Base, objects_of
+from app.store.models import CHART_COLUMNS, CHART_INDEX, Base
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -67,7 +67,7 @@ class ServerClient:
         return assignment
 
     def push(self, record: RunRecord) -> bool:
-        """True: stored now; False: the server had it already (a replay)."""
+        """True: stored now; False: the server had it, or a run of its slot, already."""
         answer = self._post(RUNS_PATH, _json(record).encode())
         return bool(answer.json().get("stored"))
 

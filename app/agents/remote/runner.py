@@ -72,7 +72,7 @@ class Agent:
             self.sink, self.spool, flush_runs=MAX_BATCH_RUNS, flush_bytes=MAX_BATCH_JSON_BYTES
         )
         self.pipeline = Pipeline(self.writer, self.vantage)
-        self.watch = Watch(self.pipeline.run)
+        self.watch = Watch(self.pipeline.run, self.vantage)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Probe and push until ``stop``. Raises NotAdmitted when the server refuses this

@@ -6,8 +6,9 @@ A push is one ``RunRecord`` JSON; a batch is ``{"runs": [...]}``, at most
 one bad run does not refuse its batch mates: a single push is refused whole instead (403,
 422). A run that fails the door's check (``app.runs.validate``, run by the sink) is refused
 with the field and why: 422 alone, ``refused`` in a batch. Ingestion is idempotent by run
-id. While the database is away the whole push is refused for now
-(``StoreAway``): the agent keeps every run and pushes it again.
+id and by slot: a run of a slot another run holds is answered as a duplicate. While the
+database is away the whole push is refused for now (``StoreAway``): the agent keeps every
+run and pushes it again.
 
 Called on a worker thread: decompressing, parsing and storing are all here.
 """
@@ -43,7 +44,7 @@ class Database:
 def store_one(
     database: Database, check: PushCheck, after: After, data: bytes, gzipped: bool
 ) -> bool:
-    """True: stored now; False: stored already (a replay stores nothing)."""
+    """True: stored now; False: stored already, or its slot was (a duplicate stores nothing)."""
     record = _run_of(json_of(data, gzipped))
     refusal = check.refusal(record)
     if refusal is not None:
