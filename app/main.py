@@ -199,7 +199,12 @@ def create_app(
     service = build_service(
         settings, targets, observed, probing=probing, migrate=migrate, book=book, exporter=exporter
     )
-    observed.watch(service.sessions, service.writer.spool.pending)
+    maintenance = service.alerts.maintenance
+    observed.watch(
+        service.sessions,
+        service.writer.spool.pending,
+        list if maintenance is None else maintenance.windows,
+    )
     if exporter is not None:
         observed.registry.register(ExportCollector(exporter))
     # The server's side of `phasewatch agent`: pushed runs take the service's after_store.

@@ -32,12 +32,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import __version__
 from app.alerts.rows import OPEN_STATES
-from app.analysis.detectors.deadline import SloStatus
+from app.analysis.maintenance import MaintenanceWindow
 from app.analysis.summary import TIMED, summarize
-from app.clock import utcnow
 from app.runs.threads import Check
-from app.store.models import AlertRow, TargetRow
-from app.store.reads.slo import target_slo
+from app.store.models import AlertRow
+from app.store.reads.slo import SloRow, slo_statuses
 from app.store.records import RunRecord, SampleRecord
 
 log = logging.getLogger(__name__)
@@ -54,7 +53,6 @@ SERIES = ("target", "vantage")
 # scrape still brings the spool and the run counters, which say what the outage costs.
 DATABASE_BUDGET_S = 2.0
 AlertCount = tuple[str, str, str, int]  # state, kind, target, how many
-SloRow = tuple[str, str, SloStatus]  # target, vantage, its SLO now
 
 
 class RunMetrics:
@@ -182,12 +180,17 @@ class RunMetrics:
             for phase, stats in summary.phases.items():
                 self.phase_share.labels(*series, phase).set(stats.share)
 
-    def watch(self, sessions: sessionmaker[Session], spooled: Callable[[], int]) -> None:
+    def watch(
+        self,
+        sessions: sessionmaker[Session],
+        spooled: Callable[[], int],
+        windows: Callable[[], Sequence[MaintenanceWindow]] = list,
+    ) -> None:
         """Also expose alert states and the deadline SLOs (from the database) and the
         spool, read at each scrape; a database read that does not answer within
         ``DATABASE_BUDGET_S`` is left out of that scrape, not waited for."""
         alerts = Check(lambda: alert_counts(sessions), "metrics-alerts")
-        slos = Check(lambda: slo_statuses(sessions), "metrics-slos")
+        slos = Check(lambda: slo_statuses(sessions, windows), "metrics-slos")
         deadline = [0.0]  # the scrape's, set by its first read
 
         def open_alerts() -> list[AlertCount]:
@@ -278,20 +281,6 @@ def alert_counts(sessions: sessionmaker[Session]) -> list[AlertCount]:
     )
     with sessions() as session:
         return [(state, kind, target, int(n)) for state, kind, target, n in session.execute(query)]
-
-
-def slo_statuses(sessions: sessionmaker[Session]) -> list[SloRow]:
-    """Every active target with a deadline, per vantage seen in its budget window."""
-    now = utcnow()
-    with sessions() as session:
-        names = session.scalars(select(TargetRow.name).where(TargetRow.active)).all()
-        found = [(name, target_slo(session, name, now) or {}) for name in names]
-    return [
-        (name, vantage, status)
-        for name, by_vantage in found
-        for vantage, status in sorted(by_vantage.items(), key=lambda item: str(item[0]))
-        if vantage is not None
-    ]
 
 
 def then(

@@ -3,16 +3,22 @@ listed, created, deleted; an alert of a target in an open window is not notified
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import select
 
+from app.clock import utcnow
 from app.config import TargetsFile
+from app.runtime.targetsync import sync_targets_file
 from app.store.models import AlertRow, DeliveryRow
+from app.store.reads.slo import target_slo
 from tests.apiapp import TOKEN, Api, api, minutes_ago
+from tests.runfactory import make_run, record_of
 
 ALWAYS = {
     "weekly": [
@@ -116,3 +122,49 @@ def test_a_window_made_through_the_api_holds_notifications_at_once(served: Api) 
     with served.service.sessions() as session:
         held = session.execute(select(AlertRow.target, DeliveryRow.status).join(AlertRow)).all()
     assert held and {status for _, status in held} == {"silenced"}
+
+
+def test_the_target_page_shades_its_windows_on_the_charts(served: Api) -> None:
+    served.healthy("alpha", "eu", 3, minutes_ago(10))
+    served.healthy("beta", "eu", 3, minutes_ago(10))
+    page = served.client.get("/targets/alpha?range=24h")
+    assert page.status_code == 200, page.text
+    marks = page.text.split('id="alert-marks">')[1].split("</script>")[0]
+    bands = [mark for mark in json.loads(marks) if "until" in mark]
+    assert [mark["label"] for mark in bands] == ["maintenance: alpha-always"] * len(bands)
+    assert bands and bands[-1]["until"] > bands[-1]["at"]
+    assert 'class="muted maintenance"' in page.text and "alpha-always" in page.text
+    other = served.client.get("/targets/beta?range=24h")
+    assert other.status_code == 200 and "maintenance" not in other.text
+
+
+def test_the_error_budget_leaves_out_the_runs_in_a_window(db_url: str, tmp_path: Path) -> None:
+    """Runs at eu in a window, runs at us not: eu's budget is untouched, us' is spent."""
+    both = TargetsFile.model_validate(
+        {
+            "targets": [{"name": "slo", "url": "http://slo.invalid/", "deadline_ms": 500}],
+            "maintenance": [{"name": "eu-work", "targets": ["slo"], "vantages": ["eu"], **ALWAYS}],
+        }
+    )
+    rng = np.random.default_rng(3)
+    with api(db_url, tmp_path, both) as served:
+        sync_targets_file(served.service.sessions, served.service.targets)  # as serve's start
+        for vantage, censored in (("eu", 5), ("us", 2)):
+            for k in range(3):
+                run = make_run(
+                    rng, minutes_ago(30 - k), target="slo", vantage=vantage, censored=censored
+                )
+                served.store(record_of(run))
+        windows = served.service.alerts.maintenance
+        assert windows is not None
+        with served.service.sessions() as session:
+            kept = target_slo(session, "slo", utcnow(), windows.windows()) or {}
+            plain = target_slo(session, "slo", utcnow()) or {}
+        assert set(plain) == {"eu", "us", None}, plain
+        assert plain["eu"].budget_left is not None and plain["eu"].budget_left < 1
+        assert "eu" not in kept or kept["eu"].budget_left is None
+        assert kept["us"].budget_left == plain["us"].budget_left
+        assert kept[None].burn_rates == kept["us"].burn_rates != plain[None].burn_rates
+        body = served.client.get("/api/v1/targets/slo/breakdown", params={"vantage": "eu"})
+        assert body.status_code == 200, body.text
+        assert body.json()["slo"] is None  # no run of eu counts
