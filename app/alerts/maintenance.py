@@ -80,7 +80,9 @@ class Maintenance:
     ) -> MaintenanceRecord:
         assert self.sessions is not None
         spec: dict[str, Any] = window.model_dump(mode="json", by_alias=True, exclude_none=True)
-        record = MaintenanceRecord(uuid.uuid4(), window.name, spec, created_by, window.comment, now)
+        record = MaintenanceRecord(
+            uuid.uuid4(), window.name, spec, created_by, window.comment or "", now
+        )
         with self.sessions.begin() as session:
             found = maintenancerows.insert_window(session, record)
         self._read_at = None

@@ -47,16 +47,20 @@ class WeeklySpan(BaseModel):
 class MaintenanceWindow(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")
+    name: str = Field(
+        min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$", description="Unique in the file."
+    )
     targets: list[Glob] = Field(min_length=1, max_length=100, description="Names or globs.")
     vantages: list[Glob] | None = Field(None, max_length=100, description="None: all.")
     time_zone: str = Field("UTC", max_length=100, description="IANA name, e.g. Europe/Berlin.")
-    weekly: list[WeeklySpan] = Field(default_factory=list, max_length=50)
+    weekly: list[WeeklySpan] = Field(
+        default_factory=list, max_length=50, description="Spans on days of the week."
+    )
     cron: str | None = Field(None, max_length=200, description="5 fields, local time.")
     duration: Seconds | None = Field(None, description="How long after each cron firing.")
     start: AwareDatetime | None = Field(None, description="Not before this.")
     end: AwareDatetime | None = Field(None, description="Not after this.")
-    comment: str = Field("", max_length=2000, pattern=r"^[^\x00]*$")
+    comment: str | None = Field(None, max_length=2000, pattern=r"^[^\x00]*$", description="Why.")
 
     @field_validator("time_zone")
     @classmethod
