@@ -17,6 +17,7 @@ APScheduler's ``CronTrigger`` (already a dependency).
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Iterable, Iterator
 from datetime import date, datetime, time, timedelta
 from typing import Annotated, Literal
@@ -32,6 +33,8 @@ DAYS: tuple[Day, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 CLOCK = r"^([01][0-9]|2[0-3]):[0-5][0-9]$|^24:00$"
 UTC = ZoneInfo("UTC")
 MAX_SPAN = timedelta(days=7)  # no span is longer: how far back a lookup must reach
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 MAX_SPANS = 10_000  # spans_between stops there (a cron every minute over a week)
 Glob = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
 
@@ -68,14 +71,26 @@ class MaintenanceWindow(BaseModel):
         zone_of(name)
         return name
 
+    @field_validator("start", "end")
+    @classmethod
+    def _in_range(cls, moment: datetime | None) -> datetime | None:
+        # Spans are computed a week either side: far from year 1 and 9999.
+        if moment is not None and not EARLIEST <= moment < LATEST:
+            raise ValueError("must be in [1970, 2200)")
+        return moment
+
     @model_validator(mode="after")
     def _whole(self) -> MaintenanceWindow:
         if self.cron is not None:
-            trigger(self.cron, zone_of(self.time_zone))
-            if not self.duration:
+            cron = trigger(self.cron, zone_of(self.time_zone))
+            if not self.duration or not math.isfinite(self.duration):
                 raise ValueError("cron needs a duration (how long each window lasts)")
             if self.duration > MAX_SPAN.total_seconds():
                 raise ValueError("duration must be at most 7 days")
+            # One that never fires (February 30th) would be searched for up to year 9999
+            # at every ask.
+            if cron.get_next_fire_time(None, EARLIEST) is None:
+                raise ValueError(f"cron {self.cron!r} never fires")
         elif self.duration is not None:
             raise ValueError("duration goes with cron")
         if self.start is not None and self.end is not None and self.end <= self.start:

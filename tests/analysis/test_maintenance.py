@@ -119,6 +119,8 @@ def test_scope_by_target_glob_and_vantage() -> None:
         ({"cron": "nonsense", "duration": "1h"}, "5 fields"),
         ({"cron": "61 * * * *", "duration": "1h"}, "cron"),
         ({"cron": "0 3 * * *"}, "needs a duration"),
+        ({"cron": "0 3 30 2 *", "duration": "1h"}, "never fires"),
+        ({**SAT_NIGHT, "end": "2300-01-01T00:00:00Z"}, "1970, 2200"),
         ({"cron": "0 3 * * 8", "duration": "1h"}, "not 0-7"),
         ({"cron": "0 3 * * 5-1", "duration": "1h"}, "backwards"),
         ({"cron": "0 3 * * 1/0", "duration": "1h"}, "cron"),
