@@ -165,7 +165,7 @@ def spans_between(
     window: MaintenanceWindow, a: datetime, b: datetime
 ) -> list[tuple[datetime, datetime]]:
     """The window's spans (UTC, half-open) that overlap [a, b], oldest first, merged where
-    they touch, clipped to ``start``/``end``; at most ``MAX_SPANS``."""
+    they touch, clipped to ``start``/``end``; at most ``MAX_SPANS``, the newest."""
     lo = a if window.start is None else max(a, window.start)
     hi = b if window.end is None else min(b, window.end)
     if hi < lo:
@@ -178,7 +178,7 @@ def spans_between(
         (max(s, window.start) if window.start else s, min(e, window.end) if window.end else e)
         for s, e in found
     ]
-    return merged([(s, e) for s, e in clipped if s <= hi and e > lo and s < e])[:MAX_SPANS]
+    return merged([(s, e) for s, e in clipped if s <= hi and e > lo and s < e])[-MAX_SPANS:]
 
 
 def in_any(
@@ -201,14 +201,26 @@ def _raw_spans(
                 yield _local_span(day, spec, zone)
     if window.cron is not None and window.duration:
         length = timedelta(seconds=window.duration)
-        cron = trigger(window.cron, zone)
-        fire = cron.get_next_fire_time(None, a - length)
-        count = 0
-        while fire is not None and fire <= b and count < MAX_SPANS:
-            start = fire.astimezone(UTC)
-            yield start, start + length
+        yield from _cron_spans(trigger(window.cron, zone), length, a - length, b)
+
+
+def _cron_spans(
+    cron: CronTrigger, length: timedelta, a: datetime, b: datetime
+) -> list[tuple[datetime, datetime]]:
+    """The spans of the firings in [a, b], a day at a time from the newest back, so that a
+    cron firing more than ``MAX_SPANS`` times keeps the newest (those evaluation asks of)."""
+    days: list[list[tuple[datetime, datetime]]] = []
+    end, count = b, 0
+    while end > a and count < MAX_SPANS:
+        start = max(a, end - timedelta(days=1))
+        found = []
+        fire = cron.get_next_fire_time(None, start)
+        while fire is not None and (fire < end or (fire == b and end == b)):
+            found.append((fire.astimezone(UTC), fire.astimezone(UTC) + length))
             fire = cron.get_next_fire_time(fire, fire + timedelta(seconds=1))
-            count += 1
+        days.append(found)
+        end, count = start, count + len(found)
+    return [span for day in reversed(days) for span in day]
 
 
 def _days(first: date, last: date) -> Iterator[date]:

@@ -138,6 +138,14 @@ def test_a_window_that_is_not_one_says_why(spec: dict[str, Any], said: str) -> N
         window(**spec)
 
 
+def test_a_cron_every_minute_keeps_the_newest_spans_when_there_are_too_many() -> None:
+    w = window(cron="* * * * *", duration="30s")
+    b = at("2026-12-05T00:00:00+00:00")
+    spans = spans_between(w, b - timedelta(days=30), b)
+    assert len(spans) == 10_000 and spans[-1] == (b, b + timedelta(seconds=30))
+    assert active(w, b - timedelta(seconds=40)) and not active(w, b - timedelta(seconds=10))
+
+
 def test_a_cron_every_minute_is_bounded() -> None:
     w = window(cron="* * * * *", duration="30s")
     a = at("2026-12-05T00:00:00+00:00")
