@@ -19,7 +19,9 @@ from app.agents.server.book import VantageBook
 from app.agents.server.watch import VantageWatch
 from app.alerts.engine import AlertEngine
 from app.alerts.evaluate import Evaluator
+from app.alerts.maintenance import Maintenance
 from app.alerts.sender import Sender
+from app.clock import utcnow
 from app.config import Settings, Target, TargetsFile, load_targets
 from app.export.collector import ExportCollector
 from app.export.environment import exporter_from_environment
@@ -70,9 +72,16 @@ def build_service(
     engine = make_engine(resolved.database_url)
     sessions = make_sessions(engine)
     rules = AlertRules(targets)
-    evaluator = Evaluator(DatabaseHistory(sessions), rules.params_for)
+    maintenance = Maintenance(sessions, lambda: rules.targets.maintenance, utcnow)
+    evaluator = Evaluator(
+        DatabaseHistory(sessions), rules.params_for, maintenance=maintenance.spans
+    )
     alerts = AlertEngine(
-        sessions, evaluator, rules.notifiers_for, wants_refresh=rules.wants_refresh
+        sessions,
+        evaluator,
+        rules.notifiers_for,
+        wants_refresh=rules.wants_refresh,
+        maintenance=maintenance,
     )
     # What a background loop cannot handle, set aside (/healthz, /metrics).
     quarantine = Quarantine()
@@ -191,7 +200,12 @@ def create_app(
     service = build_service(
         settings, targets, observed, probing=probing, migrate=migrate, book=book, exporter=exporter
     )
-    observed.watch(service.sessions, service.writer.spool.pending)
+    maintenance = service.alerts.maintenance
+    observed.watch(
+        service.sessions,
+        service.writer.spool.pending,
+        list if maintenance is None else maintenance.windows,
+    )
     if exporter is not None:
         observed.registry.register(ExportCollector(exporter))
     # The server's side of `phasewatch agent`: pushed runs take the service's after_store.

@@ -50,6 +50,8 @@ BASIC_AUTH = _field_model(NOTIFIERS["alertmanager"], "basic_auth")
 DETECTOR_PARAMS = _field_model(Target, "alerts")
 SLO_PARAMS = _field_model(DETECTOR_PARAMS, "slo")
 BURN_WINDOW = _field_model(SLO_PARAMS, "page")
+MAINTENANCE = _field_model(TargetsFile, "maintenance")
+WEEKLY_SPAN = _field_model(MAINTENANCE, "weekly")
 
 
 def _named(name: str) -> str:
@@ -66,6 +68,8 @@ TABLES: dict[str, tuple[type[BaseModel], Callable[[str], str]]] = {
     "alerts": (DETECTOR_PARAMS, _named),
     "alerts-slo": (SLO_PARAMS, lambda name: f"`slo.{name}`"),
     "burn-window": (BURN_WINDOW, _named),
+    "maintenance": (MAINTENANCE, _named),
+    "weekly-span": (WEEKLY_SPAN, _named),
 }
 # Models a field may hold, by the name the doc gives them (a link or a section below).
 MODEL_NAMES: dict[type[BaseModel], str] = {
@@ -74,6 +78,8 @@ MODEL_NAMES: dict[type[BaseModel], str] = {
     BASIC_AUTH: "`{username, password}` (below)",
     SLO_PARAMS: "SLO settings (below)",
     BURN_WINDOW: "window pair (below)",
+    MAINTENANCE: "maintenance window (below)",
+    WEEKLY_SPAN: "weekly span (below)",
     **{config: f"`{kind}`" for kind, config in NOTIFIERS.items()},
 }
 _BLOCK = re.compile(r"(<!-- rendered: ([\w-]+) -->\n)(.*?)(<!-- end rendered -->)", re.DOTALL)
@@ -89,7 +95,7 @@ def table(name: str) -> str:
     model, label = TABLES[name]
     first = "environment variable" if model is Settings else "field"
     lines = [HEADER[0].format(first=first), HEADER[1]]
-    lines += [row(label(field), info) for field, info in model.model_fields.items()]
+    lines += [row(label(info.alias or field), info) for field, info in model.model_fields.items()]
     return "\n".join(lines) + "\n"
 
 

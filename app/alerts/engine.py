@@ -6,7 +6,8 @@
 
 Notified: transitions into ``firing``, refreshes of a firing alert (which keep
 Alertmanager's ``endsAt`` ahead), and ``resolved`` for an alert that fired. A delivery
-whose alert matches an active silence is written ``silenced`` and never sent.
+whose alert matches an active silence, or whose target is in an open maintenance window,
+is written ``silenced`` and never sent.
 
 The evaluator's memory (open alerts, each vantage's CUSUM, exclusions, re-bases) is read
 back on the first use after a start, so a restart neither re-fires nor forgets an alert.
@@ -31,6 +32,7 @@ from typing import Any
 from app.alerts import rows, silences, silent
 from app.alerts.evaluate import Evaluator
 from app.alerts.identity import Alert, Identity, Transition
+from app.alerts.maintenance import Maintenance
 from app.alerts.state import Rules, State
 from app.analysis.detectors import Finding
 from app.clock import utcnow
@@ -85,6 +87,7 @@ class AlertEngine:
         notifiers_for: Callable[[str], list[str]],
         clock: Callable[[], datetime] = utcnow,
         wants_refresh: Callable[[str], bool] = lambda _notifier: True,
+        maintenance: Maintenance | None = None,
     ) -> None:
         self.sessions = sessions
         self.evaluator = evaluator
@@ -93,6 +96,8 @@ class AlertEngine:
         # a chat message on every run would be noise.
         self.wants_refresh = wants_refresh
         self.clock = clock
+        # Scheduled windows hold notifications like a silence (and more: app.alerts.maintenance).
+        self.maintenance = maintenance
         # One evaluation at a time: the evaluator is not thread-safe, and the order of
         # transitions must be the order of their rows.
         self._lock = threading.Lock()
@@ -214,6 +219,7 @@ class AlertEngine:
                 step = rows.save_transition(session, transition)
             if rows.notified(transition):
                 silenced = any(s.matches(transition.identity.labels()) for s in held)
+                silenced = silenced or self._in_window(transition.identity, now)
                 payload = rows.payload(transition, alert, rows.ends_at(session, transition, now))
                 for notifier in dict.fromkeys(self.notifiers_for(target)):
                     if transition.refresh and not self.wants_refresh(notifier):
@@ -221,6 +227,11 @@ class AlertEngine:
                     rows.add_delivery(session, alert, step, notifier, payload, silenced, now)
         for vantage, memory in self.evaluator.memories(target).items():
             rows.save_memory(session, target, vantage, memory, now)
+
+    def _in_window(self, identity: Identity, now: datetime) -> bool:
+        if self.maintenance is None:
+            return False
+        return self.maintenance.covers(identity.target, identity.vantage, now)
 
     # Restoring -----------------------------------------------------------------------------
 

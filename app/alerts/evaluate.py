@@ -33,7 +33,7 @@ from app.alerts.crossvantage import CrossVantage
 from app.alerts.history import History
 from app.alerts.identity import Alert, Identity, Transition
 from app.alerts.memory import DetectorMemory, Snapshot
-from app.alerts.pervantage import PerVantage
+from app.alerts.pervantage import MaintenanceSpans, PerVantage, no_maintenance
 from app.alerts.state import Cooling, Position, Rules, State, step
 from app.alerts.summary import summarize_alert
 from app.analysis import detectors as d
@@ -47,6 +47,7 @@ class Evaluator:
         history: History,
         params_for: Callable[[str], d.DetectorParams],
         seed: int = 0,
+        maintenance: MaintenanceSpans = no_maintenance,
     ) -> None:
         self.history = history
         self.params_for = params_for
@@ -55,7 +56,8 @@ class Evaluator:
         self.alerts: dict[Identity, Alert] = {}
         self.cooling: dict[Identity, Cooling] = {}
         self._memories: dict[str, dict[str, DetectorMemory]] = {}  # by target, then vantage
-        self._per_vantage = PerVantage(history)
+        # A run during a maintenance window enters neither a reference nor an error budget.
+        self._per_vantage = PerVantage(history, maintenance)
         self._cross = CrossVantage(history)
 
     # Entry points ----------------------------------------------------------------

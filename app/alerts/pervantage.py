@@ -8,7 +8,9 @@ The evaluator is read through ``EvaluatorView``, handed in with each call.
 
 from __future__ import annotations
 
-from datetime import datetime
+import bisect
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 
 from app.alerts.combine import Alerts, Found
 from app.alerts.crossvantage import open_at
@@ -20,10 +22,44 @@ from app.analysis import detectors as d
 from app.analysis.runs import RunData
 from app.analysis.slo import MissLedger
 
+MAX_AT = datetime.max.replace(tzinfo=UTC)
+
+
+# A target's maintenance spans at a vantage over [a, b]: UTC, half-open, sorted, disjoint.
+MaintenanceSpans = Callable[[str, str, datetime, datetime], Sequence[tuple[datetime, datetime]]]
+
+
+def no_maintenance(
+    _target: str, _vantage: str, _a: datetime, _b: datetime
+) -> Sequence[tuple[datetime, datetime]]:
+    return ()
+
+
+def _lazy_inside(
+    read: Callable[[], Sequence[tuple[datetime, datetime]]],
+) -> Callable[[datetime], bool]:
+    """Whether an instant is inside a span; the spans read on the first ask only, once per
+    evaluation (a target no window covers costs a glance at the windows' globs)."""
+    found: list[Sequence[tuple[datetime, datetime]]] = []
+
+    def inside(at: datetime) -> bool:
+        if not found:
+            found.append(read())
+        spans = found[0]
+        i = bisect.bisect_right(spans, (at, MAX_AT)) - 1
+        return i >= 0 and at < spans[i][1]
+
+    return inside
+
 
 class PerVantage:
-    def __init__(self, history: History) -> None:
+    def __init__(
+        self,
+        history: History,
+        maintenance: MaintenanceSpans = no_maintenance,
+    ) -> None:
         self.history = history
+        self.maintenance = maintenance
         self._identities: dict[tuple[str, str, str | None, str], Identity] = {}
 
     def signals(
@@ -41,13 +77,18 @@ class PerVantage:
         if not recent or recent[-1].run_id == memory.last_run:
             return None
         window = recent[-params.recent_runs :]
-        reference = current_reference(self.history, memory, target, vantage, now, params, window)
+        reach = max(timedelta(days=params.reference_days), params.slo.budget_window)
+        kept_out = _lazy_inside(lambda: self.maintenance(target, vantage, now - reach, now))
+
+        reference = current_reference(
+            self.history, memory, target, vantage, now, params, window, kept_out
+        )
         siblings = [
             view.memory(target, other)
             for other in self.history.vantages(target, now)
             if other != vantage
         ]
-        self._advance(memory, siblings, recent[-1], reference, params, now)
+        self._advance(memory, siblings, recent[-1], reference, params, now, kept_out)
         memory.last_run = recent[-1].run_id
         assert memory.misses is not None
         inputs = d.Inputs(
@@ -96,6 +137,7 @@ class PerVantage:
         reference: d.Reference | None,
         params: d.DetectorParams,
         now: datetime,
+        kept_out: Callable[[datetime], bool],
     ) -> None:
         """What the newest run adds to the detectors' memory, before they judge."""
         if reference is not None:
@@ -106,8 +148,10 @@ class PerVantage:
         if memory.misses is None or built is None or now - built >= REBUILD_EVERY:
             start = now - params.slo.budget_window
             counts = self.history.counts(run.target, run.vantage, start, now)
+            counts = [count for count in counts if not kept_out(count.at)]
             memory.misses, memory.misses_built_at = MissLedger.of(counts, now), now
-        memory.misses.add(run.at, run.timed, run.censored)
+        if not kept_out(run.at):
+            memory.misses.add(run.at, run.timed, run.censored)
         memory.misses.prune(now - params.slo.budget_window)
 
 

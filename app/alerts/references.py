@@ -1,9 +1,10 @@
 """A vantage's reference: what its recent runs are compared with.
 
 Built from the previous ``reference_days`` of runs before the recent window, minus the runs
-inside alerts that fired (``DetectorMemory.excluded``) and those before an acknowledged
-change (``rebase_at``); kept a day (``REBUILD_EVERY``), then rebuilt. Too few runs, or too
-short a span, and there is none: the detectors that compare abstain.
+inside maintenance windows, those inside alerts that fired (``DetectorMemory.excluded``) and
+those before an acknowledged change (``rebase_at``); kept a day (``REBUILD_EVERY``), then
+rebuilt. Too few runs, or too short a span, and there is none: the detectors that compare
+abstain.
 
 Too short a span is not asked again on every run: no reference can span
 ``min_reference_days`` before that long after its first run (the window's first, or the
@@ -15,6 +16,7 @@ whole day: memory and CPU grew with each run (issue 36, a soak of 100 targets at
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from app.alerts.history import History
@@ -43,6 +45,7 @@ def current_reference(
     now: datetime,
     params: d.DetectorParams,
     window: list[RunData],
+    kept_out: Callable[[datetime], bool] = lambda _at: False,
 ) -> d.Reference | None:
     """``memory``'s reference, rebuilt (and kept in ``memory``) when it is a day old."""
     if memory.reference is not None and now - memory.reference.built_at < REBUILD_EVERY:
@@ -56,6 +59,7 @@ def current_reference(
     end = window[0].at if window else now
     runs = history.window(target, vantage, start, end)
     first = runs[0].at if runs else end
+    runs = [run for run in runs if not kept_out(run.at)]
     if memory.excluded:
         runs = [run for run in runs if not _inside(run.at, memory.excluded)]
     span = runs[-1].at - runs[0].at if runs else timedelta(0)

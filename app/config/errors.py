@@ -107,12 +107,13 @@ class Where:
 
 
 def _location(raw: dict[str, Any], loc: tuple[Any, ...]) -> str:
-    """``targets[translate-prod].deadline_ms``: targets by name, where they have one."""
-    if len(loc) >= 2 and loc[0] == "targets" and isinstance(loc[1], int):
-        targets = raw.get("targets") or []
-        entry = targets[loc[1]] if loc[1] < len(targets) else None
+    """``targets[translate-prod].deadline_ms``: targets (and maintenance windows) by name,
+    where they have one."""
+    if len(loc) >= 2 and loc[0] in ("targets", "maintenance") and isinstance(loc[1], int):
+        entries = raw.get(loc[0]) or []
+        entry = entries[loc[1]] if isinstance(entries, list) and loc[1] < len(entries) else None
         name = entry.get("name") if isinstance(entry, dict) else None
-        label = f"targets[{name}]" if isinstance(name, str) else f"targets[{loc[1]}]"
+        label = f"{loc[0]}[{name}]" if isinstance(name, str) else f"{loc[0]}[{loc[1]}]"
         rest = ".".join(str(part) for part in loc[2:])
         return f"{label}.{rest}" if rest else label
     return ".".join(str(part) for part in loc) or "(top level)"

@@ -16,6 +16,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.analysis.detectors import DetectorParams
+from app.analysis.maintenance import MaintenanceWindow
 from app.config.vantages import VantageAccess, VantageName
 from app.durations import Seconds
 from app.envvars import validation_context
@@ -162,6 +163,10 @@ class TargetsFile(BaseModel):
         description="`vantage_silent` fires after no run for this many of a vantage's"
         " shortest interval.",
     )
+    maintenance: list[MaintenanceWindow] = Field(
+        default_factory=list,
+        description="Windows: no notification; runs kept out of references and budgets.",
+    )
 
     @field_validator("targets")
     @classmethod
@@ -172,6 +177,15 @@ class TargetsFile(BaseModel):
                 raise ValueError(f"target name {target.name!r} is used twice")
             seen.add(target.name)
         return targets
+
+    @field_validator("maintenance")
+    @classmethod
+    def _unique_windows(cls, windows: list[MaintenanceWindow]) -> list[MaintenanceWindow]:
+        names = [window.name for window in windows]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"maintenance window name(s) {twice} used twice")
+        return windows
 
     @model_validator(mode="after")
     def _known_notifiers(self) -> TargetsFile:

@@ -27,6 +27,7 @@ from prometheus_client import (
 )
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.analysis.maintenance import MaintenanceWindow
 from app.analysis.summary import TIMED, summarize
 from app.runs.threads import Check
 from app.runtime.scraped import (
@@ -34,10 +35,9 @@ from app.runtime.scraped import (
     SERIES,
     AlertCount,
     ServiceCollector,
-    SloRow,
     alert_counts,
-    slo_statuses,
 )
+from app.store.reads.slo import SloRow, slo_statuses
 from app.store.records import RunRecord, SampleRecord
 
 log = logging.getLogger(__name__)
@@ -175,12 +175,17 @@ class RunMetrics:
             for phase, stats in summary.phases.items():
                 self.phase_share.labels(*series, phase).set(stats.share)
 
-    def watch(self, sessions: sessionmaker[Session], spooled: Callable[[], int]) -> None:
+    def watch(
+        self,
+        sessions: sessionmaker[Session],
+        spooled: Callable[[], int],
+        windows: Callable[[], Sequence[MaintenanceWindow]] = list,
+    ) -> None:
         """Also expose alert states and the deadline SLOs (from the database) and the
         spool, read at each scrape; a database read that does not answer within
         ``DATABASE_BUDGET_S`` is left out of that scrape, not waited for."""
         alerts = Check(lambda: alert_counts(sessions), "metrics-alerts")
-        slos = Check(lambda: slo_statuses(sessions), "metrics-slos")
+        slos = Check(lambda: slo_statuses(sessions, windows), "metrics-slos")
         deadline = [0.0]  # the scrape's, set by its first read
 
         def open_alerts() -> list[AlertCount]:

@@ -15,10 +15,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import __version__
 from app.alerts.rows import OPEN_STATES
-from app.analysis.detectors.deadline import SloStatus
-from app.clock import utcnow
-from app.store.models import AlertRow, TargetRow
-from app.store.reads.slo import target_slo
+from app.store.models import AlertRow
+from app.store.reads.slo import SloRow
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +25,6 @@ log = logging.getLogger(__name__)
 # scrape still brings the spool and the run counters, which say what the outage costs.
 DATABASE_BUDGET_S = 2.0
 AlertCount = tuple[str, str, str, int]  # state, kind, target, how many
-SloRow = tuple[str, str, SloStatus]  # target, vantage, its SLO now
 SERIES = ("target", "vantage")
 
 
@@ -106,17 +103,3 @@ def alert_counts(sessions: sessionmaker[Session]) -> list[AlertCount]:
     )
     with sessions() as session:
         return [(state, kind, target, int(n)) for state, kind, target, n in session.execute(query)]
-
-
-def slo_statuses(sessions: sessionmaker[Session]) -> list[SloRow]:
-    """Every active target with a deadline, per vantage seen in its budget window."""
-    now = utcnow()
-    with sessions() as session:
-        names = session.scalars(select(TargetRow.name).where(TargetRow.active)).all()
-        found = [(name, target_slo(session, name, now) or {}) for name in names]
-    return [
-        (name, vantage, status)
-        for name, by_vantage in found
-        for vantage, status in sorted(by_vantage.items(), key=lambda item: str(item[0]))
-        if vantage is not None
-    ]

@@ -1,0 +1,2 @@
+# Tables defined outside app.store.models register with Base.metadata on import.
+from app.store import maintenancerows as maintenancerows

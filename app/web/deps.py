@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Request
 
 from app.agents.server.agents import Agents
+from app.analysis.maintenance import MaintenanceWindow
 from app.runtime.metrics import RunMetrics
 from app.runtime.service import Service
 from app.runtime.workers import Workers
@@ -102,3 +103,9 @@ WorkersDep = Annotated[Workers, Depends(get_workers)]
 SessionDep = Annotated[Session, Depends(get_session)]
 # For a route that reads the database without a SessionDep (through the service).
 DatabaseAnswers = Depends(require_database)
+
+
+def maintenance_windows(service: Service) -> list[MaintenanceWindow]:
+    """Every maintenance window, the targets file's and the stored ones."""
+    maintenance = service.alerts.maintenance
+    return [] if maintenance is None else maintenance.windows()

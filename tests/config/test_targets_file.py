@@ -133,6 +133,27 @@ def test_the_shipped_example_is_valid_and_means_what_its_comments_say() -> None:
             "phasewatch.yaml:4: targets[a].vantages.2: no vantage 'mars' (nothing would probe it"
             " there); known: nu, this server's own 'home'",
         ),
+        (
+            "maintenance:\n  - name: w\n    targets: [a]\n    cron: '0 3 * * *'\n"
+            "    duration: 1h\n    time_zone: Mars/Olympus\n",
+            "phasewatch.yaml:6: maintenance[w].time_zone: unknown time zone 'Mars/Olympus'",
+        ),
+        (
+            "maintenance:\n  - name: w\n    targets: [a]\n    cron: '0 25 * * *'\n"
+            "    duration: 1h\n",
+            "phasewatch.yaml:2: maintenance[w]: cron '0 25 * * *'",
+        ),
+        (
+            "maintenance:\n  - name: w\n    targets: [a]\n    weekly:\n"
+            "      - {days: [sat], from: '2:00', to: '04:00'}\n",
+            "phasewatch.yaml:5: maintenance[w].weekly.0.from: String should match pattern",
+        ),
+        (
+            "maintenance:\n  - {name: w, targets: [a], start: '2026-01-01T00:00:00Z',"
+            " end: '2026-01-02T00:00:00Z'}\n  - {name: w, targets: [b], start:"
+            " '2026-01-01T00:00:00Z', end: '2026-01-02T00:00:00Z'}\n",
+            "phasewatch.yaml:1: maintenance: maintenance window name(s) ['w'] used twice",
+        ),
         ("targets: [\n", "phasewatch.yaml: not valid YAML: line 2"),
         ("- just a list\n", "phasewatch.yaml: the file must be a mapping"),
     ],

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
+from app.analysis.maintenance import MaintenanceWindow
 from app.config import Settings, TargetsFile
 from app.main import build_service
 from app.runtime.service import Service
@@ -60,8 +61,8 @@ def stored_runs(now: datetime) -> list[RunRecord]:
 
 
 def seed(service: Service) -> dict[str, str]:
-    """Stores runs through the service's own pipeline and alert engine, and a silence;
-    returns the ids schemathesis.toml gives the detail routes."""
+    """Stores runs through the service's own pipeline and alert engine, a silence
+    and a maintenance window; returns the ids schemathesis.toml gives the detail routes."""
     now = datetime.now(UTC)
     records = stored_runs(now)
     for record in records:
@@ -72,7 +73,13 @@ def seed(service: Service) -> dict[str, str]:
     silence = service.alerts.create_silence(
         [{"name": "target", "value": "openai/gpt-4o"}], now, now + timedelta(hours=2), "seed"
     )
+    assert service.alerts.maintenance is not None
+    window = MaintenanceWindow.model_validate(
+        {"name": "seeded", "targets": ["chat"], "cron": "0 3 * * sat", "duration": "2h"}
+    )
+    stored = service.alerts.maintenance.create(window, "seed", now)
     return {
+        "PHASEWATCH_ST_WINDOW_ID": str(stored.id),
         "PHASEWATCH_ST_RUN_ID": str(records[0].id),
         "PHASEWATCH_ST_ALERT_ID": str(alert),
         "PHASEWATCH_ST_SILENCE_ID": str(silence.id),

@@ -13,7 +13,7 @@ from app.web.api.params import (
     check_vantage,
     target_id_or_404,
 )
-from app.web.deps import SessionDep
+from app.web.deps import ServiceDep, SessionDep, maintenance_windows
 from app.web.schemas import BreakdownOut
 
 router = APIRouter(tags=["breakdown"])
@@ -21,7 +21,11 @@ router = APIRouter(tags=["breakdown"])
 
 @router.get("/targets/{name:path}/breakdown", response_model=BreakdownOut, responses=TARGET_ERRORS)
 def get_breakdown(
-    name: str, session: SessionDep, window: WindowDep, vantage: VantageParam = None
+    name: str,
+    session: SessionDep,
+    service: ServiceDep,
+    window: WindowDep,
+    vantage: VantageParam = None,
 ) -> BreakdownOut:
     """Per-phase p50/p90/p95/p99 with n, shares, the dominant phase and deadline misses,
     for [from, to) (default: the last 24 hours), one vantage or all pooled; with the
@@ -34,5 +38,6 @@ def get_breakdown(
     check_vantage(session, target, name, vantage)
     found = breakdown(session, name, window.start, window.end, vantage)
     assert found is not None  # the target exists
-    slo = (target_slo(session, name, window.end) or {}).get(vantage)
+    windows = maintenance_windows(service)
+    slo = (target_slo(session, name, window.end, windows) or {}).get(vantage)
     return BreakdownOut.model_validate(found.to_json() | {"slo": slo and slo.to_json()})

@@ -16,7 +16,7 @@ from app.store.reads.breakdown import breakdown, last_runs
 from app.store.reads.slo import target_slo
 from app.store.targets import all_targets, target_row
 from app.web.api.params import TARGET_ERRORS, RecentWindowDep, not_found
-from app.web.deps import ServiceDep, SessionDep
+from app.web.deps import ServiceDep, SessionDep, maintenance_windows
 from app.web.schemas import (
     BreakdownOut,
     TargetDetail,
@@ -49,7 +49,7 @@ def get_target(
         raise not_found(f"no target {name!r}")
     seen = _vantages(session).get(row.id, {})
     found = [breakdown(session, name, window.start, window.end, v) for v in sorted(seen)]
-    slo = target_slo(session, name, window.end) or {}
+    slo = target_slo(session, name, window.end, maintenance_windows(service)) or {}
     return TargetDetail(
         **_target_out(row, seen, service.coverage.by_target().get(name, [])).model_dump(),
         window_from=window.start,

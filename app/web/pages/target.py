@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.alerts.views import AlertView, list_alerts
 from app.analysis.breakdown import Breakdown
+from app.analysis.maintenance import MaintenanceWindow, spans_between
 from app.clock import utcnow
 from app.store.db import Session
 from app.store.models import RunRow
@@ -22,7 +23,7 @@ from app.store.reads.browse import first_run_at, vantages_since
 from app.store.reads.chart import run_summaries
 from app.store.reads.slo import target_slo
 from app.store.targets import target_row
-from app.web.deps import ServiceDep, SessionDep, WorkersDep
+from app.web.deps import ServiceDep, SessionDep, WorkersDep, maintenance_windows
 from app.web.pages.levers import levers_view
 from app.web.pages.render import error_page, not_found, page
 
@@ -60,11 +61,18 @@ def recent_runs(session: Session, target: str, vantage: str | None, now: datetim
     return list(reversed(runs[-RECENT_RUNS:]))
 
 
-def alert_marks(alerts: Sequence[AlertView]) -> str:
-    """Where the charts draw a line: when each alert fired (or opened, if it never fired)."""
-    marks = [
+def alert_marks(
+    alerts: Sequence[AlertView], shaded: Sequence[tuple[str, datetime, datetime]] = ()
+) -> str:
+    """Where the charts draw a line: when each alert fired (or opened, if it never fired);
+    and a shaded band over each maintenance span (``until``: its end)."""
+    marks: list[dict[str, Any]] = [
         {"at": (alert.fired_at or alert.opened_at).timestamp(), "label": alert.summary}
         for alert in alerts
+    ]
+    marks += [
+        {"at": start.timestamp(), "until": end.timestamp(), "label": f"maintenance: {name}"}
+        for name, start, end in shaded
     ]
     # Inside a <script> element: "<" escaped so no summary can close it.
     return json.dumps(marks).replace("<", "\\u003c")
@@ -91,7 +99,10 @@ async def target_page(
     """The page's reads on a thread, its levers in a worker (app.web.pages.levers)."""
     now = utcnow()
     try:
-        found = await run_in_threadpool(_context, request, session, name, range_, vantage, now)
+        windows = maintenance_windows(service)
+        found = await run_in_threadpool(
+            _context, request, session, name, range_, vantage, now, windows
+        )
     finally:
         session.close()  # its connection back before the wait for a worker
     if isinstance(found, HTMLResponse):
@@ -111,6 +122,7 @@ def _context(
     range_: str | None,
     vantage: str | None,
     now: datetime,
+    windows: Sequence[MaintenanceWindow],
 ) -> dict[str, Any] | HTMLResponse:
     """What the page shows but its levers; an error page for a bad name or range."""
     row = target_row(session, name)
@@ -125,7 +137,8 @@ def _context(
         return not_found(request, f"vantage {vantage!r} for target {name!r}")
     shown = [vantage] if vantage else vantages
     alerts = list_alerts(session, target=name, limit=TIMELINE_ALERTS).items
-    slo = target_slo(session, name, now) or {}
+    slo = target_slo(session, name, now, windows) or {}
+    shaded = maintenance_spans(windows, name, vantage, now - RANGES[range_], now)
     return {
         "now": now,
         "target": row,
@@ -137,7 +150,22 @@ def _context(
         "breakdowns": current(session, name, shown, now),
         "slo": [(v, slo[v]) for v in shown if v in slo],
         "alerts": alerts,
-        "marks": alert_marks(alerts),
+        "marks": alert_marks(alerts, shaded),
+        "maintenance": shaded,
         "runs": recent_runs(session, name, vantage, now),
         "window_text": "hour",
     }
+
+
+def maintenance_spans(
+    windows: Sequence[MaintenanceWindow], name: str, vantage: str | None, a: datetime, b: datetime
+) -> list[tuple[str, datetime, datetime]]:
+    """The spans over [a, b] of the windows of ``name`` (at ``vantage``; None: any), each
+    with its window's name, oldest first."""
+    found = [
+        (start, end, window.name)
+        for window in windows
+        if window.covers(name, vantage)
+        for start, end in spans_between(window, a, b)
+    ]
+    return [(label, start, end) for start, end, label in sorted(found)]

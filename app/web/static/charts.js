@@ -131,6 +131,7 @@
       ctx.lineWidth = 1.5 * devicePixelRatio;
       ctx.setLineDash([4 * devicePixelRatio, 3 * devicePixelRatio]);
       marks.forEach(function (mark) {
+        if (mark.until != null) return maintenanceBand(u, mark);
         if (mark.at < u.scales.x.min || mark.at > u.scales.x.max) return;
         const x = Math.round(u.valToPos(mark.at, "x", true));
         ctx.beginPath();
@@ -140,6 +141,22 @@
       });
       ctx.restore();
     };
+  }
+
+  // A maintenance span: a shaded band the chart's height, its window's name at the top.
+  function maintenanceBand(u, mark) {
+    if (mark.until < u.scales.x.min || mark.at > u.scales.x.max) return;
+    const left = Math.round(u.valToPos(Math.max(mark.at, u.scales.x.min), "x", true));
+    const right = Math.round(u.valToPos(Math.min(mark.until, u.scales.x.max), "x", true));
+    const ctx = u.ctx;
+    ctx.save();
+    ctx.setLineDash([]);
+    ctx.fillStyle = withAlpha(pw.cssVar("--muted") || "#888888", 0.18);
+    ctx.fillRect(left, u.bbox.top, Math.max(1, right - left), u.bbox.height);
+    ctx.fillStyle = pw.cssVar("--muted") || "#888888";
+    ctx.font = 11 * devicePixelRatio + "px sans-serif";
+    ctx.fillText(mark.label, left + 3 * devicePixelRatio, u.bbox.top + 12 * devicePixelRatio);
+    ctx.restore();
   }
 
   // Every time on these pages is UTC, the charts' axes too, wherever the reader is.
