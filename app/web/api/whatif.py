@@ -32,7 +32,7 @@ from app.web.api.params import (
     target_id_or_404,
 )
 from app.web.deps import ServiceDep, SessionDep, WorkersDep
-from app.web.errors import errors
+from app.web.errors import ErrorOut, errors
 from app.web.whatifrequest import (
     DEFAULT_RESAMPLES,
     DEFAULT_SPAN,
@@ -59,10 +59,12 @@ WHATIF_ERRORS = errors(
     conflict=NO_SAMPLES,
 ) | {
     429: {
+        "model": ErrorOut,
         "description": "Every what-if worker is busy and the queue full: ask again after"
         " Retry-After seconds."
     },
     503: {
+        "model": ErrorOut,
         "description": "The worker computing it died (killed, out of memory): ask again"
         " after Retry-After seconds."
     },
