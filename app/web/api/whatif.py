@@ -61,12 +61,12 @@ WHATIF_ERRORS = errors(
     429: {
         "model": ErrorOut,
         "description": "Every what-if worker is busy and the queue full: ask again after"
-        " Retry-After seconds."
+        " Retry-After seconds.",
     },
     503: {
         "model": ErrorOut,
         "description": "The worker computing it died (killed, out of memory): ask again"
-        " after Retry-After seconds."
+        " after Retry-After seconds.",
     },
 }
 LOST_RETRY_S = 5
