@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -167,13 +168,15 @@ def test_three_agents_localise_alerts_survive_a_server_outage_and_refuse_forged_
     sim.reconfigure(paths=sim.config.paths | {"agent-a": 2.0})
     eventually(alert_where(port, "chat", id=path["id"], state="resolved"), WITHIN_S, "resolved")
 
-    # A slower server: the queue leads everywhere, one service alert at 3/3 vantages.
+    # A slower server: the queue leads everywhere, one service alert. Pooled evidence fires at
+    # the first run where it suffices, so the third vantage may not have run yet: the alert
+    # names two or three of them (one alone would be a path alert at that vantage).
     sim.reconfigure(queue_median_ms=600.0)
     service = eventually(
         alert_where(port, "chat", scope="service", state="firing"), WITHIN_S, "a service alert"
     )
     assert (service["vantage"], service["to_phase"]) == (None, "queue")
-    assert "at 3/3 vantages" in service["summary"]
+    assert re.search(r"at [23]/3 vantages$", service["summary"]), service["summary"]
     assert [a["scope"] for a in alerts(port, "chat") if a["state"] == "firing"] == ["service"]
 
     # The server away for two intervals: the agents spool, and every run arrives once.
