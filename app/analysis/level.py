@@ -40,11 +40,6 @@ MIN_SIGMA = 0.01
 MIN_DAYS = 2
 MIN_TIMED = 5
 WILD = 8.0  # a residual counts at most this many allowances (``increments``)
-# The slowdowns the CUSUM weighs, in allowances: the least worth an alert, twice over (a
-# +25 % at 12 %), and one nearer × 2 (a phase that doubled, e.g. a transfer of larger
-# answers): against a noisy phase, the first alternative extracts half the evidence a
-# run of the second holds. Each is a CUSUM of its own; the series' score is the higher.
-MULTIPLES = (2.0, 6.0)
 MAX_RHO = 0.95
 # Blocks of consecutive runs whose means' spread is the long-run spread (2 h and 8 h at
 # 15 min), each only from this many blocks or more.
@@ -204,40 +199,18 @@ def increments(
     relative: float,
     min_ms: float,
     cap: float,
-    multiple: float = 2.0,
 ) -> Array:
     """Each series' CUSUM increment for ``run`` in nats (0 where it has no sample): the log
-    likelihood ratio of a slowdown of ``multiple`` allowances against none (half of it is
-    the CUSUM's own allowance), the residual at most ``WILD`` allowances, the increment at
-    most ``cap``."""
+    likelihood ratio of a slowdown of twice the allowance against none, the residual at
+    most ``WILD`` allowances, the increment at most ``cap``."""
     allowance = allowances(reference, run, relative, min_ms)
     # A run far slower than the alternative says no more than one at 4× it (the alternative
     # is twice the allowance): a wild run must not carry the CUSUM half-way on its own.
     residual = np.minimum(reference.residuals(run), WILD * allowance)
     sigma = reference.sigma_eff
-    alternative = multiple * allowance
-    step = alternative / sigma**2 * (residual - alternative / 2)
+    step = 2 * allowance / sigma**2 * (residual - allowance)
     capped: Array = np.where(np.isnan(step), 0.0, np.minimum(step, cap))
     return capped
-
-
-def family_increments(
-    reference: LevelReference, run: RunData, relative: float, min_ms: float, cap: float
-) -> Array:
-    """``increments`` for each alternative of ``MULTIPLES``, one row each (members × series)."""
-    rows = [increments(reference, run, relative, min_ms, cap, m) for m in MULTIPLES]
-    return np.array(rows)
-
-
-def family_max(scores: Array, lengths: NDArray[np.int64]) -> tuple[Array, NDArray[np.int64]]:
-    """Of ``window_cusum`` over members × series columns (flattened, member-major): each
-    series' highest member and the length of its excursion."""
-    by_member = scores.reshape(len(MULTIPLES), -1)
-    best = np.argmax(by_member, axis=0)
-    columns = np.arange(by_member.shape[1])
-    top: Array = by_member[best, columns]
-    runs: NDArray[np.int64] = lengths.reshape(len(MULTIPLES), -1)[best, columns]
-    return top, runs
 
 
 def window_cusum(steps: Array) -> tuple[Array, NDArray[np.int64]]:

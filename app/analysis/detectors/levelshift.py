@@ -18,15 +18,7 @@ from numpy.typing import NDArray
 
 from app.analysis.detectors.base import Detector, Finding, Inputs, Named, Signal
 from app.analysis.dominance import phase_mix
-from app.analysis.level import (
-    MULTIPLES,
-    TOTAL,
-    LevelReference,
-    changes,
-    family_increments,
-    family_max,
-    window_cusum,
-)
+from app.analysis.level import TOTAL, LevelReference, changes, increments, window_cusum
 from app.analysis.runs import Array, RunData
 
 if TYPE_CHECKING:
@@ -47,14 +39,14 @@ def judge(inputs: Inputs) -> list[Finding]:
         inputs.cusums.pop(NAME, None)
         return []
     steps = advance(inputs.cusums, level, inputs.window[-1], params)
-    scores, lengths = family_max(*window_cusum(steps))
+    scores, lengths = window_cusum(steps)
     return [level_finding(scores, lengths, level, inputs.onset, params)]
 
 
 def kept_steps(memory: MutableMapping[str, list[float]], level: LevelReference, runs: int) -> Array:
-    """The newest ``runs`` runs' increments (runs × members × series flattened, newest
-    last; zeros before any was kept, or for a reference of other series)."""
-    width = len(MULTIPLES) * len(level.series)
+    """The newest ``runs`` runs' increments (runs × series, newest last; zeros before any
+    was kept, or for a reference of other series)."""
+    width = len(level.series)
     kept = memory.get(NAME)
     if kept is None or len(kept) != runs * width:
         return np.zeros((runs, width))
@@ -69,8 +61,7 @@ def advance(
 ) -> Array:
     """The newest runs' increments after ``run``, kept in ``memory``."""
     cap = params.level_cap * params.level_threshold
-    step = family_increments(level, run, params.level_min_relative, params.level_min_ms, cap)
-    step = step.ravel()
+    step = increments(level, run, params.level_min_relative, params.level_min_ms, cap)
     steps = np.vstack((kept_steps(memory, level, params.level_window_runs)[1:], step))
     memory[NAME] = steps.ravel().tolist()  # Python floats, as the store keeps them
     return steps
