@@ -31,14 +31,12 @@ from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.spool import Spool
 from app.runs.writer import Writer
+from app.runtime import readscrape
 from app.runtime.coverage import Coverage, CoverageCollector
 from app.runtime.health import Health
-from app.runtime.lostruns import LostRunsCollector
 from app.runtime.metrics import RunMetrics, then
-from app.runtime.quarantined import QuarantineCollector
 from app.runtime.scheduler import Watch
 from app.runtime.service import AlertRules, Service
-from app.runtime.takenslots import TakenSlotsCollector
 from app.runtime.upkeep import Upkeep
 from app.runtime.workermetrics import WorkersCollector
 from app.runtime.workers import Workers
@@ -213,12 +211,12 @@ def create_app(
     agents = Agents(service, book, count or observed.observe_run)
     observed.registry.register(agents.collector)
     observed.registry.register(CoverageCollector(service.coverage))
-    observed.registry.register(QuarantineCollector(service.upkeep.quarantine))
-    observed.registry.register(TakenSlotsCollector(service.sink.taken))
+    observed.registry.register(readscrape.quarantined(service.upkeep.quarantine))
+    observed.registry.register(readscrape.duplicate_slots(service.sink.taken))
     # What-ifs and levers: computed in worker processes, off the probes' event loop.
     workers = Workers(settings.whatif_workers, settings.whatif_queue)
     observed.registry.register(WorkersCollector(workers))
-    observed.registry.register(LostRunsCollector(service.writer.spool.losses))
+    observed.registry.register(readscrape.runs_lost(service.writer.spool.losses))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
