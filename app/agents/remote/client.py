@@ -56,7 +56,10 @@ class ServerClient:
             "User-Agent": f"phasewatch-agent/{__version__}",
         }
         self._http = httpx.Client(base_url=server.rstrip("/"), headers=headers, timeout=timeout_s)
-        self._lock = threading.Lock()  # one request at a time: pushes stay in order
+        # One push at a time, so runs arrive in order; a fetch or a status report never waits
+        # behind a push (nor a push behind them: on a server that hangs, each would hold the
+        # others for its whole timeout, and runs would reach the spool that much later).
+        self._pushing = threading.Lock()
         # The assignment version the server named in its last answer.
         self.server_config: str | None = None
 
@@ -100,7 +103,8 @@ class ServerClient:
             "Content-Type": "application/json",
             SENT_AT_HEADER: datetime.now(UTC).isoformat(),
         }
-        answer = self._send("POST", path, content=gzip.compress(body, 6), headers=headers)
+        with self._pushing:
+            answer = self._send("POST", path, content=gzip.compress(body, 6), headers=headers)
         self.server_config = answer.headers.get(CONFIG_HEADER, self.server_config)
         return answer
 
@@ -112,8 +116,7 @@ class ServerClient:
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            with self._lock:
-                answer = self._http.request(method, path, **kwargs)
+            answer = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise SinkAway(f"{type(exc).__name__}: {exc}") from exc
         if answer.is_success:
