@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,13 +38,14 @@ from app.runs.diskio import (
 from app.runs.journal import Journal
 from app.runs.losses import Losses
 from app.runs.sink import SinkAway
-from app.runs.spoolbatch import StoreBatch, answered, batches
+from app.runs.spoolbatch import StoreBatch, answered, batches, lines_at
 from app.store.records import RunRecord
 
 log = logging.getLogger(__name__)
 
 RUNS_LOCK = b"phasewatch: held around every change to runs.jsonl\n"
 FLUSH_LOCK = b"phasewatch: held by the process flushing runs.jsonl\n"
+READ_BLOCK = 1 << 20  # bytes of spooled lines read at once by a flush
 
 
 class Spool:
@@ -144,7 +146,9 @@ class Spool:
             finally:
                 os.close(flushing)
 
-    def _consume(self, lines: list[str], store: StoreBatch, runs: int, size: int) -> Iterator[int]:
+    def _consume(
+        self, lines: Iterator[str], store: StoreBatch, runs: int, size: int
+    ) -> Iterator[int]:
         """Yields how many more lines are done, batch by batch, until one is not taken whole."""
         for batch in batches(lines, runs, size):
             answers = answered(batch, store)
@@ -177,29 +181,35 @@ class Spool:
             why = f"refused for good and not set aside in rejected.jsonl ({self._problem})"
             self.losses.told(unwritten, why)
 
-    def _drain(self, consume: Callable[[list[str]], Iterator[int]]) -> int:
+    def _drain(self, consume: Callable[[Iterator[str]], Iterator[int]]) -> int:
         """Hands the spooled lines to ``consume``, which yields how many more are done; the
         lines not done stay, in order, also when the sink going away stops it."""
-        with self._shared():
-            lines = list(self._lines())
         done = 0
         try:
-            for count in consume(lines):
+            for count in consume(self._blocks()):
                 done += count
         except SinkAway:
             pass
         finally:
             if done:  # else the file stays as it is: nothing to rewrite on a full disk
                 with self._shared():
-                    self._rewrite(list(self._lines())[done:])
+                    self._rewrite(self._lines()[done:])
         return done
 
-    def _lines(self) -> Iterator[str]:
-        if not self.path.exists():
-            return
-        with self.path.open() as spool:
-            # A last line without its newline is a write cut short: not a run (yet, or ever).
-            yield from (line for line in spool if line.endswith("\n") and line.strip())
+    def _blocks(self) -> Iterator[str]:
+        """The spooled lines in order, read ``READ_BLOCK`` bytes at a time under the lock
+        (never held while the caller stores them). A flush tried while the sink is away
+        stops at its first batch: it reads one block, not a spool hours deep, at every try."""
+        offset = 0
+        while True:
+            with self._shared():
+                block, offset = lines_at(self.path, offset, READ_BLOCK)
+            if not block:
+                return
+            yield from block
+
+    def _lines(self) -> list[str]:
+        return lines_at(self.path, 0, sys.maxsize)[0]
 
     def _rewrite(self, remaining: list[str]) -> None:
         """Keep ``remaining``; should that fail, the stored lines stay and are stored again

@@ -1,9 +1,11 @@
-"""The spool's lines in batches for a sink's ``store_batch``, and each line's answer."""
+"""The spool's lines read a block at a time, in batches for a sink's ``store_batch``, and
+each line's answer."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 
 from app.runs.sink import Stored
 from app.store.records import RunRecord
@@ -13,7 +15,30 @@ from app.store.records import RunRecord
 StoreBatch = Callable[[Sequence[RunRecord]], Sequence[Stored]]
 
 
-def batches(lines: Sequence[str], runs: int, size: int) -> Iterator[list[str]]:
+def lines_at(path: Path, offset: int, limit: int) -> tuple[list[str], int]:
+    """Whole lines of ``path`` from byte ``offset`` on, about ``limit`` bytes of them (a
+    longer line whole), blank ones skipped, and the offset after them. A last line without
+    its newline is a write cut short (or going on): not a run, not read."""
+    block: list[str] = []
+    try:
+        spool = path.open("rb")
+    except FileNotFoundError:
+        return block, offset
+    with spool:
+        spool.seek(offset)
+        start = offset
+        while offset - start < limit:
+            line = spool.readline()
+            if not line.endswith(b"\n"):
+                break
+            offset += len(line)
+            if line.strip():
+                # Undecodable bytes stay in the line, which is then set aside as not a run.
+                block.append(line.decode(errors="replace"))
+    return block, offset
+
+
+def batches(lines: Iterable[str], runs: int, size: int) -> Iterator[list[str]]:
     """``lines`` in order, in lists of at most ``runs`` lines and ``size`` bytes of them
     (a line longer than ``size`` alone)."""
     batch: list[str] = []

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from app.clock import utcnow
+from app.runs import spool as spool_module
+from app.runs import spoolbatch
 from app.runs.diskio import append_durable
 from app.runs.sink import SinkAway, Stored
 from app.runs.spool import Spool, batches
@@ -194,3 +196,41 @@ def test_a_spooled_line_that_is_not_a_run_is_set_aside_and_the_flush_goes_on(
     assert [r.id for r in stored] == [first.id, second.id]
     assert (tmp_path / "rejected.jsonl").read_text() == '{"not": "a run"}\n'
     assert not spool.has_pending()
+
+
+def test_a_flush_tried_while_the_sink_is_away_reads_one_block_not_the_whole_spool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spool = Spool(tmp_path)
+    runs = spooled(spool, 40)
+    monkeypatch.setattr(spool_module, "READ_BLOCK", 4 * len(spool.path.read_text()) // 40)
+    reads: list[int] = []
+
+    def lines_at(path: Path, offset: int, limit: int) -> tuple[list[str], int]:
+        reads.append(offset)
+        return spoolbatch.lines_at(path, offset, limit)
+
+    monkeypatch.setattr(spool_module, "lines_at", lines_at)
+
+    def away(records: Sequence[RunRecord]) -> list[Stored]:
+        raise SinkAway("the database is away")
+
+    assert spool.flush(away, 2, 1 << 20) == 0
+    assert reads == [0]  # one block of about four runs, not the forty
+    assert left(spool) == [r.target for r in runs]
+    reads.clear()
+    stored: list[RunRecord] = []
+    assert spool.flush(TakeAll(stored), 3, 1 << 20) == 40  # back: block after block, in order
+    assert [r.id for r in stored] == [r.id for r in runs] and len(reads) >= 10
+    assert not spool.has_pending()
+
+
+def test_a_spooled_line_of_bytes_that_are_not_text_is_set_aside(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    first = journal("t0")
+    spool.append(first)
+    append_durable(spool.path, b'{"target": "\xff\xfe"}\n')
+    stored: list[RunRecord] = []
+    assert spool.flush(TakeAll(stored), 50, 1 << 20) == 2
+    assert [r.id for r in stored] == [first.id] and not spool.has_pending()
+    assert (tmp_path / "rejected.jsonl").exists()
