@@ -75,6 +75,9 @@ class AlertRules:
     """
 
     targets: TargetsFile
+    # By name, for the file it was built from: asked a few times a run, so a scan of the
+    # list made each run's cost grow with the fleet (bench/fleet.py).
+    _index: tuple[TargetsFile | None, dict[str, Target]] = field(default=(None, {}), repr=False)
 
     def params_for(self, name: str) -> DetectorParams:
         target = self.target(name)
@@ -89,7 +92,14 @@ class AlertRules:
         return config is None or KINDS[config.type].refreshes
 
     def target(self, name: str) -> Target | None:
-        return next((t for t in self.targets.targets if t.name == name), None)
+        built_for, by_name = self._index
+        if built_for is not self.targets:
+            # The first of two targets of one name wins, as a scan of the list did.
+            by_name = {}
+            for target in self.targets.targets:
+                by_name.setdefault(target.name, target)
+            self._index = (self.targets, by_name)
+        return by_name.get(name)
 
 
 @dataclass
