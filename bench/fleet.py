@@ -53,6 +53,8 @@ from bench.store_common import PG_SERVER, SQLITE_DIR, bench_database, bench_engi
 from tests.pgcluster import Serve
 
 MAX_MINUTES = 60.0
+# 2,000 targets on a busy 2-core machine took minutes to answer /healthz the first time.
+READY_S = 600.0
 PROJECTED = 10_000
 
 
@@ -82,7 +84,7 @@ def run_one(args: argparse.Namespace, size: int) -> Measured:
         targets_file(config, sim.url, size, args.interval, args.samples)
         serve = Serve(Path(name) / "serve", config, {"PHASEWATCH_DATABASE_URL": url})
         try:
-            serve.wait_ready(120)
+            serve.wait_ready(READY_S)
             measured = watch(serve, url, args)
             until = datetime.now(UTC) - timedelta(seconds=END_MARGIN_INTERVALS * args.interval)
             serve.terminate(30)
@@ -228,6 +230,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"## {size:,} targets", flush=True)
         args.size = size
         results.append(run_one(args, size))
+        report(results[-1:], args)  # each size's row as soon as it is measured
+    print("\n## All sizes\n")
     report(results, args)
     print(f"\n{clock.report()}")
 

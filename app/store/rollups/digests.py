@@ -135,17 +135,30 @@ def _insert_new(session: Session, merged: dict[RollupKey, Digest], now: datetime
     """Insert the rollup rows that do not exist yet, in one statement; the keys inserted.
 
     Rows go in key order, as ``_merge_into`` locks them, so two writers never deadlock.
+    Only rows not there a moment ago are built (their quantiles are a row's main cost);
+    one that another writer adds meanwhile is not inserted, so it is merged into.
     """
-    if not merged:
-        return set()
+    present = _present(session, list(merged))
     rows = [
         {**dict(zip(KEY_COLUMNS, key, strict=True)), **rollup_values(digest, now)}
         for key, digest in merged.items()
+        if key not in present
     ]
+    if not rows:
+        return set()
     statement = insert_unless_present(session, ROLLUPS, list(KEY_COLUMNS)).returning(
         *(ROLLUPS.c[name] for name in KEY_COLUMNS)
     )
     return {(t, v, p, start) for t, v, p, start in session.execute(statement, rows)}
+
+
+def _present(session: Session, keys: list[RollupKey]) -> set[RollupKey]:
+    """Which of ``keys`` have a rollup row (read without a lock: a hint, see ``_insert_new``)."""
+    if not keys:
+        return set()
+    key_columns = [ROLLUPS.c[name] for name in KEY_COLUMNS]
+    query = select(*key_columns).where(tuple_(*key_columns).in_(keys))
+    return {(row[0], row[1], row[2], row[3]) for row in session.execute(query)}
 
 
 def _merge_into(
