@@ -35,8 +35,9 @@ from app.runtime import readscrape
 from app.runtime.coverage import Coverage, CoverageCollector
 from app.runtime.health import Health
 from app.runtime.metrics import RunMetrics, then
+from app.runtime.rules import AlertRules
 from app.runtime.scheduler import Watch
-from app.runtime.service import AlertRules, Service
+from app.runtime.service import Service
 from app.runtime.upkeep import Upkeep
 from app.runtime.workermetrics import WorkersCollector
 from app.runtime.workers import Workers

@@ -31,7 +31,6 @@ from sqlalchemy import Engine
 
 from app.alerts.engine import AlertEngine
 from app.alerts.sender import Sender
-from app.analysis.detectors import DetectorParams
 from app.config import (
     ConfigError,
     ResolvedSettings,
@@ -42,7 +41,7 @@ from app.config import (
 )
 from app.config.placement import probed_here
 from app.export.exporter import RunExporter
-from app.notifiers import KINDS, build_notifiers, names_for
+from app.notifiers import build_notifiers
 from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.writer import Writer
@@ -50,6 +49,7 @@ from app.runtime.coverage import Coverage
 from app.runtime.health import WAITING_FOR_ELECTION, Health
 from app.runtime.memtrim import malloc_trim, trim_loop
 from app.runtime.readiness import wait_for_schema
+from app.runtime.rules import AlertRules
 from app.runtime.scheduler import Watch
 from app.runtime.stopping import stop_within_budget
 from app.runtime.targetsync import sync_targets_file
@@ -64,42 +64,6 @@ FLUSH_EVERY_S = 5.0
 RELOAD_POLL_S = 2.0
 START_WAIT_S = 2.0  # for the database at start; then a leader probes, into the spool
 HEALTH_EVERY_S = 5.0
-DEFAULT_PARAMS = DetectorParams()
-
-
-@dataclass
-class AlertRules:
-    """Each target's detector settings and notifiers, as the targets file last said.
-
-    Targets known only by their runs (imports, agents) get the defaults and every notifier.
-    """
-
-    targets: TargetsFile
-    # By name, for the file it was built from: asked a few times a run, so a scan of the
-    # list made each run's cost grow with the fleet (bench/fleet.py).
-    _index: tuple[TargetsFile | None, dict[str, Target]] = field(default=(None, {}), repr=False)
-
-    def params_for(self, name: str) -> DetectorParams:
-        target = self.target(name)
-        return target.alerts if target is not None else DEFAULT_PARAMS
-
-    def notifiers_for(self, name: str) -> list[str]:
-        target = self.target(name)
-        return names_for(target.notifiers if target is not None else [], self.targets.notifiers)
-
-    def wants_refresh(self, notifier: str) -> bool:
-        config = self.targets.notifiers.get(notifier)
-        return config is None or KINDS[config.type].refreshes
-
-    def target(self, name: str) -> Target | None:
-        built_for, by_name = self._index
-        if built_for is not self.targets:
-            # The first of two targets of one name wins, as a scan of the list did.
-            by_name = {}
-            for target in self.targets.targets:
-                by_name.setdefault(target.name, target)
-            self._index = (self.targets, by_name)
-        return by_name.get(name)
 
 
 @dataclass
