@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -91,9 +91,8 @@ class DatabaseHistory:
         vantage)'s ``last`` from what is kept until ``RESYNC_S`` after the last read."""
         if record.status != RunStatus.COMPLETE:
             return
-        run = run_from_samples(
-            str(record.id), record.target, record.vantage, record.started_at, record.samples
-        )
+        at = record.started_at.astimezone(UTC)  # as the database gives it back
+        run = run_from_samples(str(record.id), record.target, record.vantage, at, record.samples)
         key = (record.target, record.vantage)
         with self._lock:
             self._fed.add(key)
