@@ -21,11 +21,14 @@ hangs), the sim stops by itself; loopback only.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,7 +48,6 @@ from bench.soak import (
     due_times,
     proc_reading,
     slots,
-    targets_file,
 )
 from bench.soak_report import Reading
 from bench.soak_timing import skips_logged
@@ -55,6 +57,7 @@ from tests.pgcluster import Serve
 MAX_MINUTES = 60.0
 # 2,000 targets on a busy 2-core machine took minutes to answer /healthz the first time.
 READY_S = 600.0
+TARGETS_PER_SIM = 600
 PROJECTED = 10_000
 
 
@@ -77,23 +80,33 @@ def run_one(args: argparse.Namespace, size: int) -> Measured:
     total_s = (args.warmup + args.minutes) * 60 + args.profile + 300
     with (
         bench_database(url, args.pg, keep=False),
-        SimProcess(SimConfig(one_way_ms=0), http2=False, max_seconds=total_s) as sim,
+        ExitStack() as stack,
         tempfile.TemporaryDirectory(prefix="pw-fleet-") as name,
     ):
-        config = Path(name) / "phasewatch.yaml"
-        targets_file(config, sim.url, size, args.interval, args.samples)
-        serve = Serve(Path(name) / "serve", config, {"PHASEWATCH_DATABASE_URL": url})
+        # The sim's loop selects with select(), whose file descriptors end at 1,024: each
+        # sim takes at most TARGETS_PER_SIM targets' connections.
+        config = SimConfig(one_way_ms=0)
+        sims = [
+            stack.enter_context(SimProcess(config, http2=False, max_seconds=total_s))
+            for _ in range(math.ceil(size / TARGETS_PER_SIM))
+        ]
+        path = Path(name) / "phasewatch.yaml"
+        fleet_file(path, [sim.url for sim in sims], size, args.interval, args.samples)
+        serve = Serve(Path(name) / "serve", path, {"PHASEWATCH_DATABASE_URL": url})
         try:
             serve.wait_ready(READY_S)
             measured = watch(serve, url, args)
             until = datetime.now(UTC) - timedelta(seconds=END_MARGIN_INTERVALS * args.interval)
-            serve.terminate(30)
+            stopped(serve)
         finally:
             serve.kill()
             log = serve.output()
         names = [f"soak-{k:03d}" for k in range(size)]
         counted = slots(due_times(url), names, args.interval, until)
         late = lateness_ms(url, measured.window)
+        gone = [sim.url for sim in sims if not alive(sim)]
+        if gone:
+            print(f"    the sim at {gone} stopped before the end: its targets' runs failed")
     return Measured(
         size,
         counted,
@@ -106,6 +119,30 @@ def run_one(args: argparse.Namespace, size: int) -> Measured:
         measured.readings,
         " ".join(f"{v:.2f}" for v in os.getloadavg()),
     )
+
+
+def fleet_file(path: Path, urls: list[str], count: int, interval: float, samples: int) -> None:
+    """bench/soak.py's targets file, the targets dealt out over ``urls`` in turn."""
+    lines = ["targets:"]
+    for k in range(count):
+        lines += [f"  - name: soak-{k:03d}", f"    url: {urls[k % len(urls)]}/health"]
+        lines += [f"    interval: {interval:g}s", f"    samples: {samples}"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def alive(sim: SimProcess) -> bool:
+    try:
+        sim.loop_lag()
+    except Exception:  # any: a sim that cannot answer is gone
+        return False
+    return True
+
+
+def stopped(serve: Serve) -> None:
+    try:
+        serve.terminate(30)
+    except subprocess.TimeoutExpired:
+        print("    serve did not exit within 30 s of SIGTERM: killed")
 
 
 @dataclass
