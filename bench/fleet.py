@@ -77,7 +77,7 @@ class Measured:
 
 def run_one(args: argparse.Namespace, size: int) -> Measured:
     url = database_url("postgresql", args.db_name, args.pg, SQLITE_DIR)
-    total_s = (args.warmup + args.minutes) * 60 + args.profile + 300
+    total_s = READY_S + (args.warmup + args.minutes) * 60 + args.profile + 300
     with (
         bench_database(url, args.pg, keep=False),
         ExitStack() as stack,
