@@ -47,6 +47,7 @@ MAX_UNBUILDABLE = 100_000
 KEPT_WINDOW_RUNS = 2_000
 RESYNC_S = 600.0  # a (target, vantage) fed by ``add``: read from the database this often
 FED_VANTAGES_TTL = timedelta(seconds=RESYNC_S)
+UNASKED_KEPT = 16
 
 Key = tuple[str, str]
 
@@ -101,8 +102,9 @@ class DatabaseHistory:
             if any(kept.run_id == run.run_id for kept in recent):
                 return
             bisect.insort(recent, run, key=lambda kept: (kept.at, kept.run_id))
-            capacity = self._capacity.get(key, 0)
-            if capacity and len(recent) > capacity:
+            # A key nobody asked of yet keeps a few: its first ``last`` reads the database.
+            capacity = self._capacity.get(key, UNASKED_KEPT)
+            if len(recent) > capacity:
                 del recent[: len(recent) - capacity]
             self._seen(record.target, record.vantage, [run])
 
