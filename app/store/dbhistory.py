@@ -89,7 +89,9 @@ class DatabaseHistory:
 
     def add(self, record: RunRecord) -> None:
         """``record`` was stored (by this process): keep it built, and answer its (target,
-        vantage)'s ``last`` from what is kept until ``RESYNC_S`` after the last read."""
+        vantage)'s ``last`` from what is kept while the database's newest run is the newest
+        kept, until ``RESYNC_S`` after the last read (older runs stored by another process
+        meanwhile, a spool flushed late, are found then)."""
         if record.status != RunStatus.COMPLETE:
             return
         at = record.started_at.astimezone(UTC)  # as the database gives it back
@@ -134,7 +136,7 @@ class DatabaseHistory:
         key = (target, vantage)
         with self._lock:
             kept = self._kept(key, count)
-            if kept is not None:
+            if kept is not None and self._still_newest(key):
                 return kept
             with self.sessions() as session:
                 heads = session.execute(
@@ -161,6 +163,19 @@ class DatabaseHistory:
         if synced is None or count > synced[1] or time.monotonic() - synced[0] > RESYNC_S:
             return None
         return self._recent[key][-count:] if count > 0 else []
+
+    def _still_newest(self, key: Key) -> bool:
+        """The database's newest complete run of ``key`` is the newest kept: no other
+        process (another replica taking an agent's pushes, an import) stored a newer one
+        since. One index seek; the samples of the runs kept are never read again."""
+        with self.sessions() as session:
+            newest = session.execute(
+                _heads(*key).order_by(RunRow.started_at.desc(), RunRow.id.desc()).limit(1)
+            ).first()
+        recent = self._recent.get(key, [])
+        if newest is None or not recent:
+            return newest is None and not recent
+        return str(newest[0]) == recent[-1].run_id
 
     def vantages(self, target: str, now: datetime) -> list[str]:
         """Vantages with a complete run started in [now − 7 days, now], by name.

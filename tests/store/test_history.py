@@ -204,14 +204,15 @@ def test_runs_the_store_hands_over_are_answered_from_memory_without_a_query(
         assert latest[-1].run_id == str(record.id)
         assert history.last("chat", "eu", 2) == latest[-2:]
     assert [run.run_id for run in latest] == [run.run_id for run in runs[2:]]
-    assert len(run_queries) == asked  # every answer from memory
+    # Every answer from memory, after one seek for the newest run's id each.
+    assert len(run_queries) == asked + 2 * len(records[3:])
     assert sample_queries == []  # the runs handed over were never read back
     np.testing.assert_allclose(latest[-1].phases, runs[-1].phases)
     assert history.vantages("chat", runs[-1].at) == ["eu"]
 
 
-def test_a_run_stored_by_another_process_is_found_at_the_next_resync(
-    sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+def test_a_newer_run_stored_by_another_process_is_found_at_once(
+    sessions: sessionmaker[Session],
 ) -> None:
     runs = series(13, 4)
     records = [record_of(run) for run in runs]
@@ -219,8 +220,23 @@ def test_a_run_stored_by_another_process_is_found_at_the_next_resync(
     store_records(sessions, records[:2], T0)
     history.add(records[1])
     history.last("chat", "eu", 3)
-    store_records(sessions, records[2:3], T0)  # not handed over: an import, say
-    assert [r.run_id for r in history.last("chat", "eu", 3)] == [runs[0].run_id, runs[1].run_id]
+    # Not handed over: an agent's push taken by another replica.
+    store_records(sessions, records[2:3], T0)
+    found = history.last("chat", "eu", 3)
+    assert [r.run_id for r in found] == [r.run_id for r in runs[:3]]
+
+
+def test_an_older_run_stored_by_another_process_is_found_at_the_next_resync(
+    sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = series(16, 4)
+    records = [record_of(run) for run in runs]
+    history = DatabaseHistory(sessions)
+    store_records(sessions, [records[0], records[2]], T0)
+    history.add(records[2])
+    history.last("chat", "eu", 3)
+    store_records(sessions, records[1:2], T0)  # not handed over: a spool flushed late
+    assert [r.run_id for r in history.last("chat", "eu", 3)] == [runs[0].run_id, runs[2].run_id]
     monkeypatch.setattr("app.store.dbhistory.RESYNC_S", 0.0)
     found = history.last("chat", "eu", 3)
     assert [r.run_id for r in found] == [r.run_id for r in runs[:3]]
@@ -258,4 +274,4 @@ def test_the_database_sink_hands_each_run_it_stored_to_the_history_once(
     assert sink.store(records[2]) is False  # stored already: not handed over again
     assert handed == [str(record.id) for record in records]
     assert [r.run_id for r in history.last("chat", "eu", 3)] == [r.run_id for r in runs]
-    assert len(run_queries) == asked
+    assert len(run_queries) == asked + 1  # the seek for the newest run's id; no run read
