@@ -35,8 +35,9 @@ from app.runtime import readscrape
 from app.runtime.coverage import Coverage, CoverageCollector
 from app.runtime.health import Health
 from app.runtime.metrics import RunMetrics, then
+from app.runtime.rules import AlertRules
 from app.runtime.scheduler import Watch
-from app.runtime.service import AlertRules, Service
+from app.runtime.service import Service
 from app.runtime.upkeep import Upkeep
 from app.runtime.workermetrics import WorkersCollector
 from app.runtime.workers import Workers
@@ -71,9 +72,8 @@ def build_service(
     sessions = make_sessions(engine)
     rules = AlertRules(targets)
     maintenance = Maintenance(sessions, lambda: rules.targets.maintenance, utcnow)
-    evaluator = Evaluator(
-        DatabaseHistory(sessions), rules.params_for, maintenance=maintenance.spans
-    )
+    history = DatabaseHistory(sessions)
+    evaluator = Evaluator(history, rules.params_for, maintenance=maintenance.spans)
     alerts = AlertEngine(
         sessions,
         evaluator,
@@ -90,7 +90,8 @@ def build_service(
     after_store: Callable[[RunRecord], object] = (
         evaluate if count is None else then(evaluate, count)
     )
-    sink = DatabaseSink(sessions, refused=None if observed is None else observed.observe_refusal)
+    refused = None if observed is None else observed.observe_refusal
+    sink = DatabaseSink(sessions, refused=refused, stored=history.add)
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
     pipeline = Pipeline(writer, resolved.vantage)
     sender = Sender(sessions, build_notifiers(targets.notifiers), aside=quarantine.loop("outbox"))

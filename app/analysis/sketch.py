@@ -124,15 +124,15 @@ def row_quantiles(
     ranked = _Ranked(np.flatnonzero(used) + low, np.cumsum(matrix[:, used], axis=1))
     n = ranked.cumulative[:, -1]
     last = np.maximum(n - 1, 0)
-    found = {}
-    for name, q in qs.items():
-        position = q * last
-        below = np.floor(position)
-        low_value = ranked.value_at(below)
-        high_value = ranked.value_at(np.minimum(below + 1, last))
-        value = low_value + (high_value - low_value) * (position - below)
-        found[name] = np.where(n > 0, value, np.nan)
-    return found
+    # Every quantile of every row in one search (a rollup's summary is computed whenever a
+    # run is merged into it): column j of ``position`` is ``qs``' j-th.
+    position = np.array(list(qs.values()), dtype=np.float64)[None, :] * last[:, None]
+    below = np.floor(position)
+    values = ranked.value_at(np.concatenate([below, np.minimum(below + 1, last[:, None])], 1))
+    low_value, high_value = values[:, : len(qs)], values[:, len(qs) :]
+    value = low_value + (high_value - low_value) * (position - below)
+    found = np.where((n > 0)[:, None], value, np.nan)
+    return {name: found[:, column] for column, name in enumerate(qs)}
 
 
 class _Ranked:
@@ -148,6 +148,8 @@ class _Ranked:
         self.starts = np.arange(rows, dtype=np.int64) * self.width
 
     def value_at(self, ranks: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Each row's value at its 0-based rank: the first key whose count exceeds it."""
-        index = np.searchsorted(self.flat, ranks + self.lift, side="right") - self.starts
+        """Each row's values at its 0-based ranks (a row of ``ranks`` per row): the first
+        key whose count exceeds each."""
+        flat = np.searchsorted(self.flat, ranks + self.lift[:, None], side="right")
+        index = flat - self.starts[:, None]
         return values_of(self.keys[np.minimum(index, self.width - 1)])

@@ -46,8 +46,8 @@ from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.spool import Spool
 from app.runs.writer import Writer
+from app.runtime.rules import AlertRules
 from app.runtime.scheduler import first_run_offset
-from app.runtime.service import AlertRules
 from app.runtime.targetsync import target_values
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory

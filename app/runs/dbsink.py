@@ -6,11 +6,13 @@ lost (``is_transient``) is ``SinkAway``, any other error ``SinkRefused``. Before
 each run passes the door (``app.runs.validate``): a run it refuses is ``SinkRefused`` with
 its reason (a spooled one is set aside, a pushed one answered 422 or ``refused``), counted
 through ``refused`` and never stored. A run whose slot another run holds is answered False,
-as a replay is, and counted in ``taken`` (``app.runs.slots.TakenSlots``).
+as a replay is, and counted in ``taken`` (``app.runs.slots.TakenSlots``). Each run stored
+is handed to ``stored`` once committed (``serve``: the evaluator's history keeps it).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -23,6 +25,8 @@ from app.store.db import Sessions, describe, is_transient, write_connection, wri
 from app.store.ingest import Ingested, ingest_run, ingest_run_on
 from app.store.records import RunRecord
 
+log = logging.getLogger(__name__)
+
 
 class DatabaseSink:
     batches = False  # a run stored alone costs one commit, not a request
@@ -32,12 +36,14 @@ class DatabaseSink:
         sessions: Sessions,
         clock: Callable[[], datetime] = utcnow,
         refused: Counted | None = None,
+        stored: Callable[[RunRecord], None] | None = None,
     ) -> None:
         self.name = "the database"
         self.sessions = sessions
         self.clock = clock
         self.door = Door(clock, refused)
         self.taken = TakenSlots()
+        self.stored = stored
         self._last = LastAttempt()
 
     @property
@@ -80,7 +86,16 @@ class DatabaseSink:
     def _answer(self, record: RunRecord, ingested: Ingested) -> bool:
         if ingested is Ingested.SLOT_TAKEN and record.slot is not None:
             self.taken.taken(record.target, record.vantage, record.slot)
-        return ingested is Ingested.STORED
+        if ingested is not Ingested.STORED:
+            return False
+        if self.stored is not None:
+            try:
+                self.stored(record)
+            except Exception:  # any: the run is stored whatever its follower makes of it
+                log.exception(
+                    "run %s of %s: stored, not kept for evaluation", record.id, record.target
+                )
+        return True
 
 
 @contextmanager

@@ -31,7 +31,6 @@ from sqlalchemy import Engine
 
 from app.alerts.engine import AlertEngine
 from app.alerts.sender import Sender
-from app.analysis.detectors import DetectorParams
 from app.config import (
     ConfigError,
     ResolvedSettings,
@@ -42,7 +41,7 @@ from app.config import (
 )
 from app.config.placement import probed_here
 from app.export.exporter import RunExporter
-from app.notifiers import KINDS, build_notifiers, names_for
+from app.notifiers import build_notifiers
 from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.writer import Writer
@@ -50,6 +49,7 @@ from app.runtime.coverage import Coverage
 from app.runtime.health import WAITING_FOR_ELECTION, Health
 from app.runtime.memtrim import malloc_trim, trim_loop
 from app.runtime.readiness import wait_for_schema
+from app.runtime.rules import AlertRules
 from app.runtime.scheduler import Watch
 from app.runtime.stopping import stop_within_budget
 from app.runtime.targetsync import sync_targets_file
@@ -64,32 +64,6 @@ FLUSH_EVERY_S = 5.0
 RELOAD_POLL_S = 2.0
 START_WAIT_S = 2.0  # for the database at start; then a leader probes, into the spool
 HEALTH_EVERY_S = 5.0
-DEFAULT_PARAMS = DetectorParams()
-
-
-@dataclass
-class AlertRules:
-    """Each target's detector settings and notifiers, as the targets file last said.
-
-    Targets known only by their runs (imports, agents) get the defaults and every notifier.
-    """
-
-    targets: TargetsFile
-
-    def params_for(self, name: str) -> DetectorParams:
-        target = self.target(name)
-        return target.alerts if target is not None else DEFAULT_PARAMS
-
-    def notifiers_for(self, name: str) -> list[str]:
-        target = self.target(name)
-        return names_for(target.notifiers if target is not None else [], self.targets.notifiers)
-
-    def wants_refresh(self, notifier: str) -> bool:
-        config = self.targets.notifiers.get(notifier)
-        return config is None or KINDS[config.type].refreshes
-
-    def target(self, name: str) -> Target | None:
-        return next((t for t in self.targets.targets if t.name == name), None)
 
 
 @dataclass

@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.store.models import AlertRow, AlertTransitionRow, DeliveryRow, DetectorStateRow
@@ -109,14 +111,26 @@ def mark_acknowledged(session: Session, alert_id: uuid.UUID, now: datetime, by: 
 
 
 def save_detector_state(session: Session, state: DetectorState) -> None:
-    row = session.get(DetectorStateRow, (state.target, state.vantage))
-    if row is None:
-        row = DetectorStateRow(target=state.target, vantage=state.vantage)
-        session.add(row)
-    row.tail_score, row.tail_runs = state.tail_score, state.tail_runs
-    row.last_run_id, row.rebase_at = state.last_run_id, state.rebase_at
-    row.excluded, row.updated_at = state.excluded, state.updated_at
-    row.cusums = {name: list(values) for name, values in state.cusums.items()}
+    """One upsert (an evaluation writes one a vantage; a read and an update through the
+    ORM cost it a round trip and the unit of work)."""
+    values = {
+        "target": state.target,
+        "vantage": state.vantage,
+        "tail_score": state.tail_score,
+        "tail_runs": state.tail_runs,
+        "last_run_id": state.last_run_id,
+        "rebase_at": state.rebase_at,
+        "excluded": state.excluded,
+        "updated_at": state.updated_at,
+        "cusums": {name: list(values) for name, values in state.cusums.items()},
+    }
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    statement = insert(DetectorStateRow).values(values)
+    kept = {name: statement.excluded[name] for name in values if name not in _STATE_KEY}
+    session.execute(statement.on_conflict_do_update(index_elements=_STATE_KEY, set_=kept))
+
+
+_STATE_KEY = ["target", "vantage"]
 
 
 def detector_states(session: Session) -> list[DetectorState]:

@@ -12,22 +12,32 @@ runs), is read again at its daily rebuild instead of held all day: kept, 100 suc
 held ~9 GB. Which runs are wanted is always asked of the database (a light query on the
 runs index), so a run flushed late from the spool, older than runs already seen, is
 found; only runs not built yet have their samples read.
+
+In ``serve`` the store hands each run it stored to ``add`` (``DatabaseSink``'s ``stored``
+hook), samples and all. From then on ``last`` of that (target, vantage) is answered from
+the runs kept, without a query, for ``RESYNC`` after the database was last read for it,
+and ``vantages`` of that target is asked again as rarely: every run this process stores
+passes by ``add``, so only runs stored by another process (an import) are found up to
+``RESYNC`` late. Reading them from the database at every evaluation was most of an
+evaluation's cost, and the same at 50 targets as at 2,000 (bench/fleet.py).
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunCount, RunData, run_from_samples
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.records import RunStatus
+from app.store.records import RunRecord, RunStatus
 
 # The contract's 7 days (app.alerts.history, not imported: alerts already import store).
 PRESENT_FOR = timedelta(days=7)
@@ -35,6 +45,9 @@ VANTAGES_TTL = timedelta(minutes=1)
 IDS_PER_QUERY = 500
 MAX_UNBUILDABLE = 100_000
 KEPT_WINDOW_RUNS = 2_000
+RESYNC_S = 600.0  # a (target, vantage) fed by ``add``: read from the database this often
+FED_VANTAGES_TTL = timedelta(seconds=RESYNC_S)
+UNASKED_KEPT = 16
 
 Key = tuple[str, str]
 
@@ -68,6 +81,34 @@ class DatabaseHistory:
         # Per target: when asked, and each vantage's newest run in the 7 days before.
         self._newest: dict[str, tuple[datetime, dict[str, datetime]]] = {}
         self._unbuildable: set[uuid.UUID] = set()
+        # Fed by ``add``: per key, when (monotonic) the newest ``n`` runs were read, so
+        # that the last ``n`` kept are the database's own.
+        self._fed: set[Key] = set()
+        self._fed_targets: set[str] = set()
+        self._synced: dict[Key, tuple[float, int]] = {}
+
+    def add(self, record: RunRecord) -> None:
+        """``record`` was stored (by this process): keep it built, and answer its (target,
+        vantage)'s ``last`` from what is kept while the database's newest run is the newest
+        kept, until ``RESYNC_S`` after the last read (older runs stored by another process
+        meanwhile, a spool flushed late, are found then)."""
+        if record.status != RunStatus.COMPLETE:
+            return
+        at = record.started_at.astimezone(UTC)  # as the database gives it back
+        run = run_from_samples(str(record.id), record.target, record.vantage, at, record.samples)
+        key = (record.target, record.vantage)
+        with self._lock:
+            self._fed.add(key)
+            self._fed_targets.add(record.target)
+            recent = self._recent.setdefault(key, [])
+            if any(kept.run_id == run.run_id for kept in recent):
+                return
+            bisect.insort(recent, run, key=lambda kept: (kept.at, kept.run_id))
+            # A key nobody asked of yet keeps a few: its first ``last`` reads the database.
+            capacity = self._capacity.get(key, UNASKED_KEPT)
+            if len(recent) > capacity:
+                del recent[: len(recent) - capacity]
+            self._seen(record.target, record.vantage, [run])
 
     def window(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunData]:
         """Runs that started in [start, end)."""
@@ -94,6 +135,9 @@ class DatabaseHistory:
         """The newest ``count`` runs (fewer if fewer can be rebuilt)."""
         key = (target, vantage)
         with self._lock:
+            kept = self._kept(key, count)
+            if kept is not None and self._still_newest(key):
+                return kept
             with self.sessions() as session:
                 heads = session.execute(
                     _heads(target, vantage)
@@ -104,8 +148,34 @@ class DatabaseHistory:
                     session, key, [_Head(run_id, at, n) for run_id, at, n in reversed(heads)]
                 )
             self._keep_recent(key, runs, count)
+            if key in self._fed:
+                # The newest ``count`` are the database's now; a longer tail kept exact
+                # by ``add`` since an earlier read stays so.
+                now, (then, known) = time.monotonic(), self._synced.get(key, (0.0, 0))
+                known = known if now - then <= RESYNC_S else 0
+                self._synced[key] = (now, max(count, known))
             self._seen(target, vantage, runs)
             return runs
+
+    def _kept(self, key: Key, count: int) -> list[RunData] | None:
+        """The newest ``count`` runs from memory, if ``add`` keeps them exact; else None."""
+        synced = self._synced.get(key)
+        if synced is None or count > synced[1] or time.monotonic() - synced[0] > RESYNC_S:
+            return None
+        return self._recent[key][-count:] if count > 0 else []
+
+    def _still_newest(self, key: Key) -> bool:
+        """The database's newest complete run of ``key`` is the newest kept: no other
+        process (another replica taking an agent's pushes, an import) stored a newer one
+        since. One index seek; the samples of the runs kept are never read again."""
+        with self.sessions() as session:
+            newest = session.execute(
+                _heads(*key).order_by(RunRow.started_at.desc(), RunRow.id.desc()).limit(1)
+            ).first()
+        recent = self._recent.get(key, [])
+        if newest is None or not recent:
+            return newest is None and not recent
+        return str(newest[0]) == recent[-1].run_id
 
     def vantages(self, target: str, now: datetime) -> list[str]:
         """Vantages with a complete run started in [now − 7 days, now], by name.
@@ -116,7 +186,8 @@ class DatabaseHistory:
         """
         with self._lock:
             cached = self._newest.get(target)
-            fresh = cached is not None and cached[0] <= now < cached[0] + VANTAGES_TTL
+            ttl = FED_VANTAGES_TTL if target in self._fed_targets else VANTAGES_TTL
+            fresh = cached is not None and cached[0] <= now < cached[0] + ttl
             if cached is None or not fresh or max(cached[1].values(), default=now) > now:
                 cached = self._newest[target] = (now, self._newest_runs(target, now))
             newest = cached[1]

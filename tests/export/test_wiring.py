@@ -7,7 +7,7 @@ from app.config import TargetsFile
 from app.export.exporter import MemoryExporter
 from app.main import counted
 from app.runtime.metrics import RunMetrics
-from app.runtime.service import AlertRules
+from app.runtime.rules import AlertRules
 from tests.export.test_mapping import CHAT, run, sample
 
 

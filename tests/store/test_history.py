@@ -13,8 +13,10 @@ from sqlalchemy import Engine, delete, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunData
+from app.runs.dbsink import DatabaseSink
 from app.store.dbhistory import DatabaseHistory
 from app.store.models import SampleRow
+from app.store.records import RunRecord
 from tests.runfactory import EVERY, T0, failed_run, make_run, record_of, store_records
 
 
@@ -169,3 +171,107 @@ def test_a_reference_window_longer_than_the_bound_is_not_kept(
     for _ in range(2):
         history.window("chat", "eu", T0, runs[5].at + EVERY)  # 6 runs: read every time
     assert len(sample_queries) == 3
+
+
+@pytest.fixture
+def run_queries(engine: Engine) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.startswith("SELECT") and "FROM runs" in statement:
+            seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    yield seen
+    event.remove(engine, "before_cursor_execute", count)
+
+
+def test_runs_the_store_hands_over_are_answered_from_memory_without_a_query(
+    sessions: sessionmaker[Session], run_queries: list[str], sample_queries: list[str]
+) -> None:
+    runs = series(12, 6)
+    records = [record_of(run) for run in runs]
+    history = DatabaseHistory(sessions)
+    store_records(sessions, records[:3], T0)
+    for record in records[:3]:
+        history.add(record)
+    history.last("chat", "eu", 4)  # read once from the database
+    asked = len(run_queries)
+    for record in records[3:]:
+        store_records(sessions, [record], T0)
+        history.add(record)
+        latest = history.last("chat", "eu", 4)
+        assert latest[-1].run_id == str(record.id)
+        assert history.last("chat", "eu", 2) == latest[-2:]
+    assert [run.run_id for run in latest] == [run.run_id for run in runs[2:]]
+    # Every answer from memory, after one seek for the newest run's id each.
+    assert len(run_queries) == asked + 2 * len(records[3:])
+    assert sample_queries == []  # the runs handed over were never read back
+    np.testing.assert_allclose(latest[-1].phases, runs[-1].phases)
+    assert history.vantages("chat", runs[-1].at) == ["eu"]
+
+
+def test_a_newer_run_stored_by_another_process_is_found_at_once(
+    sessions: sessionmaker[Session],
+) -> None:
+    runs = series(13, 4)
+    records = [record_of(run) for run in runs]
+    history = DatabaseHistory(sessions)
+    store_records(sessions, records[:2], T0)
+    history.add(records[1])
+    history.last("chat", "eu", 3)
+    # Not handed over: an agent's push taken by another replica.
+    store_records(sessions, records[2:3], T0)
+    found = history.last("chat", "eu", 3)
+    assert [r.run_id for r in found] == [r.run_id for r in runs[:3]]
+
+
+def test_an_older_run_stored_by_another_process_is_found_at_the_next_resync(
+    sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = series(16, 4)
+    records = [record_of(run) for run in runs]
+    history = DatabaseHistory(sessions)
+    store_records(sessions, [records[0], records[2]], T0)
+    history.add(records[2])
+    history.last("chat", "eu", 3)
+    store_records(sessions, records[1:2], T0)  # not handed over: a spool flushed late
+    assert [r.run_id for r in history.last("chat", "eu", 3)] == [runs[0].run_id, runs[2].run_id]
+    monkeypatch.setattr("app.store.dbhistory.RESYNC_S", 0.0)
+    found = history.last("chat", "eu", 3)
+    assert [r.run_id for r in found] == [r.run_id for r in runs[:3]]
+
+
+def test_a_longer_tail_than_was_read_is_asked_of_the_database(
+    sessions: sessionmaker[Session],
+) -> None:
+    runs = series(14, 5)
+    records = [record_of(run) for run in runs]
+    store_records(sessions, records, T0)
+    history = DatabaseHistory(sessions)
+    history.add(records[-1])
+    assert len(history.last("chat", "eu", 2)) == 2
+    assert [r.run_id for r in history.last("chat", "eu", 5)] == [r.run_id for r in runs]
+
+
+def test_the_database_sink_hands_each_run_it_stored_to_the_history_once(
+    sessions: sessionmaker[Session], run_queries: list[str]
+) -> None:
+    runs = series(15, 3)
+    records = [record_of(run) for run in runs]
+    history = DatabaseHistory(sessions)
+    handed: list[str] = []
+
+    def stored(record: RunRecord) -> None:
+        handed.append(str(record.id))
+        history.add(record)
+
+    sink = DatabaseSink(sessions, clock=lambda: runs[-1].at + EVERY, stored=stored)
+    assert sink.store(records[0])
+    history.last("chat", "eu", 3)
+    asked = len(run_queries)
+    assert sink.store_batch(records[1:]) == [True, True]
+    assert sink.store(records[2]) is False  # stored already: not handed over again
+    assert handed == [str(record.id) for record in records]
+    assert [r.run_id for r in history.last("chat", "eu", 3)] == [r.run_id for r in runs]
+    assert len(run_queries) == asked + 1  # the seek for the newest run's id; no run read

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, Table, and_, select, update
+from sqlalchemy import Engine, Table, bindparam, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.analysis.digest import QUANTILES, Digest, digest_of, merge_digests
@@ -111,12 +111,12 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
     inserted = set(session.scalars(statement, [digest_values(d) for d in digests]).all())
     fresh = [d for d in digests if d.run_id in inserted]
     merged = {key: merge_digests(parts) for key, parts in sorted(by_rollup(fresh).items())}
-    for key in sorted(merged.keys() - _insert_new(session, merged, now)):
-        _merge_into(session, key, merged[key], now)
+    _merge_into(session, sorted(merged.keys() - _insert_new(session, merged, now)), merged, now)
     return len(fresh)
 
 
 RollupKey = tuple[int, str, int, datetime]
+KEY_COLUMNS = ("target_id", "vantage", "period_s", "period_start")
 DIGESTS: Table = RunDigestRow.__table__  # type: ignore[assignment]
 ROLLUPS: Table = RollupRow.__table__  # type: ignore[assignment]
 
@@ -135,38 +135,69 @@ def _insert_new(session: Session, merged: dict[RollupKey, Digest], now: datetime
     """Insert the rollup rows that do not exist yet, in one statement; the keys inserted.
 
     Rows go in key order, as ``_merge_into`` locks them, so two writers never deadlock.
+    Only rows not there a moment ago are built (their quantiles are a row's main cost);
+    one that another writer adds meanwhile is not inserted, so it is merged into.
     """
-    if not merged:
-        return set()
+    present = _present(session, list(merged))
     rows = [
         {**dict(zip(KEY_COLUMNS, key, strict=True)), **rollup_values(digest, now)}
         for key, digest in merged.items()
+        if key not in present
     ]
+    if not rows:
+        return set()
     statement = insert_unless_present(session, ROLLUPS, list(KEY_COLUMNS)).returning(
         *(ROLLUPS.c[name] for name in KEY_COLUMNS)
     )
     return {(t, v, p, start) for t, v, p, start in session.execute(statement, rows)}
 
 
-def _merge_into(session: Session, key: RollupKey, digest: Digest, now: datetime) -> None:
-    """Merge ``digest`` into the existing rollup row ``key``, under its row lock."""
-    where = _rollup_key(key)
-    stored = session.scalars(select(RollupRow.digest).where(where).with_for_update()).one()
-    merged = merge_digests([Digest.from_json(stored), digest])
-    session.execute(update(RollupRow).where(where).values(rollup_values(merged, now)))
+def _present(session: Session, keys: list[RollupKey]) -> set[RollupKey]:
+    """Which of ``keys`` have a rollup row (read without a lock: a hint, see ``_insert_new``)."""
+    if not keys:
+        return set()
+    key_columns = [ROLLUPS.c[name] for name in KEY_COLUMNS]
+    query = select(*key_columns).where(tuple_(*key_columns).in_(keys))
+    return {(row[0], row[1], row[2], row[3]) for row in session.execute(query)}
 
 
-KEY_COLUMNS = ("target_id", "vantage", "period_s", "period_start")
+def _merge_into(
+    session: Session, keys: list[RollupKey], merged: dict[RollupKey, Digest], now: datetime
+) -> None:
+    """Merge each of ``keys``' digest into its existing rollup row, under the rows' locks.
 
-
-def _rollup_key(key: RollupKey) -> Any:
-    target, vantage, seconds, start = key
-    return and_(
-        RollupRow.target_id == target,
-        RollupRow.vantage == vantage,
-        RollupRow.period_s == seconds,
-        RollupRow.period_start == start,
+    One read of them all (locked in key order) and one batch of updates, not a locked read
+    and an update per row: a run touches ten rollup rows, and statements a row were most
+    of a run's cost in ``serve`` (bench/fleet.py).
+    """
+    if not keys:
+        return
+    key_columns = [ROLLUPS.c[name] for name in KEY_COLUMNS]
+    query = (
+        select(*key_columns, ROLLUPS.c.digest)
+        .where(tuple_(*key_columns).in_(keys))
+        .order_by(*key_columns)
+        .with_for_update()
     )
+    stored = {(row[0], row[1], row[2], row[3]): row[4] for row in session.execute(query)}
+    rows = []
+    for key in keys:
+        digest = merge_digests([Digest.from_json(stored[key]), merged[key]])
+        keyed = {f"key_{name}": value for name, value in zip(KEY_COLUMNS, key, strict=True)}
+        rows.append({**keyed, **{f"new_{k}": v for k, v in rollup_values(digest, now).items()}})
+    session.connection().execute(_UPDATE, rows)
+
+
+_UPDATE = (
+    ROLLUPS.update()
+    .where(*(ROLLUPS.c[name] == bindparam(f"key_{name}") for name in KEY_COLUMNS))
+    .values(
+        {
+            name: bindparam(f"new_{name}")
+            for name in ("runs", "n", "total_p50", "digest", "updated_at")
+        }
+    )
+)
 
 
 def rollup_values(digest: Digest, now: datetime) -> dict[str, Any]:
