@@ -62,6 +62,9 @@ class Baseline:
     tail_q: Array  # (SLOTS, len(phases)): p95 of a sample's phase over its run's median
     tail0: Array  # (len(phases),): the share of samples above tail_q, a day's mean (≈ 5 %)
     spread: Array  # the day-to-day standard deviation of each metric's daily value
+    # Each tail's day-to-day counting noise (binomial, in log, from the week's samples a
+    # day): the pooled tails' spread is never taken under it (0: not known).
+    counting: Array
 
     @property
     def width(self) -> int:
@@ -147,6 +150,7 @@ def freeze(runs: Sequence[RunData]) -> Baseline | None:
         tail_q=tail_q,
         tail0=np.full(len(phases), 1 - TAIL_QUANTILE),
         spread=np.zeros(1 + 2 * len(phases)),
+        counting=np.zeros(len(phases)),
     )
     days = np.array([int((baseline.end - run.at.timestamp()) // DAY) for run in timed])
     values, counts = [], []
@@ -174,12 +178,8 @@ def freeze(runs: Sequence[RunData]) -> Baseline | None:
     daily[:, tails:] = np.log(np.maximum(shares_over, 1e-4) / tail0)
     spread = daily.std(axis=0, ddof=1)
     spread[:tails] *= _upper_bound(len(daily) - 1)
-    # The tail's spread is never under a day's counting noise (binomial, in log): a week
-    # of ~6 daily values may by chance read a calm one, and the pooled test trusts it √n
-    # times over.
     counting = np.sqrt((1 - tail0) / (tail0 * float(np.median(counts))))
-    spread[tails:] = np.maximum(spread[tails:], counting)
-    return replace(baseline, tail0=tail0, spread=spread)
+    return replace(baseline, tail0=tail0, spread=spread, counting=counting)
 
 
 def _upper_bound(df: int) -> float:
@@ -187,7 +187,9 @@ def _upper_bound(df: int) -> float:
     freedom. A median's day-to-day wander is the shared load's, which a week samples
     poorly: a calm week (the detection corpus has them: 0.04 where 30 days give 0.12)
     must not make every ordinary day after it a drift. A tail's share is load-free,
-    mostly counting noise, which a week's ~2,000 samples a day measure well."""
+    mostly counting noise, which a week's ~2,000 samples a day measure well (the tails
+    read over several days lean on it √days times over: there it is floored at the
+    counting noise itself, ``Baseline.counting``)."""
     from scipy.stats import chi2  # at a freeze only: rare, and costly to import
 
     return math.sqrt(df / float(chi2.ppf(0.05, df)))

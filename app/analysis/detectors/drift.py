@@ -160,10 +160,11 @@ def _pooled_tails(
     if not len(n):
         return value, needed, days
     tails = slice(1 + k, None)
-    bars = np.maximum(
-        least[tails],
-        params.baseline_drift_sigmas * drift.baseline.spread[tails] / np.sqrt(n)[:, None],
-    )
+    # A week's six daily values may read calm by chance, and n days trust it √n times
+    # over: not under a day's counting noise (the day's own test keeps its calibration).
+    base = drift.baseline
+    spread = np.maximum(base.spread[tails], base.counting)
+    bars = np.maximum(least[tails], params.baseline_drift_sigmas * spread / np.sqrt(n)[:, None])
     reach = means[:, tails] / bars
     best = np.argmax(reach, axis=0)
     cols = np.arange(k)
