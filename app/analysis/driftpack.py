@@ -57,8 +57,8 @@ def unpack(floats: Sequence[float] | None) -> Drift | None:
     rest = np.asarray(floats[at + 5 :], dtype=np.float64)
     k, width = len(phases), 1 + 2 * len(phases)
     counted = k if floats[0] == VERSION else 0
-    sizes = (k, k, width, counted, SLOTS * (k + 1), SLOTS * k, 24 * (2 + width))
-    sizes += (int(days) * (1 + width),)
+    sizes = [k, k, width, counted, SLOTS * (k + 1), SLOTS * k, 24 * (2 + width)]
+    sizes.append(int(days) * (1 + width))
     if len(rest) != sum(sizes):
         return None
     parts = np.split(rest, np.cumsum(sizes)[:-1])
