@@ -42,6 +42,10 @@ KEEP_DAYS = 42  # daily values kept: longer than any baseline lives (baseline_ma
 # after a gap, are no day.
 MIN_HOURS = 18
 NEAR = 4  # runs an hour slot needs before it borrows from the other kind of day
+# A tail's share is also read over the last few kept days: its day-to-day noise is counting
+# noise (independent from day to day), so n days' mean strays √n less than a day's. A week:
+# the baseline's own length (longer, and a drift's early days dilute its newest ones).
+POOL_DAYS = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,9 @@ class Baseline:
     tail_q: Array  # (SLOTS, len(phases)): p95 of a sample's phase over its run's median
     tail0: Array  # (len(phases),): the share of samples above tail_q, a day's mean (≈ 5 %)
     spread: Array  # the day-to-day standard deviation of each metric's daily value
+    # Each tail's day-to-day counting noise (binomial, in log, from the week's samples a
+    # day): the pooled tails' spread is never taken under it (0: not known).
+    counting: Array
 
     @property
     def width(self) -> int:
@@ -143,9 +150,10 @@ def freeze(runs: Sequence[RunData]) -> Baseline | None:
         tail_q=tail_q,
         tail0=np.full(len(phases), 1 - TAIL_QUANTILE),
         spread=np.zeros(1 + 2 * len(phases)),
+        counting=np.zeros(len(phases)),
     )
     days = np.array([int((baseline.end - run.at.timestamp()) // DAY) for run in timed])
-    values = []
+    values, counts = [], []
     for block in np.unique(days):
         # Each day against the profile of the other days, as a new day will be: against
         # a profile of its own runs a day strays less than it will (the weekend's two days
@@ -160,6 +168,7 @@ def freeze(runs: Sequence[RunData]) -> Baseline | None:
         value = today(day, timed[own[-1]].at)
         if value is not None:
             values.append(value)
+            counts.append(sum(len(ratios[i]) for i in own))
     if len(values) < 3:
         return baseline
     tails = 1 + len(phases)
@@ -169,7 +178,8 @@ def freeze(runs: Sequence[RunData]) -> Baseline | None:
     daily[:, tails:] = np.log(np.maximum(shares_over, 1e-4) / tail0)
     spread = daily.std(axis=0, ddof=1)
     spread[:tails] *= _upper_bound(len(daily) - 1)
-    return replace(baseline, tail0=tail0, spread=spread)
+    counting = np.sqrt((1 - tail0) / (tail0 * float(np.median(counts))))
+    return replace(baseline, tail0=tail0, spread=spread, counting=counting)
 
 
 def _upper_bound(df: int) -> float:
@@ -177,7 +187,9 @@ def _upper_bound(df: int) -> float:
     freedom. A median's day-to-day wander is the shared load's, which a week samples
     poorly: a calm week (the detection corpus has them: 0.04 where 30 days give 0.12)
     must not make every ordinary day after it a drift. A tail's share is load-free,
-    mostly counting noise, which a week's ~2,000 samples a day measure well."""
+    mostly counting noise, which a week's ~2,000 samples a day measure well (the tails
+    read over several days lean on it √days times over: there it is floored at the
+    counting noise itself, ``Baseline.counting``)."""
     from scipy.stats import chi2  # at a freeze only: rare, and costly to import
 
     return math.sqrt(df / float(chi2.ppf(0.05, df)))
@@ -231,6 +243,15 @@ def today(drift: Drift, at: datetime) -> Array | None:
     tails = 1 + len(drift.baseline.phases)
     value[tails:] = np.log(np.maximum(value[tails:], 1e-4) / drift.baseline.tail0)
     return np.asarray(value)
+
+
+def pooled_days(drift: Drift, at: datetime) -> tuple[Array, Array]:
+    """The mean of each metric's kept daily values over the newest 1, 2, … kept days of
+    the last ``POOL_DAYS`` (rows), and how many days each mean holds."""
+    recent = drift.days[drift.days[:, 0] > math.floor(at.timestamp() / DAY) - POOL_DAYS]
+    newest = recent[::-1, 1:]
+    n = np.arange(1, len(newest) + 1, dtype=np.float64)
+    return np.cumsum(newest, axis=0) / n[:, None], n
 
 
 def keep_day(drift: Drift, at: datetime, value: Array) -> None:

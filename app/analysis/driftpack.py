@@ -10,7 +10,8 @@ import numpy as np
 
 from app.analysis.drift import KNOWN, SLOTS, Baseline, Drift
 
-VERSION = 2.0
+VERSION = 3.0
+READS = (2.0, VERSION)  # version 2 had no counting noise: read as 0 (the daily spread alone)
 NO_PIN = -1.0  # a pin's place in the packed floats when there is none
 
 
@@ -20,7 +21,16 @@ def pack(drift: Drift) -> list[float]:
     head = [VERSION, len(base.phases), *(KNOWN.index(name) for name in base.phases)]
     pin = NO_PIN if math.isnan(drift.pin) else drift.pin  # the store keeps JSON: no NaN
     head += [base.start, base.end, drift.frozen_at, pin, len(drift.days)]
-    parts = (base.shares, base.tail0, base.spread, base.means, base.tail_q, drift.bins, drift.days)
+    parts = (
+        base.shares,
+        base.tail0,
+        base.spread,
+        base.counting,
+        base.means,
+        base.tail_q,
+        drift.bins,
+        drift.days,
+    )
     body: list[float] = np.concatenate([p.ravel() for p in parts]).tolist()
     return [float(x) for x in head] + body
 
@@ -39,17 +49,20 @@ def unpack(floats: Sequence[float] | None) -> Drift | None:
     """The ``Drift`` that ``pack`` gave these floats; None for none, or another layout."""
     if isinstance(floats, Packed):
         return floats.drift
-    if not floats or floats[0] != VERSION:
+    if not floats or floats[0] not in READS:
         return None
     phases = tuple(KNOWN[int(code)] for code in floats[2 : 2 + int(floats[1])])
     at = 2 + len(phases)
     start, end, frozen_at, pin, days = floats[at : at + 5]
     rest = np.asarray(floats[at + 5 :], dtype=np.float64)
     k, width = len(phases), 1 + 2 * len(phases)
-    sizes = (k, k, width, SLOTS * (k + 1), SLOTS * k, 24 * (2 + width), int(days) * (1 + width))
+    counted = k if floats[0] == VERSION else 0
+    sizes = [k, k, width, counted, SLOTS * (k + 1), SLOTS * k, 24 * (2 + width)]
+    sizes.append(int(days) * (1 + width))
     if len(rest) != sum(sizes):
         return None
-    shares, tail0, spread, means, tail_q, bins, kept = np.split(rest, np.cumsum(sizes)[:-1])
+    parts = np.split(rest, np.cumsum(sizes)[:-1])
+    shares, tail0, spread, counting, means, tail_q, bins, kept = parts
     baseline = Baseline(
         start,
         end,
@@ -59,6 +72,7 @@ def unpack(floats: Sequence[float] | None) -> Drift | None:
         tail_q.reshape(SLOTS, k),
         tail0,
         spread,
+        counting if counted else np.zeros(k),
     )
     pin = math.nan if pin == NO_PIN else pin
     return Drift(baseline, frozen_at, pin, bins.reshape(24, 2 + width), kept.reshape(-1, 1 + width))

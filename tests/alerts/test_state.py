@@ -183,22 +183,31 @@ def test_a_confirmed_finding_fires_on_its_first_hit(confirmed: bool, states: lis
 
 
 # A resolved alert that told of a lasting change re-bases the vantage's references from
-# when it opened (as an acknowledgement does); other kinds leave them be.
+# when it opened (as an acknowledgement does), once it was told for hours; other kinds,
+# and a change over within the hours (a burst, a drift's first hours), leave them be.
 @pytest.mark.parametrize(
-    ("kind", "rebased"),
-    [("dominant_shift", True), ("level_shift", True), ("tail_shift", False)],
+    ("kind", "firing", "rebased"),
+    [
+        ("dominant_shift", timedelta(hours=6), True),
+        ("level_shift", timedelta(days=3), True),
+        ("tail_shift", timedelta(days=3), False),
+        ("dominant_shift", timedelta(minutes=15), False),  # one run: seed 4's drift
+        ("dominant_shift", timedelta(hours=1), False),
+        ("level_shift", timedelta(hours=5, minutes=45), False),
+    ],
 )
-def test_a_resolved_change_rebases_the_references(kind: str, rebased: bool) -> None:
+def test_a_resolved_change_rebases_the_references(
+    kind: str, firing: timedelta, rebased: bool
+) -> None:
     evaluator = Evaluator(MemoryHistory(), lambda _target: DetectorParams(), seed=1)
     identity = Identity(kind, "t", "eu", "vantage")
     rules = Rules(confirm=1, recover=1)
-    for k, signal in enumerate((Signal.HIT, Signal.CLEAR)):
-        found = {identity: Finding(signal, {})}
-        evaluator.apply(found, NOW + k * timedelta(minutes=15), lambda _i: rules)
+    for at, signal in ((NOW, Signal.HIT), (NOW + firing, Signal.CLEAR)):
+        evaluator.apply({identity: Finding(signal, {})}, at, lambda _i: rules)
     assert identity not in evaluator.alerts
     memory = evaluator.memory("t", "eu")
     assert (memory.rebase_at == NOW) is rebased
-    assert memory.excluded == [(NOW, NOW + timedelta(minutes=15))]  # its own runs stay out
+    assert memory.excluded == [(NOW, NOW + firing)]  # its own runs stay out
 
 
 # What a vantage's detectors are told is firing there: its own alerts and the service's.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.analysis.detectors.base import WARNING, Detector, Finding, Inputs, Named, Signal
-from app.analysis.drift import Drift, drifting_for, keep_day, observe, today
+from app.analysis.drift import Drift, drifting_for, keep_day, observe, pooled_days, today
 from app.analysis.driftpack import Packed, unpack
 from app.analysis.runs import Array
 
@@ -108,6 +108,7 @@ def drift_finding(drift: Drift, value: Array, params: DetectorParams, now: datet
     least = np.full(base.width, math.log1p(params.baseline_drift_min))
     least[1 + k :] = math.log1p(params.baseline_tail_min)
     needed = np.maximum(least, params.baseline_drift_sigmas * base.spread)
+    value, needed, pooled = _pooled_tails(drift, value, needed, least, params, now)
     material = base.shares >= params.baseline_drift_share
     counted = np.concatenate(([True], material, material))
     # A phase's rise is material when it adds enough to end-to-end as well.
@@ -136,10 +137,42 @@ def drift_finding(drift: Drift, value: Array, params: DetectorParams, now: datet
             for i, name in enumerate(base.phases)
             if material[i]
         },
+        "tail_days": int(pooled[lead - 1 - k]) if lead > k else 1,
         "drifting_days": round(drifting_for(drift, lead, value[lead], now, ONSET_FRACTION), 1),
         "since_baseline_days": round((now.timestamp() - base.end) / 86400, 1),
     }
     return Finding(Signal.HIT if beyond.any() else Signal.HOLD, numbers)
+
+
+def _pooled_tails(
+    drift: Drift, value: Array, needed: Array, least: Array, params: DetectorParams, now: datetime
+) -> tuple[Array, Array, Array]:
+    """Each tail read over today or over its newest 2…7 kept days, whichever is furthest
+    along to its own bar (``baseline_drift_sigmas`` of the spread ÷ √days, and the least
+    change): at 10 samples a run a day's share strays 0.14 in log, and a drift over two
+    weeks never reaches five of that in one day. The medians stay daily: their wander is
+    the shared load's, which lasts for days. Returns the values, the bars and each
+    tail's days."""
+    k = len(drift.baseline.phases)
+    means, n = pooled_days(drift, now)
+    value, needed = value.copy(), needed.copy()
+    days = np.ones(k)
+    if not len(n):
+        return value, needed, days
+    tails = slice(1 + k, None)
+    # A week's six daily values may read calm by chance, and n days trust it √n times
+    # over: not under a day's counting noise (the day's own test keeps its calibration).
+    base = drift.baseline
+    spread = np.maximum(base.spread[tails], base.counting)
+    bars = np.maximum(least[tails], params.baseline_drift_sigmas * spread / np.sqrt(n)[:, None])
+    reach = means[:, tails] / bars
+    best = np.argmax(reach, axis=0)
+    cols = np.arange(k)
+    better = reach[best, cols] > value[tails] / needed[tails]
+    value[tails] = np.where(better, means[best, 1 + k + cols], value[tails])
+    needed[tails] = np.where(better, bars[best, cols], needed[tails])
+    days = np.where(better, n[best], 1.0)
+    return value, needed, days
 
 
 def _pct(log_ratio: float) -> float:
@@ -154,9 +187,11 @@ def sentence(identity: Named, n: dict[str, Any]) -> str:
     lead = n["leading"]
     if lead.endswith(" tail"):
         phase = lead.removesuffix(" tail")
+        days = n.get("tail_days", 1)  # alerts stored before the pooled tails have none
+        during = f" over the last {days} days" if days > 1 else ""
         what = (
-            f"{n['over_p95_pct'][phase]:g} % of its {phase} samples are over their p95"
-            f" ({n['baseline_over_p95_pct'][phase]:g} % then)"
+            f"{n['over_p95_pct'][phase]:g} % of its {phase} samples{during} are over their"
+            f" p95 ({n['baseline_over_p95_pct'][phase]:g} % then)"
         )
     else:
         label = "end-to-end p50" if lead == "end-to-end" else f"{lead} median"
