@@ -1,5 +1,5 @@
 """The target page shows the last hour's connect split and says when connect moved between
-DNS, TCP and TLS, on SQLite and PostgreSQL."""
+DNS, TCP and TLS; the API's breakdown has the window's split: SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -53,8 +53,15 @@ def test_the_target_page_shows_the_split_and_notes_a_move_to_dns(
     try:
         with in_process(app) as client:
             page = client.get("/targets/chat?vantage=eu")
+            api = client.get("/api/v1/targets/chat/breakdown?vantage=eu").json()
     finally:
         app.state.service.engine.dispose()
     assert page.status_code == 200
     assert "connect, 4 new connections (ipv4), median: dns 90" in page.text
     assert "connect moved from tls to dns: dns 1.0 → 90.0 ms median" in page.text
+    # The API's breakdown (the last 24 hours: both runs) has the split of the same samples.
+    assert api["connect_split"] == {
+        "n": 8,
+        "medians": {"dns": 45.5, "tcp": 2.0, "tls": 20.0},
+        "families": {"ipv4": 8},
+    }
