@@ -48,6 +48,7 @@ NOTIFIERS = {
 }
 BASIC_AUTH = _field_model(NOTIFIERS["alertmanager"], "basic_auth")
 DETECTOR_PARAMS = _field_model(Target, "alerts")
+EXPECT = _field_model(Target, "expect")
 SLO_PARAMS = _field_model(DETECTOR_PARAMS, "slo")
 BURN_WINDOW = _field_model(SLO_PARAMS, "page")
 MAINTENANCE = _field_model(TargetsFile, "maintenance")
@@ -63,6 +64,7 @@ TABLES: dict[str, tuple[type[BaseModel], Callable[[str], str]]] = {
     "settings": (Settings, lambda name: f"`PHASEWATCH_{name.upper()}`"),
     "targets-file": (TargetsFile, _named),
     "target": (Target, _named),
+    "expect": (EXPECT, _named),
     **{f"notifier-{kind}": (config, _named) for kind, config in NOTIFIERS.items()},
     "basic-auth": (BASIC_AUTH, _named),
     "alerts": (DETECTOR_PARAMS, _named),
@@ -74,6 +76,7 @@ TABLES: dict[str, tuple[type[BaseModel], Callable[[str], str]]] = {
 # Models a field may hold, by the name the doc gives them (a link or a section below).
 MODEL_NAMES: dict[type[BaseModel], str] = {
     Target: "target (below)",
+    EXPECT: "answer checks (below)",
     DETECTOR_PARAMS: "detector settings ([detection.md](detection.md))",
     BASIC_AUTH: "`{username, password}` (below)",
     SLO_PARAMS: "SLO settings (below)",

@@ -21,7 +21,7 @@ from app.probe.sample import Status
 
 QUANTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 TIMED = frozenset({Status.OK, Status.DEADLINE_EXCEEDED})
-FAILED = frozenset({Status.ERROR, Status.HTTP_ERROR, Status.TIMEOUT})
+FAILED = frozenset({Status.ERROR, Status.HTTP_ERROR, Status.TIMEOUT, Status.INVALID_ANSWER})
 # A p99 taken from fewer timed samples than this rests on its top one or two: shown marked.
 LOW_CONFIDENCE_P99_BELOW = 100
 

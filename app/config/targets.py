@@ -17,6 +17,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.analysis.detectors import DetectorParams
 from app.analysis.maintenance import MaintenanceWindow
+from app.config.expect import ExpectConfig, kind_problems
 from app.config.vantages import VantageAccess, VantageName
 from app.durations import Seconds
 from app.envvars import validation_context
@@ -63,6 +64,9 @@ class Target(BaseModel):
     )
     propagate: bool = Field(
         False, description="Send a W3C `traceparent` with each request (its sample's span)."
+    )
+    expect: ExpectConfig | None = Field(
+        None, description="What a right answer has; else: `invalid_answer` (below)."
     )
     alerts: DetectorParams = Field(default_factory=DetectorParams, description="Detector settings.")
     notifiers: list[str] = Field(default_factory=list, description="Names; none listed: all.")
@@ -126,6 +130,7 @@ class Target(BaseModel):
             max_redirects=self.max_redirects,
             cooldown_s=self.cooldown,
             propagate=self.propagate,
+            expect=None if self.expect is None else self.expect.spec(self.body),
         )
 
     def public(self) -> dict[str, Any]:
@@ -202,6 +207,18 @@ class TargetsFile(BaseModel):
             if name not in self.notifiers
         ]
         _raise(unknown, type(self).__name__)
+        return self
+
+    @model_validator(mode="after")
+    def _expect_fits_kind(self) -> TargetsFile:
+        """Checked here, where a problem can name its target's ``expect.<field>`` line."""
+        problems = [
+            problem
+            for index, target in enumerate(self.targets)
+            if target.expect is not None
+            for problem in kind_problems(index, target.kind, target.body, target.expect)
+        ]
+        _raise(problems, type(self).__name__)
         return self
 
     @model_validator(mode="after")

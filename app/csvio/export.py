@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 from sqlalchemy import Engine, Select, func, select, true
 from sqlalchemy.orm import Session
 
-from app.csvio.layout import CsvExportError, format_number, format_timestamp, header, phase_order
+from app.csvio.layout import (
+    SPLIT_COLUMNS,
+    CsvExportError,
+    format_number,
+    format_timestamp,
+    header,
+    phase_order,
+)
 from app.store.models import RunRow, SampleRow, TargetRow
 
 if TYPE_CHECKING:
@@ -39,20 +46,47 @@ def export_samples(
             raise ValueError("export bounds must be aware datetimes")
     with _reading(source) as session:
         phases = phase_order(_phase_names(session, target, start, end))
+        split = _any_split(session, target, start, end)
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(header(phases))
-        return _write_rows(session, _filtered(_sample_rows(), target, start, end), phases, writer)
+        writer.writerow(header(phases, split))
+        rows = _filtered(_sample_rows(), target, start, end)
+        return _write_rows(session, rows, (phases, split), writer)
 
 
-def _write_rows(session: Session, rows: Select[Any], phases: list[str], writer: Writer) -> int:
-    known, count = frozenset(phases), 0
+def _write_rows(
+    session: Session, rows: Select[Any], columns: tuple[list[str], bool], writer: Writer
+) -> int:
+    (phases, split), count = columns, 0
+    known = frozenset(phases)
     streamed = session.execute(rows, execution_options={"yield_per": EXPORT_BATCH})
     # closing: an export that fails part-way must not leave a server-side cursor open.
     with closing(streamed):
         for row in streamed:
-            writer.writerow(_cells(tuple(row), phases, known))
+            cells = _cells(tuple(row[:-1]), phases, known)
+            if split:
+                cells.extend(split_cells(row[-1]))
+            writer.writerow(cells)
             count += 1
     return count
+
+
+def split_cells(split: Any) -> list[str]:
+    """The connect split's cells: empty for a sample without one (a reused connection)."""
+    if not isinstance(split, dict):
+        return [""] * len(SPLIT_COLUMNS)
+    return [format_number(split[part]) if part in split else "" for part in SPLIT_COLUMNS.values()]
+
+
+def _any_split(
+    session: Session, target: str | None, start: datetime | None, end: datetime | None
+) -> bool:
+    """Whether a selected sample has a connect split: then the export has its columns."""
+    if session.get_bind().dialect.name == "postgresql":
+        kind = func.jsonb_typeof(SampleRow.details.op("->")("connect_split"))
+    else:
+        kind = func.json_type(SampleRow.details, "$.connect_split")
+    query = _filtered(select(SampleRow.idx).where(kind == "object").limit(1), target, start, end)
+    return session.scalar(query) is not None
 
 
 @contextmanager
@@ -90,6 +124,7 @@ def _sample_rows() -> Select[Any]:
         SampleRow.status,
         SampleRow.total_ms,
         SampleRow.phases,
+        SampleRow.details["connect_split"],
     ).order_by(SampleRow.started_at, SampleRow.run_id, SampleRow.idx)
 
 

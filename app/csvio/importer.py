@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from app.clock import parse_timestamp, utcnow
 from app.csvio.layout import (
     BASE_COLUMNS,
+    SPLIT_COLUMNS,
     CsvImportError,
     CsvProblem,
     ImportResult,
@@ -166,7 +167,11 @@ def _layout(names: list[str] | None) -> _Layout:
         problems.add(1, missing, "column missing")
     if problems.count:
         raise CsvImportError(problems.listed, problems.count)
-    ordered = {name: phases[name] for name in phase_order(phases)}
+    split = [name for name in SPLIT_COLUMNS if name in phases]
+    if split and len(split) != len(SPLIT_COLUMNS):
+        columns = ", ".join(f"{name}_ms" for name in SPLIT_COLUMNS)
+        raise CsvImportError([CsvProblem(1, None, f"{columns} come together or not at all")])
+    ordered = {name: phases[name] for name in [*phase_order(phases), *split]}
     return _Layout(len(names), base, ordered)
 
 

@@ -2,7 +2,10 @@
 
 ``timestamp,target,vantage,run_id,status,total_ms,<phase>_ms...``: one row per sample,
 ``timestamp`` its start in UTC (written ``2024-05-01T12:00:00.000000Z``; any offset is read
-and converted), an empty phase cell for a phase the sample does not have. Rows are ordered
+and converted), an empty phase cell for a phase the sample does not have. After the phases,
+when some sample has one, its connect split (``connect_dns_ms,connect_tcp_ms,
+connect_tls_ms``, app.probe.connection): parts of ``connect``, not phases, empty for a
+sample on a reused connection. Rows are ordered
 by timestamp, run id, then the sample's index in its run; numbers are written with ``repr``
 so that they read back as the same float. Export → import → export is byte-identical.
 
@@ -23,6 +26,8 @@ from app.probe.sample import HTTP_PHASES, LLM_PHASES, Status
 BASE_COLUMNS = ("timestamp", "target", "vantage", "run_id", "status", "total_ms")
 STATUSES = tuple(status.value for status in Status)
 KNOWN_PHASES = (*LLM_PHASES, *(p for p in HTTP_PHASES if p not in LLM_PHASES))
+# The connect split's columns (without ``_ms``) → its parts.
+SPLIT_COLUMNS = {"connect_dns": "dns", "connect_tcp": "tcp", "connect_tls": "tls"}
 MAX_NAME_LENGTH = 200  # targets.name and runs.vantage
 
 
@@ -65,12 +70,14 @@ class ImportResult:
 
 def phase_order(names: Iterable[str]) -> list[str]:
     """The LLM phases, then ``server``, in their order; any others alphabetically."""
-    found = set(names)
+    found = set(names).difference(SPLIT_COLUMNS)
     return [p for p in KNOWN_PHASES if p in found] + sorted(found.difference(KNOWN_PHASES))
 
 
-def header(phases: Sequence[str]) -> list[str]:
-    return [*BASE_COLUMNS, *(f"{phase}_ms" for phase in phases)]
+def header(phases: Sequence[str], split: bool = False) -> list[str]:
+    """The columns; ``split``: the connect split's too."""
+    parts = list(SPLIT_COLUMNS) if split else []
+    return [*BASE_COLUMNS, *(f"{phase}_ms" for phase in [*phases, *parts])]
 
 
 def format_timestamp(value: datetime) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from app.csvio.layout import STATUSES
+from app.csvio.layout import SPLIT_COLUMNS, STATUSES
 from app.store.records import RunRecord, RunStatus, SampleRecord
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -71,10 +71,13 @@ class Table:
 
     def _sample(self, idx: int, row: int) -> SampleRecord:
         values = zip(self.phases, (column[row] for column in self.values), strict=True)
+        phases = {name: value for name, value in values if not math.isnan(value)}
+        split = {part: phases.pop(name) for name, part in SPLIT_COLUMNS.items() if name in phases}
         return SampleRecord(
             idx=idx,
             started_at=_EPOCH + self.micros[row] * _MICROSECOND,
             status=STATUSES[self.status[row]],
             total_ms=self.total[row],
-            phases={name: value for name, value in values if not math.isnan(value)},
+            phases=phases,
+            details={"connect_split": split} if split else {},
         )

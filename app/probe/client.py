@@ -19,7 +19,7 @@ import certifi
 import httpx
 
 from app import __version__, clock
-from app.probe import outcome, redirects, responses, template
+from app.probe import answers, connection, outcome, redirects, responses, template
 from app.probe.compat import use_network_backend
 from app.probe.kinds import KINDS, Answer
 from app.probe.net.backend import AsyncioBackend
@@ -90,6 +90,7 @@ class _Exchange:
     # Until an answer says otherwise (a cut before it), what the request asked for.
     streaming: bool = False
     traceparent: str | None = None  # sent with the request (``propagate: true``)
+    keeper: answers.Keeper | None = None  # the answer's bytes, for ``expect:`` (app.probe.answers)
 
     def kernel_rtt_ms(self) -> float | None:
         """The RTT of the socket this request went out on, open or closed (a cut one is
@@ -118,7 +119,7 @@ async def probe_once(
     started_at = clock.utcnow()
     redactor = Redactor.of(spec.headers)
     exchange = _Exchange(TraceRecorder(clock.now_ns()), redactor, index)
-    exchange.streaming = _asks_for_stream(spec)
+    exchange.streaming = spec.asks_for_stream
     exchange.traceparent = new_traceparent() if spec.propagate else None
     cutoff_ns = int(spec.cutoff_s * 1e9)
     status, error = Status.OK, None
@@ -144,6 +145,8 @@ async def probe_once(
     sample = _sample(spec, exchange, index, started_at, status, end_ns, round_trip)
     sample.cold_start = cold_start
     outcome.describe(sample, exchange.response, exchange.findings.error, error, redactor)
+    answers.judge(sample, spec, exchange.keeper, redactor)
+    connection.describe(sample, exchange.recorder.fresh_stream)
     if error is not None:
         # The scrubbed text, never the exception: its message may quote a secret.
         log.debug("probe of %s failed: %s: %s", spec.url, sample.error_class, sample.error)
@@ -225,6 +228,8 @@ def _reader_for(spec: ProbeSpec, response: httpx.Response, exchange: _Exchange) 
         return ErrorBodyReader(findings, exchange.redactor)
     answer = Answer(exchange.recorder.marks, findings, spec.max_body_bytes)
     reader = KINDS[spec.kind].reader(response, answer)
+    if spec.expect is not None:
+        reader = exchange.keeper = answers.Keeper(reader)
     exchange.streaming = reader.streaming
     return reader
 
@@ -279,11 +284,6 @@ def _round_trip(
     if status in CUT and earlier.network_ms is not None:
         return rtt_ms, earlier.network_ms
     return rtt_ms, rtt_ms
-
-
-def _asks_for_stream(spec: ProbeSpec) -> bool:
-    """A JSON body with ``"stream": true`` (OpenAI's and Anthropic's way of asking)."""
-    return isinstance(spec.body, dict) and spec.body.get("stream") is True
 
 
 def _cutoff_error(spec: ProbeSpec) -> TimeoutError:

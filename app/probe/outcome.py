@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import httpx
 
+from app.probe.connection import stream_address
 from app.probe.redact import Redactor
 from app.probe.sample import Sample, ServerTiming, Status
 from app.probe.sse import StreamFormatError
@@ -69,8 +70,4 @@ def scrub_timing(timing: ServerTiming, redactor: Redactor) -> ServerTiming:
 
 def remote_address(response: httpx.Response | None) -> str | None:
     stream = None if response is None else response.extensions.get("network_stream")
-    address = None if stream is None else stream.get_extra_info("server_addr")
-    if not address:
-        return None
-    host, port = address[0], address[1]
-    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return stream_address(stream)

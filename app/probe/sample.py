@@ -22,6 +22,8 @@ class Status(StrEnum):
     # failure, not a miss of a deadline nobody set, and its phases are not the breakdown's.
     TIMEOUT = "timeout"
     ERROR = "error"
+    # Answered, but not as the target's ``expect:`` asks (app.probe.answercheck): a failure.
+    INVALID_ANSWER = "invalid_answer"
 
 
 class Provenance(StrEnum):
@@ -37,6 +39,9 @@ HTTP_PHASES = ("connect", "network", "server", "transfer")
 @dataclass(slots=True)
 class Marks:
     connect_start: int | None = None
+    # The name resolved (our backend's mark, inside httpcore's connect_tcp): DNS before
+    # it, TCP after it (app.probe.connection).
+    dns_end: int | None = None
     connect_end: int | None = None
     tls_start: int | None = None
     tls_end: int | None = None
@@ -130,6 +135,9 @@ class Sample:
     cold_start: bool = False
     # The W3C ``traceparent`` sent with the request (``propagate: true``), else None.
     traceparent: str | None = None
+    # ``connect`` as dns, tcp and tls (app.probe.connection); None: no connection made.
+    connect_split: dict[str, float] | None = None
+    address_family: str | None = None  # ipv4 | ipv6: of ``remote_address``
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -148,6 +156,8 @@ class Sample:
             "connection_reused": self.connection_reused,
             "cold_start": self.cold_start,
             "remote_address": self.remote_address,
+            "address_family": self.address_family,
+            "connect_split": _rounded(self.connect_split),
             "request_id": self.request_id,
             "traceparent": self.traceparent,
             "rtt_ms": self.rtt_ms,
@@ -155,3 +165,7 @@ class Sample:
             "server_timing": self.server_timing.raw,
             "marks_ns": self.marks.as_dict(),
         }
+
+
+def _rounded(split: dict[str, float] | None) -> dict[str, float] | None:
+    return None if split is None else {k: round(v, 4) for k, v in split.items()}

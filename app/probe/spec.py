@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from app.probe import template
+from app.probe.answercheck import Expect
 from app.probe.servertiming import DEFAULT_SERVER_TIMING_MAP
 
 # What `follow_redirects: true` allows (browsers allow 20, curl 50; a monitored endpoint
@@ -57,6 +58,8 @@ class ProbeSpec:
     cooldown_s: float | None = None
     # Send a W3C ``traceparent`` with each request: the ids of its sample's span.
     propagate: bool = False
+    # What a right answer has (``expect:``); None: any answer below 400 is ok.
+    expect: Expect | None = None
     # Whether the body has {{nonce}} or {{i}} to fill in for every request (app.probe.template).
     templated: bool = field(init=False, default=False)
 
@@ -70,6 +73,11 @@ class ProbeSpec:
         if self.cooldown_s is not None:
             return self.cooldown_s
         return min(self.cutoff_s, MAX_DEFAULT_COOLDOWN_S)
+
+    @property
+    def asks_for_stream(self) -> bool:
+        """A JSON body with ``"stream": true`` (OpenAI's and Anthropic's way of asking)."""
+        return isinstance(self.body, dict) and self.body.get("stream") is True
 
     @property
     def cutoff_s(self) -> float:

@@ -2,7 +2,8 @@
 
 httpcore announces each step of a request as ``<module>.<step>.started|complete|failed``.
 Those names are not a stable API (pyproject pins httpcore's minor for that reason); this
-module is the only place that knows them. DNS happens inside ``connect_tcp``.
+module is the only place that knows them. DNS happens inside ``connect_tcp``: the stream
+it returns says when the name was resolved (``resolved_ns``, app.probe.net.backend).
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ class TraceRecorder:
             setattr(self.marks, field_name, self.now())
         if event in _STREAM_EVENTS:
             self.fresh_stream = info.get("return_value")
+            self._resolved(self.fresh_stream)
+
+    def _resolved(self, stream: Any) -> None:
+        resolved_ns = None if stream is None else stream.get_extra_info("resolved_ns")
+        if isinstance(resolved_ns, int) and self.marks.dns_end is None:
+            self.marks.dns_end = resolved_ns - self.start_ns
 
     def mark(self, field_name: str) -> int:
         """Set a mark from our own read loop, once; returns the time it holds."""

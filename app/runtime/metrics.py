@@ -106,7 +106,8 @@ class RunMetrics:
         )
         self.samples = Counter(
             "phasewatch_samples",
-            "Probe requests by outcome: ok, deadline_exceeded, timeout, error, http_error.",
+            "Probe requests by outcome: ok, deadline_exceeded, timeout, error, http_error,"
+            " invalid_answer.",
             (*SERIES, "status"),
             registry=registry,
         )

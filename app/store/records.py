@@ -29,6 +29,8 @@ DETAIL_KEYS = (
     "connection_reused",
     "cold_start",
     "remote_address",
+    "address_family",
+    "connect_split",
     "request_id",
     "rtt_ms",
     "tokens",

@@ -88,6 +88,12 @@ class SloOut(Out):
     )
 
 
+class ConnectSplitOut(Out):
+    n: int = Field(description="samples that made a new connection")
+    medians: dict[str, float] = Field(description="dns, tcp and tls: each part's median, ms")
+    families: dict[str, int] = Field(description="new connections by address family")
+
+
 class BreakdownOut(Out):
     target: str
     vantage: str | None = Field(description="null: every vantage pooled")
@@ -104,6 +110,11 @@ class BreakdownOut(Out):
     source: str = Field(description="samples: exact; digests: merged sketches, within 1 %")
     slo: SloOut | None = Field(
         default=None, description="the deadline SLO as of `to`; null: the target has no deadline"
+    )
+    connect_split: ConnectSplitOut | None = Field(
+        default=None,
+        description="connect as dns, tcp and tls over the raw samples' new connections;"
+        " null: none (every connection reused, or the samples pruned)",
     )
 
 

@@ -514,7 +514,8 @@ def test_cli_import_lists_each_problem_and_exits_1(
 
     assert (code, out) == (1, "")
     assert err.splitlines() == [
-        f"{path}:3: status: 'okay' is not one of ok, http_error, deadline_exceeded, timeout, error",
+        f"{path}:3: status: 'okay' is not one of ok, http_error, deadline_exceeded, timeout,"
+        " error, invalid_answer",
         f"{path}:3: total_ms: '-3' is negative",
         f"phasewatch: error: nothing imported: 2 problems in {path}",
     ]

@@ -68,6 +68,7 @@ async def loopback() -> AsyncIterator[int]:
 
 class Counting(AsyncioBackend):
     def __init__(self) -> None:
+        super().__init__()
         self.connects = 0
 
     async def connect_tcp(

@@ -14,7 +14,8 @@ per call (``ConnectTimeout``/``ReadTimeout``/``WriteTimeout``), failures are htt
 ``ConnectError``/``ReadError``/``WriteError``, cancellation passes through untouched.
 ``get_extra_info("socket")`` is the real ``socket.socket``; ``get_extra_info("tcp_rtt_ms")``
 is the kernel's RTT of it (``app.probe.rtt``), read at the close once it is closed: a
-request cut at its deadline is closed before the probe can ask.
+request cut at its deadline is closed before the probe can ask. ``get_extra_info
+("resolved_ns")`` is when its name was resolved (``clock.now_ns``): the end of ``dns``.
 """
 
 from __future__ import annotations
@@ -32,10 +33,14 @@ from httpcore import (
 
 from app.probe.compat import SOCKET_OPTION
 from app.probe.net.connect import connect, prepare
+from app.probe.net.resolver import Resolver, SystemResolver
 from app.probe.net.stream import open_stream, within
 
 
 class AsyncioBackend(AsyncNetworkBackend):
+    def __init__(self, resolver: Resolver | None = None) -> None:
+        self.resolver = resolver or SystemResolver()
+
     async def connect_tcp(
         self,
         host: str,
@@ -46,11 +51,11 @@ class AsyncioBackend(AsyncNetworkBackend):
     ) -> AsyncNetworkStream:
         options = list(socket_options or ())
         try:
-            connecting = connect(host, port, local_address, options)
-            sock = await within(connecting, timeout, ConnectTimeout)
+            connecting = connect(host, port, local_address, options, self.resolver)
+            sock, resolved_ns = await within(connecting, timeout, ConnectTimeout)
         except OSError as exc:
             raise ConnectError(str(exc) or repr(exc)) from exc
-        return await open_stream(sock)
+        return await open_stream(sock, resolved_ns)
 
     async def connect_unix_socket(
         self,

@@ -1,5 +1,6 @@
 """Connecting the probe's socket: a plain non-blocking socket, addresses raced only when a
-name resolves to more than one (happy eyeballs, RFC 8305), a timeout per call."""
+name resolves to more than one (happy eyeballs, RFC 8305), a timeout per call. The moment
+the name was resolved is kept: it splits ``connect`` into DNS and TCP (docs/phases.md)."""
 
 from __future__ import annotations
 
@@ -12,22 +13,30 @@ from functools import partial
 from ipaddress import ip_address
 from typing import Any
 
+from app import clock
 from app.probe.compat import SOCKET_OPTION
+from app.probe.net.resolver import Resolver
 
 # RFC 8305's recommended head start of one address over the next.
 HAPPY_EYEBALLS_DELAY_S = 0.25
 
 
 async def connect(
-    host: str, port: int, local_address: str | None, options: list[SOCKET_OPTION]
-) -> socket.socket:
-    addresses = await _resolve(host, port)
+    host: str,
+    port: int,
+    local_address: str | None,
+    options: list[SOCKET_OPTION],
+    resolver: Resolver,
+) -> tuple[socket.socket, int]:
+    """The connected socket, and when (``clock.now_ns``) its name was resolved."""
+    addresses = await _resolve(host, port, resolver)
+    resolved_ns = clock.now_ns()
     if len(addresses) == 1:
-        return await _connect_one(addresses[0], local_address, options)
-    return await race(addresses, local_address, options)
+        return await _connect_one(addresses[0], local_address, options), resolved_ns
+    return await race(addresses, local_address, options), resolved_ns
 
 
-async def _resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+async def _resolve(host: str, port: int, resolver: Resolver) -> list[tuple[Any, ...]]:
     """(family, sockaddr) to try, in order; an IP literal needs no resolver (nor thread)."""
     try:
         literal = ip_address(host.strip("[]"))
@@ -36,11 +45,10 @@ async def _resolve(host: str, port: int) -> list[tuple[Any, ...]]:
     if literal is not None:
         family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
         return [(family, (str(literal), port))]
-    loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    if not infos:
+    addresses = await resolver.resolve(host, port)
+    if not addresses:
         raise OSError(f"no address found for {host}")
-    return _interleave([(info[0], info[4]) for info in infos])
+    return _interleave(addresses)
 
 
 def _interleave(addresses: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

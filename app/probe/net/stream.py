@@ -145,9 +145,14 @@ class AsyncioStream(AsyncNetworkStream):
     """One connection: plain TCP, or TLS over it after ``start_tls``."""
 
     def __init__(
-        self, sock: socket.socket, transport: asyncio.Transport, protocol: _Buffered
+        self,
+        sock: socket.socket,
+        transport: asyncio.Transport,
+        protocol: _Buffered,
+        resolved_ns: int | None = None,
     ) -> None:
         self._sock = sock
+        self._resolved_ns = resolved_ns  # when its name was resolved (app.probe.net.backend)
         self._transport = transport
         self._protocol = protocol
         self._tls = False
@@ -231,7 +236,7 @@ class AsyncioStream(AsyncNetworkStream):
             raise ConnectError("connection closed during the TLS handshake")
         assert isinstance(transport, asyncio.Transport)
         self._protocol.transport = transport  # flow control now pauses the TLS layer
-        stream = AsyncioStream(self._sock, transport, self._protocol)
+        stream = AsyncioStream(self._sock, transport, self._protocol, self._resolved_ns)
         stream._tls = True
         return stream
 
@@ -242,6 +247,8 @@ class AsyncioStream(AsyncNetworkStream):
             return self._server_addr
         if info == "client_addr":
             return self._client_addr
+        if info == "resolved_ns":
+            return self._resolved_ns
         if info == "ssl_object":
             return self._transport.get_extra_info("ssl_object") if self._tls else None
         if info == "is_readable":
@@ -260,7 +267,7 @@ class AsyncioStream(AsyncNetworkStream):
         return is_socket_readable(self._sock)
 
 
-async def open_stream(sock: socket.socket) -> AsyncioStream:
+async def open_stream(sock: socket.socket, resolved_ns: int | None = None) -> AsyncioStream:
     loop = asyncio.get_running_loop()
     protocol = _Buffered()
     try:
@@ -268,7 +275,7 @@ async def open_stream(sock: socket.socket) -> AsyncioStream:
     except BaseException:
         sock.close()
         raise
-    return AsyncioStream(sock, transport, protocol)
+    return AsyncioStream(sock, transport, protocol, resolved_ns)
 
 
 def _address(ask: Any) -> Any:

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.alerts.views import AlertView, list_alerts
 from app.analysis.breakdown import Breakdown
+from app.analysis.connectsplit import connect_moved
 from app.analysis.maintenance import MaintenanceWindow, spans_between
 from app.clock import utcnow
 from app.store.db import Session
@@ -21,6 +22,7 @@ from app.store.models import RunRow
 from app.store.reads.breakdown import breakdown
 from app.store.reads.browse import first_run_at, vantages_since
 from app.store.reads.chart import run_summaries
+from app.store.reads.connectsplit import connect_split
 from app.store.reads.slo import target_slo
 from app.store.targets import target_row
 from app.web.deps import ServiceDep, SessionDep, WorkersDep, maintenance_windows
@@ -39,6 +41,8 @@ RANGES = {
 }
 LONGEST_DEFAULT = "7d"
 CURRENT_WINDOW = timedelta(hours=1)
+# What the last hour's connect split is held against (a note when it moved).
+CONNECT_BEFORE = timedelta(hours=24)
 RECENT_RUNS = 20
 RECENT_RUNS_WITHIN = timedelta(days=2)
 VANTAGES_WITHIN = timedelta(days=90)
@@ -76,6 +80,17 @@ def alert_marks(
     ]
     # Inside a <script> element: "<" escaped so no summary can close it.
     return json.dumps(marks).replace("<", "\\u003c")
+
+
+def connect_view(
+    session: Session, target: str, vantage: str | None, now: datetime
+) -> dict[str, Any]:
+    """The last hour's connect split (dns, tcp, tls), and a note if it moved from the day
+    before it (app.analysis.connectsplit)."""
+    start = now - CURRENT_WINDOW
+    split = connect_split(session, target, start, now, vantage)
+    before = connect_split(session, target, start - CONNECT_BEFORE, start, vantage)
+    return {"split": split, "note": connect_moved(before, split)}
 
 
 def current(
@@ -148,6 +163,7 @@ def _context(
         "vantage": vantage or "",
         "vantages": vantages,
         "breakdowns": current(session, name, shown, now),
+        "connect": connect_view(session, name, vantage, now),
         "slo": [(v, slo[v]) for v in shown if v in slo],
         "alerts": alerts,
         "marks": alert_marks(alerts, shaded),
