@@ -44,6 +44,7 @@ class _Sample:
     status: str
     total_ms: float
     phases: dict[str, float]
+    marks: dict[str, int]  # for the objectives' values (time to first token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +128,7 @@ class DatabaseHistory:
         an index-only range scan; no sample is read."""
         with self.sessions() as session:
             rows = session.execute(
-                select(RunRow.started_at, RunRow.n_ok, RunRow.n_deadline_exceeded)
+                select(RunRow.started_at, RunRow.n_ok, RunRow.n_deadline_exceeded, RunRow.n_samples)
                 .join(TargetRow, RunRow.target_id == TargetRow.id)
                 .where(
                     TargetRow.name == target,
@@ -137,7 +138,7 @@ class DatabaseHistory:
                     RunRow.started_at < end,
                 )
             ).all()
-        return sorted(RunCount(at, ok + missed, missed) for at, ok, missed in rows)
+        return sorted(RunCount(at, ok + missed, missed, n) for at, ok, missed, n in rows)
 
     def _newest_runs(self, target: str, now: datetime) -> dict[str, datetime]:
         with self.sessions() as session:
@@ -216,10 +217,16 @@ def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list
     found: dict[uuid.UUID, list[_Sample]] = {}
     for first in range(0, len(ids), IDS_PER_QUERY):
         rows = session.execute(
-            select(SampleRow.run_id, SampleRow.status, SampleRow.total_ms, SampleRow.phases)
+            select(
+                SampleRow.run_id,
+                SampleRow.status,
+                SampleRow.total_ms,
+                SampleRow.phases,
+                SampleRow.marks,
+            )
             .where(SampleRow.run_id.in_(ids[first : first + IDS_PER_QUERY]))
             .order_by(SampleRow.run_id, SampleRow.idx)
         )
-        for run_id, status, total_ms, phases in rows:
-            found.setdefault(run_id, []).append(_Sample(status, total_ms, phases))
+        for run_id, status, total_ms, phases, marks in rows:
+            found.setdefault(run_id, []).append(_Sample(status, total_ms, phases, marks))
     return found
