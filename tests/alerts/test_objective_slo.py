@@ -43,7 +43,7 @@ def moves(transitions: list[Transition]) -> list[tuple[str, str, str]]:
 
 def test_a_fifth_of_requests_failing_for_forty_minutes_pages_and_is_not_probe_failing() -> None:
     # Runs every 5 minutes, 20 % of each failing for 40 minutes: 40× a 99.5 % budget.
-    incident = {i: 5 for i in range(300, 308)}
+    incident = dict.fromkeys(range(300, 308), 5)
     found = list(replay(timeline(incident, every=timedelta(minutes=5)), lambda _: AVAILABILITY))
     assert moves(found) == [
         ("availability_slo", "critical", "firing"),
