@@ -88,6 +88,18 @@ class SloOut(Out):
     )
 
 
+class ObjectiveOut(Out):
+    """One objective of ``alerts.objectives`` now (docs/slo.md)."""
+
+    metric: str = Field(description="availability, end_to_end_ms or ttft_ms")
+    below_ms: float | None = Field(description="a latency objective's bound; null: availability")
+    objective: float = Field(description="share of counted requests meeting it, e.g. 0.995")
+    budget_window: str
+    budget_left: float | None = Field(description="as the deadline SLO's; null: no request")
+    burn_rates: dict[str, float | None] = Field(description="per window; null: no request")
+    burning: list[str] = Field(description="critical (page), warning (ticket)")
+
+
 class BreakdownOut(Out):
     target: str
     vantage: str | None = Field(description="null: every vantage pooled")
@@ -104,6 +116,14 @@ class BreakdownOut(Out):
     source: str = Field(description="samples: exact; digests: merged sketches, within 1 %")
     slo: SloOut | None = Field(
         default=None, description="the deadline SLO as of `to`; null: the target has no deadline"
+    )
+    objectives: list[ObjectiveOut] = Field(
+        default_factory=list, description="the target's other objectives as of `to`"
+    )
+    goodput: dict[str, float | None] | None = Field(
+        default=None,
+        description="per window ending at `to`: the share of requests meeting every objective"
+        " at once (status ok, and each latency objective met); null: no objectives",
     )
 
 
@@ -176,8 +196,20 @@ class SampleOut(Out):
     details: dict[str, Any]
 
 
+class RunObjectiveOut(Out):
+    metric: str
+    counted: int = Field(description="samples the objective counts in this run")
+    bad: int = Field(description="of them, those not meeting it")
+
+
 class RunDetail(RunOut):
     samples: list[SampleOut]
+    objectives: list[RunObjectiveOut] = Field(
+        default_factory=list, description="the run against each of the target's objectives"
+    )
+    goodput: float | None = Field(
+        default=None, description="share of the run's samples meeting every objective at once"
+    )
 
 
 class RunPage(Out):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.store.reads.breakdown import breakdown
+from app.store.reads.objectives import target_objectives
 from app.store.reads.slo import target_slo
 from app.web.api.params import (
     TARGET_ERRORS,
@@ -29,7 +30,8 @@ def get_breakdown(
 ) -> BreakdownOut:
     """Per-phase p50/p90/p95/p99 with n, shares, the dominant phase and deadline misses,
     for [from, to) (default: the last 24 hours), one vantage or all pooled; with the
-    deadline SLO as of ``to`` (error budget left, burn rate per window).
+    deadline SLO as of ``to`` (error budget left, burn rate per window), and the target's
+    other objectives and goodput likewise.
 
     Exact while the window's raw samples are kept (``source: samples``); from merged
     digests, within 1 %, once some were pruned (``source: digests``).
@@ -40,4 +42,6 @@ def get_breakdown(
     assert found is not None  # the target exists
     windows = maintenance_windows(service)
     slo = (target_slo(session, name, window.end, windows) or {}).get(vantage)
-    return BreakdownOut.model_validate(found.to_json() | {"slo": slo and slo.to_json()})
+    objectives = (target_objectives(session, name, window.end, windows) or {}).get(vantage)
+    shown = {"slo": slo and slo.to_json(), **(objectives.to_json() if objectives else {})}
+    return BreakdownOut.model_validate(found.to_json() | shown)
