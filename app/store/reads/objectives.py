@@ -11,6 +11,7 @@ counts for availability only).
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,13 +26,22 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.analysis.detectors.deadline import SloStatus, label, slo_status, spans
 from app.analysis.detectors.params import DetectorParams
 from app.analysis.maintenance import MaintenanceWindow
-from app.analysis.objectives import AVAILABILITY, Objective, Tally, goodput, share, tally
-from app.analysis.runs import run_from_samples
+from app.analysis.objectives import (
+    AVAILABILITY,
+    CUT,
+    Objective,
+    Tally,
+    goodput,
+    readings,
+    share,
+    tally,
+)
 from app.analysis.slo import Counts
+from app.analysis.summary import TIMED
 from app.clock import utcnow
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.reads.slo import in_windows
-from app.store.records import RunStatus, SampleRecord
+from app.store.records import RunStatus
 
 IDS_PER_QUERY = 500
 GOODPUT = "goodput"  # the key of goodput's tallies beside the objectives'
@@ -105,50 +115,79 @@ def _run_tallies(
         )
     ).all()
     latency = any(o.metric != AVAILABILITY for o in objectives)
-    samples = _samples(session, [run.id for run in runs]) if latency else {}
-    return [
-        (started, vantage, _tallies(objectives, n, ok, samples.get(run_id), latency))
-        for run_id, started, vantage, n, ok in runs
-    ]
+    known = {run.id: MEMO.get(run.id, objectives) for run in runs}
+    missing = [run_id for run_id, found in known.items() if found is None] if latency else []
+    samples = _samples(session, missing)
+    found: RunTallies = []
+    for run_id, started, vantage, n, ok in runs:
+        counted = known[run_id]
+        if counted is None:
+            counted = _tallies(objectives, n, ok, samples.get(run_id), latency)
+            MEMO.put(run_id, objectives, counted)
+        found.append((started, vantage, counted))
+    return found
+
+
+Seen = tuple[str, float, dict[str, Any]]  # a sample's status, total_ms and marks
 
 
 def _tallies(
     objectives: tuple[Objective, ...],
     n: int,
     ok: int,
-    records: list[SampleRecord] | None,
+    samples: list[Seen] | None,
     latency: bool,
 ) -> dict[str, Tally]:
     """One run's tallies: every objective's, and goodput's. A run whose samples were
     pruned counts for availability only (its counts say how many failed)."""
     if not latency:
         return {o.metric: tally(o, n, ok, {}) for o in objectives} | {GOODPUT: Tally(n, n - ok)}
-    if records is None:
+    if samples is None:
         return {o.metric: tally(o, n, ok, {}) for o in objectives if o.metric == AVAILABILITY}
-    run = run_from_samples("", "", "", datetime.min, records)
-    found = {o.metric: tally(o, n, ok, run.readings) for o in objectives}
-    return found | {GOODPUT: goodput(objectives, n, run.readings, run.cut_mask())}
+    timed = [seen for seen in samples if seen[0] in TIMED]
+    reads = readings(timed)
+    cut = np.array([seen[0] == CUT for seen in timed], dtype=np.bool_)
+    found = {o.metric: tally(o, n, ok, reads) for o in objectives}
+    return found | {GOODPUT: goodput(objectives, n, reads, cut)}
 
 
-def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[SampleRecord]]:
-    found: dict[uuid.UUID, list[SampleRecord]] = {}
+class TallyMemo:
+    """Each run's tallies by (run id, objectives): a stored run never changes, so what it
+    counts against the same objectives is worked out from its samples once, and a
+    30-day window read again (each scrape, each page) reads only its new runs' samples.
+    Bounded: past ``size`` runs the oldest entries go first."""
+
+    def __init__(self, size: int = 200_000) -> None:
+        self.size = size
+        self._held: dict[tuple[uuid.UUID, tuple[Objective, ...]], dict[str, Tally]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, run_id: uuid.UUID, objectives: tuple[Objective, ...]) -> dict[str, Tally] | None:
+        return self._held.get((run_id, objectives))
+
+    def put(
+        self, run_id: uuid.UUID, objectives: tuple[Objective, ...], found: dict[str, Tally]
+    ) -> None:
+        with self._lock:
+            self._held[(run_id, objectives)] = found
+            while len(self._held) > self.size:
+                del self._held[next(iter(self._held))]
+
+
+# One for the process, as a cache of facts that never change (a pure function's memo).
+MEMO = TallyMemo()
+
+
+def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[Seen]]:
+    found: dict[uuid.UUID, list[Seen]] = {}
     for first in range(0, len(ids), IDS_PER_QUERY):
         rows = session.execute(
-            select(
-                SampleRow.run_id,
-                SampleRow.idx,
-                SampleRow.started_at,
-                SampleRow.status,
-                SampleRow.total_ms,
-                SampleRow.phases,
-                SampleRow.marks,
-            )
+            select(SampleRow.run_id, SampleRow.status, SampleRow.total_ms, SampleRow.marks)
             .where(SampleRow.run_id.in_(ids[first : first + IDS_PER_QUERY]))
             .order_by(SampleRow.run_id, SampleRow.idx)
         )
-        for run_id, idx, started, status, total_ms, phases, marks in rows:
-            record = SampleRecord(idx, started, status, total_ms, phases, marks=marks)
-            found.setdefault(run_id, []).append(record)
+        for run_id, status, total_ms, marks in rows:
+            found.setdefault(run_id, []).append((status, total_ms, marks))
     return found
 
 
@@ -158,17 +197,39 @@ Sums = dict[str, dict[timedelta, Counts]]  # metric or GOODPUT → window → co
 def _sums(
     tallies: RunTallies, at: datetime, windows: Sequence[timedelta]
 ) -> dict[str | None, Sums]:
+    """Per vantage (and None: pooled), each metric's counts over each window."""
+    vantages = sorted({vantage for _, vantage, _ in tallies})
     found: dict[str | None, Sums] = {}
-    for started, vantage, counted in tallies:
-        for where in (vantage, None):
-            sums = found.setdefault(where, {})
-            for metric, one in counted.items():
-                by_window = sums.setdefault(metric, {})
-                run = Counts(one.counted, one.bad, 1, int(one.bad > 0))
-                for span in windows:
-                    if started >= at - span:
-                        by_window[span] = by_window.get(span, Counts()) + run
+    for where in [*vantages, None]:
+        mine = [t for t in tallies if where is None or t[1] == where]
+        ages = np.array([(at - started).total_seconds() for started, _, _ in mine])
+        metrics = {metric for _, _, counted in mine for metric in counted}
+        found[where] = {metric: _by_window(mine, metric, ages, windows) for metric in metrics}
     return found
+
+
+def _by_window(
+    tallies: RunTallies, metric: str, ages: Any, windows: Sequence[timedelta]
+) -> dict[timedelta, Counts]:
+    """One metric's sums over each window, by arrays (a 30-day window holds thousands of
+    runs, read at every scrape)."""
+    pairs = [counted.get(metric, NONE) for _, _, counted in tallies]
+    counted = np.array([p.counted for p in pairs], dtype=np.int64)
+    bad = np.array([p.bad for p in pairs], dtype=np.int64)
+    has = np.array([metric in c for _, _, c in tallies], dtype=np.bool_)
+    found = {}
+    for span in windows:
+        inside = has & (ages <= span.total_seconds())
+        found[span] = Counts(
+            int(counted[inside].sum()),
+            int(bad[inside].sum()),
+            int(inside.sum()),
+            int((inside & (bad > 0)).sum()),
+        )
+    return found
+
+
+NONE = Tally(0, 0)
 
 
 def _status(params: DetectorParams, sums: Sums) -> ObjectivesStatus:
@@ -191,7 +252,7 @@ def _share(counts: Counts) -> float | None:
 
 
 def run_objectives(
-    session: Session, run: RunRow, records: list[SampleRecord] | None
+    session: Session, run: RunRow, samples: list[Seen] | None
 ) -> tuple[dict[str, Tally], float | None] | None:
     """One run against its target's objectives (as its config says now), and its goodput;
     None for a target without objectives."""
@@ -201,7 +262,7 @@ def run_objectives(
         return None
     objectives = params.objective_list()
     latency = any(o.metric != AVAILABILITY for o in objectives)
-    found = _tallies(objectives, run.n_samples, run.n_ok, records, latency)
+    found = _tallies(objectives, run.n_samples, run.n_ok, samples, latency)
     good = found.pop(GOODPUT, None)
     return found, None if good is None else share(good.counted, good.bad)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from fastapi import APIRouter
 
@@ -10,7 +11,6 @@ from app.store.models import RunRow, SampleRow
 from app.store.reads.browse import run_with_target, runs_page, samples_of
 from app.store.reads.objectives import run_objectives
 from app.store.reads.paging import BadCursor
-from app.store.records import SampleRecord
 from app.web.api.params import (
     TARGET_ERRORS,
     CursorParam,
@@ -77,11 +77,8 @@ def get_run(run_id: uuid.UUID, session: SessionDep) -> RunDetail:
     return detail.model_copy(update={"objectives": objectives, "goodput": goodput})
 
 
-def _records(rows: list[SampleRow]) -> list[SampleRecord]:
-    return [
-        SampleRecord(row.idx, row.started_at, row.status, row.total_ms, row.phases, marks=row.marks)
-        for row in rows
-    ]
+def _records(rows: list[SampleRow]) -> list[tuple[str, float, dict[str, Any]]]:
+    return [(row.status, row.total_ms, row.marks) for row in rows]
 
 
 def run_out(run: RunRow, target: str) -> RunOut:
