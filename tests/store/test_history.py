@@ -169,3 +169,24 @@ def test_a_reference_window_longer_than_the_bound_is_not_kept(
     for _ in range(2):
         history.window("chat", "eu", T0, runs[5].at + EVERY)  # 6 runs: read every time
     assert len(sample_queries) == 3
+
+
+def test_a_stored_run_comes_back_with_its_objective_values(
+    sessions: sessionmaker[Session],
+) -> None:
+    rng = np.random.default_rng(2)
+    record = record_of(make_run(rng, T0, censored=2, failed=1))
+    # The first token of each answered sample 10 ms apart; the cut ones never got one.
+    samples = tuple(
+        replace(s, marks={"first_answer_token": (100 + 10 * s.idx) * 1_000_000})
+        if s.status == "ok"
+        else s
+        for s in record.samples
+    )
+    store_records(sessions, [replace(record, samples=samples)], T0)
+    (rebuilt,) = DatabaseHistory(sessions).last("chat", "eu", 1)
+    values, lower = rebuilt.readings["ttft_ms"]
+    np.testing.assert_allclose(values[:18], [100 + 10 * i for i in range(18)])
+    assert lower.tolist() == [False] * 18 + [True] * 2  # cut before a token: at least the cut
+    np.testing.assert_allclose(values[18:], rebuilt.totals[18:])
+    assert rebuilt.cut_mask().tolist() == [False] * 18 + [True] * 2
