@@ -173,10 +173,9 @@ class PerVantage:
         start = now - params.slo.budget_window
         if held is None or held.objectives != objectives or now - held.built_at >= REBUILD_EVERY:
             key = (run.target, run.vantage)
-            memory.objectives = built(self.history, key, objectives, (start, now), kept_out)
-            return  # the history holds the run already
+            held = memory.objectives = built(self.history, key, objectives, (start, now), kept_out)
         if not kept_out(run.at):
-            held.add(run)
+            held.add(run)  # a run the rebuild already holds is not taken twice
         held.prune(start)
 
 
