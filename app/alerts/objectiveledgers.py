@@ -38,7 +38,7 @@ class ObjectiveLedgers:
 
 
 def run_tally(objective: Objective, run: RunData) -> Tally:
-    return tally(objective, run.samples, run.ok, run.readings)
+    return tally(objective, run.samples, run.ok, run.objective_readings())
 
 
 def build(

@@ -100,6 +100,13 @@ class RunData:
     def ok(self) -> int:
         return self.timed - self.censored
 
+    def objective_readings(self) -> Mapping[str, Reading]:
+        """``readings``; a run made without them (a backtest's CSV, the test factories)
+        still has its end-to-end times, each cut one a lower bound."""
+        if self.readings:
+            return self.readings
+        return {"end_to_end_ms": (self.totals, self.cut_mask())}
+
     def cut_mask(self) -> NDArray[np.bool_]:
         """Which timed samples were cut at the deadline (a run made without readings:
         its last ``censored``, as the test factories make them)."""

@@ -105,3 +105,18 @@ def test_a_ttft_objective_pages_on_its_own_alert_not_the_deadlines() -> None:
 def test_a_target_without_objectives_raises_nothing_from_them() -> None:
     params = DetectorParams(enabled=("availability_slo", "ttft_ms_slo"))
     assert moves(list(replay(timeline({200: 9, 201: 9}), lambda _: params))) == []
+
+
+def test_an_end_to_end_objective_judges_runs_made_without_marks() -> None:
+    # A backtest's runs come from a CSV (no marks): their end-to-end times still count.
+    params = DetectorParams.model_validate(
+        {"enabled": ["end_to_end_ms_slo"], "objectives": {"end_to_end_ms": {"p": 99, "below": 600}}}
+    )
+    rng = np.random.default_rng(3)
+    slow = {"connect": 5.0, "network": 30.0, "queue": 900.0, "prefill": 40.0, "generation": 80.0}
+    runs = [
+        make_run(rng, T0 + i * EVERY, **({"medians": slow} if 200 <= i < 203 else {}))
+        for i in range(6 * 96)
+    ]
+    found = list(replay(runs, lambda _: params))
+    assert moves(found)[:1] == [("end_to_end_ms_slo", "critical", "firing")]
