@@ -107,3 +107,16 @@ def test_metrics_expose_objectives_and_goodput(served: Api) -> None:
         68 / 88, abs=1e-4
     )
     assert {s.labels["target"] for s in found["phasewatch_goodput_ratio"]} == {"edge"}
+
+
+def test_the_what_if_answers_for_the_latency_objectives_and_goodput(served: Api) -> None:
+    response = served.client.post(
+        "/api/v1/targets/edge/whatif", json={"changes": ["queue*4"], "resamples": 50}
+    )
+    assert response.status_code == 200, response.text
+    by_metric = {o["metric"]: o for o in response.json()["objectives"]}
+    assert set(by_metric) == {"ttft_ms", "goodput"}  # availability: no change answers a failure
+    ttft = by_metric["ttft_ms"]
+    assert ttft["below_ms"] == 300 and ttft["before"] > 0.9 and ttft["after"] == 0.0
+    home = served.client.post("/api/v1/targets/home/whatif", json={"changes": ["queue*0.5"]})
+    assert home.json()["objectives"] == []

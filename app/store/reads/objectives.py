@@ -284,3 +284,10 @@ def objective_statuses(
         for vantage, status in sorted(by_vantage.items(), key=lambda item: str(item[0]))
         if vantage is not None
     ]
+
+
+def target_objective_list(session: Session, name: str) -> tuple[Objective, ...]:
+    """A target's objectives as the analysis takes them (none: an empty tuple)."""
+    config = session.scalar(select(TargetRow.config).where(TargetRow.name == name))
+    params = objectives_of(config or {})
+    return () if params is None else params.objective_list()
