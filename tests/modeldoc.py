@@ -51,6 +51,7 @@ DETECTOR_PARAMS = _field_model(Target, "alerts")
 EXPECT = _field_model(Target, "expect")
 SLO_PARAMS = _field_model(DETECTOR_PARAMS, "slo")
 BURN_WINDOW = _field_model(SLO_PARAMS, "page")
+OBJECTIVE = _field_model(DETECTOR_PARAMS, "objectives")
 MAINTENANCE = _field_model(TargetsFile, "maintenance")
 WEEKLY_SPAN = _field_model(MAINTENANCE, "weekly")
 
@@ -70,6 +71,7 @@ TABLES: dict[str, tuple[type[BaseModel], Callable[[str], str]]] = {
     "alerts": (DETECTOR_PARAMS, _named),
     "alerts-slo": (SLO_PARAMS, lambda name: f"`slo.{name}`"),
     "burn-window": (BURN_WINDOW, _named),
+    "objective": (OBJECTIVE, _named),
     "maintenance": (MAINTENANCE, _named),
     "weekly-span": (WEEKLY_SPAN, _named),
 }
@@ -81,6 +83,7 @@ MODEL_NAMES: dict[type[BaseModel], str] = {
     BASIC_AUTH: "`{username, password}` (below)",
     SLO_PARAMS: "SLO settings (below)",
     BURN_WINDOW: "window pair (below)",
+    OBJECTIVE: "objective (below)",
     MAINTENANCE: "maintenance window (below)",
     WEEKLY_SPAN: "weekly span (below)",
     **{config: f"`{kind}`" for kind, config in NOTIFIERS.items()},

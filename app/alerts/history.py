@@ -81,7 +81,7 @@ class _Series:
 
     def add(self, run: RunData) -> None:
         key = (run.at, run.run_id)
-        count = RunCount(run.at, run.timed, run.censored)
+        count = RunCount(run.at, run.timed, run.censored, run.samples)
         if not self.keys or key >= self.keys[-1]:
             if self.runs:
                 self.runs[-1].forget_windows()  # no recent window ends there any more

@@ -11,7 +11,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from app.alerts.identity import Alert, Identity
 from app.alerts.state import Cooling
 from app.analysis import detectors as d
 from app.analysis.slo import MissLedger
+
+if TYPE_CHECKING:
+    from app.alerts.objectiveledgers import ObjectiveLedgers
 from app.analysis.tail import TailState
 
 
@@ -41,6 +44,9 @@ class DetectorMemory:
     # late from a spool counts from the next rebuild on), never stored.
     misses: MissLedger | None = None
     misses_built_at: datetime | None = None
+    # The same for each objective of ``alerts.objectives`` (app.alerts.objectiveledgers),
+    # rebuilt with the misses and whenever the objectives change.
+    objectives: ObjectiveLedgers | None = None
 
     def copy(self) -> DetectorMemory:
         """A copy that an evaluation's changes leave as it is. The miss ledger is shared:

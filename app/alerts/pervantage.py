@@ -17,6 +17,7 @@ from app.alerts.crossvantage import open_at
 from app.alerts.history import History
 from app.alerts.identity import Identity
 from app.alerts.memory import DetectorMemory, EvaluatorView
+from app.alerts.objectiveledgers import build as built
 from app.alerts.references import REBUILD_EVERY, current_reference
 from app.analysis import detectors as d
 from app.analysis.runs import RunData
@@ -105,6 +106,7 @@ class PerVantage:
             active=active_at(view.alerts, target, vantage),
             cusums=memory.cusums,
             rebase_at=memory.rebase_at,
+            objectives=memory.objectives.ledgers if memory.objectives else {},
         )
         return self._judge(inputs, target, vantage)
 
@@ -148,11 +150,33 @@ class PerVantage:
         if memory.misses is None or built is None or now - built >= REBUILD_EVERY:
             start = now - params.slo.budget_window
             counts = self.history.counts(run.target, run.vantage, start, now)
-            counts = [count for count in counts if not kept_out(count.at)]
-            memory.misses, memory.misses_built_at = MissLedger.of(counts, now), now
+            rows = [(c.at, c.timed, c.censored) for c in counts if not kept_out(c.at)]
+            memory.misses, memory.misses_built_at = MissLedger.of(rows, now), now
         if not kept_out(run.at):
             memory.misses.add(run.at, run.timed, run.censored)
         memory.misses.prune(now - params.slo.budget_window)
+        self._advance_objectives(memory, run, params, now, kept_out)
+
+    def _advance_objectives(
+        self,
+        memory: DetectorMemory,
+        run: RunData,
+        params: d.DetectorParams,
+        now: datetime,
+        kept_out: Callable[[datetime], bool],
+    ) -> None:
+        objectives = params.objective_list()
+        held = memory.objectives
+        if not objectives:
+            memory.objectives = None
+            return
+        start = now - params.slo.budget_window
+        if held is None or held.objectives != objectives or now - held.built_at >= REBUILD_EVERY:
+            key = (run.target, run.vantage)
+            held = memory.objectives = built(self.history, key, objectives, (start, now), kept_out)
+        if not kept_out(run.at):
+            held.add(run)  # a run the rebuild already holds is not taken twice
+        held.prune(start)
 
 
 def active_at(alerts: Alerts, target: str, vantage: str) -> frozenset[tuple[str, str]]:

@@ -8,14 +8,15 @@ whole runs, never pooled samples.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from app.analysis.objectives import Reading, readings
 from app.analysis.summary import Timed
 from app.probe.sample import LLM_PHASES, Status
 
@@ -38,6 +39,9 @@ class RunData:
     censored: int  # deadline exceeded: in ``totals`` at the deadline
     failed: int  # errors and HTTP errors: no latency
     samples: int
+    # Each objective metric's value per timed sample (app.analysis.objectives); a run
+    # built without marks has none, and its latency objectives count nothing.
+    readings: Mapping[str, Reading] = field(default_factory=dict)
     # Every window the run is in asks for its phase medians again: worked out once.
     _memo: dict[Hashable, object] = field(default_factory=dict, init=False, repr=False)
 
@@ -96,6 +100,21 @@ class RunData:
     def ok(self) -> int:
         return self.timed - self.censored
 
+    def objective_readings(self) -> Mapping[str, Reading]:
+        """``readings``; a run made without them (a backtest's CSV, the test factories)
+        still has its end-to-end times, each cut one a lower bound."""
+        if self.readings:
+            return self.readings
+        return {"end_to_end_ms": (self.totals, self.cut_mask())}
+
+    def cut_mask(self) -> NDArray[np.bool_]:
+        """Which timed samples were cut at the deadline (a run made without readings:
+        its last ``censored``, as the test factories make them)."""
+        found = self.readings.get("end_to_end_ms")
+        if found is not None:
+            return found[1]
+        return np.arange(self.timed) >= self.timed - self.censored
+
 
 class RunCount(NamedTuple):
     """What a run's summary keeps after its samples are pruned: enough for a miss rate."""
@@ -103,6 +122,7 @@ class RunCount(NamedTuple):
     at: datetime
     timed: int  # ok and deadline-exceeded samples
     censored: int  # deadline exceeded
+    samples: int = 0  # every sample, failed ones too (availability's count)
 
 
 def phase_order(names: Iterable[str]) -> tuple[str, ...]:
@@ -193,7 +213,17 @@ def run_from_samples(
         censored=sum(s.status == Status.DEADLINE_EXCEEDED for s in samples),
         failed=len(samples) - len(timed),
         samples=len(samples),
+        readings=readings([(s.status, s.total_ms, _marks_of(s)) for s in timed]),
     )
+
+
+def _marks_of(sample: Timed) -> Mapping[str, Any]:
+    """A stored record's marks (a dict), a probe sample's (``Marks``), or none."""
+    marks = getattr(sample, "marks", None)
+    if marks is None or isinstance(marks, Mapping):
+        return marks or {}
+    as_dict: Mapping[str, Any] = marks.as_dict()
+    return as_dict
 
 
 def common_phases(runs: Sequence[RunData]) -> tuple[str, ...]:

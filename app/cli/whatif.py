@@ -22,6 +22,7 @@ from app.cli.common import (
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from app.analysis.objectives import Objective
     from app.analysis.whatif import Change, SampleSet
 
 DEFAULT_DAYS = 7
@@ -72,8 +73,9 @@ def whatif(
     with store_engine(resolve_database_url(database_url, config)) as engine:
         samples = _samples_or_fail(engine, target, vantage, since, until)
         donors = _donors(engine, parsed, since, until)
+        objectives = _objectives(engine, target)
     try:
-        prediction = predict(samples, parsed, donors=donors, seed=seed)
+        prediction = predict(samples, parsed, donors=donors, seed=seed, objectives=objectives)
     except ChangeError as exc:
         raise typer.BadParameter(str(exc), param_hint="CHANGES") from None
     found = levers(samples, deadline_ms=prediction.after.deadline_ms)
@@ -108,6 +110,15 @@ def _samples_or_fail(
             f"{until:%Y-%m-%d %H:%M} UTC (see --from, --to, --vantage)"
         )
     return samples
+
+
+def _objectives(engine: Engine, target: str) -> tuple[Objective, ...]:
+    from sqlalchemy.orm import Session
+
+    from app.store.reads.objectives import target_objective_list
+
+    with Session(engine) as session:
+        return target_objective_list(session, target)
 
 
 def _donors(

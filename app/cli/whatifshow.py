@@ -43,6 +43,8 @@ def print_prediction(
         console.print(f"changes: {changes}", highlight=False)
         console.print(_comparison(before, after))
         console.print(_shares(before, after))
+        if prediction.objectives:
+            console.print(_objectives(prediction))
     console.print(_levers(found, before))
     for note in prediction.notes:
         console.print(f"note: {note}", highlight=False)
@@ -68,6 +70,20 @@ def _shares(before: EndToEnd, after: EndToEnd) -> Table:
     for phase in before.shares:
         table.add_row(phase, _pct(before.shares[phase]), _pct(after.shares.get(phase, 0.0)))
     return table
+
+
+def _objectives(prediction: Prediction) -> Table:
+    table = Table(box=None, header_style="bold")
+    for heading in ("objective (share met)", "now", "after"):
+        table.add_column(heading, justify="left" if heading.startswith("objective") else "right")
+    for outcome in prediction.objectives:
+        bound = "" if outcome.below_ms is None else f" ≤ {outcome.below_ms:g} ms"
+        table.add_row(f"{outcome.metric}{bound}", _share(outcome.before), _share(outcome.after))
+    return table
+
+
+def _share(share: float | None) -> str:
+    return "-" if share is None else _pct(share)
 
 
 def _levers(found: list[Lever], now: EndToEnd) -> Table:

@@ -16,6 +16,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.analysis.detectors import DetectorParams
+from app.analysis.detectors.objectiveparams import tokens_objectives
 from app.analysis.maintenance import MaintenanceWindow
 from app.config.expect import ExpectConfig, kind_problems
 from app.config.vantages import VantageAccess, VantageName
@@ -105,6 +106,22 @@ class Target(BaseModel):
                 f"follow_redirects: {self.kind.value} targets do not follow redirects "
                 "(a 301, 302 or 303 would turn their POST into a GET); set url to where it points"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _token_objectives_need_tokens(self) -> Target:
+        if self.kind is not Kind.HTTP:
+            return self
+        problems = [
+            _unknown(
+                "objective_needs_tokens",
+                "{name}: kind http reads no tokens; use kind openai or anthropic",
+                {"name": name},
+                ("alerts", "objectives", name),
+            )
+            for name in tokens_objectives(self.alerts.objectives)
+        ]
+        _raise(problems, type(self).__name__)
         return self
 
     @property

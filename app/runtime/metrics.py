@@ -37,6 +37,8 @@ from app.runtime.scraped import (
     ServiceCollector,
     alert_counts,
 )
+from app.runtime.scrapedobjectives import ObjectivesCollector
+from app.store.reads.objectives import ObjectivesRow, objective_statuses
 from app.store.reads.slo import SloRow, slo_statuses
 from app.store.records import RunRecord, SampleRecord
 
@@ -187,6 +189,7 @@ class RunMetrics:
         ``DATABASE_BUDGET_S`` is left out of that scrape, not waited for."""
         alerts = Check(lambda: alert_counts(sessions), "metrics-alerts")
         slos = Check(lambda: slo_statuses(sessions, windows), "metrics-slos")
+        objectives = Check(lambda: objective_statuses(sessions, windows), "metrics-objectives")
         deadline = [0.0]  # the scrape's, set by its first read
 
         def open_alerts() -> list[AlertCount]:
@@ -194,12 +197,17 @@ class RunMetrics:
             # frozen database costs the scrape one budget, not two in a row.
             deadline[0] = time.monotonic() + DATABASE_BUDGET_S
             slos.start()
+            objectives.start()
             return alerts.wait(DATABASE_BUDGET_S)
 
         def slo_rows() -> list[SloRow]:
             return slos.wait(max(0.0, deadline[0] - time.monotonic()))
 
+        def objective_rows() -> list[ObjectivesRow]:
+            return objectives.wait(max(0.0, deadline[0] - time.monotonic()))
+
         self.registry.register(ServiceCollector(open_alerts, spooled, slo_rows))
+        self.registry.register(ObjectivesCollector(objective_rows))
 
 
 def then(

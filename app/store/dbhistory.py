@@ -15,11 +15,11 @@ found; only runs not built yet have their samples read.
 
 In ``serve`` the store hands each run it stored to ``add`` (``DatabaseSink``'s ``stored``
 hook), samples and all. From then on ``last`` of that (target, vantage) is answered from
-the runs kept, without a query, for ``RESYNC`` after the database was last read for it,
-and ``vantages`` of that target is asked again as rarely: every run this process stores
-passes by ``add``, so only runs stored by another process (an import) are found up to
-``RESYNC`` late. Reading them from the database at every evaluation was most of an
-evaluation's cost, and the same at 50 targets as at 2,000 (bench/fleet.py).
+the runs kept after one index seek (is the database's newest run the newest kept? a push
+taken by another replica is found at once), for ``RESYNC_S`` after the database was last
+read for it; ``vantages`` of that target is asked again as rarely. Only older runs stored
+by another process (a spool flushed late, an import) are found up to ``RESYNC_S`` late.
+Reading the runs at every evaluation was most of an evaluation's cost (bench/fleet.py).
 """
 
 from __future__ import annotations
@@ -32,17 +32,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunCount, RunData, run_from_samples
-from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.historyrows import heads_of, samples_of
+from app.store.models import RunRow, TargetRow
 from app.store.records import RunRecord, RunStatus
 
 # The contract's 7 days (app.alerts.history, not imported: alerts already import store).
 PRESENT_FOR = timedelta(days=7)
 VANTAGES_TTL = timedelta(minutes=1)
-IDS_PER_QUERY = 500
 MAX_UNBUILDABLE = 100_000
 KEPT_WINDOW_RUNS = 2_000
 RESYNC_S = 600.0  # a (target, vantage) fed by ``add``: read from the database this often
@@ -50,13 +50,6 @@ FED_VANTAGES_TTL = timedelta(seconds=RESYNC_S)
 UNASKED_KEPT = 16
 
 Key = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class _Sample:
-    status: str
-    total_ms: float
-    phases: dict[str, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +112,7 @@ class DatabaseHistory:
                 return list(cached[1])
             with self.sessions() as session:
                 heads = session.execute(
-                    _heads(target, vantage)
+                    heads_of(target, vantage)
                     .where(RunRow.started_at >= start, RunRow.started_at < end)
                     .order_by(RunRow.started_at, RunRow.id)
                 ).all()
@@ -140,7 +133,7 @@ class DatabaseHistory:
                 return kept
             with self.sessions() as session:
                 heads = session.execute(
-                    _heads(target, vantage)
+                    heads_of(target, vantage)
                     .order_by(RunRow.started_at.desc(), RunRow.id.desc())
                     .limit(count)
                 ).all()
@@ -170,7 +163,7 @@ class DatabaseHistory:
         since. One index seek; the samples of the runs kept are never read again."""
         with self.sessions() as session:
             newest = session.execute(
-                _heads(*key).order_by(RunRow.started_at.desc(), RunRow.id.desc()).limit(1)
+                heads_of(*key).order_by(RunRow.started_at.desc(), RunRow.id.desc()).limit(1)
             ).first()
         recent = self._recent.get(key, [])
         if newest is None or not recent:
@@ -198,7 +191,7 @@ class DatabaseHistory:
         an index-only range scan; no sample is read."""
         with self.sessions() as session:
             rows = session.execute(
-                select(RunRow.started_at, RunRow.n_ok, RunRow.n_deadline_exceeded)
+                select(RunRow.started_at, RunRow.n_ok, RunRow.n_deadline_exceeded, RunRow.n_samples)
                 .join(TargetRow, RunRow.target_id == TargetRow.id)
                 .where(
                     TargetRow.name == target,
@@ -208,7 +201,7 @@ class DatabaseHistory:
                     RunRow.started_at < end,
                 )
             ).all()
-        return sorted(RunCount(at, ok + missed, missed) for at, ok, missed in rows)
+        return sorted(RunCount(at, ok + missed, missed, n) for at, ok, missed, n in rows)
 
     def _newest_runs(self, target: str, now: datetime) -> dict[str, datetime]:
         with self.sessions() as session:
@@ -243,7 +236,7 @@ class DatabaseHistory:
             yield from window[1]
 
     def _rebuild(self, session: Session, key: Key, heads: Sequence[_Head]) -> list[RunData]:
-        samples = _samples(session, [head.id for head in heads])
+        samples = samples_of(session, [head.id for head in heads])
         runs = []
         for head in heads:
             found = samples.get(head.id, [])
@@ -271,26 +264,3 @@ class DatabaseHistory:
             return
         newest = cached[1]
         newest[vantage] = max(newest.get(vantage, runs[-1].at), runs[-1].at)
-
-
-def _heads(target: str, vantage: str) -> Select[uuid.UUID, datetime, int]:
-    return (
-        select(RunRow.id, RunRow.started_at, RunRow.n_samples)
-        .join(TargetRow, RunRow.target_id == TargetRow.id)
-        .where(
-            TargetRow.name == target, RunRow.vantage == vantage, RunRow.status == RunStatus.COMPLETE
-        )
-    )
-
-
-def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[_Sample]]:
-    found: dict[uuid.UUID, list[_Sample]] = {}
-    for first in range(0, len(ids), IDS_PER_QUERY):
-        rows = session.execute(
-            select(SampleRow.run_id, SampleRow.status, SampleRow.total_ms, SampleRow.phases)
-            .where(SampleRow.run_id.in_(ids[first : first + IDS_PER_QUERY]))
-            .order_by(SampleRow.run_id, SampleRow.idx)
-        )
-        for run_id, status, total_ms, phases in rows:
-            found.setdefault(run_id, []).append(_Sample(status, total_ms, phases))
-    return found

@@ -94,6 +94,18 @@ class ConnectSplitOut(Out):
     families: dict[str, int] = Field(description="new connections by address family")
 
 
+class ObjectiveOut(Out):
+    """One objective of ``alerts.objectives`` now (docs/slo.md)."""
+
+    metric: str = Field(description="availability, end_to_end_ms or ttft_ms")
+    below_ms: float | None = Field(description="a latency objective's bound; null: availability")
+    objective: float = Field(description="share of counted requests meeting it, e.g. 0.995")
+    budget_window: str
+    budget_left: float | None = Field(description="as the deadline SLO's; null: no request")
+    burn_rates: dict[str, float | None] = Field(description="per window; null: no request")
+    burning: list[str] = Field(description="critical (page), warning (ticket)")
+
+
 class BreakdownOut(Out):
     target: str
     vantage: str | None = Field(description="null: every vantage pooled")
@@ -115,6 +127,14 @@ class BreakdownOut(Out):
         default=None,
         description="connect as dns, tcp and tls over the raw samples' new connections;"
         " null: none (every connection reused, or the samples pruned)",
+    )
+    objectives: list[ObjectiveOut] = Field(
+        default_factory=list, description="the target's other objectives as of `to`"
+    )
+    goodput: dict[str, float | None] | None = Field(
+        default=None,
+        description="per window ending at `to`: the share of requests meeting every objective"
+        " at once (status ok, and each latency objective met); null: no objectives",
     )
 
 
@@ -187,8 +207,20 @@ class SampleOut(Out):
     details: dict[str, Any]
 
 
+class RunObjectiveOut(Out):
+    metric: str
+    counted: int = Field(description="samples the objective counts in this run")
+    bad: int = Field(description="of them, those not meeting it")
+
+
 class RunDetail(RunOut):
     samples: list[SampleOut]
+    objectives: list[RunObjectiveOut] = Field(
+        default_factory=list, description="the run against each of the target's objectives"
+    )
+    goodput: float | None = Field(
+        default=None, description="share of the run's samples meeting every objective at once"
+    )
 
 
 class RunPage(Out):

@@ -37,6 +37,7 @@ from app.analysis.whatif.apply import apply, settle
 from app.analysis.whatif.changes import check_changes
 from app.store.db import Session, Sessions, unpooled_sessions
 from app.store.reads.newestruns import newest_start
+from app.store.reads.objectives import target_objective_list
 from app.store.reads.whatifsamples import load_sample_set
 from app.store.targets import target_key
 
@@ -145,7 +146,10 @@ def what_if(
     kept = bounded(session, scope, max_samples)
     samples = samples_of(session, kept)
     donors = donors_of(session, scope, changes, max_samples)
-    prediction = predict(samples, changes, donors=donors, seed=SEED, resamples=resamples)
+    objectives = target_objective_list(session, scope.target)
+    prediction = predict(
+        samples, changes, donors=donors, seed=SEED, resamples=resamples, objectives=objectives
+    )
     answer = prediction.to_json() | {
         "notes": [*prediction.notes, *_cut_note(scope, kept, max_samples)],
         "window": {"from": kept.start, "to": kept.end, "vantage": kept.vantage},

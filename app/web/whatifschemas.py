@@ -62,6 +62,13 @@ class WindowOut(Out):
     vantage: str | None = Field(description="null: every vantage pooled")
 
 
+class ObjectiveWhatIfOut(Out):
+    metric: str = Field(description="a latency objective of the target's, or goodput")
+    below_ms: float | None
+    before: float | None = Field(description="share of timed samples meeting it, measured")
+    after: float | None = Field(description="the same once the changes are made")
+
+
 class WhatIfOut(Out):
     changes: list[dict[str, Any]] = Field(description="the changes read, as JSON")
     before: OutcomeOut
@@ -74,6 +81,11 @@ class WhatIfOut(Out):
     resamples: int
     curves: CurvesOut
     levers: list[LeverOut] = Field(description="the levers now, biggest first")
+    objectives: list[ObjectiveWhatIfOut] = Field(
+        default_factory=list,
+        description="the target's latency objectives and goodput, met before and after"
+        " (docs/slo.md); empty without objectives",
+    )
 
 
 class LeversOut(Out):

@@ -136,7 +136,7 @@ def test_the_bounded_history_keeps_what_the_evaluator_can_still_ask_for() -> Non
     assert kept[0].at == newest - timedelta(days=1)
     assert len(kept) == 97
     assert history.counts("chat", "eu", T0, newest)[0] == RunCount(
-        newest - timedelta(days=2), 20, 0
+        newest - timedelta(days=2), 20, 0, 20
     )
     # A vantage that paused keeps its last runs however old.
     history.add(make_run(rng, newest + timedelta(days=5), vantage="us"))

@@ -143,13 +143,13 @@ def test_counts_are_one_per_complete_run_oldest_first(backend: Backend) -> None:
     backend.store([run(T0 + 2 * EVERY, vantage="eu")], status="aborted")
     counts = backend.history.counts("chat", "eu", T0 + EVERY, T0 + 4 * EVERY)
     assert counts == [
-        RunCount(T0 + EVERY, 20, 1),
-        RunCount(T0 + EVERY, 20, 5),
-        RunCount(T0 + 2 * EVERY, 20, 2),
-        RunCount(T0 + 3 * EVERY, 20, 3),
+        RunCount(T0 + EVERY, 20, 1, 20),
+        RunCount(T0 + EVERY, 20, 5, 20),
+        RunCount(T0 + 2 * EVERY, 20, 2, 20),
+        RunCount(T0 + 3 * EVERY, 20, 3, 20),
     ]
     later = backend.history.counts("chat", "eu", T0 + 4 * EVERY, T0 + timedelta(days=1))
-    assert later == [RunCount(T0 + 4 * EVERY, 0, 0)]
+    assert later == [RunCount(T0 + 4 * EVERY, 0, 0, 3)]  # every sample: availability's count
     assert backend.history.counts("chat", "us", T0, T0 + timedelta(days=1)) == []
 
 
@@ -164,7 +164,7 @@ def test_a_pruned_run_leaves_window_and_last_but_stays_in_counts_and_vantages(
     assert ids(history.last("chat", "eu", 4)) == ids(runs[2:])
     assert ids(history.window("chat", "eu", T0, T0 + timedelta(days=1))) == ids(runs[2:])
     counts = history.counts("chat", "eu", T0, T0 + timedelta(days=1))
-    assert counts == [RunCount(r.at, 20, 1) for r in runs]
+    assert counts == [RunCount(r.at, 20, 1, 20) for r in runs]
     backend.prune(T0 + timedelta(days=1))
     assert history.counts("chat", "eu", T0, T0 + timedelta(days=1)) == counts
     assert history.vantages("chat", T0 + timedelta(days=1)) == ["eu"]

@@ -7,9 +7,10 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.store.models import TargetRow
 from tests.clirun import run_cli
 from tests.runfactory import EVERY, T0, make_run, record_of, store_records
 
@@ -74,3 +75,23 @@ def test_a_bad_change_or_an_empty_window_is_one_clear_line(
     assert message in err
     assert err.startswith("phasewatch: error:") and err.count("\n") == 1
     assert out == ""
+
+
+def test_a_target_with_objectives_is_told_how_each_would_be_met(
+    url: str, sessions: sessionmaker[Session], capsys: pytest.CaptureFixture[str]
+) -> None:
+    objectives = {"ttft_ms": {"p": 99, "below": 300}, "availability": {"target": 99.5}}
+    with sessions.begin() as session:
+        session.execute(
+            update(TargetRow)
+            .where(TargetRow.name == "chat")
+            .values(config={"alerts": {"objectives": objectives}})
+        )
+    argv = ["whatif", "chat", "queue*4", *WINDOW, "--database-url", url]
+    code, out, _ = run_cli([*argv, "--json"], capsys)
+    assert code == 0
+    by_metric = {o["metric"]: o for o in json.loads(out)["objectives"]}
+    assert set(by_metric) == {"ttft_ms", "goodput"}
+    assert by_metric["ttft_ms"]["before"] == 1.0 and by_metric["ttft_ms"]["after"] == 0.0
+    code, out, _ = run_cli(argv, capsys)
+    assert code == 0 and "ttft_ms ≤ 300 ms" in out and "objective (share met)" in out

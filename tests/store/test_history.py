@@ -275,3 +275,24 @@ def test_the_database_sink_hands_each_run_it_stored_to_the_history_once(
     assert handed == [str(record.id) for record in records]
     assert [r.run_id for r in history.last("chat", "eu", 3)] == [r.run_id for r in runs]
     assert len(run_queries) == asked + 1  # the seek for the newest run's id; no run read
+
+
+def test_a_stored_run_comes_back_with_its_objective_values(
+    sessions: sessionmaker[Session],
+) -> None:
+    rng = np.random.default_rng(2)
+    record = record_of(make_run(rng, T0, censored=2, failed=1))
+    # The first token of each answered sample 10 ms apart; the cut ones never got one.
+    samples = tuple(
+        replace(s, marks={"first_answer_token": (100 + 10 * s.idx) * 1_000_000})
+        if s.status == "ok"
+        else s
+        for s in record.samples
+    )
+    store_records(sessions, [replace(record, samples=samples)], T0)
+    (rebuilt,) = DatabaseHistory(sessions).last("chat", "eu", 1)
+    values, lower = rebuilt.readings["ttft_ms"]
+    np.testing.assert_allclose(values[:18], [100 + 10 * i for i in range(18)])
+    assert lower.tolist() == [False] * 18 + [True] * 2  # cut before a token: at least the cut
+    np.testing.assert_allclose(values[18:], rebuilt.totals[18:])
+    assert rebuilt.cut_mask().tolist() == [False] * 18 + [True] * 2

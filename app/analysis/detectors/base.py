@@ -11,7 +11,7 @@ detector by name except ``dominant_shift``, the one judged across vantages, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -96,6 +96,8 @@ class Inputs:
     # The vantage's DetectorMemory.cusums: a detector reads and writes its own entry.
     cusums: dict[str, list[float]] = field(default_factory=dict)
     rebase_at: datetime | None = None  # a change was acknowledged then (DetectorMemory's)
+    # Each objective's ledger (alerts.objectives), by metric: the *_slo detectors' counts.
+    objectives: Mapping[str, MissLedger] = field(default_factory=dict)
 
 
 class Carrying(Protocol):

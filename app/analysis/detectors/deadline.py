@@ -16,11 +16,19 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from app.analysis.detectors.base import CRITICAL, WARNING, Detector, Finding, Inputs, Named, Signal
-from app.analysis.slo import BurnWindow, Counts, WindowBurn, budget_left, reaches, window_burn
+from app.analysis.slo import (
+    BurnWindow,
+    Counts,
+    MissLedger,
+    WindowBurn,
+    budget_left,
+    reaches,
+    window_burn,
+)
 
 if TYPE_CHECKING:
     from app.analysis.detectors.params import BurnWindowParams, SloParams
@@ -29,26 +37,44 @@ if TYPE_CHECKING:
 KIND = "deadline_miss"
 
 
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """One SLO's error budget as a burn-rate detector judges it: its alert kind, the
+    ledger of its runs' counts and its parameters (the objective and the windows)."""
+
+    kind: str
+    ledger: MissLedger
+    slo: SloParams
+
+
 def judge(inputs: Inputs) -> list[Finding]:
-    slo = inputs.params.slo
-    paging = (KIND, CRITICAL) in inputs.active
-    ticketed = (KIND, WARNING) in inputs.active
+    return burn_findings(inputs, Budget(KIND, inputs.misses, inputs.params.slo))
+
+
+def burn_findings(inputs: Inputs, budget: Budget) -> list[Finding]:
+    """A page and a ticket for ``budget``: the deadline's, or another objective's."""
+    slo = budget.slo
+    paging = (budget.kind, CRITICAL) in inputs.active
+    ticketed = (budget.kind, WARNING) in inputs.active
     fastest = tuple(sorted(slo.page, key=lambda pair: pair.burn)[-1:])
-    page = _finding(inputs, fastest if ticketed else slo.page, CRITICAL)
-    ticket = _finding(inputs, slo.ticket, WARNING)
+    page = _finding(inputs, budget, fastest if ticketed else slo.page, CRITICAL)
+    ticket = _finding(inputs, budget, slo.ticket, WARNING)
     if ticket.signal is Signal.HIT and (paging or page.signal is Signal.HIT):
         ticket = replace(ticket, signal=Signal.HOLD)  # one burn, one new alert: the page
     return [page, ticket]
 
 
-def _finding(inputs: Inputs, pairs: tuple[BurnWindowParams, ...], severity: str) -> Finding:
-    slo = inputs.params.slo
+def _finding(
+    inputs: Inputs, budget: Budget, pairs: tuple[BurnWindowParams, ...], severity: str
+) -> Finding:
+    slo, ledger = budget.slo, budget.ledger
     windows = _windows(pairs)
-    if not windows or not (_any_burning(inputs, windows) or (KIND, severity) in inputs.active):
+    active = (budget.kind, severity) in inputs.active
+    if not windows or not (_any_burning(inputs.now, ledger, slo, windows) or active):
         return Finding(Signal.CLEAR, severity=severity)  # nothing to tell, nothing to update
-    burns = [window_burn(inputs.misses, window, inputs.now, slo.objective) for window in windows]
+    burns = [window_burn(ledger, window, inputs.now, slo.objective) for window in windows]
     burning = any(burn.burning for burn in burns)
-    numbers = _numbers(inputs, burns, slo)
+    numbers = _numbers(inputs.now, ledger, burns, slo)
     if any(burn.triggered and _beyond_chance(burn, slo) for burn in burns):
         return Finding(Signal.HIT, numbers, severity)
     if burning:
@@ -56,13 +82,11 @@ def _finding(inputs: Inputs, pairs: tuple[BurnWindowParams, ...], severity: str)
     return Finding(Signal.CLEAR, numbers, severity)
 
 
-def _any_burning(inputs: Inputs, windows: tuple[BurnWindow, ...]) -> bool:
+def _any_burning(
+    now: datetime, ledger: MissLedger, slo: SloParams, windows: tuple[BurnWindow, ...]
+) -> bool:
     """The long windows alone (the cheap half of the question, asked after every run)."""
-    objective = inputs.params.slo.objective
-    for window in windows:
-        if inputs.misses.burns(inputs.now - window.long, objective, window.factor):
-            return True
-    return False
+    return any(ledger.burns(now - window.long, slo.objective, window.factor) for window in windows)
 
 
 @functools.cache
@@ -82,13 +106,15 @@ def _beyond_chance(burn: WindowBurn, slo: SloParams) -> bool:
     return float(test.pvalue) < slo.alpha
 
 
-def _numbers(inputs: Inputs, burns: list[WindowBurn], slo: SloParams) -> dict[str, Any]:
+def _numbers(
+    now: datetime, ledger: MissLedger, burns: list[WindowBurn], slo: SloParams
+) -> dict[str, Any]:
     worst = max(burns, key=lambda burn: (burn.long_burn or 0.0) / burn.window.factor)
     rates: dict[str, float | None] = {}
     for burn in burns:
         rates[label(burn.window.long)] = _round(burn.long_burn)
         rates[label(burn.window.short)] = _round(burn.short_burn)
-    left = budget_left(inputs.misses, inputs.now, slo.budget_window, slo.objective)
+    left = budget_left(ledger, now, slo.budget_window, slo.objective)
     return {
         "objective_pct": round(100 * slo.objective, 3),
         "budget_window": label(slo.budget_window),

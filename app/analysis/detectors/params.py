@@ -8,7 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.analysis.detectors.objectiveparams import ObjectiveParams, check
 from app.analysis.detectors.registry import DETECTORS, default_enabled
+from app.analysis.objectives import Objective
 from app.analysis.slo import BurnWindow
 from app.durations import Seconds
 
@@ -177,6 +179,11 @@ class DetectorParams(BaseModel):
         4.0, ge=0, description="Pooled evidence (z) that a server-side phase grew; 0: off."
     )
     slo: SloParams = Field(default_factory=SloParams, description="The deadline as an SLO.")
+    objectives: dict[str, ObjectiveParams] = Field(
+        default_factory=dict,
+        description="More SLOs (docs/slo.md): `ttft_ms: {p: 99, below: 500}`,"
+        " `availability: {target: 99.5}`; budget and burn windows are `slo`'s.",
+    )
     composition_min_distance: float = Field(
         0.5, gt=0, description="Least Aitchison distance the phase mix moves."
     )
@@ -222,6 +229,15 @@ class DetectorParams(BaseModel):
                 if old in data:
                     raise ValueError(f"{old} was replaced by {new}")
         return data
+
+    @model_validator(mode="after")
+    def _known_objectives(self) -> DetectorParams:
+        check(self.objectives, type(self).__name__)
+        return self
+
+    def objective_list(self) -> tuple[Objective, ...]:
+        """The objectives as the analysis takes them, in the file's order."""
+        return tuple(params.objective(name) for name, params in self.objectives.items())
 
     @field_validator("baseline_from")
     @classmethod

@@ -9,6 +9,7 @@ from app.analysis.detectors import (
     drift,
     failing,
     levelshift,
+    objectiveslo,
     tailshift,
 )
 from app.analysis.detectors.base import Detector
@@ -16,7 +17,7 @@ from app.analysis.detectors.base import Detector
 DETECTORS: dict[str, Detector] = {
     module.DETECTOR.name: module.DETECTOR
     for module in (dominant, tailshift, levelshift, deadline, composition, failing, drift)
-}
+} | {detector.name: detector for detector in objectiveslo.DETECTORS}
 
 
 def default_enabled() -> tuple[str, ...]:

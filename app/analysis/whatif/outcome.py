@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 
 from app.analysis.whatif.apply import Settled
 from app.analysis.whatif.changes import Change, changes_to_json
+from app.analysis.whatif.objectiveshares import ObjectiveOutcome
 from app.analysis.whatif.resample import Interval, Spread, interval, point_quantiles
 
 
@@ -69,6 +70,8 @@ class Prediction:
     changes: tuple[Change, ...]
     notes: tuple[str, ...] = ()
     optimistic: Bound | None = None
+    # The target's latency objectives and goodput, met before and after (objectiveshares).
+    objectives: tuple[ObjectiveOutcome, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +80,7 @@ class Prediction:
             "after": self.after.to_json(),
             "optimistic": None if self.optimistic is None else self.optimistic.to_json(),
             "notes": list(self.notes),
+            "objectives": [outcome.to_json() for outcome in self.objectives],
         }
 
 

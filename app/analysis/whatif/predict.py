@@ -11,8 +11,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from app.analysis.objectives import Objective
 from app.analysis.whatif.apply import Applied, Settled, apply, deadline_of, settle
 from app.analysis.whatif.changes import Change, ColdStarts, TakePhase
+from app.analysis.whatif.objectiveshares import outcomes
 from app.analysis.whatif.outcome import Bound, Prediction, bound, end_to_end
 from app.analysis.whatif.resample import CHUNK_CELLS, draws, spreads
 from app.analysis.whatif.samples import SampleSet
@@ -29,6 +31,7 @@ def predict(
     seed: int = 0,
     resamples: int = RESAMPLES,
     cells: int = CHUNK_CELLS,
+    objectives: Sequence[Objective] = (),
 ) -> Prediction:
     """Before and after ``changes``; both sides use the same run resamples (paired), drawn
     ``cells`` counts at a time (the answer is the same for any ``cells``)."""
@@ -51,9 +54,9 @@ def predict(
         for side, spread in zip(settled, spreads(chunks, sides, cells), strict=True)
     )
     optimistic = _optimistic(applied)
-    return Prediction(
-        before, after, tuple(changes), _notes(samples, changes, optimistic), optimistic
-    )
+    notes = _notes(samples, changes, optimistic)
+    met = outcomes(samples.phases, settled, objectives)
+    return Prediction(before, after, tuple(changes), notes, optimistic, met)
 
 
 def _before(samples: SampleSet, deadline_ms: float | None) -> Settled:

@@ -86,12 +86,12 @@ def target_slo(
     if slo is None:
         return None
     reach = max(spans(slo))
-    kept_out = _in_windows(session, row.id, name, at - reach, at, maintenance)
+    kept_out = in_windows(session, row.id, name, at - reach, at, maintenance)
     counts = window_counts(session, row.id, at, spans(slo), kept_out)
     return {vantage: slo_status(by_span, slo) for vantage, by_span in counts.items()}
 
 
-def _in_windows(
+def in_windows(
     session: Session,
     target_id: int,
     name: str,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from fastapi import APIRouter
 
 from app.store.models import RunRow, SampleRow
 from app.store.reads.browse import run_with_target, runs_page, samples_of
+from app.store.reads.objectives import run_objectives
 from app.store.reads.paging import BadCursor
 from app.web.api.params import (
     TARGET_ERRORS,
@@ -22,7 +24,14 @@ from app.web.api.params import (
 )
 from app.web.deps import SessionDep
 from app.web.errors import errors
-from app.web.schemas import RunDetail, RunOut, RunPage, SampleOut, redacted_text
+from app.web.schemas import (
+    RunDetail,
+    RunObjectiveOut,
+    RunOut,
+    RunPage,
+    SampleOut,
+    redacted_text,
+)
 
 router = APIRouter(tags=["runs"])
 RUN_ERRORS = errors(404, 422, not_found="No run has this id.")
@@ -49,13 +58,27 @@ def list_runs(
 
 @router.get("/runs/{run_id}", response_model=RunDetail, responses=RUN_ERRORS)
 def get_run(run_id: uuid.UUID, session: SessionDep) -> RunDetail:
-    """One run, its summary and its samples in the order they were taken."""
+    """One run, its summary and its samples in the order they were taken; with the
+    target's objectives, the run against each and its goodput."""
     found = run_with_target(session, run_id)
     if found is None:
         raise not_found(f"no run {str(run_id)!r}")
     run, name = found
-    samples = [sample_out(row, name, run.vantage) for row in samples_of(session, run.id)]
-    return RunDetail(**run_out(run, name).model_dump(), samples=samples)
+    rows = samples_of(session, run.id)
+    samples = [sample_out(row, name, run.vantage) for row in rows]
+    detail = RunDetail(**run_out(run, name).model_dump(), samples=samples)
+    judged = run_objectives(session, run, _records(rows) if len(rows) == run.n_samples else None)
+    if judged is None:
+        return detail
+    tallies, goodput = judged
+    objectives = [
+        RunObjectiveOut(metric=m, counted=t.counted, bad=t.bad) for m, t in tallies.items()
+    ]
+    return detail.model_copy(update={"objectives": objectives, "goodput": goodput})
+
+
+def _records(rows: list[SampleRow]) -> list[tuple[str, float, dict[str, Any]]]:
+    return [(row.status, row.total_ms, row.marks) for row in rows]
 
 
 def run_out(run: RunRow, target: str) -> RunOut:

@@ -13,6 +13,7 @@ from app.runtime.coverage import Unprobed
 from app.store.db import Session
 from app.store.models import TargetRow
 from app.store.reads.breakdown import breakdown, last_runs
+from app.store.reads.objectives import ObjectivesStatus, target_objectives
 from app.store.reads.slo import target_slo
 from app.store.targets import all_targets, target_row
 from app.web.api.params import TARGET_ERRORS, RecentWindowDep, not_found
@@ -49,18 +50,25 @@ def get_target(
         raise not_found(f"no target {name!r}")
     seen = _vantages(session).get(row.id, {})
     found = [breakdown(session, name, window.start, window.end, v) for v in sorted(seen)]
-    slo = target_slo(session, name, window.end, maintenance_windows(service)) or {}
+    windows = maintenance_windows(service)
+    slo = target_slo(session, name, window.end, windows) or {}
+    objectives = target_objectives(session, name, window.end, windows) or {}
     return TargetDetail(
         **_target_out(row, seen, service.coverage.by_target().get(name, [])).model_dump(),
         window_from=window.start,
         window_to=window.end,
-        breakdowns=[_with_slo(b.to_json(), slo) for b in found if b is not None],
+        breakdowns=[_with_slo(b.to_json(), slo, objectives) for b in found if b is not None],
     )
 
 
-def _with_slo(breakdown: dict[str, Any], slo: dict[str | None, SloStatus]) -> BreakdownOut:
-    status = slo.get(breakdown["vantage"])
-    return BreakdownOut.model_validate(breakdown | {"slo": status and status.to_json()})
+def _with_slo(
+    breakdown: dict[str, Any],
+    slo: dict[str | None, SloStatus],
+    objectives: dict[str | None, ObjectivesStatus],
+) -> BreakdownOut:
+    status, others = slo.get(breakdown["vantage"]), objectives.get(breakdown["vantage"])
+    shown = {"slo": status and status.to_json(), **(others.to_json() if others else {})}
+    return BreakdownOut.model_validate(breakdown | shown)
 
 
 def _vantages(session: Session) -> dict[int, dict[str, datetime]]:

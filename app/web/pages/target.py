@@ -23,6 +23,7 @@ from app.store.reads.breakdown import breakdown
 from app.store.reads.browse import first_run_at, vantages_since
 from app.store.reads.chart import run_summaries
 from app.store.reads.connectsplit import connect_split
+from app.store.reads.objectives import target_objectives
 from app.store.reads.slo import target_slo
 from app.store.targets import target_row
 from app.web.deps import ServiceDep, SessionDep, WorkersDep, maintenance_windows
@@ -153,6 +154,7 @@ def _context(
     shown = [vantage] if vantage else vantages
     alerts = list_alerts(session, target=name, limit=TIMELINE_ALERTS).items
     slo = target_slo(session, name, now, windows) or {}
+    objectives = target_objectives(session, name, now, windows) or {}
     shaded = maintenance_spans(windows, name, vantage, now - RANGES[range_], now)
     return {
         "now": now,
@@ -165,6 +167,7 @@ def _context(
         "breakdowns": current(session, name, shown, now),
         "connect": connect_view(session, name, vantage, now),
         "slo": [(v, slo[v]) for v in shown if v in slo],
+        "objectives": [(v, objectives[v]) for v in shown if v in objectives],
         "alerts": alerts,
         "marks": alert_marks(alerts, shaded),
         "maintenance": shaded,

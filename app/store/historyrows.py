@@ -1,0 +1,53 @@
+"""The rows ``DatabaseHistory`` rebuilds runs from: a series' run heads and their samples."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
+
+from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.records import RunStatus
+
+IDS_PER_QUERY = 500
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSample:
+    status: str
+    total_ms: float
+    phases: dict[str, float]
+    marks: dict[str, int]  # for the objectives' values (time to first token)
+
+
+def heads_of(target: str, vantage: str) -> Select[uuid.UUID, datetime, int]:
+    return (
+        select(RunRow.id, RunRow.started_at, RunRow.n_samples)
+        .join(TargetRow, RunRow.target_id == TargetRow.id)
+        .where(
+            TargetRow.name == target, RunRow.vantage == vantage, RunRow.status == RunStatus.COMPLETE
+        )
+    )
+
+
+def samples_of(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[StoredSample]]:
+    found: dict[uuid.UUID, list[StoredSample]] = {}
+    for first in range(0, len(ids), IDS_PER_QUERY):
+        rows = session.execute(
+            select(
+                SampleRow.run_id,
+                SampleRow.status,
+                SampleRow.total_ms,
+                SampleRow.phases,
+                SampleRow.marks,
+            )
+            .where(SampleRow.run_id.in_(ids[first : first + IDS_PER_QUERY]))
+            .order_by(SampleRow.run_id, SampleRow.idx)
+        )
+        for run_id, status, total_ms, phases, marks in rows:
+            found.setdefault(run_id, []).append(StoredSample(status, total_ms, phases, marks))
+    return found
