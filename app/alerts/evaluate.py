@@ -39,10 +39,6 @@ from app.alerts.summary import summarize_alert
 from app.analysis import detectors as d
 
 T = TypeVar("T")
-# A resolved change re-bases the references only when it was told for this long: a change
-# that lasts is told for days, while an alert over in an hour was a burst (or the first
-# hours of a drift), and re-basing on it would leave baseline_drift nothing to drift from.
-REBASE_AFTER = timedelta(hours=6)
 
 
 class Evaluator:
@@ -254,7 +250,11 @@ class Evaluator:
             memory.excluded = [(start, end or now) for start, end in memory.excluded]
             if detector is not None and detector.on_resolve is not None:
                 detector.on_resolve(memory)
-            if detector is not None and detector.rebases and _lasted(alert, now):
+            if (
+                detector is not None
+                and detector.rebases
+                and _lasted(alert, now, detector.rebase_after)
+            ):
                 # Told and over: runs from before it would only tell it again, by another
                 # detector (its own runs stay out: the reference is what came after).
                 since = [at for at in (memory.rebase_at, alert.opened_at) if at is not None]
@@ -292,6 +292,6 @@ def _name_key(target: str) -> int:
     return zlib.crc32(target.encode())  # stable across processes, unlike hash()
 
 
-def _lasted(alert: Alert, now: datetime) -> bool:
-    """The alert fired, and stayed told ``REBASE_AFTER`` or longer."""
-    return alert.fired_at is not None and now - alert.fired_at >= REBASE_AFTER
+def _lasted(alert: Alert, now: datetime, least: timedelta) -> bool:
+    """The alert fired, and stayed told ``least`` or longer."""
+    return alert.fired_at is not None and now - alert.fired_at >= least

@@ -16,6 +16,7 @@ from app.alerts.combine import Alerts, Found
 from app.alerts.crossvantage import open_at
 from app.alerts.history import History
 from app.alerts.identity import Identity
+from app.alerts.levelpool import PooledLevel, service_level_active
 from app.alerts.memory import DetectorMemory, EvaluatorView
 from app.alerts.objectiveledgers import build as built
 from app.alerts.references import REBUILD_EVERY, current_reference
@@ -24,6 +25,7 @@ from app.analysis.runs import RunData
 from app.analysis.slo import MissLedger
 
 MAX_AT = datetime.max.replace(tzinfo=UTC)
+LEVEL = "level_shift"
 
 
 # A target's maintenance spans at a vantage over [a, b]: UTC, half-open, sorted, disjoint.
@@ -62,6 +64,7 @@ class PerVantage:
         self.history = history
         self.maintenance = maintenance
         self._identities: dict[tuple[str, str, str | None, str], Identity] = {}
+        self._pooled = PooledLevel(history)
 
     def signals(
         self,
@@ -108,7 +111,27 @@ class PerVantage:
             rebase_at=memory.rebase_at,
             objectives=memory.objectives.ledgers if memory.objectives else {},
         )
-        return self._judge(inputs, target, vantage)
+        found = self._judge(inputs, target, vantage)
+        return found | self._pooled_level(view, found, target, vantage, inputs)
+
+    def _pooled_level(
+        self, view: EvaluatorView, found: Found, target: str, vantage: str, inputs: d.Inputs
+    ) -> Found:
+        """The service's ``level_shift`` (app.alerts.levelpool); while it is active, this
+        vantage's own does not open beside it (one level story at a time)."""
+        severity = d.DETECTORS[LEVEL].severity
+        service = self._identity(LEVEL, target, None, severity)
+        pooled = self._pooled.signals(
+            view, service, vantage, inputs.recent[-1], inputs.window, inputs.params
+        )
+        own = self._identity(LEVEL, target, vantage, severity)
+        opened = own in view.alerts and view.alerts[own].position.active
+        finding = found.get(own)
+        if finding is not None and finding.signal is d.Signal.HIT and not opened:
+            service_hit = service in pooled and pooled[service].signal is d.Signal.HIT
+            if service_hit or service_level_active(view.alerts, target):
+                pooled[own] = d.Finding(d.Signal.HOLD, finding.numbers)
+        return pooled
 
     def _judge(self, inputs: d.Inputs, target: str, vantage: str) -> Found:
         found: Found = {}

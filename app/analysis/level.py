@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import numpy as np
@@ -85,6 +85,10 @@ class LevelReference:
     sigma_eff: Array  # per series: the long-run spread (module docstring)
     runs: int
     span: timedelta  # from its first run to its last
+    # Each reference run's start (epoch seconds) and residuals: where two vantages' runs
+    # meet in time, how much of their noise they share (app.analysis.levelpool).
+    times: Array = field(default_factory=lambda: np.empty(0))
+    past: Array = field(default_factory=lambda: np.empty((0, 0)))
 
     @property
     def series(self) -> tuple[str, ...]:
@@ -110,6 +114,8 @@ class LevelReference:
             sigma_eff=long_run(residuals, sigma * np.sqrt((1 + rho) / (1 - rho))),
             runs=len(timed),
             span=timed[-1].at - timed[0].at,
+            times=np.array([run.at.timestamp() for run in timed]),
+            past=residuals,
         )
 
     def residuals(self, run: RunData) -> Array:
@@ -199,16 +205,17 @@ def increments(
     relative: float,
     min_ms: float,
     cap: float,
+    alternative: float = 2.0,
 ) -> Array:
     """Each series' CUSUM increment for ``run`` in nats (0 where it has no sample): the log
-    likelihood ratio of a slowdown of twice the allowance against none, the residual at
-    most ``WILD`` allowances, the increment at most ``cap``."""
+    likelihood ratio of a slowdown of ``alternative`` allowances against none, the residual
+    at most ``WILD`` allowances, the increment at most ``cap``."""
     allowance = allowances(reference, run, relative, min_ms)
     # A run far slower than the alternative says no more than one at 4× it (the alternative
     # is twice the allowance): a wild run must not carry the CUSUM half-way on its own.
     residual = np.minimum(reference.residuals(run), WILD * allowance)
-    sigma = reference.sigma_eff
-    step = 2 * allowance / sigma**2 * (residual - allowance)
+    shift = alternative * allowance
+    step = shift / reference.sigma_eff**2 * (residual - shift / 2)
     capped: Array = np.where(np.isnan(step), 0.0, np.minimum(step, cap))
     return capped
 

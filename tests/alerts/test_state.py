@@ -183,8 +183,9 @@ def test_a_confirmed_finding_fires_on_its_first_hit(confirmed: bool, states: lis
 
 
 # A resolved alert that told of a lasting change re-bases the vantage's references from
-# when it opened (as an acknowledgement does), once it was told for hours; other kinds,
-# and a change over within the hours (a burst, a drift's first hours), leave them be.
+# when it opened (as an acknowledgement does): a leader change once it was told for hours
+# (one over within them, a burst or a drift's first hours, leaves them be), a level shift
+# always (it is told for its window's runs, then resolves); other kinds never.
 @pytest.mark.parametrize(
     ("kind", "firing", "rebased"),
     [
@@ -193,7 +194,8 @@ def test_a_confirmed_finding_fires_on_its_first_hit(confirmed: bool, states: lis
         ("tail_shift", timedelta(days=3), False),
         ("dominant_shift", timedelta(minutes=15), False),  # one run: seed 4's drift
         ("dominant_shift", timedelta(hours=1), False),
-        ("level_shift", timedelta(hours=5, minutes=45), False),
+        ("level_shift", timedelta(hours=5, minutes=45), True),
+        ("level_shift", timedelta(minutes=30), True),  # told for its window, then over
     ],
 )
 def test_a_resolved_change_rebases_the_references(

@@ -136,8 +136,13 @@ class Detector:
     # A critical alert's runs are kept out of the reference; a warning is a hint only.
     excludes_runs: bool = True
     # Its alert tells of a lasting change (a new leader, a new level): once resolved, the
-    # vantages' references start again from it, as on an acknowledgement.
+    # vantages' references start again from it, as on an acknowledgement...
     rebases: bool = False
+    # ...if it was told this long. A leader change that lasts is told for days, so one over
+    # within hours was a burst or a drift's first hours, and re-basing on it would leave
+    # baseline_drift nothing to drift from; a level shift is told for its window's runs
+    # only, then resolves, and must re-base or it is told again.
+    rebase_after: timedelta = timedelta(0)
     # Said after the sentence and where it was seen ("… at 2/2 vantages; queue leads now").
     aside: Callable[[Named, dict[str, Any]], str] | None = None
     # A firing alert's sentence keeps the numbers of its firing; this says what they read

@@ -7,6 +7,7 @@ Judged per vantage here and combined across vantages by the evaluator
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -210,4 +211,5 @@ DETECTOR = Detector(
     aside=overtaken,
     current=current,
     rebases=True,
+    rebase_after=timedelta(hours=6),
 )

@@ -73,25 +73,26 @@ def level_finding(
     level: LevelReference,
     onset: Callable[[int], Sequence[RunData]],
     params: DetectorParams,
+    threshold: float | None = None,
 ) -> Finding:
-    """Hit once a series' CUSUM reaches the threshold; clear below half of it. The
-    numbers are over the runs of the head series' excursion."""
+    """Hit once a series' CUSUM reaches the threshold (``params.level_threshold`` unless
+    given); clear below half of it. The numbers are over the runs of the head series'
+    excursion."""
+    threshold = params.level_threshold if threshold is None else threshold
     series = level.series
     numbers: dict[str, Any] = {
         "cusum": round(float(scores[1:].max()), 2),
         "cusum_by_series": {
             name: round(float(s), 2) for name, s in zip(series, scores, strict=True)
         },
-        "threshold": params.level_threshold,
+        "threshold": threshold,
     }
-    if scores[1:].max() < params.level_threshold / 2:
+    if scores[1:].max() < threshold / 2:
         return Finding(Signal.CLEAR, numbers)
     # End-to-end is the phases' sum: its slowdown is theirs, judged where the noise is least
     # (a queue burst is a large share of end-to-end's spread in one run, none of network's).
     crossed = [
-        name
-        for name, s in zip(series, scores, strict=True)
-        if s >= params.level_threshold and name != TOTAL
+        name for name, s in zip(series, scores, strict=True) if s >= threshold and name != TOTAL
     ]
     top = 1 + int(np.argmax(scores[1:]))
     runs = max(int(lengths[top]), 1)

@@ -171,6 +171,18 @@ class DetectorParams(BaseModel):
     level_cap: float = Field(
         0.5, gt=0, lt=1, description="Most of the threshold one run may add, as a share of it."
     )
+    # A phase every vantage sees (the server's, the answer's transfer) is also judged on the
+    # vantages' increments pooled (app.analysis.levelpool): one CUSUM for the target, whose
+    # crossing is the service's level_shift. Its own threshold: the pooled stream is one more
+    # than the vantages' own (bench/detection/README.md, "level_shift's pooled lane").
+    level_pooled_threshold: float = Field(
+        12.0, ge=0, description="The pooled level CUSUM's threshold, in nats; 0: off."
+    )
+    # Its alternative, in allowances: pooled, the noise is the vantages' mean, and a phase
+    # doubled (about 6 allowances) is weighed nearer to what it is than by the vantage's 2.
+    level_pooled_alternative: float = Field(
+        4.0, ge=1, le=8, description="The pooled level CUSUM's alternative, in allowances."
+    )
     # The CUSUM is its own confirmation: it needs two runs at least (``level_cap``).
     level_confirm: int = Field(1, ge=1, le=20, description="Hits in a row before it fires.")
     # A new server-side leader at one vantage is the service's change once the vantages'

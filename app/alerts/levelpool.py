@@ -1,0 +1,216 @@
+"""``level_shift``'s service lane: a phase every vantage sees, judged on the vantages'
+level evidence pooled (the statistic is app.analysis.levelpool's).
+
+After each run at any vantage, that run's increments (as ``level_shift`` computes them
+against the vantage's own reference) join one CUSUM per pooled phase, weighted by how much
+noise the vantages share; the newest ``level_window_runs`` runs of each vantage are
+summed. Its crossing is the service's ``level_shift`` once the phase grew at every vantage
+(a path's change stays the vantage's own alert). One level story at a time: while a
+vantage's own ``level_shift`` is active the service's does not open, and while the
+service's is, no vantage's opens. The state, in every vantage's
+``DetectorMemory.cusums["level_pool"]``: the vantages pooled, then the rows of increments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.alerts.combine import Alerts, Found
+from app.alerts.history import History
+from app.alerts.identity import Identity
+from app.alerts.memory import DetectorMemory, EvaluatorView
+from app.analysis import detectors as d
+from app.analysis.detectors.levelshift import NAME, level_finding
+from app.analysis.dominance import phase_mix
+from app.analysis.level import MIN_TIMED, LevelReference, allowances, increments, window_cusum
+from app.analysis.levelpool import POOLED, grew_everywhere, pooled_steps, weights
+from app.analysis.runs import Array, RunData
+
+KEY = "level_pool"
+
+
+class PooledLevel:
+    """The pooled lane, and the weights of each target's vantages (kept while their
+    references are the same ones: rebuilt once a day)."""
+
+    def __init__(self, history: History) -> None:
+        self.history = history
+        self._weights: dict[str, tuple[tuple[tuple[str, datetime], ...], Array]] = {}
+
+    def signals(
+        self,
+        view: EvaluatorView,
+        identity: Identity,
+        vantage: str,
+        run: RunData,
+        window: Sequence[RunData],
+        params: d.DetectorParams,
+    ) -> Found:
+        """The service's finding after ``run`` at ``vantage`` (``identity``: its alert's)."""
+        target = identity.target
+        if NAME not in params.enabled or params.level_pooled_threshold <= 0:
+            return {}
+        vantages = self.history.vantages(target, run.at)
+        memories = [view.memory(target, v) for v in vantages]
+        levels = _levels(memories, params)
+        own = view.memory(target, vantage).reference
+        leader = own.mix.dominant if own is not None else None
+        if (
+            levels is None
+            or vantage not in vantages
+            or _dominant_active(view.alerts, target)
+            or phase_mix(window).dominant != leader
+        ):
+            for memory in memories:
+                memory.cusums.pop(KEY, None)  # a leader change is dominant_shift's
+            return {}
+        level = levels[vantages.index(vantage)]
+        weight = self._weight(target, vantages, memories, levels)
+        cap = params.level_cap * params.level_threshold
+        step = increments(
+            level,
+            run,
+            params.level_min_relative,
+            params.level_min_ms,
+            cap,
+            params.level_pooled_alternative,
+        )
+        steps = _advance(memories, pooled_steps(level, step, weight), params.level_window_runs)
+        scores, lengths = window_cusum(steps)
+        finding = self._finding(view, target, vantage, vantages, levels, scores, lengths, params)
+        finding.numbers["pooled_vantages"] = len(vantages)
+        finding.numbers["pooled_weight"] = {
+            name: round(float(w), 2) for name, w in zip(POOLED, weight, strict=True) if w > 0
+        }
+        return {identity: finding}
+
+    def _weight(
+        self,
+        target: str,
+        vantages: list[str],
+        memories: list[DetectorMemory],
+        levels: list[LevelReference],
+    ) -> Array:
+        key = tuple(
+            (v, m.reference.built_at)
+            for v, m in zip(vantages, memories, strict=True)
+            if m.reference
+        )
+        kept = self._weights.get(target)
+        if kept is None or kept[0] != key:
+            kept = self._weights[target] = (key, weights(levels))
+        return kept[1]
+
+    def _finding(
+        self,
+        view: EvaluatorView,
+        target: str,
+        vantage: str,
+        vantages: list[str],
+        levels: list[LevelReference],
+        scores: Array,
+        lengths: NDArray[np.int64],
+        params: d.DetectorParams,
+    ) -> d.Finding:
+        """``level_shift``'s finding from the pooled scores, said in this vantage's terms;
+        a hit only where the phase grew at every vantage, and no vantage tells a level
+        change of its own."""
+        level = levels[vantages.index(vantage)]
+        per_series = np.zeros(len(level.series))
+        runs = np.zeros(len(level.series), dtype=np.int64)
+        for k, name in enumerate(POOLED):
+            if name in level.series:
+                per_series[level.series.index(name)] = scores[k]
+                runs[level.series.index(name)] = math.ceil(lengths[k] / len(vantages))
+        onset = lambda count: self.history.last(target, vantage, count)  # noqa: E731
+        found = level_finding(per_series, runs, level, onset, params, params.level_pooled_threshold)
+        if found.signal is not d.Signal.HIT:
+            return found
+        top = POOLED[int(np.argmax(scores))]
+        means, least = [], []
+        for other, other_level in zip(vantages, levels, strict=True):
+            newest = self.history.last(target, other, max(2, int(found.numbers["runs"])))
+            grown = _mean_growth(other_level, newest, top, params)
+            if grown is None:
+                return d.Finding(d.Signal.HOLD, found.numbers)
+            means.append(grown[0])
+            least.append(grown[1])
+        told = _vantage_level_active(view.alerts, target)
+        if told or not grew_everywhere(means, least):
+            return d.Finding(d.Signal.HOLD, found.numbers)
+        return found
+
+
+def _levels(
+    memories: list[DetectorMemory], params: d.DetectorParams
+) -> list[LevelReference] | None:
+    """Each vantage's hours' levels, once every vantage has days of them; else None."""
+    if len(memories) < 2:
+        return None
+    found = []
+    for memory in memories:
+        level = None if memory.reference is None else memory.reference.level
+        if level is None or level.span < timedelta(days=params.level_min_days):
+            return None
+        found.append(level)
+    return found
+
+
+def _advance(memories: list[DetectorMemory], row: Array, runs: int) -> Array:
+    """The pooled rows after ``row`` (the newest ``runs`` per vantage), kept in each memory."""
+    vantages = len(memories)
+    depth, width = runs * vantages, len(POOLED)
+    kept = memories[0].cusums.get(KEY)
+    if kept is None or len(kept) != 1 + depth * width or int(kept[0]) != vantages:
+        steps = np.zeros((depth, width))
+    else:
+        steps = np.array(kept[1:], dtype=np.float64).reshape(depth, width)
+    steps = np.vstack((steps[1:], row))
+    values = [float(vantages), *steps.ravel().tolist()]
+    for memory in memories:
+        memory.cusums[KEY] = list(values)
+    return steps
+
+
+def _mean_growth(
+    level: LevelReference, runs: Sequence[RunData], series: str, params: d.DetectorParams
+) -> tuple[float, float] | None:
+    """The mean residual of ``series`` over ``runs`` and its least slowdown worth an alert
+    (log terms); None where the vantage has no timed run of it."""
+    if series not in level.series:
+        return None
+    column = level.series.index(series)
+    timed = [run for run in runs if run.timed >= MIN_TIMED]
+    values = [level.residuals(run)[column] for run in timed]
+    values = [v for v in values if np.isfinite(v)]
+    if not values:
+        return None
+    least = allowances(level, timed[-1], params.level_min_relative, params.level_min_ms)
+    return float(np.mean(values)), float(least[column])
+
+
+def _dominant_active(alerts: Alerts, target: str) -> bool:
+    return any(
+        i.kind == "dominant_shift" and i.target == target and a.position.active
+        for i, a in alerts.items()
+    )
+
+
+def _vantage_level_active(alerts: Alerts, target: str) -> bool:
+    return any(
+        i.kind == NAME and i.target == target and i.vantage is not None and a.position.active
+        for i, a in alerts.items()
+    )
+
+
+def service_level_active(alerts: Alerts, target: str) -> bool:
+    """The service's ``level_shift`` of ``target`` is active: no vantage's opens beside it."""
+    return any(
+        i.kind == NAME and i.target == target and i.vantage is None and a.position.active
+        for i, a in alerts.items()
+    )
