@@ -13,6 +13,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from app.probe.cadence import StreamStats
+
 
 class Status(StrEnum):
     OK = "ok"
@@ -130,6 +132,8 @@ class Sample:
     cold_start: bool = False
     # The W3C ``traceparent`` sent with the request (``propagate: true``), else None.
     traceparent: str | None = None
+    # A streamed answer's rhythm (``app.probe.cadence``): None unless a token arrived streamed.
+    stream: StreamStats | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,6 +154,7 @@ class Sample:
             "remote_address": self.remote_address,
             "request_id": self.request_id,
             "traceparent": self.traceparent,
+            "stream": None if self.stream is None else self.stream.to_json(),
             "rtt_ms": self.rtt_ms,
             "tokens": dataclasses.asdict(self.tokens),
             "server_timing": self.server_timing.raw,

@@ -1,0 +1,163 @@
+"""The rhythm of a streamed answer, kept bounded: every arrival of tokens is stamped, but
+only a summary of the gaps between them is kept (docs/metrics.md).
+
+An *arrival* is one read of the body that carried tokens: every answer or reasoning event
+decoded from it counts one token (the kinds tell them apart without a tokenizer). Events
+that arrive in one read share its stamp, so a read of ``n`` tokens after a gap ``g`` gives
+``n`` inter-token latencies of ``g / n`` (LLMPerf PR #99: a multi-token chunk's gap is its
+tokens', not its first token's), while the *stall* is the whole gap ``g``.
+
+The per-token gaps go into a log-linear histogram (32 buckets an octave of nanoseconds, at
+most 2,048 of them, sparse): its quantiles are within 1.6 % of the exact ones, the maxima
+are exact, and what a sample keeps after its stream is ``StreamStats``' dozen numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+_MANTISSA_BITS = 5  # 32 buckets an octave: a bucket's midpoint is within 1/64 of its values
+_SUB = 1 << _MANTISSA_BITS
+QUANTILES = {"p50": 50, "p90": 90}  # percent, whole: the rank is exact integer work
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStats:
+    """What a sample keeps of its stream's rhythm (``details["stream"]``); milliseconds
+    from the request's start for the ``_at`` offsets."""
+
+    answer_tokens: int  # answer events (text, tool-call output) seen
+    reasoning_tokens: int  # reasoning events (reasoning_content, thinking blocks) seen
+    arrivals: int  # reads of the body that carried at least one token
+    itl_ms: dict[str, float]  # per-token gaps after the first token: p50, p90, max
+    stall_ms: float  # the longest gap between two arrivals (or from the last to a cut)
+    stall_at_ms: float | None  # when the stall ended: the arrival after it, or the cut
+    stall_token: int | None  # tokens that had arrived before the stall
+    stall_open: bool = False  # the stream was cut during its longest stall
+
+    @property
+    def tokens(self) -> int:
+        return self.answer_tokens + self.reasoning_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "answer_tokens": self.answer_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "arrivals": self.arrivals,
+            "itl_ms": {k: round(v, 4) for k, v in self.itl_ms.items()},
+            "stall_ms": round(self.stall_ms, 4),
+            "stall_at_ms": None if self.stall_at_ms is None else round(self.stall_at_ms, 4),
+            "stall_token": self.stall_token,
+            "stall_open": self.stall_open,
+        }
+
+
+class Cadence:
+    """Stamps a stream's arrivals of tokens (``arrive``), then sums them up (``stats``)."""
+
+    __slots__ = (
+        "answer",
+        "reasoning",
+        "arrivals",
+        "last",
+        "histogram",
+        "max_gap",
+        "max_itl",
+        "stall_at",
+        "stall_token",
+    )
+
+    def __init__(self) -> None:
+        self.answer = 0
+        self.reasoning = 0
+        self.arrivals = 0
+        self.last: int | None = None
+        self.histogram: dict[int, int] = {}  # bucket key → tokens whose gap fell in it
+        self.max_gap = 0  # ns, between two arrivals
+        self.max_itl = 0  # ns, the largest per-token gap
+        self.stall_at: int | None = None
+        self.stall_token: int | None = None
+
+    def __eq__(self, other: object) -> bool:
+        # The same stamps give the same state: a reader's shortcut must not change it.
+        if not isinstance(other, Cadence):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def arrive(self, now_ns: int, answer: int, reasoning: int) -> None:
+        """A read at ``now_ns`` carried ``answer`` + ``reasoning`` (≥ 1) tokens."""
+        # Runs once per read inside the measured request: kept to plain int work.
+        last, tokens = self.last, answer + reasoning
+        if last is not None:
+            gap = now_ns - last
+            if gap > self.max_gap:
+                self.max_gap, self.stall_at = gap, now_ns
+                self.stall_token = self.answer + self.reasoning
+            per = gap // tokens
+            if per > self.max_itl:
+                self.max_itl = per
+            key = _bucket(per)
+            histogram = self.histogram
+            histogram[key] = histogram.get(key, 0) + tokens
+        self.last = now_ns
+        self.answer += answer
+        self.reasoning += reasoning
+        self.arrivals += 1
+
+    def stats(self, cut_ns: int | None = None) -> StreamStats | None:
+        """The summary, or None when no token arrived. ``cut_ns``: the stream was cut then,
+        so the time since its last arrival is a stall still going on."""
+        if self.last is None:
+            return None
+        gap, at, token, still = self.max_gap, self.stall_at, self.stall_token, False
+        if cut_ns is not None and cut_ns - self.last > gap:
+            gap, at, token, still = cut_ns - self.last, cut_ns, self.answer + self.reasoning, True
+        return StreamStats(
+            answer_tokens=self.answer,
+            reasoning_tokens=self.reasoning,
+            arrivals=self.arrivals,
+            itl_ms=self._itl_ms(),
+            stall_ms=gap / 1e6,
+            stall_at_ms=None if at is None else at / 1e6,
+            stall_token=token,
+            stall_open=still,
+        )
+
+    def _itl_ms(self) -> dict[str, float]:
+        if not self.histogram:
+            return {}
+        found = {name: min(value, self.max_itl) for name, value in self._quantiles().items()}
+        return {**{k: v / 1e6 for k, v in found.items()}, "max": self.max_itl / 1e6}
+
+    def _quantiles(self) -> dict[str, float]:
+        """Nearest rank: the smallest bucket holding the ``⌈q·n⌉``-th token gap."""
+        keys = sorted(self.histogram)
+        total = sum(self.histogram.values())
+        found: dict[str, float] = {}
+        for name, percent in QUANTILES.items():
+            rank, seen = max(1, -(-percent * total // 100)), 0
+            for key in keys:
+                seen += self.histogram[key]
+                if seen >= rank:
+                    found[name] = _midpoint(key)
+                    break
+        return found
+
+
+def _bucket(ns: int) -> int:
+    """Gaps below 32 ns are their own bucket; above, the octave and the next 5 bits."""
+    bits = ns.bit_length()
+    if bits <= _MANTISSA_BITS:
+        return ns
+    return (bits << _MANTISSA_BITS) | ((ns >> (bits - _MANTISSA_BITS - 1)) & (_SUB - 1))
+
+
+def _midpoint(key: int) -> float:
+    if key < _SUB:
+        return float(key)
+    bits, mantissa = key >> _MANTISSA_BITS, key & (_SUB - 1)
+    width = 1 << (bits - _MANTISSA_BITS - 1)
+    return float(((_SUB | mantissa) * width) + width / 2)
