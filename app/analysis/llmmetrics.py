@@ -74,7 +74,7 @@ class _View:
 class LlmMetric:
     name: str
     unit: str  # "ms", "tokens" or "tokens/s"
-    prometheus: str | None  # its histogram on /metrics (seconds), if it has one
+    help: str  # one line: the surfaces' tooltip and /metrics' help
     value: Callable[[_View], float | None]
 
 
@@ -131,17 +131,33 @@ def _count(field: str, streamed: str | None = None) -> Callable[[_View], float |
 
 
 LLM_METRICS: tuple[LlmMetric, ...] = (
-    LlmMetric("ttft_ms", "ms", "phasewatch_ttft_seconds", _ttft),
-    LlmMetric("ttfat_ms", "ms", "phasewatch_ttfat_seconds", _ttfat),
-    LlmMetric("tpot_ms", "ms", "phasewatch_tpot_seconds", _tpot),
-    LlmMetric("itl_p50_ms", "ms", None, _itl("p50")),
-    LlmMetric("itl_p90_ms", "ms", None, _itl("p90")),
-    LlmMetric("itl_max_ms", "ms", None, _itl("max")),
-    LlmMetric("stall_ms", "ms", "phasewatch_stall_seconds", _stall),
-    LlmMetric("output_tokens_per_s", "tokens/s", None, _output_rate),
-    LlmMetric("input_tokens", "tokens", None, _count("prompt")),
-    LlmMetric("output_tokens", "tokens", None, lambda view: _float(view.output_tokens())),
-    LlmMetric("reasoning_tokens", "tokens", None, _count("reasoning", "reasoning_tokens")),
+    LlmMetric("ttft_ms", "ms", "Time to the first token, reasoning or answer.", _ttft),
+    LlmMetric("ttfat_ms", "ms", "Time to the first answer token (reasoning apart).", _ttfat),
+    LlmMetric(
+        "tpot_ms", "ms", "Time per output token after the first: (last - first) / (N - 1).", _tpot
+    ),
+    LlmMetric("itl_p50_ms", "ms", "Median gap between tokens (a read's gap shared).", _itl("p50")),
+    LlmMetric("itl_p90_ms", "ms", "90th percentile gap between tokens.", _itl("p90")),
+    LlmMetric("itl_max_ms", "ms", "Largest gap between tokens.", _itl("max")),
+    LlmMetric("stall_ms", "ms", "Longest wait between two arrivals of tokens.", _stall),
+    LlmMetric(
+        "output_tokens_per_s", "tokens/s", "Output tokens over end-to-end time.", _output_rate
+    ),
+    LlmMetric(
+        "input_tokens", "tokens", "Prompt tokens, as the usage block says.", _count("prompt")
+    ),
+    LlmMetric(
+        "output_tokens",
+        "tokens",
+        "Output tokens: the usage block's, else the token events seen.",
+        lambda view: _float(view.output_tokens()),
+    ),
+    LlmMetric(
+        "reasoning_tokens",
+        "tokens",
+        "Reasoning tokens: the usage block's, else the reasoning events seen.",
+        _count("reasoning", "reasoning_tokens"),
+    ),
 )
 METRIC_NAMES = tuple(metric.name for metric in LLM_METRICS)
 

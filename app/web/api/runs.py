@@ -6,6 +6,7 @@ import uuid
 
 from fastapi import APIRouter
 
+from app.analysis.llmmetrics import sample_llm_values
 from app.store.models import RunRow, SampleRow
 from app.store.reads.browse import run_with_target, runs_page, samples_of
 from app.store.reads.paging import BadCursor
@@ -98,4 +99,5 @@ def sample_out(row: SampleRow, target: str, vantage: str) -> SampleOut:
         provenance=row.provenance,
         marks=row.marks,
         details=row.details,
+        llm=sample_llm_values(row),
     )
