@@ -166,11 +166,19 @@ def _float(value: int | None) -> float | None:
     return None if value is None else float(value)
 
 
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
 def llm_values(
     status: str, total_ms: float, marks: Mapping[str, int], details: Mapping[str, Any]
 ) -> dict[str, float | None]:
     """Every metric of one sample by name; None where the sample does not have it (a
-    whole answer has no TTFT, a failed one no TPOT)."""
+    whole answer has no TTFT, a failed one no TPOT). An imported sample's are the file's
+    (``details["llm"]``, app.csvio)."""
+    imported = details.get("llm")
+    if isinstance(imported, Mapping):
+        return {name: _number(imported.get(name)) for name in METRIC_NAMES}
     tokens = details.get("tokens")
     view = _View(
         ok=status == Status.OK,

@@ -8,9 +8,10 @@ from contextlib import closing, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-from sqlalchemy import Engine, Select, func, select, true
+from sqlalchemy import Engine, Select, func, or_, select, true
 from sqlalchemy.orm import Session
 
+from app.analysis.llmmetrics import METRIC_NAMES, llm_values
 from app.csvio.layout import CsvExportError, format_number, format_timestamp, header, phase_order
 from app.store.models import RunRow, SampleRow, TargetRow
 
@@ -39,9 +40,11 @@ def export_samples(
             raise ValueError("export bounds must be aware datetimes")
     with _reading(source) as session:
         phases = phase_order(_phase_names(session, target, start, end))
+        llm = _has_llm_values(session, target, start, end)
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(header(phases))
-        return _write_rows(session, _filtered(_sample_rows(), target, start, end), phases, writer)
+        writer.writerow(header(phases, METRIC_NAMES if llm else ()))
+        rows = _filtered(_sample_rows(llm), target, start, end)
+        return _write_rows(session, rows, phases, writer)
 
 
 def _write_rows(session: Session, rows: Select[Any], phases: list[str], writer: Writer) -> int:
@@ -53,6 +56,22 @@ def _write_rows(session: Session, rows: Select[Any], phases: list[str], writer: 
             writer.writerow(_cells(tuple(row), phases, known))
             count += 1
     return count
+
+
+def _has_llm_values(
+    session: Session, target: str | None, start: datetime | None, end: datetime | None
+) -> bool:
+    """Whether a selected sample has an LLM metric: a streamed answer's rhythm, a token
+    count, or imported metrics. Asked of the database (JSON paths), not by reading rows."""
+    details = SampleRow.details
+    has = or_(
+        details["stream"].as_string().is_not(None),
+        details["llm"].as_string().is_not(None),
+        details[("tokens", "prompt")].as_string().is_not(None),
+        details[("tokens", "completion")].as_string().is_not(None),
+    )
+    query = _filtered(select(SampleRow.idx).where(has).limit(1), target, start, end)
+    return session.execute(query).first() is not None
 
 
 @contextmanager
@@ -81,8 +100,10 @@ def _phase_names(
     return [str(key) for key in session.scalars(query)]
 
 
-def _sample_rows() -> Select[Any]:
-    return select(
+def _sample_rows(llm: bool) -> Select[Any]:
+    """The columns a row is written from; with ``llm``, the marks and details its LLM
+    metrics are read from."""
+    columns: list[Any] = [
         SampleRow.started_at,
         TargetRow.name,
         RunRow.vantage,
@@ -90,7 +111,10 @@ def _sample_rows() -> Select[Any]:
         SampleRow.status,
         SampleRow.total_ms,
         SampleRow.phases,
-    ).order_by(SampleRow.started_at, SampleRow.run_id, SampleRow.idx)
+    ]
+    if llm:
+        columns += [SampleRow.marks, SampleRow.details]
+    return select(*columns).order_by(SampleRow.started_at, SampleRow.run_id, SampleRow.idx)
 
 
 def _filtered(
@@ -109,7 +133,7 @@ def _filtered(
 
 
 def _cells(row: tuple[Any, ...], phases: Sequence[str], known: frozenset[str]) -> list[str]:
-    started_at, target, vantage, run_id, status, total_ms, values = row
+    started_at, target, vantage, run_id, status, total_ms, values = row[:7]
     if not values.keys() <= known:
         # Only a writer committing between the two queries can do this (SQLite keeps no
         # snapshot across them): refuse rather than silently drop the phase.
@@ -118,4 +142,7 @@ def _cells(row: tuple[Any, ...], phases: Sequence[str], known: frozenset[str]) -
     cells = [format_timestamp(started_at), target, vantage, str(run_id), status]
     cells.append(format_number(total_ms))
     cells.extend(format_number(values[p]) if p in values else "" for p in phases)
+    if len(row) > 7:
+        metrics = llm_values(status, total_ms, row[7], row[8]).values()
+        cells.extend("" if value is None else format_number(value) for value in metrics)
     return cells
