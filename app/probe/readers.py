@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.probe.cadence import Cadence
+from app.probe.cadence import FOLD_EVERY, Cadence
 from app.probe.facts import StreamFacts
 from app.probe.redact import Redactor
 from app.probe.sample import Marks, ServerTiming, Tokens
@@ -92,6 +92,7 @@ class StreamReader:
         self.budget = _Budget(limit)
         self.decoder = SSEDecoder()
         self.answer_chunk = answer_chunk
+        self.stamps = findings.cadence.stamps  # a read of one token: appended here
 
     def feed(self, chunk: bytes, now_ns: int, *, last: bool = False) -> None:
         # Runs for every chunk inside the measured request, so written out in one frame:
@@ -106,7 +107,10 @@ class StreamReader:
             if marks.first_answer_token is None:
                 marks.first_answer_token = now_ns
             marks.last_answer_token = now_ns
-            self.findings.cadence.arrive(now_ns, 1, 0)
+            stamps = self.stamps  # Cadence.arrive(now_ns, 1, 0), written out
+            stamps.append(now_ns)
+            if len(stamps) >= FOLD_EVERY:
+                self.findings.cadence.fold()
             return
         answers = reasonings = 0
         for event in self.decoder.close() if last else self.decoder.feed(chunk):

@@ -9,10 +9,11 @@ import json
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from app.analysis.llmmetrics import METRIC_NAMES, llm_values
-from app.probe.cadence import Cadence
+from app.probe.cadence import FOLD_EVERY, Cadence, bucket, buckets
 from app.probe.kinds.anthropic import read_anthropic_event
 from app.probe.kinds.openai import OpenAIEventReader
 from app.probe.readers import Findings, StreamReader, StreamReportedError
@@ -247,4 +248,33 @@ def test_the_histogram_stays_bounded_whatever_the_gaps() -> None:
     for _ in range(20_000):
         now += rng.randrange(1, 1 << 40)
         cadence.arrive(now, rng.randint(1, 3), 0)
-    assert len(cadence.histogram) <= 2048
+    assert len(cadence.histogram) <= 2048 and len(cadence.stamps) < FOLD_EVERY
+
+
+def test_the_gaps_are_bucketed_at_once_as_one_by_one() -> None:
+    rng = random.Random(3)
+    edges = [0, 1, 31, 32, 33, 63, 64, 65, *(2**k + d for k in range(6, 52) for d in (-1, 0, 1))]
+    gaps = edges + [rng.randrange(1 << rng.randrange(1, 50)) for _ in range(5000)]
+    found = buckets(np.array(gaps, dtype=np.int64)).tolist()
+    assert found == [bucket(gap) for gap in gaps]
+
+
+def test_a_long_stream_folds_in_pieces_to_the_same_summary_as_read_whole() -> None:
+    """Its longest stall falls in the third fold; reads of three tokens cross the folds."""
+    rng, now, reads = random.Random(4), 0, []
+    for i in range(3 * FOLD_EVERY + 17):
+        now += (
+            5_000_000 + rng.randrange(1_000_000) + (900_000_000 if i == 2 * FOLD_EVERY + 5 else 0)
+        )
+        reads.append((now, 3 if i % 7 == 0 else 1, 1 if i % 11 == 0 else 0))
+    pieces, whole = Cadence(), Cadence()
+    for at, answer, reasoning in reads:
+        pieces.arrive(at, answer, reasoning)
+    whole.stamps.extend(at for at, _, _ in reads)
+    whole.several.update({i: a + r for i, (_, a, r) in enumerate(reads) if a + r != 1})
+    whole.reasoning = sum(r for _, _, r in reads)
+    assert pieces.stats() == whole.stats()
+    stats = pieces.stats()
+    assert stats is not None and stats.stall_at_ms == reads[2 * FOLD_EVERY + 5][0] / 1e6
+    tokens_before = sum(a + r for _, a, r in reads[: 2 * FOLD_EVERY + 5])
+    assert stats.stall_token == tokens_before and stats.arrivals == len(reads)
