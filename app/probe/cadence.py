@@ -7,9 +7,9 @@ that arrive in one read share its stamp, so a read of ``n`` tokens after a gap `
 ``n`` inter-token latencies of ``g / n`` (LLMPerf PR #99: a multi-token chunk's gap is its
 tokens', not its first token's), while the *stall* is the whole gap ``g``.
 
-The per-token gaps go into a log-linear histogram (32 buckets an octave of nanoseconds, at
-most 2,048 of them, sparse): its quantiles are within 1.6 % of the exact ones, the maxima
-are exact. While the stream lasts the arrivals wait in a buffer of at most ``FOLD_EVERY``
+The per-token gaps go into a log-linear histogram (32 buckets an octave of nanoseconds,
+2,080 counts, 16 KB): its quantiles are within 1.6 % of the exact ones, the maxima are
+exact. While the stream lasts the arrivals wait in a buffer of at most ``FOLD_EVERY``
 stamps (8 KB) between folds; what a sample keeps after it is ``StreamStats``' dozen numbers.
 """
 
@@ -26,6 +26,7 @@ _MANTISSA_BITS = 5  # 32 buckets an octave: a bucket's midpoint is within 1/64 o
 _SUB = 1 << _MANTISSA_BITS
 QUANTILES = {"p50": 50, "p90": 90}  # percent, whole: the rank is exact integer work
 FOLD_EVERY = 1024  # arrivals buffered (8 KB) before they are folded into the summary
+_KEYS = (64 << _MANTISSA_BITS) + _SUB  # every bucket key of a 64-bit gap is below it
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +76,11 @@ class Cadence:
         "tokens",
         "arrivals",
         "last",
-        "histogram",
         "max_gap",
         "max_itl",
         "stall_at",
         "stall_token",
+        "histogram",  # last: ``_state`` compares it apart
     )
 
     def __init__(self) -> None:
@@ -89,7 +90,8 @@ class Cadence:
         self.tokens = 0  # tokens of the folded arrivals
         self.arrivals = 0  # folded arrivals
         self.last: int | None = None  # the last folded arrival
-        self.histogram: dict[int, int] = {}  # bucket key → tokens whose gap fell in it
+        # Tokens whose gap fell in each bucket (by key), from the first gap on.
+        self.histogram: NDArray[np.float64] | None = None
         self.max_gap = 0  # ns, between two arrivals
         self.max_itl = 0  # ns, the largest per-token gap
         self.stall_at: int | None = None
@@ -99,9 +101,13 @@ class Cadence:
         # The same stamps give the same state: a reader's shortcut must not change it.
         if not isinstance(other, Cadence):
             return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+        return self._state() == other._state()
 
     __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def _state(self) -> tuple[object, ...]:
+        histogram = None if self.histogram is None else self.histogram.tobytes()
+        return (*(getattr(self, name) for name in self.__slots__[:-1]), histogram)
 
     def arrive(self, now_ns: int, answer: int, reasoning: int) -> None:
         """A read at ``now_ns`` carried ``answer`` + ``reasoning`` (≥ 1) tokens."""
@@ -116,43 +122,46 @@ class Cadence:
     def fold(self) -> None:
         """The buffered arrivals into the summary; the buffer emptied in place (the reader
         holds it)."""
-        if not self.stamps:
+        count = len(self.stamps)
+        if not count:
             return
         times = np.array(self.stamps, dtype=np.int64)
-        tokens = np.ones(len(times), dtype=np.int64)
-        for position, count in self.several.items():
-            tokens[position] = count
-        before = self.tokens + np.cumsum(tokens) - tokens  # tokens arrived before each
+        tokens = None  # one each, unless some read brought several
+        if self.several:
+            tokens = np.ones(count, dtype=np.int64)
+            tokens[list(self.several)] = list(self.several.values())
         if self.last is None:
-            gaps, times, tokens_after, before = np.diff(times), times[1:], tokens[1:], before[1:]
+            self._add_gaps(np.diff(times), times, tokens, 1)
         else:
-            gaps, tokens_after = np.diff(times, prepend=self.last), tokens
-        if gaps.size:
-            self._add_gaps(gaps, times, tokens_after, before)
-        self.tokens += int(tokens.sum())
-        self.arrivals += len(tokens)
-        self.last = int(self.stamps[-1])
+            self._add_gaps(np.diff(times, prepend=self.last), times, tokens, 0)
+        self.tokens += count if tokens is None else int(tokens.sum())
+        self.arrivals += count
+        self.last = int(times[-1])
         del self.stamps[:]
         self.several.clear()
 
     def _add_gaps(
         self,
         gaps: NDArray[np.int64],
-        ends: NDArray[np.int64],
-        tokens: NDArray[np.int64],
-        before: NDArray[np.int64],
+        times: NDArray[np.int64],
+        tokens: NDArray[np.int64] | None,
+        offset: int,
     ) -> None:
-        longest = int(np.argmax(gaps))  # the first of equal gaps, as a stream would see it
+        """``gaps[i]`` ends at ``times[i + offset]``, which brought ``tokens[i + offset]``."""
+        if not gaps.size:
+            return
+        longest = int(gaps.argmax())  # the first of equal gaps, as a stream would see it
         if gaps[longest] > self.max_gap:
-            self.max_gap, self.stall_at = int(gaps[longest]), int(ends[longest])
-            self.stall_token = int(before[longest])
-        per = gaps // tokens
+            end = longest + offset
+            self.max_gap, self.stall_at = int(gaps[longest]), int(times[end])
+            self.stall_token = self.tokens + (end if tokens is None else int(tokens[:end].sum()))
+        after = None if tokens is None else tokens[offset:]
+        per = gaps if after is None else gaps // after
         self.max_itl = max(self.max_itl, int(per.max()))
-        keys, where = np.unique(buckets(per), return_inverse=True)
-        counts = np.bincount(where.ravel(), weights=tokens)
-        histogram = self.histogram
-        for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
-            histogram[key] = histogram.get(key, 0) + int(count)
+        counts = np.bincount(buckets(per), weights=after, minlength=_KEYS)
+        if self.histogram is None:
+            self.histogram = np.zeros(_KEYS, dtype=np.float64)
+        self.histogram += counts
 
     def stats(self, cut_ns: int | None = None) -> StreamStats | None:
         """The summary, or None when no token arrived. ``cut_ns``: the stream was cut then,
@@ -175,23 +184,20 @@ class Cadence:
         )
 
     def _itl_ms(self) -> dict[str, float]:
-        if not self.histogram:
+        if self.histogram is None:
             return {}
         found = {name: min(value, self.max_itl) for name, value in self._quantiles().items()}
         return {**{k: v / 1e6 for k, v in found.items()}, "max": self.max_itl / 1e6}
 
     def _quantiles(self) -> dict[str, float]:
         """Nearest rank: the smallest bucket holding the ``⌈q·n⌉``-th token gap."""
-        keys = sorted(self.histogram)
-        total = sum(self.histogram.values())
+        assert self.histogram is not None
+        running = np.cumsum(self.histogram)
+        total = int(running[-1])
         found: dict[str, float] = {}
         for name, percent in QUANTILES.items():
-            rank, seen = max(1, -(-percent * total // 100)), 0
-            for key in keys:
-                seen += self.histogram[key]
-                if seen >= rank:
-                    found[name] = _midpoint(key)
-                    break
+            rank = max(1, -(-percent * total // 100))
+            found[name] = _midpoint(int(np.searchsorted(running, rank)))
         return found
 
 
