@@ -18,9 +18,11 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from app.analysis.llmmetrics import sample_llm_values
 from app.probe.client import make_client, probe_once
 from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec
+from app.store.records import SampleRecord
 from bench.common import RunClock, pct, print_header, print_table
 from tests.real.llama import LlamaServer, Perf, chat_body, prompt, running_llama
 from tests.real.nginx import Logged, Nginx, running_nginx
@@ -141,6 +143,45 @@ async def llama_stream(server: LlamaServer, n: int, words: int, tokens: int) -> 
     ]
 
 
+TOKEN_HEADERS = ["metric", "phasewatch p50", "p90", "llama p50", "p90", "median difference",
+                 "goal", "met?"]  # fmt: skip
+
+
+async def llama_tokens(server: LlamaServer, n: int, tokens: int, words: int) -> list[Row]:
+    """TPOT and the server's part of TTFT against llama.cpp's own perf lines, request by
+    request (issue 39): TPOT ≈ its eval time / its eval runs (the tokens after the first);
+    TTFT − connect − network ≈ its prompt eval time (a {{nonce}} first, so no prompt is
+    cached; the queue is empty, one request at a time)."""
+    body = chat_body("{{nonce}} " + prompt(words), tokens, stream=True)
+    spec = ProbeSpec(url=server.chat_url, kind=Kind.OPENAI, method="POST", body=body)
+    before = len(server.perf())
+    async with make_client(spec) as client:
+        ours = [await probe_once(client, spec, index) for index in range(n + 1)]
+    assert all(s.status is Status.OK for s in ours), [s.error for s in ours]
+    perf = server.wait_for(before + n + 1)[before + 1 :]
+    values = [sample_llm_values(SampleRecord.from_sample(s)) for s in ours[1:]]
+    tpot = [v["tpot_ms"] or 0.0 for v in values]
+    their_tpot = [(p.total_ms - p.prompt_ms) / max(p.eval_runs, 1) for p in perf]
+    server_first = [
+        (v["ttft_ms"] or 0.0) - s.phases["connect"] - s.phases["network"]
+        for v, s in zip(values, ours[1:], strict=True)
+    ]
+    return [
+        token_row("TPOT vs eval ms / runs", tpot, their_tpot),
+        token_row(
+            "TTFT − connect − network vs prompt eval", server_first, [p.prompt_ms for p in perf]
+        ),
+    ]
+
+
+def token_row(metric: str, ours: Sequence[float], theirs: Sequence[float]) -> Row:
+    between = statistics.median(a - b for a, b in zip(ours, theirs, strict=True))
+    goal = max(2.0, 0.03 * statistics.median(theirs))
+    quantiles = [f"{pct(values, q):.2f}" for values in (ours, theirs) for q in (50, 90)]
+    met = "yes" if abs(between) <= goal else "**no**"
+    return [metric, *quantiles, f"{between:+.2f}", f"±{goal:.2f}", met]
+
+
 async def nginx_app(nginx: Nginx, n: int, path: str) -> list[Row]:
     spec = ProbeSpec(url=f"{nginx.url}{path}")
     raw = RawClient(nginx.url)
@@ -224,6 +265,8 @@ async def main(samples: int) -> None:
         for title, scenario in scenarios.items():
             print(f"\n### {title}\n")
             print_table(HEADERS, await scenario)
+        print("\n### llama.cpp, TPOT and TTFT against its perf lines, 64 tokens\n")
+        print_table(TOKEN_HEADERS, await llama_tokens(llama, samples, 64, 400))
     with running_nginx(work) as nginx:
         for title, path in {
             "nginx, proxied 30 ms upstream, 2 KB": "/app/work?ms=30&bytes=2000",
@@ -234,7 +277,17 @@ async def main(samples: int) -> None:
     print(f"\n{clock.report()}")
 
 
+async def tokens_only(samples: int) -> None:
+    print_header("real servers", "TPOT and TTFT against llama.cpp's perf lines")
+    clock = RunClock()
+    with running_llama(Path(tempfile.mkdtemp())) as llama:
+        print_table(TOKEN_HEADERS, await llama_tokens(llama, samples, 64, 400))
+    print(f"\n{clock.report()}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=30)
-    asyncio.run(main(parser.parse_args().samples))
+    parser.add_argument("--only-tokens", action="store_true", help="the TPOT/TTFT table alone")
+    args = parser.parse_args()
+    asyncio.run(tokens_only(args.samples) if args.only_tokens else main(args.samples))

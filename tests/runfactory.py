@@ -91,6 +91,21 @@ def failed_run(
     )
 
 
+def streamed_sample(
+    idx: int, first_ms: float, last_ms: float, tokens: int, stall_ms: float, at: datetime = T0
+) -> SampleRecord:
+    """An ok streamed answer as the probe stores it: answer tokens from ``first_ms`` to
+    ``last_ms``, the usage block's counts (20 in, ``tokens`` out), its rhythm in
+    ``details["stream"]`` (ITL p50 9 ms, p90 12 ms, the longest stall ``stall_ms``)."""
+    marks = {"first_answer_token": int(first_ms * 1e6), "last_answer_token": int(last_ms * 1e6)}
+    stream = {"answer_tokens": tokens, "reasoning_tokens": 0, "arrivals": tokens,
+              "itl_ms": {"p50": 9.0, "p90": 12.0, "max": stall_ms}, "stall_ms": stall_ms,
+              "stall_at_ms": last_ms, "stall_token": 3, "stall_open": False}  # fmt: skip
+    details = {"tokens": {"prompt": 20, "completion": tokens, "reasoning": None}, "stream": stream}
+    phases = {"prefill": first_ms, "generation": last_ms - first_ms + 1}
+    return SampleRecord(idx, at, "ok", last_ms + 1, phases, marks=marks, details=details)
+
+
 def record_of(run: RunData) -> RunRecord:
     """The run as the pipeline stores it: ok, deadline-exceeded and error samples."""
     samples = []

@@ -8,9 +8,10 @@ from contextlib import closing, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-from sqlalchemy import Engine, Select, func, select, true
+from sqlalchemy import Engine, Select, func, or_, select, true
 from sqlalchemy.orm import Session
 
+from app.analysis.llmmetrics import METRIC_NAMES, llm_values
 from app.csvio.layout import (
     SPLIT_COLUMNS,
     CsvExportError,
@@ -47,9 +48,10 @@ def export_samples(
     with _reading(source) as session:
         phases = phase_order(_phase_names(session, target, start, end))
         split = _any_split(session, target, start, end)
+        llm = _has_llm_values(session, target, start, end)
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(header(phases, split))
-        rows = _filtered(_sample_rows(), target, start, end)
+        writer.writerow(header(phases, split, METRIC_NAMES if llm else ()))
+        rows = _filtered(_sample_rows(llm), target, start, end)
         return _write_rows(session, rows, (phases, split), writer)
 
 
@@ -62,9 +64,12 @@ def _write_rows(
     # closing: an export that fails part-way must not leave a server-side cursor open.
     with closing(streamed):
         for row in streamed:
-            cells = _cells(tuple(row[:-1]), phases, known)
+            cells = _cells(tuple(row[:7]), phases, known)
             if split:
-                cells.extend(split_cells(row[-1]))
+                cells.extend(split_cells(row[7]))
+            if len(row) > 8:  # the LLM metrics, from the sample's marks and details
+                metrics = llm_values(row[4], row[5], row[8], row[9]).values()
+                cells.extend("" if value is None else format_number(value) for value in metrics)
             writer.writerow(cells)
             count += 1
     return count
@@ -87,6 +92,22 @@ def _any_split(
         kind = func.json_type(SampleRow.details, "$.connect_split")
     query = _filtered(select(SampleRow.idx).where(kind == "object").limit(1), target, start, end)
     return session.scalar(query) is not None
+
+
+def _has_llm_values(
+    session: Session, target: str | None, start: datetime | None, end: datetime | None
+) -> bool:
+    """Whether a selected sample has an LLM metric: a streamed answer's rhythm, a token
+    count, or imported metrics. Asked of the database (JSON paths), not by reading rows."""
+    details = SampleRow.details
+    has = or_(
+        details["stream"].as_string().is_not(None),
+        details["llm"].as_string().is_not(None),
+        details[("tokens", "prompt")].as_string().is_not(None),
+        details[("tokens", "completion")].as_string().is_not(None),
+    )
+    query = _filtered(select(SampleRow.idx).where(has).limit(1), target, start, end)
+    return session.execute(query).first() is not None
 
 
 @contextmanager
@@ -115,8 +136,10 @@ def _phase_names(
     return [str(key) for key in session.scalars(query)]
 
 
-def _sample_rows() -> Select[Any]:
-    return select(
+def _sample_rows(llm: bool) -> Select[Any]:
+    """The columns a row is written from; with ``llm``, the marks and details its LLM
+    metrics are read from."""
+    columns: list[Any] = [
         SampleRow.started_at,
         TargetRow.name,
         RunRow.vantage,
@@ -125,7 +148,10 @@ def _sample_rows() -> Select[Any]:
         SampleRow.total_ms,
         SampleRow.phases,
         SampleRow.details["connect_split"],
-    ).order_by(SampleRow.started_at, SampleRow.run_id, SampleRow.idx)
+    ]
+    if llm:
+        columns += [SampleRow.marks, SampleRow.details]
+    return select(*columns).order_by(SampleRow.started_at, SampleRow.run_id, SampleRow.idx)
 
 
 def _filtered(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from sqlalchemy import Engine
 
+from app.analysis.llmmetrics import METRIC_NAMES
 from app.clock import parse_timestamp, utcnow
 from app.csvio.layout import (
     BASE_COLUMNS,
@@ -72,11 +73,13 @@ class _Problems:
 
 @dataclass(frozen=True, slots=True)
 class _Layout:
-    """Where each column is in the file, phases in their canonical order."""
+    """Where each column is in the file, phases in their canonical order, then the LLM
+    metrics the file has (in ``METRIC_NAMES``' order)."""
 
     width: int
     base: dict[str, int]
     phases: dict[str, int]
+    metrics: dict[str, int] = field(default_factory=dict)
 
 
 def _parse(rows: TextIO, progress: Callable[[int], None]) -> Table:
@@ -103,7 +106,7 @@ def _parse_rows(
     problems: _Problems,
     progress: Callable[[int], None],
 ) -> Table:
-    table = Table(list(layout.phases))
+    table = Table(list(layout.phases), list(layout.metrics))
     count, line = 0, 2
     for cells in reader:
         if cells:  # blank lines are skipped
@@ -154,11 +157,14 @@ def _layout(names: list[str] | None) -> _Layout:
     problems = _Problems()
     base: dict[str, int] = {}
     phases: dict[str, int] = {}
+    metrics: dict[str, int] = {}
     for index, name in enumerate(names):
         if name in names[:index]:
             problems.add(1, name, "column appears twice")
         elif name in BASE_COLUMNS:
             base[name] = index
+        elif name in METRIC_NAMES:  # before the phases: ttft_ms is a metric, not a phase
+            metrics[name] = index
         elif name.endswith("_ms") and _PHASE_NAME.match(name.removesuffix("_ms")):
             phases[name.removesuffix("_ms")] = index
         else:
@@ -172,7 +178,8 @@ def _layout(names: list[str] | None) -> _Layout:
         columns = ", ".join(f"{name}_ms" for name in SPLIT_COLUMNS)
         raise CsvImportError([CsvProblem(1, None, f"{columns} come together or not at all")])
     ordered = {name: phases[name] for name in [*phase_order(phases), *split]}
-    return _Layout(len(names), base, ordered)
+    found = {name: metrics[name] for name in METRIC_NAMES if name in metrics}
+    return _Layout(len(names), base, ordered, found)
 
 
 def _parse_row(
@@ -193,7 +200,8 @@ def _parse_row(
     )
     status = _checked(parse_status, cell, "status", line, problems)
     total = _checked(parse_number, cell, "total_ms", line, problems)
-    values = [_phase_value(cells[i], name, line, problems) for name, i in layout.phases.items()]
+    values = [_number(cells[i], f"{name}_ms", line, problems) for name, i in layout.phases.items()]
+    values += [_number(cells[i], name, line, problems) for name, i in layout.metrics.items()]
     for column in ("target", "vantage"):
         _checked(parse_name, cell, column, line, problems)
     if problems.count > before or started_at is None or run_id is None:
@@ -225,13 +233,14 @@ def _ends_in_range(started_at: datetime, total: float, line: int, problems: _Pro
     return True
 
 
-def _phase_value(text: str, phase: str, line: int, problems: _Problems) -> float:
+def _number(text: str, column: str, line: int, problems: _Problems) -> float:
+    """A phase's or a metric's cell: NaN when empty (the sample has none)."""
     if text == "":
         return math.nan
     try:
         return parse_number(text)
     except ValueError as exc:
-        problems.add(line, f"{phase}_ms", str(exc))
+        problems.add(line, column, str(exc))
         return math.nan
 
 

@@ -1,13 +1,16 @@
 """Samples as CSV: the one layout that export, import, backtests and the API share.
 
-``timestamp,target,vantage,run_id,status,total_ms,<phase>_ms...``: one row per sample,
-``timestamp`` its start in UTC (written ``2024-05-01T12:00:00.000000Z``; any offset is read
-and converted), an empty phase cell for a phase the sample does not have. After the phases,
-when some sample has one, its connect split (``connect_dns_ms,connect_tcp_ms,
-connect_tls_ms``, app.probe.connection): parts of ``connect``, not phases, empty for a
-sample on a reused connection. Rows are ordered
-by timestamp, run id, then the sample's index in its run; numbers are written with ``repr``
-so that they read back as the same float. Export → import → export is byte-identical.
+``timestamp,target,vantage,run_id,status,total_ms,<phase>_ms...[,connect_*_ms][,<llm metric>...]``:
+one row per sample, ``timestamp`` its start in UTC (written ``2024-05-01T12:00:00.000000Z``;
+any offset is read and converted), an empty phase cell for a phase the sample does not
+have. After the phases, when some sample has one, its connect split (``connect_dns_ms,
+connect_tcp_ms,connect_tls_ms``, app.probe.connection): parts of ``connect``, not phases,
+empty for a sample on a reused connection. Then the LLM metrics
+(``app.analysis.llmmetrics.METRIC_NAMES``: ``ttft_ms``, ``tpot_ms``, ``output_tokens``…)
+when any exported sample has one, empty where a sample has not. A file without either
+imports as before. Rows are ordered by timestamp, run id, then the sample's index in its
+run; numbers are written with ``repr`` so that they read back as the same float. Export →
+import → export is byte-identical.
 
 Writing is app.csvio.export, reading app.csvio.importer; this module is what they share:
 the columns, the cell formats, and the errors and results they report.
@@ -74,10 +77,10 @@ def phase_order(names: Iterable[str]) -> list[str]:
     return [p for p in KNOWN_PHASES if p in found] + sorted(found.difference(KNOWN_PHASES))
 
 
-def header(phases: Sequence[str], split: bool = False) -> list[str]:
-    """The columns; ``split``: the connect split's too."""
+def header(phases: Sequence[str], split: bool = False, metrics: Sequence[str] = ()) -> list[str]:
+    """The columns; ``split``: the connect split's too; then ``metrics``, as named."""
     parts = list(SPLIT_COLUMNS) if split else []
-    return [*BASE_COLUMNS, *(f"{phase}_ms" for phase in [*phases, *parts])]
+    return [*BASE_COLUMNS, *(f"{phase}_ms" for phase in [*phases, *parts]), *metrics]
 
 
 def format_timestamp(value: datetime) -> str:

@@ -30,12 +30,14 @@ class Table:
     A million rows would take gigabytes as objects; as arrays they take tens of megabytes.
     """
 
-    def __init__(self, phases: Sequence[str]) -> None:
+    def __init__(self, phases: Sequence[str], metrics: Sequence[str] = ()) -> None:
         self.phases = tuple(phases)
+        self.metrics = tuple(metrics)  # LLM metric columns (docs/metrics.md), after the phases
         self.micros = array("q")  # start, microseconds since the epoch
         self.status = bytearray()  # index into STATUSES
         self.total = array("d")
-        self.values = [array("d") for _ in phases]  # NaN: the sample has no such phase
+        # Each phase's, then each metric's. NaN: the sample has no such phase or value.
+        self.values = [array("d") for _ in (*self.phases, *self.metrics)]
         self.lines = array("q")  # where each row is in the file
         self.runs: dict[uuid.UUID, TableRun] = {}
 
@@ -70,14 +72,18 @@ class Table:
         )
 
     def _sample(self, idx: int, row: int) -> SampleRecord:
-        values = zip(self.phases, (column[row] for column in self.values), strict=True)
-        phases = {name: value for name, value in values if not math.isnan(value)}
-        split = {part: phases.pop(name) for name, part in SPLIT_COLUMNS.items() if name in phases}
+        names = (*self.phases, *self.metrics)
+        values = zip(names, (column[row] for column in self.values), strict=True)
+        found = {name: value for name, value in values if not math.isnan(value)}
+        # Imported metrics are kept as the file says them (``details["llm"]``): the marks
+        # and the stream they were measured from did not travel with them.
+        llm = {name: found.pop(name) for name in self.metrics if name in found}
+        split = {part: found.pop(name) for name, part in SPLIT_COLUMNS.items() if name in found}
         return SampleRecord(
             idx=idx,
             started_at=_EPOCH + self.micros[row] * _MICROSECOND,
             status=STATUSES[self.status[row]],
             total_ms=self.total[row],
-            phases=phases,
-            details={"connect_split": split} if split else {},
+            phases=found,
+            details=({"connect_split": split} if split else {}) | ({"llm": llm} if llm else {}),
         )

@@ -247,8 +247,7 @@ def _sample(
     rtt_ms, network_ms = round_trip
     marks = exchange.recorder.marks
     findings = exchange.findings
-    server = exchange.findings.server_timing
-    kind = KINDS[spec.kind]
+    kind, server = KINDS[spec.kind], findings.server_timing
     breakdown = kind.breakdown(marks, end_ns, server, network_ms, streaming=exchange.streaming)
     response = exchange.response
     return Sample(
@@ -270,6 +269,7 @@ def _sample(
         server_timing=outcome.scrub_timing(findings.server_timing, exchange.redactor),
         rtt_ms=rtt_ms,
         traceparent=exchange.traceparent,
+        stream=findings.cadence.stats(marks.cut),
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.probe.cadence import FOLD_EVERY, Cadence
 from app.probe.facts import StreamFacts
 from app.probe.redact import Redactor
 from app.probe.sample import Marks, ServerTiming, Tokens
@@ -37,6 +38,7 @@ class Findings:
     tokens: Tokens = field(default_factory=Tokens)
     server_timing: ServerTiming = field(default_factory=ServerTiming)
     error: str | None = None
+    cadence: Cadence = field(default_factory=Cadence)  # a stream's arrivals of tokens
 
     def add(self, facts: StreamFacts) -> None:
         if facts.tokens is not None:
@@ -69,7 +71,8 @@ class _Budget:
 
 
 class StreamReader:
-    """Server-sent events: marks the first and last reasoning and answer tokens."""
+    """Server-sent events: marks the first and last reasoning and answer tokens, and
+    stamps every read that carried tokens (``Findings.cadence``)."""
 
     streaming = True
 
@@ -89,6 +92,7 @@ class StreamReader:
         self.budget = _Budget(limit)
         self.decoder = SSEDecoder()
         self.answer_chunk = answer_chunk
+        self.stamps = findings.cadence.stamps  # a read of one token: appended here
 
     def feed(self, chunk: bytes, now_ns: int, *, last: bool = False) -> None:
         # Runs for every chunk inside the measured request, so written out in one frame:
@@ -103,13 +107,21 @@ class StreamReader:
             if marks.first_answer_token is None:
                 marks.first_answer_token = now_ns
             marks.last_answer_token = now_ns
+            stamps = self.stamps  # Cadence.arrive(now_ns, 1, 0), written out
+            stamps.append(now_ns)
+            if len(stamps) >= FOLD_EVERY:
+                self.findings.cadence.fold()
             return
+        answers = reasonings = 0
         for event in self.decoder.close() if last else self.decoder.feed(chunk):
             facts = self.interpret(event)
             if facts.answer:
+                answers += 1
                 if marks.first_answer_token is None:
                     marks.first_answer_token = now_ns
                 marks.last_answer_token = now_ns
+            elif facts.reasoning:  # an event with both counts one token, an answer's
+                reasonings += 1
             if facts.reasoning:
                 if marks.first_reasoning_token is None:
                     marks.first_reasoning_token = now_ns
@@ -117,7 +129,14 @@ class StreamReader:
             if facts.tokens is not None or facts.server_timing is not None:
                 self.findings.add(facts)  # the last chunk or two: usage and timings
             if facts.error is not None:
+                self._arrive(now_ns, answers, reasonings)
                 raise StreamReportedError(facts.error)
+        if answers or reasonings:
+            self.findings.cadence.arrive(now_ns, answers, reasonings)
+
+    def _arrive(self, now_ns: int, answers: int, reasonings: int) -> None:
+        if answers or reasonings:
+            self.findings.cadence.arrive(now_ns, answers, reasonings)
 
     def close(self, now_ns: int) -> None:
         self.feed(b"", now_ns, last=True)

@@ -13,6 +13,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from app.probe.cadence import StreamStats
+
 
 class Status(StrEnum):
     OK = "ok"
@@ -138,6 +140,8 @@ class Sample:
     # ``connect`` as dns, tcp and tls (app.probe.connection); None: no connection made.
     connect_split: dict[str, float] | None = None
     address_family: str | None = None  # ipv4 | ipv6: of ``remote_address``
+    # A streamed answer's rhythm (``app.probe.cadence``): None unless a token arrived streamed.
+    stream: StreamStats | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,6 +164,7 @@ class Sample:
             "connect_split": _rounded(self.connect_split),
             "request_id": self.request_id,
             "traceparent": self.traceparent,
+            "stream": None if self.stream is None else self.stream.to_json(),
             "rtt_ms": self.rtt_ms,
             "tokens": dataclasses.asdict(self.tokens),
             "server_timing": self.server_timing.raw,

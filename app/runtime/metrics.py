@@ -38,6 +38,7 @@ from app.runtime.scraped import (
     alert_counts,
 )
 from app.runtime.scrapedobjectives import ObjectivesCollector
+from app.runtime.tokenmetrics import TokenMetrics
 from app.store.reads.objectives import ObjectivesRow, objective_statuses
 from app.store.reads.slo import SloRow, slo_statuses
 from app.store.records import RunRecord, SampleRecord
@@ -139,6 +140,7 @@ class RunMetrics:
             SERIES,
             registry=registry,
         )
+        self.tokens = TokenMetrics(registry)  # TTFT, TPOT, stalls, tokens (docs/metrics.md)
 
     def observe_run(self, run: RunRecord) -> None:
         series = (run.target, run.vantage)
@@ -157,6 +159,7 @@ class RunMetrics:
 
     def _observe_sample(self, series: tuple[str, str], sample: SampleRecord) -> None:
         self.samples.labels(*series, sample.status).inc()
+        self.tokens.observe(series, sample)
         if sample.error_class is not None:
             self.probe_errors.labels(*series, sample.error_class).inc()
         if sample.status not in TIMED:

@@ -12,6 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from app.analysis.llmmetrics import llm_summary
 from app.analysis.summary import summarize
 from app.probe.sample import Sample
 
@@ -38,6 +39,7 @@ DETAIL_KEYS = (
     "unsplit",
     "flags",
     "traceparent",
+    "stream",
 )
 
 
@@ -107,7 +109,8 @@ class RunRecord:
     slot: int | None = None
 
     def summary(self) -> dict[str, Any]:
-        return summarize(self.samples).to_json()
+        """The breakdown, and the LLM metrics' percentiles (``llm``, docs/metrics.md)."""
+        return {**summarize(self.samples).to_json(), "llm": llm_summary(self.samples)}
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -187,7 +187,10 @@ class RunOut(Out):
     n_deadline_exceeded: int
     dominant_phase: str | None
     total: dict[str, float | None]
-    summary: dict[str, Any] = Field(description="the run's own breakdown, as stored with it")
+    summary: dict[str, Any] = Field(
+        description="the run's own breakdown, as stored with it; `llm`: the percentiles of"
+        " the LLM metrics (docs/metrics.md), in runs stored since they were measured"
+    )
 
 
 class SampleOut(Out):
@@ -205,6 +208,9 @@ class SampleOut(Out):
     provenance: dict[str, str]
     marks: dict[str, int]
     details: dict[str, Any]
+    llm: dict[str, float | None] = Field(
+        description="TTFT, TPOT, ITL, stall, tokens (docs/metrics.md); null where not measured"
+    )
 
 
 class RunObjectiveOut(Out):

@@ -76,6 +76,19 @@ def test_a_phase_no_sample_has_is_absent_and_a_missing_cell_is_zero() -> None:
     np.testing.assert_array_equal(runs[1].phases[:, 0], [0.0, 1.5])
 
 
+def test_the_llm_metric_columns_after_the_phases_are_no_phases() -> None:
+    header = HEADER.removesuffix("\n") + ",ttft_ms,tpot_ms,output_tokens\n"
+    rows = [
+        row(0, "a").removesuffix("\n") + ",120.0,,12.0\n",
+        row(1, "a").removesuffix("\n") + ",,,\n",
+    ]
+    (run,) = read_runs(io.StringIO(header + "".join(rows)))
+    (plain,) = read_runs(io.StringIO(HEADER + row(0, "a") + row(1, "a")))
+    assert run.phase_names == plain.phase_names == ("queue", "generation")
+    np.testing.assert_array_equal(run.phases, plain.phases)
+    np.testing.assert_array_equal(run.totals, plain.totals)
+
+
 def test_runs_are_read_as_the_stream_passes_them() -> None:
     hours = [row(3600 * h, f"r{h}") for h in range(10)]
     runs = read_runs(io.StringIO(HEADER + "".join(hours)))

@@ -11,11 +11,13 @@ import pytest
 from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.analysis.llmmetrics import METRIC_NAMES
 from app.clock import parse_timestamp
 from app.csvio import export as csvexport
 from app.csvio.export import export_samples
 from app.csvio.importer import import_samples
 from app.csvio.layout import (
+    BASE_COLUMNS,
     CsvExportError,
     CsvImportError,
     CsvProblem,
@@ -29,7 +31,7 @@ from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetR
 from app.store.reads.breakdown import current_breakdowns
 from app.store.records import RunRecord, SampleRecord
 from tests.clirun import run_cli as cli
-from tests.runfactory import store_records
+from tests.runfactory import store_records, streamed_sample
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 LLM = {"connect": 1 / 3, "network": 0.1 + 0.2, "queue": 1e-7, "prefill": 1e16, "generation": 2.5}
@@ -179,6 +181,54 @@ def test_export_import_export_is_byte_identical(
 
     assert result == ImportResult(runs_stored=3, samples_stored=7, runs_already_present=0)
     assert export_text(engine) == first
+
+
+def streamed_runs() -> list[RunRecord]:
+    """A streamed answer with its rhythm, a whole one with usage counts, an HTTP sample."""
+    answer = streamed_sample(0, 120.5, 330.5, 22, 41.25, T0)
+    usage = {"tokens": {"prompt": 9, "completion": 4, "reasoning": None}}
+    whole = SampleRecord(1, T0 + timedelta(seconds=1), "ok", 80.0, {"server": 80.0}, details=usage)
+    plain = sample(0, T0 + timedelta(seconds=2), "ok", 10.0, server=10.0)
+    return [run("chat", "eu", answer, whole), run("web", "eu", plain)]
+
+
+def test_llm_metrics_follow_the_phases_and_round_trip_byte_identical(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    store(sessions, streamed_runs())
+    first = export_text(engine)
+    head, answer, whole, plain = first.splitlines()
+    assert head.endswith(",server_ms," + ",".join(METRIC_NAMES))
+    cells = dict(zip(head.split(","), answer.split(","), strict=True))
+    assert (cells["ttft_ms"], cells["tpot_ms"], cells["stall_ms"]) == ("120.5", "10.0", "41.25")
+    assert (cells["input_tokens"], cells["output_tokens"]) == ("20.0", "22.0")
+    cells = dict(zip(head.split(","), whole.split(","), strict=True))
+    assert (cells["ttft_ms"], cells["output_tokens"], cells["output_tokens_per_s"]) == (
+        "", "4.0", "50.0",
+    )  # fmt: skip
+    assert plain.endswith(",10.0" + "," * len(METRIC_NAMES))
+    empty(sessions)
+    assert import_text(engine, first).samples_stored == 3
+    assert export_text(engine) == first
+
+
+def test_an_export_without_llm_values_has_no_llm_columns_and_imports_as_before(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    store(sessions, [run("web", "eu", sample(0, T0, "ok", 10.0, server=10.0))])
+    assert export_text(engine).splitlines()[0] == f"{','.join(BASE_COLUMNS)},server_ms"
+    assert import_text(engine, GOOD_FILE).samples_stored == 3
+
+
+def test_a_bad_llm_metric_cell_is_refused_with_its_column(engine: Engine) -> None:
+    text = f"""\
+timestamp,target,vantage,run_id,status,total_ms,server_ms,tpot_ms
+2024-05-01T12:00:00.000000Z,chat,eu,{GOOD_RUN},ok,100.5,99.0,-1
+2024-05-01T12:00:01.000000Z,chat,eu,{GOOD_RUN},ok,100.5,99.0,
+"""
+    with pytest.raises(CsvImportError) as refused:
+        import_text(engine, text)
+    assert [(p.line, p.column) for p in refused.value.problems] == [(2, "tpot_ms")]
 
 
 def test_export_writes_one_row_per_sample_in_time_then_run_order(

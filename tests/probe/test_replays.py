@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from app.analysis.llmmetrics import sample_llm_values
 from app.probe.client import make_client, probe_once
 from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec
+from app.store.records import SampleRecord
 from tests import hostile
 
 pytestmark = pytest.mark.anyio
@@ -115,3 +117,17 @@ async def test_nginxs_server_timing_in_seconds_is_no_account_of_30_ms() -> None:
     assert sample.flags == ("server_timing_ignored",)
     assert sample.phases["server"] >= 30 - (sample.rtt_ms or 0)
     assert sample.request_id == "4bcfd402b856ad9d78f076c22d297bad"
+
+
+async def test_llamacpps_stream_gives_every_named_metric() -> None:
+    """Its role-only chunk is no token; its 12 tokens arrive a chunk gap or more apart
+    (more under load, never less). It sent no usage block: the events are the count."""
+    sample = await replayed("llamacpp-stream", 0.005)
+    values = sample_llm_values(SampleRecord.from_sample(sample))
+    assert sample.stream is not None and sample.stream.answer_tokens == 12
+    assert values["output_tokens"] == 12 and sample.tokens.completion is None
+    assert values["ttft_ms"] == values["ttfat_ms"] == sample.marks.first_answer_token / 1e6
+    assert values["tpot_ms"] is not None and values["tpot_ms"] >= CHUNK_GAP_S * 1000 * 0.9
+    assert values["itl_p50_ms"] is not None and values["stall_ms"] is not None
+    assert values["itl_p50_ms"] <= values["itl_max_ms"] <= values["stall_ms"]
+    assert values["reasoning_tokens"] == 0

@@ -27,7 +27,7 @@ from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
 from tests.apiapp import Api, api, minutes_ago, targets
 from tests.helpers import FAST_SIM, eventually
-from tests.runfactory import LLM, make_run, record_of
+from tests.runfactory import LLM, make_run, record_of, streamed_sample
 from tests.runtime.test_serve import Served, targets_file
 
 TIMED = ("ok", "deadline_exceeded")  # failed samples have no latency
@@ -357,3 +357,30 @@ def test_serve_exposes_its_scheduled_runs(tmp_path: Path) -> None:
     assert value(found, "phasewatch_schedule_lateness_seconds_count", **where) == runs
     assert value(found, "phasewatch_request_duration_seconds_count", **where) == 3 * runs
     assert value(found, "phasewatch_dominant_phase", **where, phase="server") is not None
+
+
+def test_llm_metrics_are_histograms_in_seconds_and_token_counters(served: Api) -> None:
+    samples = (
+        streamed_sample(0, 100, 190, 10, 30, minutes_ago(2)),
+        streamed_sample(1, 300, 2280, 100, 400, minutes_ago(2)),
+    )
+    usage = {"tokens": {"prompt": 20, "completion": 7, "reasoning": None}}
+    whole = SampleRecord(2, minutes_ago(2), "ok", 50.0, {"server": 50.0}, details=usage)
+    served.store(
+        RunRecord(uuid.uuid4(), "chat", "eu", minutes_ago(2), "complete", (*samples, whole))
+    )
+    found = parsed(scrape(served))
+    where = {"target": "chat", "vantage": "eu"}
+    expected = {
+        "phasewatch_ttft_seconds": [0.1, 0.3],
+        "phasewatch_tpot_seconds": [0.01, 0.02],
+        "phasewatch_stall_seconds": [0.03, 0.4],
+        "phasewatch_itl_p90_seconds": [0.012, 0.012],
+    }
+    for name, values_s in expected.items():  # the whole answer has none of them
+        assert value(found, f"{name}_count", **where) == len(values_s), name
+        assert value(found, f"{name}_sum", **where) == pytest.approx(sum(values_s)), name
+    assert value(found, "phasewatch_tpot_seconds_bucket", **where, le="0.01") == 1
+    assert value(found, "phasewatch_input_tokens_total", **where) == 60
+    assert value(found, "phasewatch_output_tokens_total", **where) == 117
+    assert value(found, "phasewatch_reasoning_tokens_total", **where) is None

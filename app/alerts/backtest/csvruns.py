@@ -20,6 +20,7 @@ from typing import TextIO
 import numpy as np
 import orjson
 
+from app.analysis.llmmetrics import METRIC_NAMES
 from app.analysis.runs import Array, RunData, phase_order
 from app.clock import parse_timestamp
 from app.csvio.layout import BASE_COLUMNS, format_timestamp
@@ -97,7 +98,11 @@ _FORM_LENGTH = len("2024-05-01T12:00:00.000000Z")
 _LAST = "~"  # after every time in text form
 _last_char = operator.itemgetter(-1)
 _status = operator.itemgetter(4)
-_numeric = operator.itemgetter(slice(5, None))
+
+
+def _numeric(phases: int) -> Callable[[list[str]], list[str]]:
+    """A row's total and phase cells: the LLM metrics' cells after them are no phases."""
+    return operator.itemgetter(slice(5, 6 + phases))
 
 
 def _run_id(row: list[str]) -> str:
@@ -110,7 +115,9 @@ class _Stream:
     def __init__(
         self, header: list[str], max_span: timedelta, keep: Callable[[str], bool] | None
     ) -> None:
-        self.phases = [name.removesuffix("_ms") for name in header[len(BASE_COLUMNS) :]]
+        # The LLM metrics (app.analysis.llmmetrics) follow the phases when an export has them.
+        columns = [name for name in header[len(BASE_COLUMNS) :] if name not in METRIC_NAMES]
+        self.phases = [name.removesuffix("_ms") for name in columns]
         self.width, self.max_span, self.keep = len(header), max_span, keep
         self.passed = 0  # runs completed, kept or not
         self.reading: dict[str, _Reading] = {}
@@ -235,7 +242,7 @@ def _numbers(
     timed: list[list[str]], phases: list[str], line: int
 ) -> tuple[tuple[str, ...], Array, Array]:
     """The phases present (a cell in any timed row), their matrix, and the totals."""
-    cells = list(itertools.chain.from_iterable(map(_numeric, timed)))
+    cells = list(itertools.chain.from_iterable(map(_numeric(len(phases)), timed)))
     present = list(range(len(phases)))
     if "" in cells:  # a phase some sample lacks: 0 there, and absent if no sample has it
         if any(not row[5] for row in timed):

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from app.analysis.llmmetrics import sample_llm_values
 from app.store.models import RunRow, SampleRow
 from app.store.reads.browse import run_with_target, runs_page, samples_of
 from app.store.reads.objectives import run_objectives
@@ -121,4 +122,5 @@ def sample_out(row: SampleRow, target: str, vantage: str) -> SampleOut:
         provenance=row.provenance,
         marks=row.marks,
         details=row.details,
+        llm=sample_llm_values(row),
     )

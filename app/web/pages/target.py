@@ -48,6 +48,13 @@ RECENT_RUNS = 20
 RECENT_RUNS_WITHIN = timedelta(days=2)
 VANTAGES_WITHIN = timedelta(days=90)
 TIMELINE_ALERTS = 20
+# The LLM metrics the recent runs show (docs/metrics.md): metric, percentile, heading.
+LLM_COLUMNS = (
+    ("ttft_ms", "p50", "TTFT p50"),
+    ("tpot_ms", "p50", "TPOT p50"),
+    ("stall_ms", "p99", "stall p99"),
+    ("output_tokens_per_s", "p50", "tokens/s p50"),
+)
 
 
 def fitting_range(first_run_at: datetime | None, now: datetime) -> str:
@@ -64,6 +71,16 @@ def fitting_range(first_run_at: datetime | None, now: datetime) -> str:
 def recent_runs(session: Session, target: str, vantage: str | None, now: datetime) -> list[RunRow]:
     runs = run_summaries(session, target, now - RECENT_RUNS_WITHIN, now, vantage)
     return list(reversed(runs[-RECENT_RUNS:]))
+
+
+def llm_cells(runs: Sequence[RunRow]) -> list[list[float | None]] | None:
+    """Each run's ``LLM_COLUMNS`` from its summary, or None when no run has any (an HTTP
+    target, or runs stored before the metrics were measured): no empty columns then."""
+    found = [
+        [((run.summary.get("llm") or {}).get(name) or {}).get(q) for name, q, _ in LLM_COLUMNS]
+        for run in runs
+    ]
+    return found if any(v is not None for row in found for v in row) else None
 
 
 def alert_marks(
@@ -156,6 +173,7 @@ def _context(
     slo = target_slo(session, name, now, windows) or {}
     objectives = target_objectives(session, name, now, windows) or {}
     shaded = maintenance_spans(windows, name, vantage, now - RANGES[range_], now)
+    runs = recent_runs(session, name, vantage, now)
     return {
         "now": now,
         "target": row,
@@ -171,7 +189,9 @@ def _context(
         "alerts": alerts,
         "marks": alert_marks(alerts, shaded),
         "maintenance": shaded,
-        "runs": recent_runs(session, name, vantage, now),
+        "runs": runs,
+        "llm_columns": [heading for _, _, heading in LLM_COLUMNS],
+        "llm_cells": llm_cells(runs),
         "window_text": "hour",
     }
 
