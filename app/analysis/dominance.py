@@ -43,8 +43,8 @@ def phase_mix(runs: Sequence[RunData], *, keep: bool = True) -> Mix:
     (a reference's), not kept."""
     if not runs or not keep:
         return _mix(runs)
-    if len(runs) == 1:
-        return runs[0].memo("mix", _mix, runs)
+    if len(runs) == 1:  # the newest runs' own (a kept run's mix would outweigh its numbers)
+        return runs[0].window_memo("mix", _mix, runs)
     ids = tuple(id(run) for run in runs)  # with the run ids: these very runs
     key = ("mix", *(run.run_id for run in runs))
     kept, mix = runs[-1].window_memo(key, _kept_mix, ids, runs)

@@ -153,7 +153,8 @@ class TailState:
 @dataclass(frozen=True, slots=True)
 class Channel:
     """The reference of one channel's ratios: the bins' edges, their probabilities per slot,
-    and each reference run's counts and slot in time order (the dispersion's material)."""
+    and each reference run's counts and slot in time order (the dispersion's material:
+    empty in a reference ``tailcusum.tail_reference`` built, once calibrated)."""
 
     name: str
     edges: Array  # the reference's quantiles ``QUANTILES`` of the ratio
