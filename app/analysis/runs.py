@@ -94,7 +94,7 @@ class RunData:
         memo[_PACKED] = np.concatenate(arrays)
         start = 0
         for key, array in zip(keys, arrays, strict=True):
-            memo[key] = slice(start, start + len(array))
+            memo[key] = _slice(start, start + len(array))
             start += len(array)
 
     def medians(self, names: Sequence[str]) -> Array:
@@ -116,6 +116,12 @@ class RunData:
     @property
     def ok(self) -> int:
         return self.timed - self.censored
+
+
+@functools.lru_cache(maxsize=1024)
+def _slice(start: int, stop: int) -> slice:
+    """One slice object for every run's same part (runs of a series pack alike)."""
+    return slice(start, stop)
 
 
 def _packable(value: object) -> bool:
