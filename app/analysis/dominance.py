@@ -40,11 +40,11 @@ class Mix:
 def phase_mix(runs: Sequence[RunData], *, keep: bool = True) -> Mix:
     """The window's mix; kept with its newest run, as several detectors ask for the same
     window (a Mix is shared, so never changed). ``keep=False``: a window asked for once
-    (a reference's), not kept."""
-    if not runs or not keep:
+    (a reference's), not kept; nor is one run's."""
+    if len(runs) < 2 or not keep:
+        # One run's mix is not kept: from its kept medians it is cheap, and kept with every
+        # run it outweighed the run's own numbers (a backtest keeps a week of runs).
         return _mix(runs)
-    if len(runs) == 1:
-        return runs[0].memo("mix", _mix, runs)
     ids = tuple(id(run) for run in runs)  # with the run ids: these very runs
     key = ("mix", *(run.run_id for run in runs))
     kept, mix = runs[-1].window_memo(key, _kept_mix, ids, runs)

@@ -24,6 +24,7 @@ Array = NDArray[np.float64]
 T = TypeVar("T")
 _PHASE_ORDER = {name: i for i, name in enumerate((*LLM_PHASES, "server"))}
 _WINDOWS = object()  # the memo's key of the memos of windows ending with the run
+_PACKED = object()  # the memo's key of its 1-D float arrays packed (``forget_windows``)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -55,10 +56,13 @@ class RunData:
         hundred thousand times a backtest: a module function and its arguments cost less
         than a closure made at every call."""
         try:
-            return self._memo[key]  # type: ignore[return-value]  # no cast(): a call
+            found = self._memo[key]
         except KeyError:
             found = self._memo[key] = compute(*args)
             return found
+        if type(found) is slice:  # packed by ``forget_windows``: a view of the run's buffer
+            return self._memo[_PACKED][found]  # type: ignore[index,no-any-return]
+        return found  # type: ignore[return-value]  # no cast(): a call
 
     def window_memo(self, key: Hashable, compute: Callable[..., T], *args: object) -> T:
         """``memo`` for a quantity of a window of runs ending with this one: asked for
@@ -77,8 +81,25 @@ class RunData:
         """Drop what ``window_memo`` kept. A backtest's history calls it once a newer run
         of the series exists: the recent windows then end with that run, and a window
         ending here (a reference's, rebuilt daily) is worked out again, the same numbers.
-        Kept, these were most of a kept run's memory (a fleet keeps ~200,000 runs)."""
-        self._memo.pop(_WINDOWS, None)
+        Kept, these were most of a kept run's memory (a fleet keeps ~200,000 runs).
+
+        The run's own quantities (medians, log levels, ratios: 1-D float arrays) are packed
+        into one array, each kept as its slice: an array's own header and allocation cost
+        more than its ten or so numbers, and a backtest keeps a week of runs of every
+        series (``memo`` gives the same numbers, as a view)."""
+        memo = self._memo
+        memo.pop(_WINDOWS, None)
+        if _PACKED in memo:
+            return
+        keys = [key for key, value in memo.items() if _packable(value)]
+        if len(keys) < 2:
+            return
+        arrays: list[Array] = [memo[key] for key in keys]  # type: ignore[misc]
+        memo[_PACKED] = np.concatenate(arrays)
+        start = 0
+        for key, array in zip(keys, arrays, strict=True):
+            memo[key] = _slice(start, start + len(array))
+            start += len(array)
 
     def medians(self, names: Sequence[str]) -> Array:
         """Each of ``names``' median over the run's timed samples (0 for a phase the run
@@ -114,6 +135,17 @@ class RunData:
         if found is not None:
             return found[1]
         return np.arange(self.timed) >= self.timed - self.censored
+
+
+@functools.lru_cache(maxsize=1024)
+def _slice(start: int, stop: int) -> slice:
+    """One slice object for every run's same part (runs of a series pack alike)."""
+    return slice(start, stop)
+
+
+def _packable(value: object) -> bool:
+    """A 1-D float64 array (a view is copied: the array it views is then freed)."""
+    return type(value) is np.ndarray and value.ndim == 1 and value.dtype == np.float64
 
 
 class RunCount(NamedTuple):

@@ -80,7 +80,11 @@ def median(run: RunData, channel: str) -> float:
     """``np.median(times(run, channel))``, from the run's kept medians."""
     if channel == TOTAL:
         return run.total_median()
-    return float(run.medians((channel,))[0])
+    # The run's own medians, picked (``medians((channel,))`` builds an array of one: a daily
+    # reference asks this of every run of its week).
+    if channel not in run.phase_names:
+        return 0.0
+    return float(run.medians(run.phase_names)[run.phase_names.index(channel)])
 
 
 def binned_runs(pooled: Array, sizes: Ints, edges: Array) -> Array:
@@ -153,7 +157,8 @@ class TailState:
 @dataclass(frozen=True, slots=True)
 class Channel:
     """The reference of one channel's ratios: the bins' edges, their probabilities per slot,
-    and each reference run's counts and slot in time order (the dispersion's material)."""
+    and each reference run's counts and slot in time order (the dispersion's material:
+    empty in a reference ``tailcusum.tail_reference`` built, once calibrated)."""
 
     name: str
     edges: Array  # the reference's quantiles ``QUANTILES`` of the ratio

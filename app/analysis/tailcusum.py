@@ -32,6 +32,7 @@ import numpy as np
 
 from app.analysis.runs import Array, RunData
 from app.analysis.tail import (
+    BINS,
     NAMES,
     QUANTILES,
     Channel,
@@ -57,6 +58,8 @@ MAX_DISPERSION = 8.0
 # would hold an alert for days after the tail is back, and would take as long to find its
 # own change; it is left out of the family for this channel.
 WIND_DOWN = 48
+_NO_COUNTS = np.zeros((0, BINS))  # a built reference's Channel.counts (its calibration done)
+_NO_RUNS = np.zeros(0, dtype=np.int64)
 
 
 def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
@@ -69,7 +72,11 @@ def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
         channel = channel_reference(runs, name)
         if channel is not None:
             phi, fall = calibrate(channel)
-            built[name] = replace(channel, dispersion=phi, fall=fall)
+            # The runs' counts, slots and days are the calibration's material only: kept,
+            # they were most of a reference's memory (a fleet keeps one per series).
+            built[name] = replace(
+                channel, dispersion=phi, fall=fall, counts=_NO_COUNTS, slots=_NO_RUNS, days=_NO_RUNS
+            )
     return TailReference(built, len(runs)) if built else None
 
 

@@ -1,5 +1,6 @@
 """The backtest's machinery for many series: runs completed in order from a heap, and a
-kept run's window memos dropped once a newer run of its series exists."""
+kept run's window memos dropped (and its own quantities packed into one array) once a
+newer run of its series exists."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 
 from app.alerts.backtest.csvruns import read_runs
 from app.alerts.history import MemoryHistory
+from app.analysis import level, tail
 from app.analysis.dominance import phase_mix
-from app.analysis.runs import _WINDOWS
+from app.analysis.runs import _PACKED, _WINDOWS
 from app.csvio.layout import format_timestamp
 from tests.runfactory import T0, make_run
 
@@ -74,3 +76,23 @@ def test_a_runs_window_memos_go_when_a_newer_run_of_its_series_comes() -> None:
     phase_mix(runs[1:3])
     history.add(make_run(rng, T0 + timedelta(minutes=15), vantage="us"))
     assert _WINDOWS in runs[2]._memo  # another series' run leaves this one's alone
+
+
+def test_a_kept_runs_own_quantities_are_packed_and_read_back_the_same() -> None:
+    rng = np.random.default_rng(2)
+    history = MemoryHistory()
+    run, newer = make_run(rng, T0), make_run(rng, T0 + timedelta(minutes=15))
+    history.add(run)
+    medians = run.medians(run.phase_names).copy()
+    ratios = tail.ratios(run, tail.TOTAL).copy()
+    total = run.total_median()
+    levels = level.log_levels(run, run.phase_names).copy()
+    single = phase_mix([run])  # the newest run's own mix: a window's, not kept
+    history.add(newer)  # run is no longer its series' newest: its memos are packed
+    assert _PACKED in run._memo and "mix" not in run._memo
+    assert sum(isinstance(value, np.ndarray) for value in run._memo.values()) == 1
+    assert run.medians(run.phase_names).tolist() == medians.tolist()
+    assert tail.ratios(run, tail.TOTAL).tolist() == ratios.tolist()
+    assert level.log_levels(run, run.phase_names).tolist() == levels.tolist()
+    assert run.total_median() == total
+    assert phase_mix([run]) == single
