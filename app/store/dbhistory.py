@@ -26,13 +26,14 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunCount, RunData, run_from_samples
+from app.store.inlists import padded
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunStatus
 
 # The contract's 7 days (app.alerts.history, not imported: alerts already import store).
 PRESENT_FOR = timedelta(days=7)
 VANTAGES_TTL = timedelta(minutes=1)
-IDS_PER_QUERY = 500
+IDS_PER_QUERY = 512  # a power of two: see app.store.inlists
 MAX_UNBUILDABLE = 100_000
 KEPT_WINDOW_RUNS = 2_000
 
@@ -217,7 +218,7 @@ def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list
     for first in range(0, len(ids), IDS_PER_QUERY):
         rows = session.execute(
             select(SampleRow.run_id, SampleRow.status, SampleRow.total_ms, SampleRow.phases)
-            .where(SampleRow.run_id.in_(ids[first : first + IDS_PER_QUERY]))
+            .where(SampleRow.run_id.in_(padded(ids[first : first + IDS_PER_QUERY])))
             .order_by(SampleRow.run_id, SampleRow.idx)
         )
         for run_id, status, total_ms, phases in rows:
