@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -36,6 +37,9 @@ def serve(
 ) -> None:
     """Probe every target on its interval, store every run, alert; serve the dashboard, the
     API, /metrics and /healthz."""
+    from app.runtime.memtrim import arenas_to_set, limit_arenas
+
+    limit_arenas(arenas_to_set(os.environ))  # first: before any thread takes an arena
     from app.cli.serving import PortTaken, bind, run_server
     from app.config import Settings
     from app.export.environment import ExportSettingsError

@@ -1,4 +1,5 @@
-"""Freed heap given back to the system: glibc's ``malloc_trim(0)`` once a minute.
+"""Freed heap given back to the system: glibc's ``malloc_trim(0)`` once a minute, and
+two arenas for all of serve's threads (``limit_arenas``, at start).
 
 ``serve`` frees nearly all it allocates (each run's samples, query rows, JSON), but glibc
 keeps freed chunks inside its arenas and gives back only the top of the main one. Chunks
@@ -15,11 +16,17 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 log = logging.getLogger(__name__)
 
 TRIM_EVERY_S = 60.0
+# glibc gives each thread that allocates an arena of its own, up to 8 per core. A chunk
+# freed on one thread goes back to the arena it came from, so serve's threads (the writer,
+# the evaluation, the rollups, the web server, the to_thread pool) each kept a heap of holes
+# that the others' allocations could not fill; two arenas share them (bench/README.md, "Soak").
+ARENA_MAX = 2
+_M_ARENA_MAX = -8  # mallopt's parameter number, from glibc's malloc.h
 
 Trim = Callable[[], int]
 
@@ -33,6 +40,25 @@ def malloc_trim() -> Trim | None:
     function.argtypes = [ctypes.c_size_t]
     function.restype = ctypes.c_int
     return lambda: int(function(0))
+
+
+def arenas_to_set(environ: Mapping[str, str]) -> int | None:
+    """The arena limit to set, or None when the user set glibc's own MALLOC_ARENA_MAX."""
+    return None if "MALLOC_ARENA_MAX" in environ else ARENA_MAX
+
+
+def limit_arenas(count: int | None) -> bool:
+    """glibc's ``mallopt(M_ARENA_MAX, count)``: call before any thread starts (the arenas
+    threads already took stay). True if set; False without glibc or with ``count`` None."""
+    if count is None:
+        return False
+    try:
+        function = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    function.argtypes = [ctypes.c_int, ctypes.c_int]
+    function.restype = ctypes.c_int
+    return bool(function(_M_ARENA_MAX, count))
 
 
 async def trim_loop(trim: Trim | None, every_s: float = TRIM_EVERY_S) -> None:

@@ -10,10 +10,11 @@ from datetime import datetime
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
+from app.store.inlists import padded
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunStatus
 
-IDS_PER_QUERY = 500
+IDS_PER_QUERY = 512  # a power of two: see app.store.inlists
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,7 @@ def samples_of(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, li
                 SampleRow.phases,
                 SampleRow.marks,
             )
-            .where(SampleRow.run_id.in_(ids[first : first + IDS_PER_QUERY]))
+            .where(SampleRow.run_id.in_(padded(ids[first : first + IDS_PER_QUERY])))
             .order_by(SampleRow.run_id, SampleRow.idx)
         )
         for run_id, status, total_ms, phases, marks in rows:

@@ -296,3 +296,16 @@ def test_a_stored_run_comes_back_with_its_objective_values(
     assert lower.tolist() == [False] * 18 + [True] * 2  # cut before a token: at least the cut
     np.testing.assert_allclose(values[18:], rebuilt.totals[18:])
     assert rebuilt.cut_mask().tolist() == [False] * 18 + [True] * 2
+
+
+def test_windows_of_twenty_lengths_read_samples_with_six_statements(
+    sessions: sessionmaker[Session], sample_queries: list[str]
+) -> None:
+    # Each IN-list length is a statement SQLite prepares and caches apart (app.store.inlists).
+    runs = series(12, 20)
+    store(sessions, *runs)
+    for count in range(1, 21):
+        window = DatabaseHistory(sessions).window("chat", "eu", T0, runs[count - 1].at + EVERY)
+        assert [run.run_id for run in window] == [run.run_id for run in runs[:count]]
+    assert len(sample_queries) == 20
+    assert len(set(sample_queries)) == 6  # 1, 2, 4, 8, 16 and 32 parameters

@@ -25,6 +25,7 @@ from app.analysis.breakdown import Breakdown, from_columns, from_summary, proven
 from app.analysis.digest import Digest, merge_digests
 from app.analysis.series import DAY, digest_columns
 from app.analysis.summary import summarize
+from app.store.inlists import padded
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
 from app.store.reads.browse import where_run_of
 from app.store.records import RunStatus
@@ -276,8 +277,8 @@ def _pairs_seen(session: Session) -> set[tuple[int, str]]:
 
 def _run_digests(session: Session, ids: Sequence[uuid.UUID]) -> list[Digest]:
     found: list[Digest] = []
-    for first in range(0, len(ids), 500):
-        chunk = ids[first : first + 500]
+    for first in range(0, len(ids), 512):
+        chunk = padded(ids[first : first + 512])
         query = select(RunDigestRow.digest).where(RunDigestRow.run_id.in_(chunk))
         found.extend(Digest.from_json(data) for data in session.scalars(query))
     return found

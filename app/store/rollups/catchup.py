@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.digest import Digest, digest_of, flaw
 from app.store.db import describe, is_transient, write_transaction
+from app.store.inlists import padded
 from app.store.models import RunDigestRow, RunRow, SampleRow, TargetRow
 from app.store.quarantine import Quarantine, SetAside
 from app.store.records import RunStatus
@@ -236,7 +237,7 @@ def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list
             SampleRow.total_ms,
             SampleRow.phases,
             SampleRow.provenance,
-        ).where(SampleRow.run_id.in_(ids))
+        ).where(SampleRow.run_id.in_(padded(ids)))
     )
     for run_id, status, total_ms, phases, provenance in rows:
         found[run_id].append(_Sample(status, total_ms, phases, provenance))

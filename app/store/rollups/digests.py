@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from app.analysis.digest import QUANTILES, Digest, digest_of, merge_digests
 from app.analysis.summary import Summary
+from app.store.inlists import padded
 from app.store.models import RollupRow, RunDigestRow, TargetRow
 from app.store.prune import prune_rows
 from app.store.records import RunRecord, RunStatus
@@ -108,7 +109,8 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
     if not digests:
         return 0
     statement = insert_unless_present(session, DIGESTS, ["run_id"]).returning(DIGESTS.c.run_id)
-    inserted = set(session.scalars(statement, [digest_values(d) for d in digests]).all())
+    rows = padded([digest_values(d) for d in digests])  # a repeated row conflicts: skipped
+    inserted = set(session.scalars(statement, rows).all())
     fresh = [d for d in digests if d.run_id in inserted]
     merged = {key: merge_digests(parts) for key, parts in sorted(by_rollup(fresh).items())}
     _merge_into(session, sorted(merged.keys() - _insert_new(session, merged, now)), merged, now)
@@ -149,7 +151,7 @@ def _insert_new(session: Session, merged: dict[RollupKey, Digest], now: datetime
     statement = insert_unless_present(session, ROLLUPS, list(KEY_COLUMNS)).returning(
         *(ROLLUPS.c[name] for name in KEY_COLUMNS)
     )
-    return {(t, v, p, start) for t, v, p, start in session.execute(statement, rows)}
+    return {(t, v, p, start) for t, v, p, start in session.execute(statement, padded(rows))}
 
 
 def _present(session: Session, keys: list[RollupKey]) -> set[RollupKey]:

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.digest import Digest, merge_digests
 from app.store.db import write_transaction
+from app.store.inlists import padded
 from app.store.models import RollupRow, RunDigestRow
 from app.store.rollups.digests import (
     DIGESTS,
@@ -86,12 +87,13 @@ def _write(session: Session, plan: Plan) -> None:
     if not plan.fresh:
         return
     statement = insert_unless_present(session, DIGESTS, ["run_id"]).returning(DIGESTS.c.run_id)
-    if len(session.scalars(statement, plan.fresh).all()) != len(plan.fresh):
+    # Rows padded as IN lists are (app.store.inlists): a repeated row conflicts, not counted.
+    if len(session.scalars(statement, padded(plan.fresh)).all()) != len(plan.fresh):
         raise _Stale
     if plan.new:
         keys = insert_unless_present(session, ROLLUPS, list(KEY_COLUMNS))
         keys = keys.returning(ROLLUPS.c.target_id)
-        if len(session.execute(keys, plan.new).all()) != len(plan.new):
+        if len(session.execute(keys, padded(plan.new)).all()) != len(plan.new):
             raise _Stale
     if plan.merged:
         result: Any = session.connection().execute(_MERGE, plan.merged)
@@ -115,7 +117,7 @@ _MERGE = (
 
 
 def _counted(session: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
-    found = select(RunDigestRow.run_id).where(RunDigestRow.run_id.in_(ids))
+    found = select(RunDigestRow.run_id).where(RunDigestRow.run_id.in_(padded(ids)))
     return set(session.scalars(found))
 
 
@@ -132,7 +134,7 @@ def _stored_rollups(
         RollupRow.period_start,
         RollupRow.runs,
         RollupRow.digest,
-    ).where(columns.in_(keys))
+    ).where(columns.in_(padded(keys)))
     return {
         (t, v, p, start): (runs, digest) for t, v, p, start, runs, digest in session.execute(query)
     }
