@@ -160,6 +160,7 @@ LLM_METRICS: tuple[LlmMetric, ...] = (
     ),
 )
 METRIC_NAMES = tuple(metric.name for metric in LLM_METRICS)
+_BY_NAME = {metric.name: metric for metric in LLM_METRICS}
 
 
 def _float(value: int | None) -> float | None:
@@ -188,6 +189,25 @@ def llm_values(
         stream=details.get("stream") or None,
     )
     return {metric.name: metric.value(view) for metric in LLM_METRICS}
+
+
+def llm_value(
+    name: str, status: str, total_ms: float, marks: Mapping[str, int], details: Mapping[str, Any]
+) -> float | None:
+    """One metric of one sample (``llm_values``' entry ``name``), the others not worked out:
+    what an objective over that metric reads (app.analysis.objectives)."""
+    imported = details.get("llm")
+    if isinstance(imported, Mapping):
+        return _number(imported.get(name))
+    tokens = details.get("tokens")
+    view = _View(
+        ok=status == Status.OK,
+        total_ms=total_ms,
+        marks=marks,
+        usage=tokens if isinstance(tokens, Mapping) else {},
+        stream=details.get("stream") or None,
+    )
+    return _BY_NAME[name].value(view)
 
 
 def sample_llm_values(sample: LlmSample) -> dict[str, float | None]:

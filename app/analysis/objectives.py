@@ -7,16 +7,19 @@ SLO with the deadline's error budget and burn-rate alerts (app.analysis.slo, the
 ``*_slo`` detectors); **goodput** is the share of requests meeting every objective at once.
 
 ``METRICS`` is the registry "objective metric name → per-sample value": a metric measured
-from a sample's status, total and marks plugs in by one entry. Those whose values this
-version does not measure yet (``tpot_ms``, ``stall_ms``: per-chunk stamps) are listed with
-``read=None`` and a reason, so a targets file naming them is refused with that reason.
+from a sample's status, total, marks and details plugs in by one entry (``tpot_ms`` and
+``stall_ms`` read the streamed answer's rhythm, app.analysis.llmmetrics). One whose values
+a version does not measure is listed with ``read=None`` and a reason, so a targets file
+naming it is refused with that reason.
 
 Counting, per sample: ``availability`` — good when the status is ``ok``, bad for any other
 status (errors, HTTP errors, timeouts, deadline misses, and any status added later).
 A latency metric — good when its value is at most ``below``; bad above it; a sample cut
 (deadline) before the value was reached has only a lower bound, the cut: bad when the cut
-is at or past ``below``, else not counted (it might have made it). A sample without the
-value at all (an error, a plain HTTP target's first token) is not counted.
+is at or past ``below``, else not counted (it might have made it) — for the times counted
+from the request's start (``from_start``); a cut sample without a TPOT or a stall is not
+counted. A sample without the value at all (an error, a plain HTTP target's first token)
+is not counted.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from app.analysis.llmmetrics import llm_value
+from app.analysis.summary import Timed
+
 AVAILABILITY = "availability"
 CUT = "deadline_exceeded"
 
@@ -35,15 +41,25 @@ CUT = "deadline_exceeded"
 Values = NDArray[np.float64]
 Cut = NDArray[np.bool_]
 Reading = tuple[Values, Cut]
-# status, total_ms, marks (ns from the request's start) → the value in ms, or None.
-Reader = Callable[[str, float, Mapping[str, Any]], float | None]
+# status, total_ms, marks (ns from the request's start), details → the value in ms, or None.
+Reader = Callable[[str, float, Mapping[str, Any], Mapping[str, Any]], float | None]
+Seen = tuple[str, float, Mapping[str, Any], Mapping[str, Any]]  # a Reader's arguments
 
 
-def _end_to_end(_status: str, total_ms: float, _marks: Mapping[str, Any]) -> float | None:
+def _end_to_end(_status: str, total_ms: float, *_: Mapping[str, Any]) -> float | None:
     return total_ms
 
 
-def _ttft(_status: str, _total_ms: float, marks: Mapping[str, Any]) -> float | None:
+def _streamed(name: str) -> Reader:
+    def read(
+        status: str, total_ms: float, marks: Mapping[str, Any], details: Mapping[str, Any]
+    ) -> float | None:
+        return llm_value(name, status, total_ms, marks, details)
+
+    return read
+
+
+def _ttft(_status: str, _total_ms: float, marks: Mapping[str, Any], *_: Any) -> float | None:
     """The first token of any kind (reasoning or answer); a whole answer's first byte."""
     found = [
         marks[key] for key in ("first_reasoning_token", "first_answer_token") if marks.get(key)
@@ -58,6 +74,8 @@ class Metric:
     read: Reader | None  # None: not measured by this version (``pending`` says why)
     tokens: bool = False  # needs a token stream: not for ``kind: http``
     pending: str = ""
+    # Counted from the request's start: a cut sample's missing value lies past its cut.
+    from_start: bool = True
 
 
 METRICS: dict[str, Metric] = {
@@ -68,17 +86,17 @@ METRICS: dict[str, Metric] = {
         Metric("ttft_ms", "time to the first token of any kind (reasoning or answer)", _ttft, True),
         Metric(
             "tpot_ms",
-            "time per output token after the first",
-            None,
+            "time per output token after the first (a streamed answer's)",
+            _streamed("tpot_ms"),
             True,
-            "its values need per-chunk token stamps, not recorded yet",
+            from_start=False,
         ),
         Metric(
             "stall_ms",
-            "the longest gap between two streamed chunks",
-            None,
+            "the longest wait for a token while the answer streamed",
+            _streamed("stall_ms"),
             True,
-            "its values need per-chunk stamps, not recorded yet",
+            from_start=False,
         ),
     )
 }
@@ -97,11 +115,9 @@ class Objective:
     below_ms: float | None = None
 
 
-def readings(
-    timed: Sequence[tuple[str, float, Mapping[str, Any]]],
-) -> dict[str, Reading]:
-    """Each latency metric's value for each timed sample (status, total_ms, marks)."""
-    cut = np.array([status == CUT for status, _, _ in timed], dtype=np.bool_)
+def readings(timed: Sequence[Seen]) -> dict[str, Reading]:
+    """Each latency metric's value for each timed sample (status, total_ms, marks, details)."""
+    cut = np.array([seen[0] == CUT for seen in timed], dtype=np.bool_)
     found: dict[str, Reading] = {}
     for name in LATENCY:
         read = METRICS[name].read
@@ -110,7 +126,7 @@ def readings(
         as_array = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
         # A cut sample's missing value lies past its cut; an end-to-end time is its cut.
         bound = np.array([s[1] for s in timed], dtype=np.float64)
-        missing = np.isnan(as_array) & cut
+        missing = np.isnan(as_array) & cut & METRICS[name].from_start
         as_array[missing] = bound[missing]
         lower = cut & (missing | (name == "end_to_end_ms"))
         found[name] = (as_array, lower)
@@ -168,3 +184,29 @@ def goodput(
 def share(counted: int, bad: int) -> float | None:
     """The good share; None when nothing was counted."""
     return None if counted == 0 else 1.0 - bad / counted
+
+
+def seen_of(sample: Timed) -> Seen:
+    """What an objective reads of a sample: a stored record's status, total, marks and
+    details, or a probe sample's as it would store them."""
+    return sample.status, sample.total_ms, _marks_of(sample), _details_of(sample)
+
+
+def _details_of(sample: Timed) -> Mapping[str, Any]:
+    """A stored record's details (the streamed rhythm, the token counts), or a probe
+    sample's as it would store them."""
+    details = getattr(sample, "details", None)
+    if isinstance(details, Mapping):
+        return details
+    as_json = getattr(sample, "to_json", None)
+    found: Mapping[str, Any] = as_json() if callable(as_json) else {}
+    return found
+
+
+def _marks_of(sample: Timed) -> Mapping[str, Any]:
+    """A stored record's marks (a dict), a probe sample's (``Marks``), or none."""
+    marks = getattr(sample, "marks", None)
+    if marks is None or isinstance(marks, Mapping):
+        return marks or {}
+    as_dict: Mapping[str, Any] = marks.as_dict()
+    return as_dict

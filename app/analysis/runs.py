@@ -11,12 +11,12 @@ import functools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from app.analysis.objectives import Reading, readings
+from app.analysis.objectives import Reading, readings, seen_of
 from app.analysis.summary import Timed
 from app.probe.sample import LLM_PHASES, Status
 
@@ -245,17 +245,8 @@ def run_from_samples(
         censored=sum(s.status == Status.DEADLINE_EXCEEDED for s in samples),
         failed=len(samples) - len(timed),
         samples=len(samples),
-        readings=readings([(s.status, s.total_ms, _marks_of(s)) for s in timed]),
+        readings=readings([seen_of(s) for s in timed]),
     )
-
-
-def _marks_of(sample: Timed) -> Mapping[str, Any]:
-    """A stored record's marks (a dict), a probe sample's (``Marks``), or none."""
-    marks = getattr(sample, "marks", None)
-    if marks is None or isinstance(marks, Mapping):
-        return marks or {}
-    as_dict: Mapping[str, Any] = marks.as_dict()
-    return as_dict
 
 
 def common_phases(runs: Sequence[RunData]) -> tuple[str, ...]:

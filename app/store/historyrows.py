@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
@@ -14,6 +15,8 @@ from app.store.inlists import padded
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunStatus
 
+# What a sample's objective values read of its details (app.analysis.llmmetrics.llm_value).
+STREAM_DETAILS = ("stream", "tokens", "llm")
 IDS_PER_QUERY = 512  # a power of two: see app.store.inlists
 
 
@@ -23,6 +26,7 @@ class StoredSample:
     total_ms: float
     phases: dict[str, float]
     marks: dict[str, int]  # for the objectives' values (time to first token)
+    details: dict[str, Any]  # STREAM_DETAILS only: for TPOT and stall objectives
 
 
 def heads_of(target: str, vantage: str) -> Select[uuid.UUID, datetime, int]:
@@ -45,10 +49,13 @@ def samples_of(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, li
                 SampleRow.total_ms,
                 SampleRow.phases,
                 SampleRow.marks,
+                *(SampleRow.details[key] for key in STREAM_DETAILS),
             )
             .where(SampleRow.run_id.in_(padded(ids[first : first + IDS_PER_QUERY])))
             .order_by(SampleRow.run_id, SampleRow.idx)
         )
-        for run_id, status, total_ms, phases, marks in rows:
-            found.setdefault(run_id, []).append(StoredSample(status, total_ms, phases, marks))
+        for run_id, status, total_ms, phases, marks, *parts in rows:
+            details = {key: part for key, part in zip(STREAM_DETAILS, parts, strict=True) if part}
+            sample = StoredSample(status, total_ms, phases, marks, details)
+            found.setdefault(run_id, []).append(sample)
     return found

@@ -12,6 +12,7 @@ import pytest
 from app.analysis.objectives import (
     METRICS,
     Objective,
+    Seen,
     Tally,
     goodput,
     latency_tally,
@@ -27,8 +28,18 @@ T0 = datetime(2026, 3, 2, tzinfo=UTC)
 MS = 1_000_000  # ns
 
 
-def sample(status: str, total: float, **marks: float) -> tuple[str, float, dict[str, Any]]:
-    return status, total, {name: int(at * MS) for name, at in marks.items()}
+def sample(
+    status: str, total: float, details: dict[str, Any] | None = None, **marks: float
+) -> Seen:
+    return status, total, {name: int(at * MS) for name, at in marks.items()}, details or {}
+
+
+def streamed(stall_ms: float, tokens: int = 11, open_: bool = False) -> dict[str, Any]:
+    """A streamed answer's details as the probe stores them (app.probe.cadence)."""
+    stream = {"answer_tokens": tokens, "reasoning_tokens": 0, "arrivals": tokens,
+              "itl_ms": {"p50": 9.0, "p90": 12.0, "max": stall_ms}, "stall_ms": stall_ms,
+              "stall_at_ms": 300.0, "stall_token": 3, "stall_open": open_}  # fmt: skip
+    return {"tokens": {"prompt": 20, "completion": tokens}, "stream": stream}
 
 
 @pytest.mark.parametrize(
@@ -46,7 +57,7 @@ def sample(status: str, total: float, **marks: float) -> tuple[str, float, dict[
     ],
 )
 def test_ttft_is_the_first_token_mark_and_a_cut_before_it_is_a_lower_bound(
-    timed: list[tuple[str, float, dict[str, Any]]], ttft: list[float], lower: list[bool]
+    timed: list[Seen], ttft: list[float], lower: list[bool]
 ) -> None:
     values, bound = readings(timed)["ttft_ms"]
     np.testing.assert_array_equal(values, ttft)
@@ -115,7 +126,7 @@ def test_goodput_counts_samples_meeting_every_objective_at_once() -> None:
         sample("deadline_exceeded", 1500, first_answer_token=100),  # cut: never good
     ]
     reads = readings(timed)
-    cut = np.array([status == "deadline_exceeded" for status, _, _ in timed])
+    cut = np.array([seen[0] == "deadline_exceeded" for seen in timed])
     objectives = [
         Objective("availability", 0.995),
         Objective("end_to_end_ms", 0.99, 1000),
@@ -147,7 +158,39 @@ def test_an_objectives_burn_rate_is_its_bad_share_over_its_budget(
     assert Counts(counted, bad).burn(objective) == pytest.approx(burn)
 
 
-def test_metrics_not_measured_yet_are_in_the_registry_with_a_reason() -> None:
-    pending = {name: metric.pending for name, metric in METRICS.items() if metric.pending}
-    assert set(pending) == {"tpot_ms", "stall_ms"}
-    assert all("per-chunk" in why for why in pending.values())
+# TPOT and the longest stall read the streamed answer's rhythm (app.analysis.llmmetrics);
+# they are not counted from the request's start, so a cut sample without one is not counted
+# (its cut says nothing of either), and one the file brought (an import) is read as it says.
+@pytest.mark.parametrize(
+    ("timed", "tpot", "stall"),
+    [
+        # First token at 100 ms, the 11th at 600: 500 ms over 10 tokens.
+        ([sample("ok", 610, streamed(80.0), first_answer_token=100, last_answer_token=600)],
+         [50.0], [80.0]),
+        # Not streamed (a whole answer): neither.
+        ([sample("ok", 610)], [np.nan], [np.nan]),
+        # Cut while streaming, before a second token and without a stall of its own.
+        ([sample("deadline_exceeded", 1500)], [np.nan], [np.nan]),
+        # Cut in its longest stall: the stall so far is known.
+        ([sample("deadline_exceeded", 1500, streamed(900.0, tokens=1, open_=True),
+                 first_answer_token=100, last_answer_token=100)], [np.nan], [900.0]),
+        # An imported sample: the file's values.
+        ([sample("ok", 700, {"llm": {"tpot_ms": 12.5, "stall_ms": 40.0}})], [12.5], [40.0]),
+    ],
+)  # fmt: skip
+def test_tpot_and_stall_objectives_read_the_streamed_rhythm(
+    timed: list[Seen], tpot: list[float], stall: list[float]
+) -> None:
+    found = readings(timed)
+    for name, expected in (("tpot_ms", tpot), ("stall_ms", stall)):
+        values, lower = found[name]
+        np.testing.assert_array_equal(values, expected)
+        assert not lower.any()
+    objective = Objective("stall_ms", 0.99, 500.0)
+    assert tally(objective, 1, 1, found).counted == int(not np.isnan(stall[0]))
+
+
+def test_every_objective_metric_is_measured() -> None:
+    assert all(
+        metric.read is not None or name == "availability" for name, metric in METRICS.items()
+    )

@@ -12,12 +12,20 @@ import pytest
 from sqlalchemy import Engine, delete, event
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.analysis.runs import RunData
+from app.analysis.runs import RunData, run_from_samples
 from app.runs.dbsink import DatabaseSink
 from app.store.dbhistory import DatabaseHistory
 from app.store.models import SampleRow
 from app.store.records import RunRecord
-from tests.runfactory import EVERY, T0, failed_run, make_run, record_of, store_records
+from tests.runfactory import (
+    EVERY,
+    T0,
+    failed_run,
+    make_run,
+    record_of,
+    store_records,
+    streamed_sample,
+)
 
 
 def store(sessions: sessionmaker[Session], *runs: RunData, status: str = "complete") -> None:
@@ -309,3 +317,19 @@ def test_windows_of_twenty_lengths_read_samples_with_six_statements(
         assert [run.run_id for run in window] == [run.run_id for run in runs[:count]]
     assert len(sample_queries) == 20
     assert len(set(sample_queries)) == 6  # 1, 2, 4, 8, 16 and 32 parameters
+
+
+def test_a_stored_streamed_run_comes_back_with_its_tpot_and_stall(
+    sessions: sessionmaker[Session],
+) -> None:
+    # The first answer token at 100 ms, the 11th at 600: TPOT 50 ms; stalls 80 and 400 ms.
+    samples = (streamed_sample(0, 100, 600, 11, 80.0), streamed_sample(1, 100, 600, 11, 400.0))
+    record = record_of(make_run(np.random.default_rng(3), T0, n=2))
+    record = replace(record, samples=samples)
+    store_records(sessions, [record], T0)
+    (rebuilt,) = DatabaseHistory(sessions).last("chat", "eu", 1)
+    # What ``add`` keeps of the run the store hands over: the same values.
+    handed = run_from_samples(str(record.id), "chat", "eu", T0, record.samples)
+    for run in (rebuilt, handed):
+        np.testing.assert_allclose(run.readings["tpot_ms"][0], [50.0, 50.0])
+        np.testing.assert_allclose(run.readings["stall_ms"][0], [80.0, 400.0])

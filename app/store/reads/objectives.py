@@ -30,6 +30,7 @@ from app.analysis.objectives import (
     AVAILABILITY,
     CUT,
     Objective,
+    Seen,
     Tally,
     goodput,
     readings,
@@ -39,6 +40,7 @@ from app.analysis.objectives import (
 from app.analysis.slo import Counts
 from app.analysis.summary import TIMED
 from app.clock import utcnow
+from app.store.historyrows import STREAM_DETAILS
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.reads.slo import in_windows
 from app.store.records import RunStatus
@@ -128,9 +130,6 @@ def _run_tallies(
     return found
 
 
-Seen = tuple[str, float, dict[str, Any]]  # a sample's status, total_ms and marks
-
-
 def _tallies(
     objectives: tuple[Objective, ...],
     n: int,
@@ -182,12 +181,19 @@ def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list
     found: dict[uuid.UUID, list[Seen]] = {}
     for first in range(0, len(ids), IDS_PER_QUERY):
         rows = session.execute(
-            select(SampleRow.run_id, SampleRow.status, SampleRow.total_ms, SampleRow.marks)
+            select(
+                SampleRow.run_id,
+                SampleRow.status,
+                SampleRow.total_ms,
+                SampleRow.marks,
+                *(SampleRow.details[key] for key in STREAM_DETAILS),
+            )
             .where(SampleRow.run_id.in_(ids[first : first + IDS_PER_QUERY]))
             .order_by(SampleRow.run_id, SampleRow.idx)
         )
-        for run_id, status, total_ms, marks in rows:
-            found.setdefault(run_id, []).append((status, total_ms, marks))
+        for run_id, status, total_ms, marks, *parts in rows:
+            details = {key: part for key, part in zip(STREAM_DETAILS, parts, strict=True) if part}
+            found.setdefault(run_id, []).append((status, total_ms, marks, details))
     return found
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from fastapi import APIRouter
 
 from app.analysis.llmmetrics import sample_llm_values
+from app.analysis.objectives import Seen
 from app.store.models import RunRow, SampleRow
 from app.store.reads.browse import run_with_target, runs_page, samples_of
 from app.store.reads.objectives import run_objectives
@@ -78,8 +78,8 @@ def get_run(run_id: uuid.UUID, session: SessionDep) -> RunDetail:
     return detail.model_copy(update={"objectives": objectives, "goodput": goodput})
 
 
-def _records(rows: list[SampleRow]) -> list[tuple[str, float, dict[str, Any]]]:
-    return [(row.status, row.total_ms, row.marks) for row in rows]
+def _records(rows: list[SampleRow]) -> list[Seen]:
+    return [(row.status, row.total_ms, row.marks, row.details) for row in rows]
 
 
 def run_out(run: RunRow, target: str) -> RunOut:
