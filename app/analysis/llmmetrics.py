@@ -180,14 +180,7 @@ def llm_values(
     imported = details.get("llm")
     if isinstance(imported, Mapping):
         return {name: _number(imported.get(name)) for name in METRIC_NAMES}
-    tokens = details.get("tokens")
-    view = _View(
-        ok=status == Status.OK,
-        total_ms=total_ms,
-        marks=marks,
-        usage=tokens if isinstance(tokens, Mapping) else {},
-        stream=details.get("stream") or None,
-    )
+    view = _view_of(status, total_ms, marks, details)
     return {metric.name: metric.value(view) for metric in LLM_METRICS}
 
 
@@ -199,15 +192,20 @@ def llm_value(
     imported = details.get("llm")
     if isinstance(imported, Mapping):
         return _number(imported.get(name))
+    return _BY_NAME[name].value(_view_of(status, total_ms, marks, details))
+
+
+def _view_of(
+    status: str, total_ms: float, marks: Mapping[str, int], details: Mapping[str, Any]
+) -> _View:
     tokens = details.get("tokens")
-    view = _View(
+    return _View(
         ok=status == Status.OK,
         total_ms=total_ms,
         marks=marks,
         usage=tokens if isinstance(tokens, Mapping) else {},
         stream=details.get("stream") or None,
     )
-    return _BY_NAME[name].value(view)
 
 
 def sample_llm_values(sample: LlmSample) -> dict[str, float | None]:

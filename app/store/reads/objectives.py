@@ -40,12 +40,11 @@ from app.analysis.objectives import (
 from app.analysis.slo import Counts
 from app.analysis.summary import TIMED
 from app.clock import utcnow
-from app.store.historyrows import STREAM_DETAILS
-from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.historyrows import samples_of
+from app.store.models import RunRow, TargetRow
 from app.store.reads.slo import in_windows
 from app.store.records import RunStatus
 
-IDS_PER_QUERY = 500
 GOODPUT = "goodput"  # the key of goodput's tallies beside the objectives'
 
 
@@ -178,23 +177,10 @@ MEMO = TallyMemo()
 
 
 def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[Seen]]:
-    found: dict[uuid.UUID, list[Seen]] = {}
-    for first in range(0, len(ids), IDS_PER_QUERY):
-        rows = session.execute(
-            select(
-                SampleRow.run_id,
-                SampleRow.status,
-                SampleRow.total_ms,
-                SampleRow.marks,
-                *(SampleRow.details[key] for key in STREAM_DETAILS),
-            )
-            .where(SampleRow.run_id.in_(ids[first : first + IDS_PER_QUERY]))
-            .order_by(SampleRow.run_id, SampleRow.idx)
-        )
-        for run_id, status, total_ms, marks, *parts in rows:
-            details = {key: part for key, part in zip(STREAM_DETAILS, parts, strict=True) if part}
-            found.setdefault(run_id, []).append((status, total_ms, marks, details))
-    return found
+    return {
+        run_id: [(s.status, s.total_ms, s.marks, s.details) for s in samples]
+        for run_id, samples in samples_of(session, ids).items()
+    }
 
 
 Sums = dict[str, dict[timedelta, Counts]]  # metric or GOODPUT → window → counts
