@@ -21,7 +21,7 @@ from app.store.reads.objectives import target_objectives
 from app.store.reads.slo import target_slo
 from tests.apiapp import TOKEN, Api, api, minutes_ago
 from tests.runfactory import make_run, record_of
-from tests.web.test_metrics import parsed, scrape
+from tests.web.test_metrics import parsed, scrape, value
 
 ALWAYS = {
     "weekly": [
@@ -39,6 +39,7 @@ FILE = TargetsFile.model_validate(
     }
 )
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+NOW_ON = {"cron": None, "duration": None}  # with ALWAYS: open all week
 NEW = {
     "name": "db upgrade",
     "targets": ["beta"],
@@ -118,7 +119,7 @@ def test_an_alert_in_an_open_window_is_not_notified(served: Api) -> None:
 
 
 def test_a_window_made_through_the_api_holds_notifications_at_once(served: Api) -> None:
-    always = NEW | ALWAYS | {"cron": None, "duration": None}
+    always = NEW | ALWAYS | NOW_ON
     made = served.client.post("/api/v1/maintenance", json=always, headers=AUTH)
     assert made.status_code == 201, made.text
     served.failing("beta", "eu", 4, minutes_ago(10))
@@ -139,6 +140,19 @@ def test_the_target_page_shades_its_windows_on_the_charts(served: Api) -> None:
     assert 'class="muted maintenance"' in page.text and "alpha-always" in page.text
     other = served.client.get("/targets/beta?range=24h")
     assert other.status_code == 200 and "maintenance" not in other.text
+
+
+def test_metrics_say_which_series_a_window_holds(served: Api) -> None:
+    """``phasewatch_maintenance``: what the shipped Prometheus alerting rules hold by."""
+    served.healthy("alpha", "eu", 1, minutes_ago(10))
+    served.healthy("beta", "eu", 1, minutes_ago(10))
+    found = parsed(scrape(served))
+    assert value(found, "phasewatch_maintenance", target="alpha", vantage="eu") == 1
+    assert value(found, "phasewatch_maintenance", target="beta", vantage="eu") == 0
+    made = served.client.post("/api/v1/maintenance", json=NEW | ALWAYS | NOW_ON, headers=AUTH)
+    assert made.status_code == 201, made.text
+    found = parsed(scrape(served))
+    assert value(found, "phasewatch_maintenance", target="beta", vantage="eu") == 1
 
 
 def test_the_error_budget_leaves_out_the_runs_in_a_window(db_url: str, tmp_path: Path) -> None:
