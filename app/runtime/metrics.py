@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.maintenance import MaintenanceWindow
 from app.analysis.summary import TIMED, summarize
+from app.clock import utcnow
 from app.runs.threads import Check
 from app.runtime.scraped import (
     DATABASE_BUDGET_S,
@@ -37,6 +38,7 @@ from app.runtime.scraped import (
     ServiceCollector,
     alert_counts,
 )
+from app.runtime.scrapedmaintenance import HeldRow, MaintenanceCollector, held_series
 from app.runtime.scrapedobjectives import ObjectivesCollector
 from app.runtime.tokenmetrics import TokenMetrics
 from app.store.reads.objectives import ObjectivesRow, objective_statuses
@@ -61,6 +63,7 @@ class RunMetrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
         self._phases_seen: dict[tuple[str, str], set[str]] = {}
+        self._stored_series: set[tuple[str, str]] = set()
         self._lock = threading.Lock()  # the last-run gauges of a series change together
         self._declare(self.registry)
 
@@ -151,6 +154,8 @@ class RunMetrics:
             self.lateness_seconds.labels(*series).observe(max(0.0, late))
         self.runs_stored.labels(*series).inc()
         self.last_run.labels(*series).set(run.started_at.timestamp())
+        with self._lock:
+            self._stored_series.add(series)
         self._set_last_breakdown(series, run.samples)
 
     def observe_refusal(self, vantage: str, reason: str) -> None:
@@ -187,12 +192,14 @@ class RunMetrics:
         spooled: Callable[[], int],
         windows: Callable[[], Sequence[MaintenanceWindow]] = list,
     ) -> None:
-        """Also expose alert states and the deadline SLOs (from the database) and the
-        spool, read at each scrape; a database read that does not answer within
+        """Also expose alert states, the deadline SLOs and the objectives (from the
+        database), which series a maintenance window holds, and the spool, read at each
+        scrape; a database read that does not answer within
         ``DATABASE_BUDGET_S`` is left out of that scrape, not waited for."""
         alerts = Check(lambda: alert_counts(sessions), "metrics-alerts")
         slos = Check(lambda: slo_statuses(sessions, windows), "metrics-slos")
         objectives = Check(lambda: objective_statuses(sessions, windows), "metrics-objectives")
+        held = Check(lambda: held_series(self.series(), windows(), utcnow()), "metrics-held")
         deadline = [0.0]  # the scrape's, set by its first read
 
         def open_alerts() -> list[AlertCount]:
@@ -201,6 +208,7 @@ class RunMetrics:
             deadline[0] = time.monotonic() + DATABASE_BUDGET_S
             slos.start()
             objectives.start()
+            held.start()
             return alerts.wait(DATABASE_BUDGET_S)
 
         def slo_rows() -> list[SloRow]:
@@ -209,8 +217,17 @@ class RunMetrics:
         def objective_rows() -> list[ObjectivesRow]:
             return objectives.wait(max(0.0, deadline[0] - time.monotonic()))
 
+        def held_rows() -> list[HeldRow]:
+            return held.wait(max(0.0, deadline[0] - time.monotonic()))
+
         self.registry.register(ServiceCollector(open_alerts, spooled, slo_rows))
         self.registry.register(ObjectivesCollector(objective_rows))
+        self.registry.register(MaintenanceCollector(held_rows))
+
+    def series(self) -> list[tuple[str, str]]:
+        """Every (target, vantage) this process stored a run of."""
+        with self._lock:
+            return sorted(self._stored_series)
 
 
 def then(

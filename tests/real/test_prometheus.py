@@ -1,6 +1,6 @@
 """/metrics of a real serve with a real agent, judged by Prometheus' own tools, and the
 shipped recording rules, alerting rules and Grafana dashboard proven against it: promtool
-checks and unit-tests the rules, and a real Prometheus scraping the serve every second
+checks and unit-tests the rules, and a real Prometheus scraping the serve every 3 seconds
 answers every expression of the rules and the dashboard with data."""
 
 from __future__ import annotations
@@ -92,20 +92,32 @@ def prometheus(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def test_every_recording_rule_and_dashboard_query_answers_with_data(
     stack: Stack, prometheus: Prometheus
 ) -> None:
+    """One sweep in which every expression answers with data (a sweep takes seconds at
+    load, and a scrape that failed meanwhile leaves every series stale until the next, so
+    the sweep is tried again)."""
     wanted = recorded_exprs() + dashboard_exprs()
-    assert len(wanted) > 40
-    eventually(lambda: not without_data(prometheus, wanted), 150, "every expression has data")
+    assert len(wanted) > 50
+    try:
+        eventually(lambda: not without_data(prometheus, wanted), 150, "every expression has data")
+    except AssertionError:
+        failed = prometheus.query("count_over_time(up[10m]) - sum_over_time(up[10m])")
+        said = f"failed scrapes: {failed}\n{stack.output()}"
+        pytest.fail(f"{without_data(prometheus, wanted)}\n{said}", pytrace=False)
     answers = {expr: prometheus.query(expr) for expr in wanted}
     assert {e: a for e, a in answers.items() if a["status"] != "success"} == {}
-    assert without_data(prometheus, wanted) == [], stack.output()
 
 
 def test_every_alerting_rule_evaluates_and_the_ones_the_stack_meets_fire(
     stack: Stack, prometheus: Prometheus
 ) -> None:
-    """``down`` refuses every request and ``late`` misses every deadline; the slow-burn
-    ticket waits while the page fires, as phasewatch's own does."""
-    meant = {("PhasewatchProbeFailing", "down"), ("PhasewatchDeadlineBudgetBurn", "late")}
+    """``down`` refuses every request and ``late`` misses every deadline (so no request
+    of it is available either); the slow-burn tickets wait while the pages fire, as
+    phasewatch's own do."""
+    meant = {
+        ("PhasewatchProbeFailing", "down"),
+        ("PhasewatchDeadlineBudgetBurn", "late"),
+        ("PhasewatchObjectiveBudgetBurn", "late"),
+    }
     eventually(lambda: meant <= active_alerts(prometheus), 150, f"{meant} pending or firing")
     for expr in alert_exprs():
         answer = prometheus.query(expr)
@@ -115,4 +127,5 @@ def test_every_alerting_rule_evaluates_and_the_ones_the_stack_meets_fire(
     assert [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"] == []
     active = active_alerts(prometheus)
     assert ("PhasewatchDeadlineBudgetBurnSlow", "late") not in active
+    assert ("PhasewatchObjectiveBudgetBurnSlow", "late") not in active
     assert not {alert for alert in active if alert[1] == "edge"}

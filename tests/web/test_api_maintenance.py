@@ -1,5 +1,6 @@
 """Maintenance windows through the API (token needed to write) and in the targets file:
-listed, created, deleted; an alert of a target in an open window is not notified."""
+listed, created, deleted; an alert of a target in an open window is not notified, and its
+runs count for none of the error budgets (the deadline's, the objectives', goodput)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from app.clock import utcnow
 from app.config import TargetsFile
 from app.runtime.targetsync import sync_targets_file
 from app.store.models import AlertRow, DeliveryRow
+from app.store.reads.objectives import target_objectives
 from app.store.reads.slo import target_slo
 from tests.apiapp import TOKEN, Api, api, minutes_ago
 from tests.runfactory import make_run, record_of
+from tests.web.test_metrics import parsed, scrape, value
 
 ALWAYS = {
     "weekly": [
@@ -36,6 +39,7 @@ FILE = TargetsFile.model_validate(
     }
 )
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+NOW_ON = {"cron": None, "duration": None}  # with ALWAYS: open all week
 NEW = {
     "name": "db upgrade",
     "targets": ["beta"],
@@ -115,7 +119,7 @@ def test_an_alert_in_an_open_window_is_not_notified(served: Api) -> None:
 
 
 def test_a_window_made_through_the_api_holds_notifications_at_once(served: Api) -> None:
-    always = NEW | ALWAYS | {"cron": None, "duration": None}
+    always = NEW | ALWAYS | NOW_ON
     made = served.client.post("/api/v1/maintenance", json=always, headers=AUTH)
     assert made.status_code == 201, made.text
     served.failing("beta", "eu", 4, minutes_ago(10))
@@ -136,6 +140,19 @@ def test_the_target_page_shades_its_windows_on_the_charts(served: Api) -> None:
     assert 'class="muted maintenance"' in page.text and "alpha-always" in page.text
     other = served.client.get("/targets/beta?range=24h")
     assert other.status_code == 200 and "maintenance" not in other.text
+
+
+def test_metrics_say_which_series_a_window_holds(served: Api) -> None:
+    """``phasewatch_maintenance``: what the shipped Prometheus alerting rules hold by."""
+    served.healthy("alpha", "eu", 1, minutes_ago(10))
+    served.healthy("beta", "eu", 1, minutes_ago(10))
+    found = parsed(scrape(served))
+    assert value(found, "phasewatch_maintenance", target="alpha", vantage="eu") == 1
+    assert value(found, "phasewatch_maintenance", target="beta", vantage="eu") == 0
+    made = served.client.post("/api/v1/maintenance", json=NEW | ALWAYS | NOW_ON, headers=AUTH)
+    assert made.status_code == 201, made.text
+    found = parsed(scrape(served))
+    assert value(found, "phasewatch_maintenance", target="beta", vantage="eu") == 1
 
 
 def test_the_error_budget_leaves_out_the_runs_in_a_window(db_url: str, tmp_path: Path) -> None:
@@ -168,3 +185,46 @@ def test_the_error_budget_leaves_out_the_runs_in_a_window(db_url: str, tmp_path:
         body = served.client.get("/api/v1/targets/slo/breakdown", params={"vantage": "eu"})
         assert body.status_code == 200, body.text
         assert body.json()["slo"] is None  # no run of eu counts
+
+
+def test_the_objectives_budgets_and_goodput_leave_out_the_runs_in_a_window(
+    db_url: str, tmp_path: Path
+) -> None:
+    """As the deadline's budget: the runs at eu are in a window and count for none of the
+    objectives, nor for goodput, on the API or /metrics; those at us count."""
+    # Every answer within end_to_end_ms: goodput is the ok share, which eu's runs lower.
+    objectives = {"availability": {"target": 99.5}, "end_to_end_ms": {"p": 99, "below": 60_000}}
+    both = TargetsFile.model_validate(
+        {
+            "targets": [
+                {"name": "slo", "url": "http://slo.invalid/", "alerts": {"objectives": objectives}}
+            ],
+            "maintenance": [{"name": "eu-work", "targets": ["slo"], "vantages": ["eu"], **ALWAYS}],
+        }
+    )
+    rng = np.random.default_rng(5)
+    with api(db_url, tmp_path, both) as served:
+        sync_targets_file(served.service.sessions, served.service.targets)  # as serve's start
+        for vantage, failed in (("eu", 4), ("us", 1)):
+            for k in range(3):
+                at = minutes_ago(30 - k)
+                run = make_run(rng, at, target="slo", vantage=vantage, n=5, failed=failed)
+                served.store(record_of(run))
+        windows = served.service.alerts.maintenance
+        assert windows is not None
+        with served.service.sessions() as session:
+            kept = target_objectives(session, "slo", utcnow(), windows.windows()) or {}
+            plain = target_objectives(session, "slo", utcnow()) or {}
+        assert set(plain) == {"eu", "us", None} and set(kept) == {"us", None}, kept
+        for metric in objectives:
+            assert kept[None].slos[metric] == kept["us"].slos[metric] == plain["us"].slos[metric]
+        assert kept[None].slos["availability"] != plain[None].slos["availability"]
+        assert kept[None].goodput == kept["us"].goodput == plain["us"].goodput
+        assert kept[None].goodput != plain[None].goodput
+        body = served.client.get("/api/v1/targets/slo/breakdown", params={"vantage": "eu"})
+        assert body.status_code == 200, body.text
+        assert (body.json()["objectives"], body.json()["goodput"]) == ([], None)  # none counts
+        found = parsed(scrape(served))
+        burns = found["phasewatch_objective_burn_rate"]
+        assert {s.labels["vantage"] for s in burns} == {"us"}
+        assert {s.labels["vantage"] for s in found["phasewatch_goodput_ratio"]} == {"us"}
