@@ -159,3 +159,28 @@ def test_an_objective_no_lever_raises_says_so() -> None:
         and ttft.headline() == "ttft_ms ≤ 10000 ms, 100.0% met now: no lever raises it"
     )
     assert objective_levers(samples, levers(samples), []) == []
+
+
+@pytest.mark.parametrize(
+    ("objectives", "note"),
+    [
+        ([TTFT, Objective("availability", 0.995)], None),
+        (
+            [TTFT, Objective("tpot_ms", 0.99, 40)],
+            "the tpot_ms objective is not predicted (a change of phases says nothing of a"
+            " stream's rhythm): goodput here counts only the objectives above",
+        ),
+        (
+            [Objective("tpot_ms", 0.99, 40), Objective("stall_ms", 0.99, 500)],
+            "the tpot_ms and stall_ms objectives are not predicted (a change of phases says"
+            " nothing of a stream's rhythm): goodput here counts only the objectives above",
+        ),
+    ],
+)
+def test_a_prediction_says_which_objectives_it_cannot_answer_for(
+    objectives: list[Objective], note: str | None
+) -> None:
+    prediction = predict(two_objective_samples(), [], resamples=10, objectives=objectives)
+    said = [n for n in prediction.notes if "not predicted" in n]
+    assert said == ([] if note is None else [note])
+    assert "tpot_ms" not in {o.metric for o in prediction.objectives}

@@ -29,6 +29,7 @@ from app.analysis.whatif.apply import Settled
 from app.analysis.whatif.resample import Interval, Ratio, Spread, interval
 
 BEFORE_TOKEN = ("connect", "network", "queue", "prefill", "server")
+PREDICTED = ("end_to_end_ms", "ttft_ms")  # what ``readings_of`` reads from the phases
 
 
 GOODPUT = "goodput"
@@ -90,6 +91,19 @@ def judged(phases: tuple[str, ...], settled: Settled, objectives: Sequence[Objec
         every = every & good
     found[GOODPUT] = (every, np.ones_like(every))
     return found
+
+
+def unpredicted(objectives: Sequence[Objective]) -> tuple[str, ...]:
+    """A note naming the latency objectives the phases cannot answer for (a stream's
+    rhythm: ``tpot_ms``, ``stall_ms``), which goodput here leaves out; none otherwise."""
+    left = [o.metric for o in objectives if o.metric not in PREDICTED and o.metric != AVAILABILITY]
+    if not left:
+        return ()
+    return (
+        f"the {' and '.join(left)} objective{'s are' if len(left) > 1 else ' is'} not predicted"
+        " (a change of phases says nothing of a stream's rhythm): goodput here counts"
+        " only the objectives above",
+    )
 
 
 def shares(

@@ -14,7 +14,7 @@ import numpy as np
 from app.analysis.objectives import Objective
 from app.analysis.whatif.apply import Applied, Settled, apply, deadline_of, settle
 from app.analysis.whatif.changes import Change, ColdStarts, TakePhase
-from app.analysis.whatif.objectiveshares import judged, outcomes, ratios
+from app.analysis.whatif.objectiveshares import judged, outcomes, ratios, unpredicted
 from app.analysis.whatif.outcome import Bound, Prediction, bound, end_to_end
 from app.analysis.whatif.resample import CHUNK_CELLS, draws, spreads
 from app.analysis.whatif.samples import SampleSet
@@ -59,7 +59,7 @@ def predict(
         for side, found in zip(settled, spread, strict=True)
     )
     optimistic = _optimistic(applied)
-    notes = _notes(samples, changes, optimistic)
+    notes = (*_notes(samples, changes, optimistic), *unpredicted(objectives))
     met = outcomes(verdicts, spread, objectives)
     return Prediction(before, after, tuple(changes), notes, optimistic, met)
 
