@@ -54,7 +54,8 @@ def whatif(
         str | None, typer.Option("--to", help="Runs started before this time; default now.")
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="One JSON object: before, after, levers, notes.")
+        bool,
+        typer.Option("--json", help="One JSON object: before, after, objectives, levers, notes."),
     ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the resampling's random numbers.")] = 0,
     database_url: DatabaseUrl = None,
@@ -62,7 +63,7 @@ def whatif(
 ) -> None:
     """Predict end-to-end p50/p90/p99 and the deadline-miss rate after CHANGES, with 95 %
     intervals, from the target's measured samples resampled run by run; and the levers now."""
-    from app.analysis.whatif import ChangeError, levers, parse_changes, predict
+    from app.analysis.whatif import ChangeError, levers, objective_levers, parse_changes, predict
     from app.cli.whatifshow import print_prediction, to_json
 
     try:
@@ -78,11 +79,14 @@ def whatif(
         prediction = predict(samples, parsed, donors=donors, seed=seed, objectives=objectives)
     except ChangeError as exc:
         raise typer.BadParameter(str(exc), param_hint="CHANGES") from None
-    found = levers(samples, deadline_ms=prediction.after.deadline_ms)
+    deadline_ms = prediction.after.deadline_ms
+    found = levers(samples, deadline_ms=deadline_ms, objectives=objectives)
+    by_objective = objective_levers(samples, found, objectives, deadline_ms=deadline_ms)
     if as_json:
-        sys.stdout.write(json.dumps(to_json(target, vantage, prediction, found)) + "\n")
+        answer = to_json(target, vantage, prediction, found, by_objective)
+        sys.stdout.write(json.dumps(answer) + "\n")
     else:
-        print_prediction(target, vantage, (since, until), prediction, found)
+        print_prediction(target, vantage, (since, until), prediction, (found, by_objective))
 
 
 def _window(start: str | None, end: str | None) -> tuple[datetime, datetime]:

@@ -8,18 +8,30 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from app.analysis.whatif import EndToEnd, Interval, Lever, Prediction, levers_to_json
+from app.analysis.whatif import (
+    EndToEnd,
+    Interval,
+    Lever,
+    ObjectiveLevers,
+    Prediction,
+    levers_to_json,
+)
 from app.analysis.whatif.levers import headline
 
 
 def to_json(
-    target: str, vantage: str | None, prediction: Prediction, found: list[Lever]
+    target: str,
+    vantage: str | None,
+    prediction: Prediction,
+    found: list[Lever],
+    by_objective: list[ObjectiveLevers],
 ) -> dict[str, Any]:
     return {
         "target": target,
         "vantage": vantage,
         **prediction.to_json(),
         "levers": levers_to_json(found),
+        "objective_levers": [ranked.to_json() for ranked in by_objective],
     }
 
 
@@ -28,9 +40,10 @@ def print_prediction(
     vantage: str | None,
     window: tuple[datetime, datetime],
     prediction: Prediction,
-    found: list[Lever],
+    levers: tuple[list[Lever], list[ObjectiveLevers]],
 ) -> None:
     console = Console(width=120)
+    found, by_objective = levers
     before, after = prediction.before, prediction.after
     where = "every vantage" if vantage is None else f"vantage {vantage}"
     console.print(
@@ -46,6 +59,8 @@ def print_prediction(
         if prediction.objectives:
             console.print(_objectives(prediction))
     console.print(_levers(found, before))
+    for ranked in by_objective:
+        console.print(f"levers for {ranked.headline()}", highlight=False)
     for note in prediction.notes:
         console.print(f"note: {note}", highlight=False)
 
@@ -74,16 +89,21 @@ def _shares(before: EndToEnd, after: EndToEnd) -> Table:
 
 def _objectives(prediction: Prediction) -> Table:
     table = Table(box=None, header_style="bold")
-    for heading in ("objective (share met)", "now", "after"):
+    headings = ("objective (share met)", "now (95 % interval)", "after (95 % interval)", "burn")
+    for heading in headings:
         table.add_column(heading, justify="left" if heading.startswith("objective") else "right")
     for outcome in prediction.objectives:
         bound = "" if outcome.below_ms is None else f" ≤ {outcome.below_ms:g} ms"
-        table.add_row(f"{outcome.metric}{bound}", _share(outcome.before), _share(outcome.after))
+        burns = (outcome.burn(outcome.before), outcome.burn(outcome.after))
+        burn = "-" if None in burns else " → ".join(f"{b.value:.1f}×" for b in burns if b)
+        table.add_row(
+            f"{outcome.metric}{bound}", _share(outcome.before), _share(outcome.after), burn
+        )
     return table
 
 
-def _share(share: float | None) -> str:
-    return "-" if share is None else _pct(share)
+def _share(share: Interval | None) -> str:
+    return "-" if share is None else f"{share.value:.1%} ({share.lo:.1%}–{share.hi:.1%})"
 
 
 def _levers(found: list[Lever], now: EndToEnd) -> Table:

@@ -12,6 +12,9 @@ from sqlalchemy import Engine, Select, func, or_, select, true
 from sqlalchemy.orm import Session
 
 from app.analysis.llmmetrics import METRIC_NAMES, llm_values
+from app.analysis.objectives import Objective
+from app.analysis.verdicts import verdict
+from app.csvio.goodput import GOODPUT_COLUMNS, flag_cells, stored_flags
 from app.csvio.layout import (
     SPLIT_COLUMNS,
     CsvExportError,
@@ -21,6 +24,7 @@ from app.csvio.layout import (
     phase_order,
 )
 from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.reads.objectives import objectives_of
 
 if TYPE_CHECKING:
     from _csv import Writer
@@ -49,14 +53,38 @@ def export_samples(
         phases = phase_order(_phase_names(session, target, start, end))
         split = _any_split(session, target, start, end)
         llm = _has_llm_values(session, target, start, end)
+        judged = _Judged(_objectives(session, target), llm)
+        if not judged.by_target:
+            judged.on = _has_stored_verdicts(session, target, start, end)
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(header(phases, split, METRIC_NAMES if llm else ()))
-        rows = _filtered(_sample_rows(llm), target, start, end)
-        return _write_rows(session, rows, (phases, split), writer)
+        metrics = (*(METRIC_NAMES if llm else ()), *(GOODPUT_COLUMNS if judged.on else ()))
+        writer.writerow(header(phases, split, metrics))
+        rows = _filtered(_sample_rows(llm or judged.on), target, start, end)
+        return _write_rows(session, rows, (phases, split), writer, judged)
+
+
+class _Judged:
+    """The goodput columns (app.csvio.goodput): written when a selected target has
+    objectives or a selected sample has an import's verdicts."""
+
+    def __init__(self, by_target: dict[str, tuple[Objective, ...]], llm: bool) -> None:
+        self.by_target, self.llm, self.on = by_target, llm, bool(by_target)
+
+    def cells(self, row: Any) -> list[str]:
+        target, status, total_ms, marks, details = row[1], row[4], row[5], row[8], row[9]
+        flags = stored_flags(details)
+        if flags is None:
+            seen = (status, total_ms, marks or {}, details)
+            flags = verdict(self.by_target.get(target, ()), seen).cells()
+        return flag_cells(flags)
 
 
 def _write_rows(
-    session: Session, rows: Select[Any], columns: tuple[list[str], bool], writer: Writer
+    session: Session,
+    rows: Select[Any],
+    columns: tuple[list[str], bool],
+    writer: Writer,
+    judged: _Judged,
 ) -> int:
     (phases, split), count = columns, 0
     known = frozenset(phases)
@@ -67,9 +95,11 @@ def _write_rows(
             cells = _cells(tuple(row[:7]), phases, known)
             if split:
                 cells.extend(split_cells(row[7]))
-            if len(row) > 8:  # the LLM metrics, from the sample's marks and details
+            if judged.llm:  # the LLM metrics, from the sample's marks and details
                 metrics = llm_values(row[4], row[5], row[8], row[9]).values()
                 cells.extend("" if value is None else format_number(value) for value in metrics)
+            if judged.on:
+                cells.extend(judged.cells(row))
             writer.writerow(cells)
             count += 1
     return count
@@ -106,6 +136,23 @@ def _has_llm_values(
         details[("tokens", "prompt")].as_string().is_not(None),
         details[("tokens", "completion")].as_string().is_not(None),
     )
+    query = _filtered(select(SampleRow.idx).where(has).limit(1), target, start, end)
+    return session.execute(query).first() is not None
+
+
+def _objectives(session: Session, target: str | None) -> dict[str, tuple[Objective, ...]]:
+    """The selected targets' objectives as stored now, by name (targets without: absent)."""
+    query = select(TargetRow.name, TargetRow.config)
+    if target is not None:
+        query = query.where(TargetRow.name == target)
+    found = {name: objectives_of(config or {}) for name, config in session.execute(query)}
+    return {name: params.objective_list() for name, params in found.items() if params}
+
+
+def _has_stored_verdicts(
+    session: Session, target: str | None, start: datetime | None, end: datetime | None
+) -> bool:
+    has = SampleRow.details["goodput"].as_string().is_not(None)
     query = _filtered(select(SampleRow.idx).where(has).limit(1), target, start, end)
     return session.execute(query).first() is not None
 

@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 
 from app.analysis.llmmetrics import METRIC_NAMES
 from app.clock import parse_timestamp, utcnow
+from app.csvio.goodput import GOODPUT_COLUMNS, parse_flag
 from app.csvio.layout import (
     BASE_COLUMNS,
     SPLIT_COLUMNS,
@@ -80,6 +81,7 @@ class _Layout:
     base: dict[str, int]
     phases: dict[str, int]
     metrics: dict[str, int] = field(default_factory=dict)
+    flags: dict[str, int] = field(default_factory=dict)  # the goodput columns it has
 
 
 def _parse(rows: TextIO, progress: Callable[[int], None]) -> Table:
@@ -106,7 +108,7 @@ def _parse_rows(
     problems: _Problems,
     progress: Callable[[int], None],
 ) -> Table:
-    table = Table(list(layout.phases), list(layout.metrics))
+    table = Table(list(layout.phases), list(layout.metrics), bool(layout.flags))
     count, line = 0, 2
     for cells in reader:
         if cells:  # blank lines are skipped
@@ -158,11 +160,14 @@ def _layout(names: list[str] | None) -> _Layout:
     base: dict[str, int] = {}
     phases: dict[str, int] = {}
     metrics: dict[str, int] = {}
+    flags: dict[str, int] = {}
     for index, name in enumerate(names):
         if name in names[:index]:
             problems.add(1, name, "column appears twice")
         elif name in BASE_COLUMNS:
             base[name] = index
+        elif name in GOODPUT_COLUMNS:  # before the phases: met_ttft_ms is no phase
+            flags[name] = index
         elif name in METRIC_NAMES:  # before the phases: ttft_ms is a metric, not a phase
             metrics[name] = index
         elif name.endswith("_ms") and _PHASE_NAME.match(name.removesuffix("_ms")):
@@ -179,7 +184,7 @@ def _layout(names: list[str] | None) -> _Layout:
         raise CsvImportError([CsvProblem(1, None, f"{columns} come together or not at all")])
     ordered = {name: phases[name] for name in [*phase_order(phases), *split]}
     found = {name: metrics[name] for name in METRIC_NAMES if name in metrics}
-    return _Layout(len(names), base, ordered, found)
+    return _Layout(len(names), base, ordered, found, flags)
 
 
 def _parse_row(
@@ -202,6 +207,7 @@ def _parse_row(
     total = _checked(parse_number, cell, "total_ms", line, problems)
     values = [_number(cells[i], f"{name}_ms", line, problems) for name, i in layout.phases.items()]
     values += [_number(cells[i], name, line, problems) for name, i in layout.metrics.items()]
+    flags = _flags(cells, layout, line, problems)
     for column in ("target", "vantage"):
         _checked(parse_name, cell, column, line, problems)
     if problems.count > before or started_at is None or run_id is None:
@@ -210,7 +216,7 @@ def _parse_row(
         return
     run = table.runs.setdefault(run_id, TableRun(cell["target"], cell["vantage"], line))
     if _same_run(run, cell, line, problems):
-        run.rows.append(table.append(line, started_at, status, total, values))
+        run.rows.append(table.append(line, started_at, status, total, values, flags))
 
 
 def _checked(
@@ -242,6 +248,22 @@ def _number(text: str, column: str, line: int, problems: _Problems) -> float:
     except ValueError as exc:
         problems.add(line, column, str(exc))
         return math.nan
+
+
+def _flags(cells: list[str], layout: _Layout, line: int, problems: _Problems) -> list[bool | None]:
+    """The goodput cells in ``GOODPUT_COLUMNS``' order (None: empty, or not in the file);
+    none for a file without them."""
+    found: list[bool | None] = []
+    if not layout.flags:
+        return found
+    for name in GOODPUT_COLUMNS:
+        index = layout.flags.get(name)
+        try:
+            found.append(None if index is None else parse_flag(cells[index]))
+        except ValueError as exc:
+            problems.add(line, name, str(exc))
+            found.append(None)
+    return found
 
 
 def _same_run(run: TableRun, cell: dict[str, str], line: int, problems: _Problems) -> bool:

@@ -7,10 +7,12 @@ have. After the phases, when some sample has one, its connect split (``connect_d
 connect_tcp_ms,connect_tls_ms``, app.probe.connection): parts of ``connect``, not phases,
 empty for a sample on a reused connection. Then the LLM metrics
 (``app.analysis.llmmetrics.METRIC_NAMES``: ``ttft_ms``, ``tpot_ms``, ``output_tokens``…)
-when any exported sample has one, empty where a sample has not. A file without either
-imports as before. Rows are ordered by timestamp, run id, then the sample's index in its
-run; numbers are written with ``repr`` so that they read back as the same float. Export →
-import → export is byte-identical.
+when any exported sample has one, empty where a sample has not. Last, when an exported
+target has objectives, the goodput columns (``good``, ``met_<metric>``: ``true``, ``false``
+or empty; app.csvio.goodput). A file without any of these imports as before. Rows are
+ordered by timestamp, run id, then the sample's index in its run; numbers are written
+with ``repr`` so that they read back as the same float. Export → import → export is
+byte-identical.
 
 Writing is app.csvio.export, reading app.csvio.importer; this module is what they share:
 the columns, the cell formats, and the errors and results they report.

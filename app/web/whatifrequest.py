@@ -15,21 +15,24 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 
+from app.analysis.objectives import Objective
 from app.analysis.whatif import (
     Change,
     ChangeError,
     EndToEnd,
     Lever,
+    ObjectiveLevers,
     SampleSet,
     TakePhase,
     changes_from_json,
     levers,
+    objective_levers,
     parse_changes,
     predict,
 )
@@ -73,6 +76,7 @@ class LeversNow:
     now: EndToEnd
     levers: list[Lever]
     samples: int
+    by_objective: list[ObjectiveLevers] = field(default_factory=list)
 
 
 def parsed(items: list[str | dict[str, Any]]) -> list[Change]:
@@ -155,11 +159,19 @@ def what_if(
         "window": {"from": kept.start, "to": kept.end, "vantage": kept.vantage},
         "resamples": resamples,
         "curves": curves(samples, changes, donors),
-        "levers": [lever.to_json() for lever in levers(samples)],
+        **_levers_json(samples, objectives),
     }
     if not finite(answer):
         raise ChangeError(" ".join(c.token() for c in changes), "gives times too large to compute")
     return answer
+
+
+def _levers_json(samples: SampleSet, objectives: tuple[Objective, ...]) -> dict[str, Any]:
+    found = levers(samples, objectives=objectives)
+    return {
+        "levers": [lever.to_json() for lever in found],
+        "objective_levers": [o.to_json() for o in objective_levers(samples, found, objectives)],
+    }
 
 
 def _cut_note(asked: Scope, kept: Scope, max_samples: int) -> list[str]:
@@ -207,7 +219,9 @@ def levers_now(session: Session, scope: Scope, max_samples: int = MAX_SAMPLES) -
     it holds no timed sample."""
     samples = samples_of(session, bounded(session, scope, max_samples))
     now = predict(samples, [], seed=SEED, resamples=0).before
-    return LeversNow(now, levers(samples), samples.n)
+    objectives = target_objective_list(session, scope.target)
+    found = levers(samples, objectives=objectives)
+    return LeversNow(now, found, samples.n, objective_levers(samples, found, objectives))
 
 
 def what_if_job(

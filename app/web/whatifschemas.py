@@ -38,6 +38,12 @@ class BoundOut(Out):
     miss_rate: float
 
 
+class LeverObjectiveOut(Out):
+    metric: str = Field(description="a latency objective of the target's, or goodput")
+    halved: float | None = Field(description="its share met were this phase halved")
+    removed: float | None = Field(description="its share met were this phase gone")
+
+
 class LeverOut(Out):
     phase: str
     share: float = Field(description="of the mean end-to-end now")
@@ -48,6 +54,26 @@ class LeverOut(Out):
         " stay misses whatever a phase does, so a tail of misses moves with no lever)"
     )
     median_moves: bool = Field(description="halved, the p50 moves")
+    objectives: list[LeverObjectiveOut] = Field(
+        default_factory=list,
+        description="each latency objective's share met and goodput's, halved and gone;"
+        " empty without objectives",
+    )
+
+
+class RankedLeverOut(LeverObjectiveOut):
+    phase: str
+
+
+class ObjectiveLeversOut(Out):
+    metric: str = Field(description="a latency objective of the target's, or goodput")
+    below_ms: float | None
+    now: float | None = Field(description="share of timed samples meeting it, measured")
+    levers: list[RankedLeverOut] = Field(
+        description="the phases whose halving raises the share, most first (by the share"
+        " if halved, then if gone); none that raise it by less than 0.05 points"
+    )
+    headline: str = Field(description="the biggest lever for it, as a sentence")
 
 
 class CurvesOut(Out):
@@ -65,8 +91,20 @@ class WindowOut(Out):
 class ObjectiveWhatIfOut(Out):
     metric: str = Field(description="a latency objective of the target's, or goodput")
     below_ms: float | None
+    target: float | None = Field(description="the objective's share (0-1); null: goodput")
     before: float | None = Field(description="share of timed samples meeting it, measured")
     after: float | None = Field(description="the same once the changes are made")
+    before_interval: list[float] | None = Field(
+        min_length=2, max_length=2, description="95 % interval of before, over the run resamples"
+    )
+    after_interval: list[float] | None = Field(
+        min_length=2, max_length=2, description="95 % interval of after, over the run resamples"
+    )
+    burn_before: IntervalOut | None = Field(
+        description="the share missing it over the share its target allows to miss;"
+        " null for goodput"
+    )
+    burn_after: IntervalOut | None = Field(description="the same once the changes are made")
 
 
 class WhatIfOut(Out):
@@ -86,6 +124,11 @@ class WhatIfOut(Out):
         description="the target's latency objectives and goodput, met before and after"
         " (docs/slo.md); empty without objectives",
     )
+    objective_levers: list[ObjectiveLeversOut] = Field(
+        default_factory=list,
+        description="for each latency objective and goodput, the levers now that raise"
+        " it; empty without objectives",
+    )
 
 
 class LeversOut(Out):
@@ -96,4 +139,9 @@ class LeversOut(Out):
     levers: list[LeverOut] = Field(
         description="biggest first: by the p99 if halved, then the miss rate, then the p50;"
         " a phase under 0.5 % of the time is none"
+    )
+    objective_levers: list[ObjectiveLeversOut] = Field(
+        default_factory=list,
+        description="for each latency objective and goodput, the levers that raise it;"
+        " empty without objectives",
     )

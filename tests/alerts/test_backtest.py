@@ -76,12 +76,19 @@ def test_a_phase_no_sample_has_is_absent_and_a_missing_cell_is_zero() -> None:
     np.testing.assert_array_equal(runs[1].phases[:, 0], [0.0, 1.5])
 
 
-def test_the_llm_metric_columns_after_the_phases_are_no_phases() -> None:
-    header = HEADER.removesuffix("\n") + ",ttft_ms,tpot_ms,output_tokens\n"
-    rows = [
-        row(0, "a").removesuffix("\n") + ",120.0,,12.0\n",
-        row(1, "a").removesuffix("\n") + ",,,\n",
-    ]
+@pytest.mark.parametrize(
+    ("columns", "cells"),
+    [
+        (",ttft_ms,tpot_ms,output_tokens", (",120.0,,12.0", ",,,")),
+        # The goodput columns (app.csvio.goodput): verdicts, not phases either.
+        (",ttft_ms,good,met_ttft_ms", (",120.0,true,true", ",,false,")),
+    ],
+)
+def test_the_llm_metric_and_goodput_columns_after_the_phases_are_no_phases(
+    columns: str, cells: tuple[str, str]
+) -> None:
+    header = HEADER.removesuffix("\n") + columns + "\n"
+    rows = [row(i, "a").removesuffix("\n") + cell + "\n" for i, cell in enumerate(cells)]
     (run,) = read_runs(io.StringIO(header + "".join(rows)))
     (plain,) = read_runs(io.StringIO(HEADER + row(0, "a") + row(1, "a")))
     assert run.phase_names == plain.phase_names == ("queue", "generation")

@@ -93,5 +93,12 @@ def test_a_target_with_objectives_is_told_how_each_would_be_met(
     by_metric = {o["metric"]: o for o in json.loads(out)["objectives"]}
     assert set(by_metric) == {"ttft_ms", "goodput"}
     assert by_metric["ttft_ms"]["before"] == 1.0 and by_metric["ttft_ms"]["after"] == 0.0
+    assert by_metric["ttft_ms"]["after_interval"] == [0.0, 0.0]
+    assert by_metric["ttft_ms"]["burn_after"]["value"] == pytest.approx(100.0)
+    ranked = {o["metric"]: o for o in json.loads(out)["objective_levers"]}
+    assert set(ranked) == {"ttft_ms", "goodput"}
+    assert ranked["ttft_ms"]["headline"] == "ttft_ms ≤ 300 ms, 100.0% met now: no lever raises it"
     code, out, _ = run_cli(argv, capsys)
     assert code == 0 and "ttft_ms ≤ 300 ms" in out and "objective (share met)" in out
+    assert "burn" in out and "0.0× → 100.0×" in out
+    assert "levers for ttft_ms ≤ 300 ms, 100.0% met now: no lever raises it" in out

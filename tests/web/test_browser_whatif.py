@@ -14,11 +14,13 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from playwright import sync_api
+from sqlalchemy import update
 
 from app.config import Settings, TargetsFile
 from app.main import create_app
 from app.store.db import make_engine, make_sessions
 from app.store.migrate import upgrade
+from app.store.models import TargetRow
 from app.web.pages.view import format_ms
 from tests.historyfactory import Fleet, Server, fill, targets_of
 from tests.web.test_browser import CHROMIUM, TOKEN, VIEWPORT, _require_chromium, shoot
@@ -35,6 +37,7 @@ FLEET = Fleet(
     alert_target=None,
 )
 BEFORE, AFTER = "#5c6166", "#0072B2"  # app/web/static/whatif.js
+OBJECTIVES = {"ttft_ms": {"p": 99, "below": 300}, "end_to_end_ms": {"p": 99, "below": 1500}}
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +47,10 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"sqlite:///{directory / 'phasewatch.db'}"
     upgrade(url)
     engine = make_engine(url)
-    fill(make_sessions(engine), FLEET)
+    sessions = make_sessions(engine)
+    fill(sessions, FLEET)
+    with sessions.begin() as session:  # the objectives as serve's start stores them
+        session.execute(update(TargetRow).values(config={"alerts": {"objectives": OBJECTIVES}}))
     engine.dispose()
     settings = Settings(
         database_url=url,
@@ -113,6 +119,13 @@ def test_a_change_typed_in_the_panel_shows_the_numbers_and_draws_both_curves(
         assert cell(page, q, "before") == format_ms(answer["before"][f"{q}_ms"]["value"])
         assert cell(page, q, "after") == format_ms(answer["after"][f"{q}_ms"]["value"])
     assert cell(page, "dominant", "after") == answer["after"]["dominant"]
+    # Each objective's share met and goodput's, as the API says them.
+    objectives = {o["metric"]: o for o in answer["objectives"]}
+    assert set(objectives) == {"ttft_ms", "end_to_end_ms", "goodput"}
+    for metric, found in objectives.items():
+        for side in ("before", "after"):
+            shown = cell(page, f"objective-{metric}", side)
+            assert shown == f"{100 * found[side]:.1f} %", (metric, side)
     before = page.evaluate(SERIES_PIXELS, ["[data-chart=whatif] canvas", [BEFORE]])
     after = page.evaluate(SERIES_PIXELS, ["[data-chart=whatif] canvas", [AFTER]])
     shoot(page, "whatif")

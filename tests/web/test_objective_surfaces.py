@@ -120,3 +120,42 @@ def test_the_what_if_answers_for_the_latency_objectives_and_goodput(served: Api)
     assert ttft["below_ms"] == 300 and ttft["before"] > 0.9 and ttft["after"] == 0.0
     home = served.client.post("/api/v1/targets/home/whatif", json={"changes": ["queue*0.5"]})
     assert home.json()["objectives"] == []
+
+
+def test_the_what_if_gives_each_objective_an_interval_and_a_burn(served: Api) -> None:
+    response = served.client.post(
+        "/api/v1/targets/edge/whatif", json={"changes": ["queue*4"], "resamples": 50}
+    )
+    by_metric = {o["metric"]: o for o in response.json()["objectives"]}
+    ttft, goodput = by_metric["ttft_ms"], by_metric["goodput"]
+    low, high = ttft["before_interval"]
+    assert low <= ttft["before"] <= high and ttft["after_interval"] == [0.0, 0.0]
+    assert ttft["target"] == 0.99
+    assert ttft["burn_before"]["value"] == pytest.approx((1 - ttft["before"]) / 0.01)
+    assert ttft["burn_after"] == {
+        "value": pytest.approx(100.0),
+        "interval": pytest.approx([100.0, 100.0]),
+    }
+    assert goodput["target"] is None and goodput["burn_before"] is None
+
+
+def test_the_levers_rank_the_phases_for_each_objective_and_goodput(served: Api) -> None:
+    found = served.client.get("/api/v1/targets/edge/levers").json()
+    by_metric = {o["metric"]: o for o in found["objective_levers"]}
+    assert set(by_metric) == {"ttft_ms", "goodput"}
+    for lever in found["levers"]:
+        assert {o["metric"] for o in lever["objectives"]} == {"ttft_ms", "goodput"}
+    # Generation comes after the first token: never a lever of ttft.
+    ttft = by_metric["ttft_ms"]
+    assert "generation" not in [lever["phase"] for lever in ttft["levers"]]
+    assert ttft["headline"].startswith("ttft_ms ≤ 300 ms, ")
+    whatif = served.client.post("/api/v1/targets/edge/whatif", json={"changes": []}).json()
+    assert whatif["objective_levers"] == found["objective_levers"]
+    home = served.client.get("/api/v1/targets/home/levers").json()
+    assert home["objective_levers"] == [] and home["levers"][0]["objectives"] == []
+
+
+def test_the_target_page_names_each_objectives_biggest_lever(served: Api) -> None:
+    page = served.client.get("/targets/edge").text
+    assert 'id="objective-levers"' in page and "goodput, " in page
+    assert 'id="objective-levers"' not in served.client.get("/targets/home").text

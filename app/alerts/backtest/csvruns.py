@@ -23,6 +23,7 @@ import orjson
 from app.analysis.llmmetrics import METRIC_NAMES
 from app.analysis.runs import Array, RunData, phase_order
 from app.clock import parse_timestamp
+from app.csvio.goodput import GOODPUT_COLUMNS
 from app.csvio.layout import BASE_COLUMNS, format_timestamp
 from app.csvio.rows import csv_rows
 from app.probe.sample import Status
@@ -116,7 +117,9 @@ class _Stream:
         self, header: list[str], max_span: timedelta, keep: Callable[[str], bool] | None
     ) -> None:
         # The LLM metrics (app.analysis.llmmetrics) follow the phases when an export has them.
-        columns = [name for name in header[len(BASE_COLUMNS) :] if name not in METRIC_NAMES]
+        # So do the goodput columns (app.csvio.goodput): verdicts, not phases.
+        skipped = {*METRIC_NAMES, *GOODPUT_COLUMNS}
+        columns = [name for name in header[len(BASE_COLUMNS) :] if name not in skipped]
         self.phases = [name.removesuffix("_ms") for name in columns]
         self.width, self.max_span, self.keep = len(header), max_span, keep
         self.passed = 0  # runs completed, kept or not

@@ -17,7 +17,9 @@ from app.analysis.whatif.changes import (
     changes_to_json,
     parse_changes,
 )
-from app.analysis.whatif.levers import Lever, levers, levers_to_json
+from app.analysis.whatif.levers import Lever, LeverObjective, levers, levers_to_json
+from app.analysis.whatif.objectivelevers import ObjectiveLevers, objective_levers
+from app.analysis.whatif.objectiveshares import ObjectiveOutcome
 from app.analysis.whatif.outcome import Bound, EndToEnd, Prediction
 from app.analysis.whatif.predict import predict
 from app.analysis.whatif.resample import Interval
@@ -31,6 +33,9 @@ __all__ = [
     "Deadline",
     "Interval",
     "Lever",
+    "LeverObjective",
+    "ObjectiveLevers",
+    "ObjectiveOutcome",
     "EndToEnd",
     "Prediction",
     "SampleSet",
@@ -41,6 +46,7 @@ __all__ = [
     "changes_to_json",
     "levers",
     "levers_to_json",
+    "objective_levers",
     "parse_changes",
     "predict",
     "sample_set",

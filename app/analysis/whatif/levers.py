@@ -1,4 +1,6 @@
-"""Levers now: for each phase, the end-to-end if it halved or vanished, biggest lever first.
+"""Levers now: for each phase, the end-to-end if it halved or vanished, biggest lever first;
+and, for a target with objectives, each objective's share met and goodput if it did
+(``objectivelevers`` ranks the phases by them).
 
 Point estimates only (no resampling): a ranking, read at a glance; ``predict`` gives the
 intervals of any one of them.
@@ -6,10 +8,13 @@ intervals of any one of them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.analysis.objectives import Objective
 from app.analysis.whatif.apply import settle
+from app.analysis.whatif.objectiveshares import shares as objective_shares
 from app.analysis.whatif.outcome import Bound, bound, shares_of
 from app.analysis.whatif.samples import SampleSet
 
@@ -18,6 +23,18 @@ HALVED, REMOVED = 0.5, 0.0
 MIN_SHARE = 0.005
 # Less than this is no change: a lever "from 1.50 s to 1.50 s" is not one.
 SAME_MS, SAME_RATE = 0.5, 0.0005
+
+
+@dataclass(frozen=True)
+class LeverObjective:
+    """One objective's share met (or goodput's) were the lever's phase halved or gone."""
+
+    metric: str
+    halved: float | None
+    removed: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"metric": self.metric, "halved": self.halved, "removed": self.removed}
 
 
 @dataclass(frozen=True)
@@ -30,6 +47,7 @@ class Lever:
     # deadline stay misses whatever a phase does, so a tail of misses moves with no lever.
     tail_moves: bool = True
     median_moves: bool = True
+    objectives: tuple[LeverObjective, ...] = ()  # the target's latency objectives, goodput
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -39,11 +57,18 @@ class Lever:
             "removed": self.removed.to_json(),
             "tail_moves": self.tail_moves,
             "median_moves": self.median_moves,
+            "objectives": [found.to_json() for found in self.objectives],
         }
 
 
-def levers(samples: SampleSet, *, deadline_ms: float | None = None) -> list[Lever]:
-    """Ranked by the p99 if halved (judge by the tail), then the miss rate, then the p50.
+def levers(
+    samples: SampleSet,
+    *,
+    deadline_ms: float | None = None,
+    objectives: Sequence[Objective] = (),
+) -> list[Lever]:
+    """Ranked by the p99 if halved (judge by the tail), then the miss rate, then the p50;
+    each with ``objectives``' shares met and goodput's, halved and gone.
 
     A cut sample's shortened phase says nothing of what came after the cut: it stays a miss
     (the pessimistic end, as in ``predict``); so where misses hold the p99, no lever moves
@@ -58,16 +83,21 @@ def levers(samples: SampleSet, *, deadline_ms: float | None = None) -> list[Leve
     for j, phase in enumerate(samples.phases):
         if shares.get(phase, 0.0) < MIN_SHARE:
             continue
-        halved = _scaled(samples, j, HALVED, deadline)
+        halved, half_met = _scaled(samples, j, HALVED, deadline, objectives)
+        removed, gone_met = _scaled(samples, j, REMOVED, deadline, objectives)
         found.append(
             Lever(
                 phase,
                 shares[phase],
                 halved,
-                _scaled(samples, j, REMOVED, deadline),
+                removed,
                 tail_moves=base.p99_ms - halved.p99_ms >= SAME_MS
                 or base.miss_rate - halved.miss_rate >= SAME_RATE,
                 median_moves=base.p50_ms - halved.p50_ms >= SAME_MS,
+                objectives=tuple(
+                    LeverObjective(metric, half_met[metric], gone_met.get(metric))
+                    for metric in half_met
+                ),
             )
         )
     return sorted(found, key=lambda lever: _rank(lever))
@@ -81,10 +111,18 @@ def levers_to_json(found: list[Lever]) -> list[dict[str, Any]]:
     return [lever.to_json() for lever in found]
 
 
-def _scaled(samples: SampleSet, column: int, factor: float, deadline: float | None) -> Bound:
+def _scaled(
+    samples: SampleSet,
+    column: int,
+    factor: float,
+    deadline: float | None,
+    objectives: Sequence[Objective],
+) -> tuple[Bound, dict[str, float | None]]:
     ms = samples.ms.copy()
     ms[:, column] *= factor
-    return bound(settle(ms, samples.censored, deadline))
+    settled = settle(ms, samples.censored, deadline)
+    met = objective_shares(samples.phases, settled, objectives) if objectives else {}
+    return bound(settled), met
 
 
 def headline(found: list[Lever], now_p99_ms: float, now_p50_ms: float) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 from app.analysis.objectives import Objective
 from app.analysis.whatif.apply import Applied, Settled, apply, deadline_of, settle
 from app.analysis.whatif.changes import Change, ColdStarts, TakePhase
-from app.analysis.whatif.objectiveshares import outcomes
+from app.analysis.whatif.objectiveshares import judged, outcomes, ratios, unpredicted
 from app.analysis.whatif.outcome import Bound, Prediction, bound, end_to_end
 from app.analysis.whatif.resample import CHUNK_CELLS, draws, spreads
 from app.analysis.whatif.samples import SampleSet
@@ -49,13 +49,18 @@ def predict(
         for s, run in zip(settled, (samples.run, applied.run), strict=True)
     ]
     measured = (samples.n, samples.runs)
+    verdicts = (
+        judged(samples.phases, settled[0], objectives),
+        judged(samples.phases, settled[1], objectives),
+    )
+    spread = spreads(chunks, sides, cells, [ratios(side) for side in verdicts])
     before, after = (
-        end_to_end(samples.phases, side, spread, deadline_ms, measured)
-        for side, spread in zip(settled, spreads(chunks, sides, cells), strict=True)
+        end_to_end(samples.phases, side, found, deadline_ms, measured)
+        for side, found in zip(settled, spread, strict=True)
     )
     optimistic = _optimistic(applied)
-    notes = _notes(samples, changes, optimistic)
-    met = outcomes(samples.phases, settled, objectives)
+    notes = (*_notes(samples, changes, optimistic), *unpredicted(objectives))
+    met = outcomes(verdicts, spread, objectives)
     return Prediction(before, after, tuple(changes), notes, optimistic, met)
 
 

@@ -14,7 +14,7 @@ so the counts, and every answer, are the same for any chunk size.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +28,9 @@ CHUNK_CELLS = 2_000_000
 Floats = NDArray[np.float64]
 Counts = NDArray[np.float64]
 Runs = NDArray[np.intp]
+# Per sample, a share's numerator and denominator (0/1 each): an objective's good samples
+# and the samples it counts (app.analysis.whatif.objectiveshares).
+Ratio = tuple[Floats, Floats]
 
 
 @dataclass(frozen=True)
@@ -42,10 +45,12 @@ class Interval:
 
 @dataclass(frozen=True)
 class Spread:
-    """One side's resampled statistics: a row of ``QUANTILES`` and a rate per resample."""
+    """One side's resampled statistics: a row of ``QUANTILES``, a rate and a row of
+    ``ratios`` per resample."""
 
     quantiles: Floats  # (resamples, len(QUANTILES))
     rates: Floats  # (resamples,)
+    ratios: Floats = field(default_factory=lambda: np.zeros((0, 0)))  # (resamples, ratios)
 
 
 def run_counts(runs: int, resamples: int, rng: np.random.Generator) -> Counts:
@@ -70,22 +75,30 @@ def draws(
 
 
 def spreads(
-    chunks: Iterator[Counts], sides: Sequence[tuple[Floats, Floats, Runs]], cells: int = CHUNK_CELLS
+    chunks: Iterator[Counts],
+    sides: Sequence[tuple[Floats, Floats, Runs]],
+    cells: int = CHUNK_CELLS,
+    ratios: Sequence[Sequence[Ratio]] = (),
 ) -> list[Spread]:
     """Each side's (values, hits 0/1, run of each sample) under every resample of
-    ``chunks``: all sides read one chunk before the next is drawn (paired, and drawn once)."""
-    found: list[tuple[list[Floats], list[Floats]]] = [([], []) for _ in sides]
+    ``chunks``, and its ``ratios`` (one list per side, or none): all sides read one chunk
+    before the next is drawn (paired, and drawn once)."""
+    shares = ratios or [() for _ in sides]
+    found: list[tuple[list[Floats], list[Floats], list[Floats]]] = [([], [], []) for _ in sides]
     for counts in chunks:
-        for (values, hits, run), (quantiles, rates) in zip(sides, found, strict=True):
+        for (values, hits, run), pairs, (quantiles, rates, parts) in zip(
+            sides, shares, found, strict=True
+        ):
             quantiles.append(resampled_quantiles(values, run, counts, cells))
             rates.append(resampled_rates(hits, run, counts))
-    return [_joined(quantiles, rates) for quantiles, rates in found]
+            parts.append(resampled_ratios(pairs, run, counts))
+    return [_joined(*lists, len(pairs)) for lists, pairs in zip(found, shares, strict=True)]
 
 
-def _joined(quantiles: list[Floats], rates: list[Floats]) -> Spread:
+def _joined(quantiles: list[Floats], rates: list[Floats], parts: list[Floats], k: int) -> Spread:
     if not quantiles:
-        return Spread(np.zeros((0, len(QUANTILES))), np.zeros(0))
-    return Spread(np.concatenate(quantiles), np.concatenate(rates))
+        return Spread(np.zeros((0, len(QUANTILES))), np.zeros(0), np.zeros((0, k)))
+    return Spread(np.concatenate(quantiles), np.concatenate(rates), np.concatenate(parts))
 
 
 def point_quantiles(values: Floats) -> Floats:
@@ -156,6 +169,19 @@ def resampled_rates(hits: Floats, run: Runs, counts: Counts) -> Floats:
     return np.asarray(_weighted(counts, per_run) / _weighted(counts, sizes), np.float64)
 
 
+def resampled_ratios(pairs: Sequence[Ratio], run: Runs, counts: Counts) -> Floats:
+    """(resamples, len(pairs)): per resample, each pair's weighted numerator over its
+    weighted denominator; NaN where a resample draws nothing the pair counts."""
+    runs = counts.shape[1]
+    found = np.empty((len(counts), len(pairs)))
+    for column, (good, counted) in enumerate(pairs):
+        top = _weighted(counts, np.bincount(run, weights=good, minlength=runs))
+        bottom = _weighted(counts, np.bincount(run, weights=counted, minlength=runs))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            found[:, column] = np.where(bottom > 0, top / bottom, np.nan)
+    return found
+
+
 def _weighted(counts: Counts, per_run: NDArray[np.float64] | NDArray[np.intp]) -> Floats:
     """``counts @ per_run``, on this thread: BLAS would run a matrix-vector product on a
     pool of threads that then spin for the CPU the probe and the web server need."""
@@ -163,6 +189,9 @@ def _weighted(counts: Counts, per_run: NDArray[np.float64] | NDArray[np.intp]) -
 
 
 def interval(value: float, resampled: Floats) -> Interval:
+    """The percentile interval of ``resampled`` around ``value``; resamples that drew
+    nothing to count (NaN) are left out."""
+    resampled = resampled[~np.isnan(resampled)]
     if len(resampled) == 0:
         return Interval(value, value, value)
     tail = (1 - LEVEL) / 2 * 100

@@ -129,8 +129,10 @@ async def get_levers(
     vantage: VantageParam = None,
 ) -> dict[str, Any]:
     """For each phase, end-to-end p50/p90/p99 and the miss rate if it halved or vanished,
-    the biggest lever first (by the p99 if halved), over [from, to) (default: the last 7
-    days). Point estimates: a what-if of one lever gives its intervals."""
+    the biggest lever first (by the p99 if halved), and each objective's share met and
+    goodput's, with the phases ranked for each (``objective_levers``), over [from, to)
+    (default: the last 7 days). Point estimates: a what-if of one lever gives its
+    intervals."""
     scope = await run_in_threadpool(_scope, session, name, vantage, window)
     url, most = service.resolved.database_url, service.settings.whatif_max_samples
     found = await _in_worker(workers, levers_job, url, scope, most)
@@ -140,6 +142,7 @@ async def get_levers(
         "now": {key: found.now.to_json()[key]["value"] for key in BOUND_KEYS},
         "headline": headline(found.levers, found.now.p99_ms.value, found.now.p50_ms.value),
         "levers": [lever.to_json() for lever in found.levers],
+        "objective_levers": [ranked.to_json() for ranked in found.by_objective],
     }
 
 

@@ -45,6 +45,8 @@ class LeversView:
     samples: int = 0
     by_median: LeverRow | None = None  # where no lever moves the tail (levers.by_median)
     busy: str | None = None  # why they could not be computed now
+    # For a target with objectives: each one's and goodput's biggest lever, as a sentence.
+    by_objective: tuple[str, ...] = ()
 
 
 async def levers_view(
@@ -73,7 +75,8 @@ def view_of(found: LeversNow) -> LeversView:
     rows = [_row(lever, has_deadline) for lever in found.levers]
     median = by_median(found.levers)
     row = rows[found.levers.index(median)] if median is not None else None
-    return LeversView(WINDOW_TEXT, measured, rows, found.samples, row)
+    sentences = tuple(ranked.headline() for ranked in found.by_objective)
+    return LeversView(WINDOW_TEXT, measured, rows, found.samples, row, by_objective=sentences)
 
 
 def _row(lever: Lever, has_deadline: bool) -> LeverRow:

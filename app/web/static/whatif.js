@@ -75,6 +75,19 @@
     cell(lead, result.after.next_dominant ? "next: " + result.after.next_dominant : "");
     cell(lead, "");
     body.appendChild(lead);
+    (result.objectives || []).forEach(function (o) {
+      // Each latency objective's share met, and goodput's, with their intervals.
+      const row = document.createElement("tr");
+      row.dataset.row = "objective-" + o.metric;
+      cell(row, o.metric + (o.below_ms == null ? "" : " ≤ " + o.below_ms + " ms") + " met");
+      cell(row, fmtRate(o.before), "num").dataset.side = "before";
+      cell(row, fmtRates(o.before_interval), "num muted");
+      cell(row, fmtRate(o.after), "num").dataset.side = "after";
+      cell(row, fmtRates(o.after_interval), "num muted");
+      const burns = o.burn_before && o.burn_after;
+      cell(row, burns ? "burn " + o.burn_before.value.toFixed(2) + "× → " + o.burn_after.value.toFixed(2) + "×" : "", "num");
+      body.appendChild(row);
+    });
     table.hidden = false;
   }
 
