@@ -12,6 +12,9 @@ recent window's when it had none), so the window is read again then, or after
 ``RETRY_SHORT`` should a spool flush older runs in meanwhile. Asked on every run, a new
 target re-read (and a database history kept) every run it had, run after run, for a
 whole day: memory and CPU grew with each run (issue 36, a soak of 100 targets at 10 s).
+And the runs' times (``History.counts``, no sample read) tell a span too short before any
+run is built: read whole, each hourly retry of a new target built its window, and the
+database history kept it (a hundred new targets' windows at once, every hour).
 """
 
 from __future__ import annotations
@@ -57,17 +60,23 @@ def current_reference(
     if memory.rebase_at is not None:
         start = max(start, memory.rebase_at)
     end = window[0].at if window else now
+
+    # The runs' times first: the runs that can be rebuilt are among those counted, so too
+    # few or too short a span of these is no reference, and nothing is read to know it.
+    def usable(at: datetime) -> bool:  # not in a maintenance window or a fired alert
+        return not kept_out(at) and not (memory.excluded and _inside(at, memory.excluded))
+
+    counted = [count.at for count in history.counts(target, vantage, start, end)]
+    if _too_short([at for at in counted if usable(at)], params):
+        _wait(memory, counted[0] if counted else end, now, params)
+        return None
     runs = history.window(target, vantage, start, end)
     first = runs[0].at if runs else end
-    runs = [run for run in runs if not kept_out(run.at)]
-    if memory.excluded:
-        runs = [run for run in runs if not _inside(run.at, memory.excluded)]
-    span = runs[-1].at - runs[0].at if runs else timedelta(0)
-    too_short = span < timedelta(days=params.min_reference_days)
-    if len(runs) < params.min_reference_runs or too_short:
-        long_enough_at = first + timedelta(days=params.min_reference_days)
-        memory.reference, memory.reference_wait = None, min(long_enough_at, now + RETRY_SHORT)
+    runs = [run for run in runs if usable(run.at)]
+    if _too_short([run.at for run in runs], params):
+        _wait(memory, first, now, params)
         return None
+    span = runs[-1].at - runs[0].at
     memory.reference_wait = None
     memory.reference = d.Reference(
         built_at=now,
@@ -87,6 +96,20 @@ def current_reference(
         level=LevelReference.build(_since_last_change(runs, memory.excluded)),
     )
     return memory.reference
+
+
+def _too_short(times: list[datetime], params: d.DetectorParams) -> bool:
+    span = times[-1] - times[0] if times else timedelta(0)
+    return len(times) < params.min_reference_runs or span < timedelta(
+        days=params.min_reference_days
+    )
+
+
+def _wait(memory: DetectorMemory, first: datetime, now: datetime, params: d.DetectorParams) -> None:
+    """No reference yet: asked again once one could span ``min_reference_days`` from
+    ``first``, or after ``RETRY_SHORT`` should runs be flushed late in meanwhile."""
+    long_enough_at = first + timedelta(days=params.min_reference_days)
+    memory.reference, memory.reference_wait = None, min(long_enough_at, now + RETRY_SHORT)
 
 
 def _wants_baseline(memory: DetectorMemory, params: d.DetectorParams, now: datetime) -> bool:
