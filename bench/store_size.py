@@ -23,7 +23,6 @@ from sqlalchemy import Engine, text
 from app.store.db import make_sessions
 from app.store.ingest import store_run
 from app.store.models import SampleRow
-from app.store.partitions import create_partition, existing_days, is_partitioned
 from app.store.records import RunRecord
 from app.store.rollups.catchup import catch_up
 from app.store.rollups.digests import FINE_ROLLUPS_KEPT, prune_fine_rollups
@@ -34,6 +33,7 @@ from bench.store_common import (
     bench_database,
     bench_engine,
     database_url,
+    partition_days,
 )
 from bench.store_ingest import TARGETS, make_runs
 
@@ -77,7 +77,7 @@ def measure(url: str, args: argparse.Namespace, parts: list[list[str]]) -> list[
     start = datetime.now(UTC) - timedelta(days=args.days + 1)
     count = int(args.days * 96) * TARGETS
     runs = spaced(make_runs(args.samples_per_run, count, seed=11), start)
-    made_ahead(engine, start)
+    partition_days(engine, start, datetime.now(UTC))
     for run in runs:
         with sessions.begin() as session:
             store_run(session, run, datetime.now(UTC))
@@ -91,20 +91,6 @@ def measure(url: str, args: argparse.Namespace, parts: list[list[str]]) -> list[
     rows += sized(engine, len(runs), "fine ones pruned")
     engine.dispose()
     return rows
-
-
-def made_ahead(engine: Engine, start: datetime) -> None:
-    """PostgreSQL: each day's partition made before its runs come, as the service's upkeep
-    makes them (``app.store.partitions``): rows moved out of the default partition would
-    leave dead rows a concurrent autovacuum can keep VACUUM FULL from removing."""
-    with engine.begin() as connection:
-        if not is_partitioned(connection):
-            return
-        present = set(existing_days(connection))
-        days = (datetime.now(UTC).date() - start.date()).days
-        for n in range(days + 1):
-            if (day := start.date() + timedelta(days=n)) not in present:
-                create_partition(connection, day)
 
 
 def sized(engine: Engine, runs: int, when: str) -> list[list[str]]:

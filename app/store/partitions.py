@@ -9,6 +9,9 @@ for each day within retention that the default partition holds rows of (moved in
 in the same transaction), and drops each day that ended before the retention cutoff.
 What the default partition holds past the cutoff is deleted in short batches.
 
+Every replica's upkeep runs it: each step takes ``PARTITIONS_LOCK_KEY`` (a transaction's
+advisory lock) and looks again, so two replicas never make or drop one day twice.
+
 Retention is thereby by whole days: a sample is kept at least ``raw_retention_days`` and
 at most a day more. Each DDL statement waits at most ``LOCK_TIMEOUT`` for its locks (a
 drop takes the parent's ACCESS EXCLUSIVE lock; a long read would otherwise queue every
@@ -35,6 +38,7 @@ LOCK_TIMEOUT = "2s"
 DEFAULT_BATCH_ROWS = 1000
 _DAY_NAME = re.compile(r"^samples_p(\d{8})$")
 _LOCK_NOT_AVAILABLE = "55P03"
+PARTITIONS_LOCK_KEY = 0x7068_6173_7061_7274  # "phaspart"
 
 
 def partition_name(day: date) -> str:
@@ -125,23 +129,30 @@ def _locked(
     day: date,
     done: list[date],
     locked_out: list[date],
-    step: Callable[[Connection, date], None],
+    step: Callable[[Connection, date], bool],
 ) -> None:
-    """``step(connection, day)`` in a transaction of its own, under ``LOCK_TIMEOUT``."""
+    """``step(connection, day)`` in a transaction of its own, under ``LOCK_TIMEOUT``; the
+    day is ``done`` if the step changed something (another replica may have done it)."""
     try:
         with engine.begin() as connection:
             connection.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-            step(connection, day)
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PARTITIONS_LOCK_KEY})")
+            changed = step(connection, day)
     except OperationalError as exc:
         if getattr(exc.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
             raise
         log.info("partition %s busy, left for the next prune", partition_name(day))
         locked_out.append(day)
         return
-    done.append(day)
+    if changed:
+        done.append(day)
 
 
-def create_partition(connection: Connection, day: date) -> None:
+def _exists(connection: Connection, name: str) -> bool:
+    return bool(connection.exec_driver_sql("SELECT to_regclass(%(n)s)", {"n": name}).scalar())
+
+
+def create_partition(connection: Connection, day: date) -> bool:
     """Make ``day``'s partition with the default partition's rows of that day in it.
 
     Made beside the table and attached (SHARE UPDATE EXCLUSIVE on ``samples``: stores go
@@ -149,6 +160,8 @@ def create_partition(connection: Connection, day: date) -> None:
     default partition holds nothing of the day, which the move has just made true.
     """
     name, start = partition_name(day), day_start(day)
+    if _exists(connection, name):
+        return False  # another replica made it a moment ago
     bounds = {"start": start, "end": start + timedelta(days=1)}
     connection.exec_driver_sql(
         f"CREATE TABLE {name} (LIKE {PARENT} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
@@ -162,10 +175,14 @@ def create_partition(connection: Connection, day: date) -> None:
         f"ALTER TABLE {PARENT} ATTACH PARTITION {name}"
         f" FOR VALUES FROM ('{start.isoformat()}') TO ('{bounds['end'].isoformat()}')"
     )
+    return True
 
 
-def drop_partition(connection: Connection, day: date) -> None:
-    connection.exec_driver_sql(f"DROP TABLE IF EXISTS {partition_name(day)}")
+def drop_partition(connection: Connection, day: date) -> bool:
+    if not _exists(connection, name := partition_name(day)):
+        return False  # another replica dropped it a moment ago
+    connection.exec_driver_sql(f"DROP TABLE {name}")
+    return True
 
 
 def delete_default_before(

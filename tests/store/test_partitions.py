@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -300,3 +301,17 @@ def test_summaries_are_kept_at_least_as_long_as_the_samples(
     raw: int, summary: int | None, cutoff: datetime | None
 ) -> None:
     assert summaries_cutoff(D0, raw, summary) == cutoff
+
+
+@only_postgres
+def test_replicas_keeping_partitions_at_once_make_each_day_once(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    store(sessions, records(D0 + 40 * ONE_DAY, 6, ONE_DAY))
+    now = D0 + 40 * ONE_DAY
+    with ThreadPoolExecutor(3) as pool:
+        done = list(pool.map(lambda _: keep_partitions(engine, now, D0), range(3)))
+
+    made = sorted(d for changes in done for d in changes.created)
+    assert made == sorted(set(made)) and {day(40 + n) for n in range(6)} <= set(made)
+    assert in_default(engine) == 0 and count(sessions, SampleRow) == 60
