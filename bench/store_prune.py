@@ -88,7 +88,7 @@ class TransactionLog:
         self._statement_start = time.monotonic()
 
     def _after(self, conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if not self._ours():
+        if not self._ours() or not self.tx:  # outside a Session's transaction (DDL)
             return
         took = time.monotonic() - self._statement_start
         if statement.lstrip().upper().startswith("DELETE"):

@@ -26,8 +26,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import ColumnElement, Connection, Engine, func, literal_column, select
 from sqlalchemy.exc import OperationalError
+
+from app.store.models import RunRow, SampleRow
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,32 @@ DEFAULT_BATCH_ROWS = 1000
 _DAY_NAME = re.compile(r"^samples_p(\d{8})$")
 _LOCK_NOT_AVAILABLE = "55P03"
 PARTITIONS_LOCK_KEY = 0x7068_6173_7061_7274  # "phaspart"
+
+
+# Reads of samples say which days to look in, so that PostgreSQL opens those days only (a
+# read by run id alone would search every day's index, or scan them). A sample starts
+# within this long of its run's start (a run lasts minutes); SQLite's queries are left as
+# they were.
+SAMPLE_LEAD = timedelta(days=1)
+
+
+def days_of_runs(dialect: str, ids: Iterable[object]) -> list[ColumnElement[bool]]:
+    """The days of the samples of the runs ``ids``: from the first one's start, less the
+    lead (from the runs' rows, found when the query runs: PostgreSQL prunes then)."""
+    if dialect != "postgresql":
+        return []
+    # The lead inside min(): over a bare column PostgreSQL would find the minimum by walking
+    # ix_runs_started_at from the oldest run until one of ``ids`` (most of the table).
+    lead: ColumnElement[timedelta] = literal_column(f"interval '{SAMPLE_LEAD.days} days'")
+    first = select(func.min(RunRow.started_at - lead)).where(RunRow.id.in_(list(ids)))
+    return [SampleRow.started_at >= first.scalar_subquery()]
+
+
+def days_of_window(dialect: str, start: datetime, end: datetime) -> list[ColumnElement[bool]]:
+    """The days of the samples of runs that started in [start, end)."""
+    if dialect != "postgresql":
+        return []
+    return [SampleRow.started_at >= start - SAMPLE_LEAD, SampleRow.started_at < end + SAMPLE_LEAD]
 
 
 def partition_name(day: date) -> str:
