@@ -23,7 +23,7 @@ from app.main import build_service
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
 from app.store.ingest import Ingested, ingest_run, store_run
-from app.store.migrate import upgrade
+from app.store.migrate import downgrade, upgrade
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
 from app.store.partitions import (
     AHEAD_DAYS,
@@ -266,6 +266,13 @@ def test_the_migration_partitions_a_populated_database_and_reads_stay_the_same(
         assert reads(sessions, *window) == before
         with sessions.begin() as session:  # stored before, replayed after: not again
             assert ingest_run(session, runs[3], D0) is Ingested.REPLAYED
+
+        downgrade(populated_at_0008, "0008")  # back to one table, every row with it
+
+        with engine.connect() as connection:
+            assert not is_partitioned(connection) and existing_days(connection) == []
+        assert count(sessions, SampleRow) == rows
+        assert reads(sessions, *window) == before
     finally:
         engine.dispose()
 
