@@ -131,6 +131,7 @@ def build_service(
             engine,
             resolved.raw_retention_days,
             sender=sender,
+            summary_retention_days=resolved.summary_retention_days,
             vantages=vantages,
             quarantine=quarantine,
         ),

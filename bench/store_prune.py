@@ -32,6 +32,7 @@ from app.store.db import make_sessions, write_transaction
 from app.store.ingest import store_run
 from app.store.models import RunRow, SampleRow
 from app.store.prune import prune_samples
+from app.store.retention import prune_raw
 from bench.common import REPO_ROOT, machine_info, pct, print_table
 from bench.store_candidates import prune_samples_before
 from bench.store_common import (
@@ -87,7 +88,7 @@ class TransactionLog:
         self._statement_start = time.monotonic()
 
     def _after(self, conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if not self._ours():
+        if not self._ours() or not self.tx:  # outside a Session's transaction (DDL)
             return
         took = time.monotonic() - self._statement_start
         if statement.lstrip().upper().startswith("DELETE"):
@@ -119,8 +120,15 @@ class TransactionLog:
         self.out.flush()
 
 
+DROP_DAYS = -2.0  # pause_ms meaning "--drop-days"
+
+
 def prune(engine: Engine, before: datetime, batch: int, pause_ms: float) -> int:
-    """The app's ``prune_samples``, or (``pause_ms`` < 0) the one from before the change."""
+    """The app's ``prune_samples``, or (``pause_ms`` < 0) the one from before the change,
+    or (``DROP_DAYS``) what the service runs on partitioned PostgreSQL: whole days dropped
+    (``prune_raw``: its DDL runs outside any Session, so no transaction is logged)."""
+    if pause_ms == DROP_DAYS:
+        return prune_raw(engine, datetime.now(UTC), before)
     if pause_ms < 0:
         return prune_samples_before(engine, before, batch)
     return prune_samples(engine, before, batch, pause_ms / 1000)
@@ -322,6 +330,7 @@ def measure(url: str, args: argparse.Namespace, layout: Layout) -> list[str]:
         baseline = writer.write_while(lambda: True, args.baseline_seconds)
         batch = args.runs_per_batch if args.before else args.rows_per_batch
         pause_ms = -1.0 if args.before else args.pause_ms
+        pause_ms = DROP_DAYS if args.drop_days else pause_ms
         pruner: Pruner | ThreadPruner = (
             ThreadPruner(engine, before, batch, pause_ms)
             if args.threaded
@@ -332,13 +341,15 @@ def measure(url: str, args: argparse.Namespace, layout: Layout) -> list[str]:
         during = writer.write_while(pruner.running, args.max_prune_seconds)
         cut = pruner.stop()
         took = time.monotonic() - started
+        gone = doomed - count_older(engine, before)
         engine.dispose()
     txs = pruner.transactions
-    deleted = sum(int(t["rows"]) for t in txs)
+    deleted = gone if args.drop_days else sum(int(t["rows"]) for t in txs)
     held = [t["held_s"] for t in txs] or [0.0]
     totals = [t["total_s"] for t in txs] or [0.0]
     selects = [t["select_s"] for t in txs] or [0.0]
     label = backend_label(url) + (" before" if args.before else "")
+    label += ", days dropped" if args.drop_days else ""
     label += ", pruning in a thread" if args.threaded else ", pruning in a process"
     writer_rows = [[label, "alone", *latency_cells(baseline)]]
     writer_rows.append([label, "while pruning", *latency_cells(during)])
@@ -394,6 +405,11 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "--before",
         action="store_true",
         help="prune with prune_samples as it was before (store_candidates.prune_samples_before)",
+    )
+    parser.add_argument(
+        "--drop-days",
+        action="store_true",
+        help="PostgreSQL partitioned by day: drop whole days as the service does (prune_raw)",
     )
     parser.add_argument("--runs-per-batch", type=int, default=20, help="--before's batch")
     parser.add_argument("--rows-per-batch", type=int, default=500, help="prune_samples' batch")

@@ -22,6 +22,7 @@ from sqlalchemy import Engine, text
 
 from app.store.db import make_sessions
 from app.store.ingest import store_run
+from app.store.models import SampleRow
 from app.store.records import RunRecord
 from app.store.rollups.catchup import catch_up
 from app.store.rollups.digests import FINE_ROLLUPS_KEPT, prune_fine_rollups
@@ -32,6 +33,7 @@ from bench.store_common import (
     bench_database,
     bench_engine,
     database_url,
+    partition_days,
 )
 from bench.store_ingest import TARGETS, make_runs
 
@@ -55,8 +57,12 @@ def _moved(run: RunRecord, at: datetime) -> RunRecord:
 
 def table_bytes(engine: Engine, table: str) -> int:
     with engine.connect() as connection:
-        if engine.dialect.name == "postgresql":
-            query = text("SELECT pg_total_relation_size(CAST(:name AS regclass))")
+        if engine.dialect.name == "postgresql":  # a partitioned table's size is its partitions'
+            query = text(
+                "SELECT sum(pg_total_relation_size(oid)) FROM pg_class"
+                " WHERE oid = to_regclass(:name)"
+                " OR oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(:name))"
+            )
         else:  # the table and its indexes, from SQLite's dbstat
             query = text(
                 "SELECT sum(pgsize) FROM dbstat WHERE name = :name"
@@ -65,18 +71,21 @@ def table_bytes(engine: Engine, table: str) -> int:
         return int(connection.execute(query, {"name": table}).scalar() or 0)
 
 
-def measure(url: str, args: argparse.Namespace) -> list[list[str]]:
+def measure(url: str, args: argparse.Namespace, parts: list[list[str]]) -> list[list[str]]:
     engine = bench_engine(url)
     sessions = make_sessions(engine)
     start = datetime.now(UTC) - timedelta(days=args.days + 1)
     count = int(args.days * 96) * TARGETS
     runs = spaced(make_runs(args.samples_per_run, count, seed=11), start)
+    partition_days(engine, start, datetime.now(UTC))
     for run in runs:
         with sessions.begin() as session:
             store_run(session, run, datetime.now(UTC))
     while catch_up(sessions, start - timedelta(days=1), datetime.now(UTC)):
         pass
     rows = sized(engine, len(runs), "every rollup")
+    if engine.dialect.name == "postgresql":
+        parts += sample_parts(engine)
     later = datetime.now(UTC) + FINE_ROLLUPS_KEPT + timedelta(days=args.days + 2)
     prune_fine_rollups(engine, later)
     rows += sized(engine, len(runs), "fine ones pruned")
@@ -96,6 +105,40 @@ def sized(engine: Engine, runs: int, when: str) -> list[list[str]]:
     return rows
 
 
+SAMPLE_INDEXES = ("pk_samples", "ix_samples_started_at")
+
+
+def sample_parts(engine: Engine) -> list[list[str]]:
+    """PostgreSQL: a sample's bytes by part: each column's stored size (mean), the row's
+    share of heap pages, TOAST, each index."""
+    columns = [c.name for c in SampleRow.__table__.columns]
+    mean = ", ".join(f"avg(pg_column_size({c}))" for c in columns)
+    tree = "SELECT relid FROM pg_partition_tree(CAST(:name AS regclass)) WHERE isleaf"
+    with engine.connect() as connection:
+        n, *sizes = connection.execute(text(f"SELECT count(*), {mean} FROM samples")).one()
+        heap = connection.execute(
+            text(f"SELECT sum(pg_relation_size(relid)), sum(pg_table_size(relid)) FROM ({tree}) t"),
+            {"name": "samples"},
+        ).one()
+        indexes = {
+            name: connection.execute(
+                text(f"SELECT coalesce(sum(pg_relation_size(relid)), 0) FROM ({tree}) t"),
+                {"name": name},
+            ).scalar()
+            or connection.execute(
+                text("SELECT pg_relation_size(CAST(:name AS regclass))"), {"name": name}
+            ).scalar()
+            for name in SAMPLE_INDEXES
+        }
+    rows = [
+        [f"column {c}", f"{float(size or 0):,.1f}"] for c, size in zip(columns, sizes, strict=True)
+    ]
+    rows.append(["heap pages", f"{int(heap[0] or 0) / n:,.1f}"])
+    rows.append(["TOAST and maps", f"{(int(heap[1] or 0) - int(heap[0] or 0)) / n:,.1f}"])
+    rows += [[f"index {name}", f"{int(size or 0) / n:,.1f}"] for name, size in indexes.items()]
+    return rows
+
+
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_database_options(parser, "pw_bench_size")
@@ -108,12 +151,16 @@ def main(argv: list[str] | None = None) -> None:
     args = arguments(argv)
     print("# Disk per stored run")
     print(machine_info())
-    rows = []
+    rows: list[list[str]] = []
+    parts: list[list[str]] = []
     for backend in backends(args.backends):
         url = database_url(backend, args.db_name, args.pg, args.sqlite_dir)
         with bench_database(url, args.pg, keep=args.keep):
-            rows += measure(url, args)
+            rows += measure(url, args, parts)
     print_table(["backend", "rollups", "table", "MB", "bytes per run"], rows)
+    if parts:
+        print("\n# A sample's bytes on PostgreSQL, by part")
+        print_table(["part", "bytes per sample"], parts)
 
 
 if __name__ == "__main__":

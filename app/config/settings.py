@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     )
     vantage: str | None = Field(None, description="This probing location; default host name.")
     raw_retention_days: int | None = Field(None, ge=1, description="Raw samples kept; default 30.")
+    summary_retention_days: int | None = Field(
+        None,
+        ge=1,
+        description="Runs' summaries, digests and rollups kept (never fewer days than raw"
+        " samples); default forever.",
+    )
     spool_dir: Path = Field(Path("./phasewatch-spool"), description="Runs wait here for the DB.")
     host: str = Field("127.0.0.1", description="Address `serve` binds.")
     port: int = Field(8080, ge=0, le=65535, description="Port `serve` binds.")
@@ -95,6 +101,7 @@ class Settings(BaseSettings):
             database_url=self.database_url or targets.database_url or DEFAULT_DATABASE_URL,
             vantage=server_vantage(self.vantage, targets.vantage),
             raw_retention_days=self.raw_retention_days or targets.raw_retention_days or 30,
+            summary_retention_days=self.summary_retention_days or targets.summary_retention_days,
         )
 
 
@@ -110,3 +117,4 @@ class ResolvedSettings(BaseModel):
     database_url: str
     vantage: str
     raw_retention_days: int
+    summary_retention_days: int | None = None  # None: kept forever

@@ -170,6 +170,7 @@ class TargetsFile(BaseModel):
     )
     database_url: str | None = Field(None, description="SQLAlchemy URL.")
     raw_retention_days: int | None = Field(None, ge=1, description="Default 30.")
+    summary_retention_days: int | None = Field(None, ge=1, description="Default: forever.")
     # By name; a target lists the ones it uses (none listed: all). See app/notifiers.
     notifiers: dict[NotifierName, NotifierConfig] = Field(
         default_factory=dict, description="By name."

@@ -25,8 +25,8 @@ from app.alerts.silent import Heard
 from app.clock import utcnow
 from app.runtime.foreground import Foreground
 from app.store.db import describe, is_transient
-from app.store.prune import prune_samples
 from app.store.quarantine import Quarantine
+from app.store.retention import prune_raw, prune_summaries, summaries_cutoff
 from app.store.rollups.catchup import LOOP, catch_up
 from app.store.rollups.digests import CATCH_UP_EVERY_S, prune_fine_rollups
 
@@ -56,6 +56,7 @@ class Upkeep:
     engine: Engine
     raw_retention_days: int
     sender: Sender | None = None
+    summary_retention_days: int | None = None  # None: summaries are kept forever
     vantages: VantageCheck | None = None  # vantage_silent
     # What waits for the catch-up to yield between its batches (agents' pushes).
     foreground: Foreground = field(default_factory=Foreground)
@@ -110,21 +111,30 @@ class Upkeep:
         await asyncio.sleep(PRUNE_EVERY_S)
 
     async def prune(self, now: datetime) -> None:
-        """Raw samples past the retention, and the fine rollups past theirs."""
+        """Raw samples past the retention (on PostgreSQL whole days, made ahead too), the
+        fine rollups past theirs, and summaries past theirs when they have one."""
         cutoff = now - self._retention()
         # A run's samples are about to go: its digest must exist first, or history loses it.
         await self._catch_up(cutoff - timedelta(days=1))
-        if deleted := await self._pruned(prune_samples, cutoff):
+        if deleted := await self._pruned("prune_raw", lambda e: prune_raw(e, now, cutoff)):
             log.info("pruned %d raw samples older than %s", deleted, cutoff.date())
-        if deleted := await self._pruned(prune_fine_rollups, now):
+        if deleted := await self._pruned(
+            "prune_fine_rollups", lambda e: prune_fine_rollups(e, now)
+        ):
             log.info("pruned %d 5- and 15-minute rollups past their keeping", deleted)
+        ended = summaries_cutoff(now, self.raw_retention_days, self.summary_retention_days)
+        if ended is not None:
+            if deleted := await self._pruned(
+                "prune_summaries", lambda e: prune_summaries(e, ended)
+            ):
+                log.info("pruned %d runs, digests and rollups older than %s", deleted, ended.date())
 
-    async def _pruned(self, prune: Callable[[Engine, datetime], int], at: datetime) -> int:
+    async def _pruned(self, name: str, prune: Callable[[Engine], int]) -> int:
         """``prune``'s rows deleted; a step the database refuses is set aside (the other
         steps go on) and tried again at the next prune."""
-        aside, item = self.quarantine.loop("prune"), f"step {prune.__name__}"
+        aside, item = self.quarantine.loop("prune"), f"step {name}"
         try:
-            deleted = await asyncio.to_thread(prune, self.engine, at)
+            deleted = await asyncio.to_thread(prune, self.engine)
         except Exception as exc:
             if not is_transient(exc):
                 aside.hold(item, describe(exc))

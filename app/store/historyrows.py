@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.store.inlists import padded
 from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.partitions import days_of_runs
 from app.store.records import RunStatus
 
 # What a sample's objective values read of its details (app.analysis.llmmetrics.llm_value).
@@ -41,7 +42,9 @@ def heads_of(target: str, vantage: str) -> Select[uuid.UUID, datetime, int]:
 
 def samples_of(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[StoredSample]]:
     found: dict[uuid.UUID, list[StoredSample]] = {}
+    dialect = session.get_bind().dialect.name
     for first in range(0, len(ids), IDS_PER_QUERY):
+        batch = padded(ids[first : first + IDS_PER_QUERY])
         rows = session.execute(
             select(
                 SampleRow.run_id,
@@ -51,7 +54,7 @@ def samples_of(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, li
                 SampleRow.marks,
                 *(SampleRow.details[key] for key in STREAM_DETAILS),
             )
-            .where(SampleRow.run_id.in_(padded(ids[first : first + IDS_PER_QUERY])))
+            .where(SampleRow.run_id.in_(batch), *days_of_runs(dialect, batch))
             .order_by(SampleRow.run_id, SampleRow.idx)
         )
         for run_id, status, total_ms, phases, marks, *parts in rows:

@@ -25,6 +25,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 from app.store.db import normalize_url
+from app.store.partitions import is_partition
 
 DISTRIBUTION = "phasewatch"
 INSTALLED_PARTS = ("share", "phasewatch", "migrations", "env.py")
@@ -129,9 +130,12 @@ def _quiet_alembic() -> Iterator[None]:
 
 
 def objects_of(dialect: str) -> Callable[[Any, str | None, str, bool, Any], bool]:
-    """Alembic's ``include_object``: leave out the model's objects meant for another database."""
+    """Alembic's ``include_object``: leave out the model's objects meant for another database,
+    and the partitions of ``samples`` (tables of the database's own, not of the models)."""
 
     def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-        return reflected or obj.info.get("only_on", dialect) == dialect
+        if reflected:
+            return not (type_ == "table" and name is not None and is_partition(name))
+        return bool(obj.info.get("only_on", dialect) == dialect)
 
     return include

@@ -1,7 +1,8 @@
 """The tables. Run ids come from whoever ran the probe, so storing a run twice is a no-op.
 
-A run keeps its summary forever (phase percentiles, shares, dominant phase, totals); its
-samples, the raw detail, are pruned after ``raw_retention_days``.
+A run keeps its summary (phase percentiles, shares, dominant phase, totals) for
+``summary_retention_days``, forever by default; its samples, the raw detail, are pruned
+after ``raw_retention_days`` (``app.store.retention``).
 """
 
 from __future__ import annotations
@@ -140,6 +141,12 @@ class RunRow(Base):
 
 
 class SampleRow(Base):
+    """One request of a run. On PostgreSQL the table is partitioned by UTC day of
+    ``started_at`` (migration 0010, ``app.store.partitions``), so its primary key there is
+    ``(run_id, idx, started_at)``: a partitioned table's unique keys hold the partition
+    key. A sample is still one per (run, idx): samples go in only with their run's row,
+    whose id and slot stay unique (``app.store.ingest``)."""
+
     __tablename__ = "samples"
 
     run_id: Mapped[uuid.UUID] = mapped_column(

@@ -27,6 +27,7 @@ from app.analysis.series import DAY, digest_columns
 from app.analysis.summary import summarize
 from app.store.inlists import padded
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
+from app.store.partitions import days_of_window
 from app.store.reads.browse import where_run_of
 from app.store.records import RunStatus
 from app.store.rollups.digests import POOLED
@@ -69,7 +70,10 @@ def breakdown(
         return None
     window = _Window(
         [_Head(*row) for row in session.execute(_heads(start, end, key, vantage))],
-        [_Sample(*row) for row in session.execute(_samples(start, end, key, vantage))],
+        [
+            _Sample(*row)
+            for row in session.execute(_samples(_dialect(session), start, end, key, vantage))
+        ],
     )
     last = _last_run_at(session, key, vantage, end)
     return _breakdown(session, (target, vantage), (start, end), window, last)
@@ -99,7 +103,7 @@ def current_breakdowns(
     for row in session.execute(_heads(start, now)):
         head = _Head(*row)
         windows[(head.target_id, head.vantage)].heads.append(head)
-    for sample_row in session.execute(_samples(start, now)):
+    for sample_row in session.execute(_samples(_dialect(session), start, now)):
         sample = _Sample(*sample_row)
         windows[(sample.target_id, sample.vantage)].samples.append(sample)
     recent = {key: max(h.started_at for h in w.heads) for key, w in windows.items()}
@@ -123,7 +127,9 @@ def _latest_span(last: datetime, width: timedelta) -> tuple[datetime, datetime]:
 def _window_of(session: Session, key: tuple[int, str], span: tuple[datetime, datetime]) -> _Window:
     window = _Window()
     window.heads = [_Head(*row) for row in session.execute(_heads(*span, *key))]
-    window.samples = [_Sample(*row) for row in session.execute(_samples(*span, *key))]
+    window.samples = [
+        _Sample(*row) for row in session.execute(_samples(_dialect(session), *span, *key))
+    ]
     return window
 
 
@@ -225,8 +231,16 @@ def _heads(
     return where_run_of(query, target, vantage)
 
 
+def _dialect(session: Session) -> str:
+    return session.get_bind().dialect.name
+
+
 def _samples(
-    start: datetime, end: datetime, target: int | None = None, vantage: str | None = None
+    dialect: str,
+    start: datetime,
+    end: datetime,
+    target: int | None = None,
+    vantage: str | None = None,
 ) -> Select[int, str, str, float, dict[str, Any], dict[str, Any]]:
     query = (
         select(
@@ -238,7 +252,7 @@ def _samples(
             SampleRow.provenance,
         )
         .join(RunRow, RunRow.id == SampleRow.run_id)
-        .where(*_complete_in(start, end))
+        .where(*_complete_in(start, end), *days_of_window(dialect, start, end))
     )
     return where_run_of(query, target, vantage)
 

@@ -10,6 +10,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.partitions import days_of_runs
 from app.store.reads.paging import Keyset, keyset_page
 
 Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
@@ -49,7 +50,8 @@ def run_with_target(session: Session, run_id: uuid.UUID) -> tuple[RunRow, str] |
 
 def samples_of(session: Session, run_id: uuid.UUID) -> list[SampleRow]:
     """A run's samples in the order they were taken."""
-    query = select(SampleRow).where(SampleRow.run_id == run_id).order_by(SampleRow.idx)
+    days = days_of_runs(session.get_bind().dialect.name, [run_id])
+    query = select(SampleRow).where(SampleRow.run_id == run_id, *days).order_by(SampleRow.idx)
     return list(session.scalars(query))
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.analysis.connectsplit import ConnectSplit, split_of
 from app.store.models import RunRow, SampleRow
+from app.store.partitions import days_of_window
 from app.store.reads.browse import where_run_of
 from app.store.records import RunStatus
 from app.store.targets import target_key
@@ -29,6 +30,7 @@ def connect_split(
         .join(RunRow, RunRow.id == SampleRow.run_id)
         .where(RunRow.status == RunStatus.COMPLETE.value)
         .where(SampleRow.started_at >= start, SampleRow.started_at < end)
+        .where(*days_of_window(session.get_bind().dialect.name, start, end))
     )
     details: list[Mapping[str, Any]] = list(session.scalars(where_run_of(query, key, vantage)))
     return split_of(details)

@@ -16,6 +16,7 @@ from app.analysis.whatif import SampleSet
 from app.analysis.whatif.changes import KNOWN_PHASES
 from app.analysis.whatif.samples import from_columns
 from app.store.models import RunRow, SampleRow, TargetRow
+from app.store.partitions import days_of_window
 from app.store.rawdriver import tuples
 from app.store.reads.browse import where_run_of
 from app.store.records import RunStatus
@@ -42,7 +43,10 @@ def load_sample_set(
     query = select(cast(SampleRow.run_id, String), SampleRow.status, cast(SampleRow.phases, String))
     query = query.join(RunRow, RunRow.id == SampleRow.run_id)
     query = where_run_of(query, key, vantage).where(
-        RunRow.status == RunStatus.COMPLETE, RunRow.started_at >= since, RunRow.started_at < until
+        RunRow.status == RunStatus.COMPLETE,
+        RunRow.started_at >= since,
+        RunRow.started_at < until,
+        *days_of_window(source.get_bind().dialect.name, since, until),
     )
     rows = tuples(source.connection(), query)
     keys, statuses = [row[0] for row in rows], [row[1] for row in rows]

@@ -33,6 +33,7 @@ from app.analysis.digest import Digest, digest_of, flaw
 from app.store.db import describe, is_transient, write_transaction
 from app.store.inlists import padded
 from app.store.models import RunDigestRow, RunRow, SampleRow, TargetRow
+from app.store.partitions import days_of_runs
 from app.store.quarantine import Quarantine, SetAside
 from app.store.records import RunStatus
 from app.store.rollups.digests import RunDigest, add_digests
@@ -230,6 +231,7 @@ def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list
     found: dict[uuid.UUID, list[_Sample]] = defaultdict(list)
     if not ids:
         return found
+    batch = padded(ids)
     rows = session.execute(
         select(
             SampleRow.run_id,
@@ -237,7 +239,7 @@ def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list
             SampleRow.total_ms,
             SampleRow.phases,
             SampleRow.provenance,
-        ).where(SampleRow.run_id.in_(padded(ids)))
+        ).where(SampleRow.run_id.in_(batch), *days_of_runs(session.get_bind().dialect.name, batch))
     )
     for run_id, status, total_ms, phases, provenance in rows:
         found[run_id].append(_Sample(status, total_ms, phases, provenance))
