@@ -35,6 +35,7 @@ from app.runs.slots import Grid
 log = logging.getLogger(__name__)
 
 RunTarget = Callable[[Target, datetime | None, int | None], Awaitable[Any]]  # due, slot
+Owns = Callable[[str, int], bool]  # target, slot
 # A run that starts later than this after its time is skipped (and counted), not queued.
 MISFIRE_GRACE_S = 60
 LATENESS_WINDOW = 10_000
@@ -96,10 +97,18 @@ class GridTrigger(BaseTrigger):  # type: ignore[misc]
         return start + timedelta(seconds=late)
 
 
+def _everything(_target: str, _slot: int) -> bool:
+    return True
+
+
 class Watch:
-    def __init__(self, run_target: RunTarget, vantage: str) -> None:
+    def __init__(self, run_target: RunTarget, vantage: str, owns: Owns = _everything) -> None:
         self.run_target = run_target
         self.vantage = vantage
+        # Whether this process probes a target's slot (replicas share them: app.replicas);
+        # every target has its job everywhere, and a slot another replica owns is passed.
+        self.owns = owns
+        self.passed = 0  # slots passed to other replicas
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.scheduler.add_listener(self._submitted, EVENT_JOB_SUBMITTED)
         self.scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
@@ -193,12 +202,16 @@ class Watch:
         target = self.targets.get(name)
         if target is None:
             return
-        self._began(name)
         due = self._due.pop(name, None)
+        grid = Grid.of(name, self.vantage, target.interval)
+        if not self.owns(name, grid.slot(due or clock.wall())):
+            self.passed += 1
+            return
+        self._began(name)
         slot = None
         if due is not None:
             self.lateness_s.append((clock.wall() - due).total_seconds())
-            slot = Grid.of(name, self.vantage, target.interval).slot(due)
+            slot = grid.slot(due)
         task = asyncio.current_task()
         assert task is not None
         self.running.add(task)
