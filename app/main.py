@@ -87,7 +87,14 @@ def build_service(
     quarantine = Quarantine()
     # Replicas on one PostgreSQL share the targets: each probes and evaluates its own.
     contested = engine.dialect.name == "postgresql"
-    replicas = Replicas(sessions, contested, settings.replica_lease_s)
+    leadership = Leadership(engine)
+    replicas = Replicas(
+        sessions,
+        contested,
+        settings.replica_lease_s,
+        fallback=lambda: leadership.leading,
+        leading=lambda: leadership.leading,
+    )
     owned = OwnerEvaluation(alerts, replicas, rules.names)
     # Every stored run, probed here or pushed by an agent: evaluation (by the target's
     # owner), then metrics and the OpenTelemetry export.
@@ -102,7 +109,6 @@ def build_service(
     pipeline = Pipeline(writer, resolved.vantage)
     sender = Sender(sessions, build_notifiers(targets.notifiers), aside=quarantine.loop("outbox"))
     watch = Watch(pipeline.run, resolved.vantage, owns=replicas.owns)
-    leadership = Leadership(engine)
     coverage = Coverage(resolved.vantage, lambda: rules.targets)
     vantages = None
     if book is not None:

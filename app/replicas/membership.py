@@ -11,6 +11,10 @@ on, so no slot is probed twice. Expiries are believed only while the leases were
 than ``lease_s / 2`` ago (``View.current``): a replica that cannot reach the database keeps
 its own share and takes nobody's.
 
+While the database has no lease table (a ``serve --no-migrate`` whose schema is behind),
+the leader (``app.store.leader``) owns every target and the others none (``fallback``):
+it probes into its spool, as one process did before leases.
+
 SQLite serves one process (``app.store.sqlitelock``): it owns every target, always.
 """
 
@@ -23,6 +27,8 @@ import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+
+from sqlalchemy.exc import ProgrammingError
 
 from app import clock
 from app.replicas.assign import Member, View
@@ -50,6 +56,8 @@ class Replicas:
         lease_s: float,
         me: str | None = None,
         monotonic: Callable[[], float] = clock.monotonic,
+        fallback: Callable[[], bool] = lambda: False,
+        leading: Callable[[], bool] = lambda: False,
     ) -> None:
         self.sessions = sessions
         self.contested = contested  # PostgreSQL: replicas may share it
@@ -57,6 +65,9 @@ class Replicas:
         self.me = me or replica_id()
         self.problem: str | None = None  # why the last renewal failed
         self._monotonic = monotonic
+        self.fallback = fallback  # owns everything while there is no lease table (the leader)
+        self.leading = leading  # holds the leader lock
+        self.no_table = False  # the last renewal found no lease table
         self._view: View | None = None
         self._read_at = 0.0
         self._lock = threading.Lock()
@@ -77,8 +88,11 @@ class Replicas:
             return None
         try:
             with self.sessions.begin() as session:
-                leases = replicarows.renew(session, self.me, self.lease_s, self.settle_s)
+                leases = replicarows.renew(
+                    session, self.me, self.lease_s, self.settle_s, self.leading()
+                )
         except Exception as exc:  # any: the database away, or without the table yet
+            self.no_table = isinstance(exc, ProgrammingError)
             if self.problem is None:
                 log.warning("replica lease not renewed: %s", describe(exc))
             self.problem = describe(exc)
@@ -90,7 +104,7 @@ class Replicas:
         with self._lock:
             self._view = View(self.me, members, epoch_ms(leases.now))
             self._read_at = self._monotonic()
-        self.problem = None
+        self.problem, self.no_table = None, False
         return self._view
 
     def leave(self) -> None:
@@ -112,8 +126,11 @@ class Replicas:
 
     @property
     def waiting(self) -> bool:
-        """On PostgreSQL, no lease read yet: this replica owns nothing until one is."""
-        return self.contested and self._view is None
+        """On PostgreSQL, no lease read yet, nor the lead: this replica owns nothing."""
+        return self.contested and self._view is None and not self._falls_back()
+
+    def _falls_back(self) -> bool:
+        return self.no_table and self.fallback()
 
     def stale_s(self) -> float | None:
         """Seconds since the leases were last read, if that makes them not current."""
@@ -127,18 +144,22 @@ class Replicas:
         if not self.contested:
             return True
         view = self.view()
-        return view is not None and view.owns(target, at_ms)
+        return self._falls_back() if view is None else view.owns(target, at_ms)
 
     def share(self, targets: Iterable[str], at_ms: int | None = None) -> list[str]:
         at = now_ms() if at_ms is None else at_ms
         if not self.contested:
             return list(targets)
         view = self.view()
-        return [] if view is None else view.share(targets, at)
+        if view is None:
+            return list(targets) if self._falls_back() else []
+        return view.share(targets, at)
 
     def live(self, at_ms: int | None = None) -> int:
         """How many replicas are live now, as this one sees them (itself included)."""
         if not self.contested:
             return 1
         view = self.view()
-        return 0 if view is None else len(view.live(now_ms() if at_ms is None else at_ms))
+        if view is None:
+            return int(self._falls_back())
+        return len(view.live(now_ms() if at_ms is None else at_ms))

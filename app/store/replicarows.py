@@ -4,9 +4,13 @@
 counts (``effective_at``) until when its lease runs (``expires_at``), both on the
 database's clock, so every replica reads the same times. A replica that joins others
 counts from ``settle_s`` after it first renewed (they all see it before it takes targets
-over); one that finds nobody live counts at once. Joins are taken one at a time (a
-transaction-level advisory lock), so two replicas starting together never both find
-themselves alone.
+over). One counts at once if no other lease already counts and no other replica holds
+the leader lock (``app.store.leader``: until its own lease is read, the leader of a
+database without this table yet probes everything). An expired lease counts as another
+until it is forgotten (``FORGOTTEN_AFTER``): its replica may only be cut off, probing its
+share into its spool (after an outage longer than a lease, every lease has expired). A
+replica that stops deletes its lease. Joins are taken one at a time (a transaction-level
+advisory lock), so two replicas starting together never both find themselves alone.
 
 ``evaluations_due``: a (target, vantage) whose new run was stored by a replica that does
 not own the target, waiting for the owner to evaluate it (``request``, ``claim``). One row
@@ -26,6 +30,7 @@ from sqlalchemy import String, delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from app.store.leader import LOCK_KEY
 from app.store.models import Base
 
 JOIN_LOCK_KEY = 0x7068_6173_6577_7270 & 0x7FFF_FFFF_FFFF_FFFF  # "phasewrp"
@@ -69,36 +74,45 @@ class Leases:
     leases: tuple[Lease, ...]
 
 
-def renew(session: Session, replica: str, lease_s: float, settle_s: float) -> Leases:
-    """Renew (or take) ``replica``'s lease; every lease as it stands after."""
+def renew(session: Session, replica: str, lease_s: float, settle_s: float, leading: bool) -> Leases:
+    """Renew (or take) ``replica``'s lease; every lease as it stands after. ``leading``:
+    this replica holds the leader lock."""
     session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": JOIN_LOCK_KEY})
     now = _database_now(session)
     expires = now + timedelta(seconds=lease_s)
+    session.execute(delete(ReplicaRow).where(ReplicaRow.expires_at < now - FORGOTTEN_AFTER))
     row = session.get(ReplicaRow, replica)
     if row is None:
-        others = select(func.count()).where(ReplicaRow.expires_at > now)
-        alone = session.scalar(others) == 0
-        effective = now if alone else now + timedelta(seconds=settle_s)
+        counting = select(func.count()).where(ReplicaRow.effective_at <= now)
+        first = session.scalar(counting) == 0 and (leading or not _led(session))
+        effective = now if first else now + timedelta(seconds=settle_s)
         session.add(ReplicaRow(id=replica, joined_at=now, effective_at=effective,
                                renewed_at=now, expires_at=expires))  # fmt: skip
     else:
         row.renewed_at, row.expires_at = now, expires
-    session.execute(delete(ReplicaRow).where(ReplicaRow.expires_at < now - FORGOTTEN_AFTER))
     session.flush()
     rows = session.scalars(select(ReplicaRow).order_by(ReplicaRow.id))
     return Leases(now, tuple(Lease(r.id, r.effective_at, r.expires_at) for r in rows))
 
 
 def end_lease(session: Session, replica: str) -> None:
-    """``replica`` stops: its lease ends now, and the others take its targets over."""
-    row = session.get(ReplicaRow, replica)
-    if row is not None:
-        row.expires_at = _database_now(session)
+    """``replica`` stops: its lease goes, and the others take its targets over."""
+    session.execute(delete(ReplicaRow).where(ReplicaRow.id == replica))
+
+
+def _led(session: Session) -> bool:
+    """Whether some session holds the leader lock in this database."""
+    held = text(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND classid = :high AND objid = :low AND objsubid = 1"
+    )
+    return bool(session.scalar(held, {"high": LOCK_KEY >> 32, "low": LOCK_KEY & 0xFFFF_FFFF}))
 
 
 def _database_now(session: Session) -> datetime:
-    """The database's clock (the transaction's start), which every replica shares."""
-    now = session.scalar(select(func.now()))
+    """The database's clock, which every replica shares (now, after any lock wait)."""
+    now = session.scalar(select(func.clock_timestamp()))
     assert isinstance(now, datetime)
     return now
 
