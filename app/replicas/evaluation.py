@@ -9,6 +9,8 @@ thus evaluated by the new owner, never by two.
 The evaluator keeps each target's memory (open alerts, the detectors' state) in the process
 that evaluates it. A replica that takes a target over reads that memory back from the
 database first (``AlertEngine.adopt``): another replica evaluated the target until then.
+An acknowledgement may reach any replica: it reads the alert's target back first, and
+then asks the owner (an evaluation request with no vantage) to read it back in turn.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterable
+from datetime import datetime
 
 from app.alerts.engine import AlertEngine
 from app.alerts.identity import Transition
@@ -24,11 +28,13 @@ from app.clock import utcnow
 from app.replicas.membership import Replicas, now_ms
 from app.store import replicarows
 from app.store.db import is_transient
+from app.store.reads.alertreads import alert_by_id
 from app.store.records import RunRecord, RunStatus
 
 log = logging.getLogger(__name__)
 
 CLAIM_EVERY_S = 1.0
+READ_BACK = ""  # a request's vantage when the owner is only to read its memory back
 
 
 class OwnerEvaluation:
@@ -69,6 +75,28 @@ class OwnerEvaluation:
                 raise
         return self.alerts.evaluate(target, vantage)
 
+    def acknowledge(self, alert_id: str, by: str, now: datetime) -> Transition | None:
+        """``AlertEngine.acknowledge``, on the alert's target as the database holds it."""
+        if not self.replicas.contested:
+            return self.alerts.acknowledge(alert_id, by, now)
+        target = self._target_of(alert_id)
+        if target is not None:
+            self.alerts.adopt(target)
+        transition = self.alerts.acknowledge(alert_id, by, now)
+        if target is not None and not self.replicas.owns(target, now_ms()):
+            with self.replicas.sessions.begin() as session:
+                replicarows.request(session, target, READ_BACK, utcnow())
+        return transition
+
+    def _target_of(self, alert_id: str) -> str | None:
+        try:
+            key = uuid.UUID(alert_id)
+        except ValueError:
+            return None  # the engine says it is not found
+        with self.replicas.sessions() as session:
+            row = alert_by_id(session, key)
+        return None if row is None else row.target
+
     def forget_lost(self) -> None:
         """After each renewal: targets owned no more are read back if taken again."""
         owned = set(self.replicas.share(self.targets()))
@@ -81,6 +109,10 @@ class OwnerEvaluation:
         with self.replicas.sessions.begin() as session:
             asked = replicarows.claim(session, mine)
         for target, vantage in asked:
+            if vantage == READ_BACK:
+                with self._lock:
+                    self._adopted.discard(target)  # read back at its next evaluation
+                continue
             try:
                 self._evaluate(target, vantage)
             except Exception:

@@ -31,7 +31,7 @@ from tests.store.test_leader import (
     targets_file,
 )
 
-pytestmark = [pytest.mark.process, pytest.mark.postgres]
+pytestmark = [pytest.mark.process, pytest.mark.postgres, pytest.mark.timeout(300)]
 
 WATCHED_RUNS = 8  # per target, after the election: a prober's worth of slots to count
 
@@ -52,7 +52,7 @@ def replica_env(cluster: PgCluster, check_s: float = 1.0) -> dict[str, str]:
         "PHASEWATCH_DATABASE_URL": cluster.url,
         "PHASEWATCH_VANTAGE": "replicated",
         "PHASEWATCH_LEADER_CHECK_S": str(check_s),
-        "PHASEWATCH_REPLICA_LEASE_S": "3",
+        "PHASEWATCH_REPLICA_LEASE_S": "6",
     }
 
 
