@@ -194,8 +194,10 @@ class Service:
             self._renewal = asyncio.ensure_future(asyncio.to_thread(self.replicas.renew))
         await asyncio.shield(self._renewal)
         self.evaluation.forget_lost()
+        if taken := self.watch.take_passed():
+            log.info("replicas: %d slot(s) passed earlier taken over late", len(taken))
         shown = (self.replicas.live(), len(self.replicas.share(self.rules.names())))
-        if shown != self._shown and not self.replicas.waiting:
+        if shown != self._shown and self.replicas.contested and not self.replicas.waiting:
             log.info("replicas: %d live; this one owns %d of the targets", *shown)
             self._shown = shown
 

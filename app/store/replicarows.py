@@ -9,7 +9,8 @@ the leader lock (``app.store.leader``: until its own lease is read, the leader o
 database without this table yet probes everything). An expired lease counts as another
 until it is forgotten (``FORGOTTEN_AFTER``): its replica may only be cut off, probing its
 share into its spool (after an outage longer than a lease, every lease has expired). A
-replica that stops deletes its lease. Joins are taken one at a time (a transaction-level
+replica that stops gives its lease up (it expires as it was last renewed), which counts as
+nobody's. Joins are taken one at a time (a transaction-level
 advisory lock), so two replicas starting together never both find themselves alone.
 
 ``evaluations_due``: a (target, vantage) whose new run was stored by a replica that does
@@ -83,7 +84,9 @@ def renew(session: Session, replica: str, lease_s: float, settle_s: float, leadi
     session.execute(delete(ReplicaRow).where(ReplicaRow.expires_at < now - FORGOTTEN_AFTER))
     row = session.get(ReplicaRow, replica)
     if row is None:
-        counting = select(func.count()).where(ReplicaRow.effective_at <= now)
+        counting = select(func.count()).where(
+            ReplicaRow.effective_at <= now, ReplicaRow.expires_at > ReplicaRow.renewed_at
+        )
         first = session.scalar(counting) == 0 and (leading or not _led(session))
         effective = now if first else now + timedelta(seconds=settle_s)
         session.add(ReplicaRow(id=replica, joined_at=now, effective_at=effective,
@@ -96,8 +99,11 @@ def renew(session: Session, replica: str, lease_s: float, settle_s: float, leadi
 
 
 def end_lease(session: Session, replica: str) -> None:
-    """``replica`` stops: its lease goes, and the others take its targets over."""
-    session.execute(delete(ReplicaRow).where(ReplicaRow.id == replica))
+    """``replica`` stops: its lease ends now (given up: expiring as it is renewed), and the
+    others take its targets over, each from its first slot after."""
+    row = session.get(ReplicaRow, replica)
+    if row is not None:
+        row.renewed_at = row.expires_at = _database_now(session)
 
 
 def _led(session: Session) -> bool:
