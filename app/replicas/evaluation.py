@@ -55,6 +55,8 @@ class OwnerEvaluation:
             return []
         if not self.replicas.contested:
             return self.alerts.evaluate_after(run)
+        if self.replicas.waiting:  # stored before the service's first renewal (a push at start)
+            self.replicas.renew()
         if not self.replicas.owns(run.target, now_ms()):
             with self.replicas.sessions.begin() as session:
                 replicarows.request(session, run.target, run.vantage, utcnow())
