@@ -27,6 +27,8 @@ from app.export.collector import ExportCollector
 from app.export.environment import exporter_from_environment
 from app.export.exporter import RunExporter
 from app.notifiers import build_notifiers
+from app.replicas.evaluation import OwnerEvaluation
+from app.replicas.membership import Replicas
 from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.spool import Spool
@@ -83,9 +85,20 @@ def build_service(
     )
     # What a background loop cannot handle, set aside (/healthz, /metrics).
     quarantine = Quarantine()
-    # Every stored run, probed here or pushed by an agent: evaluation, then metrics and
-    # the OpenTelemetry export.
-    evaluate = isolated(alerts.evaluate_after, quarantine.loop("evaluation"))
+    # Replicas on one PostgreSQL share the targets: each probes and evaluates its own.
+    contested = engine.dialect.name == "postgresql"
+    leadership = Leadership(engine)
+    replicas = Replicas(
+        sessions,
+        contested,
+        settings.replica_lease_s,
+        fallback=lambda: leadership.leading,
+        leading=lambda: leadership.leading,
+    )
+    owned = OwnerEvaluation(alerts, replicas, rules.names)
+    # Every stored run, probed here or pushed by an agent: evaluation (by the target's
+    # owner), then metrics and the OpenTelemetry export.
+    evaluate = isolated(owned.evaluate_after, quarantine.loop("evaluation"))
     count = counted(observed, exporter, rules)
     after_store: Callable[[RunRecord], object] = (
         evaluate if count is None else then(evaluate, count)
@@ -95,8 +108,7 @@ def build_service(
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
     pipeline = Pipeline(writer, resolved.vantage)
     sender = Sender(sessions, build_notifiers(targets.notifiers), aside=quarantine.loop("outbox"))
-    watch = Watch(pipeline.run, resolved.vantage)
-    leadership = Leadership(engine)
+    watch = Watch(pipeline.run, resolved.vantage, owns=replicas.owns)
     coverage = Coverage(resolved.vantage, lambda: rules.targets)
     vantages = None
     if book is not None:
@@ -114,6 +126,8 @@ def build_service(
         pipeline=pipeline,
         watch=watch,
         leadership=leadership,
+        replicas=replicas,
+        evaluation=owned,
         alerts=alerts,
         rules=rules,
         writer=writer,
@@ -122,7 +136,7 @@ def build_service(
             writer,
             coverage=coverage,
             quarantine=quarantine,
-            leadership=leadership,
+            replicas=replicas,
             exporter=exporter,
         ),
         coverage=coverage,
@@ -134,6 +148,7 @@ def build_service(
             summary_retention_days=resolved.summary_retention_days,
             vantages=vantages,
             quarantine=quarantine,
+            leading=lambda: leadership.leading,
         ),
         sender=sender,
         exporter=exporter,
@@ -215,6 +230,11 @@ def create_app(
     observed.registry.register(CoverageCollector(service.coverage))
     observed.registry.register(readscrape.quarantined(service.upkeep.quarantine))
     observed.registry.register(readscrape.duplicate_slots(service.sink.taken))
+    share = readscrape.replica_share(
+        service.replicas, lambda: service.watch.passed, service.evaluation, service.rules.names
+    )
+    for collector in share:
+        observed.registry.register(collector)
     # What-ifs and levers: computed in worker processes, off the probes' event loop.
     workers = Workers(settings.whatif_workers, settings.whatif_queue)
     observed.registry.register(WorkersCollector(workers))

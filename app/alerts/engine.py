@@ -109,16 +109,30 @@ class AlertEngine:
         """Evaluate ``run``'s target and vantage now that ``run`` is stored; persist it all."""
         if run.status != RunStatus.COMPLETE:
             return []
+        return self.evaluate(run.target, run.vantage)
+
+    def evaluate(self, target: str, vantage: str) -> list[Transition]:
+        """Evaluate ``target`` after a new run at ``vantage``; persist it all."""
         with self._lock:
             self._restore()
             now = self.clock()
-            with self._undo_on_error(run.target) as alerts:
-                transitions = self.evaluator.evaluate(run.target, run.vantage, now)
+            with self._undo_on_error(target) as alerts:
+                transitions = self.evaluator.evaluate(target, vantage, now)
                 # On SQLite: in turn with the runs being stored, never polling for the lock.
                 with write_transaction(self.sessions) as session:
-                    self._persist(session, run.target, transitions, alerts, now)
+                    self._persist(session, target, transitions, alerts, now)
         log_announced(transitions)
         return transitions
+
+    def adopt(self, target: str) -> None:
+        """``target``'s memory read back from the database, as the replica that evaluated
+        it until this one took it over left it (app.replicas.evaluation)."""
+        with self._lock:
+            self._restore()
+            since = self.clock() - COOLING_LOOKBACK
+            with self.sessions() as session:
+                saved = rows.snapshot_of(session, target, since)
+            self.evaluator.restore(saved)
 
     def judge_vantages(
         self, heard: Iterable[silent.Heard], since: datetime, after: int

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.alerts.identity import Alert, Identity, Transition
-from app.alerts.memory import DetectorMemory
+from app.alerts.memory import DetectorMemory, Snapshot
 from app.alerts.state import Cooling, Position, State
 from app.analysis.tail import TailState
 from app.store import alertwrites
@@ -159,6 +159,23 @@ def memory_of(row: DetectorState) -> DetectorMemory:
         rebase_at=row.rebase_at,
         excluded=[(_parse(start), _parse(end) if end else None) for start, end in spans],
         cusums={name: list(values) for name, values in row.cusums.items()},
+    )
+
+
+def snapshot_of(session: Session, target: str, cooling_since: datetime) -> Snapshot:
+    """``target``'s memory as the database holds it: open alerts, those resolved since
+    ``cooling_since`` (held back from firing again), each vantage's detector state, and
+    the last round taken to have seen every vantage's last run (as a restart reads it)."""
+    opened = alertwrites.alerts_opened_in(session, OPEN_STATES, target)
+    resolved = alertwrites.resolved_since(session, State.RESOLVED.value, cooling_since, target)
+    memories = {s.vantage: memory_of(s) for s in alertwrites.detector_states(session, target)}
+    rounds = {v: m.last_run for v, m in memories.items() if m.last_run is not None}
+    return Snapshot(
+        target,
+        {alert.identity: alert for alert in map(alert_of, opened)},
+        {identity_of(row): cooling_of(row) for row in resolved},
+        memories,
+        rounds or None,
     )
 
 

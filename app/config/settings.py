@@ -51,8 +51,15 @@ class Settings(BaseSettings):
     leader_check_s: float = Field(
         5.0,
         gt=0,
-        description="Seconds between leadership checks: a replica takes over this soon after"
-        " the leader dies.",
+        description="Seconds between leadership checks: the leader keeps rollups, retention and"
+        " silent-vantage checks; another replica takes them over this soon after it dies.",
+    )
+    replica_lease_s: float = Field(
+        15.0,
+        ge=1,
+        description="Seconds a replica's lease on its share of the targets lasts (PostgreSQL),"
+        " renewed every third of it: a replica that dies has its targets taken over within"
+        " this. Keep it at most two intervals of the shortest target.",
     )
     api_token: SecretStr | None = Field(
         None, description="Bearer token for API writes; needed to serve beyond loopback."

@@ -21,18 +21,18 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from app.export.exporter import RunExporter
+from app.replicas.membership import Replicas
 from app.runs.threads import Check
 from app.runs.writer import Writer
 from app.runtime.coverage import Coverage
 from app.store.db import describe
-from app.store.leader import Leadership
 from app.store.quarantine import Quarantine
 
 ASK_BUDGET_S = 0.5
 STUCK_S = 2.0  # a store waiting longer than this is reported
 REACHABLE, UNREACHABLE, TIMEOUT = "reachable", "unreachable", "timeout"
 NO_SCHEMA = "waiting for the schema"
-WAITING_FOR_ELECTION = "waiting for the database to elect a leader"
+WAITING_FOR_ELECTION = "waiting for the database to share the targets out"
 READ_BUDGET_S = 2.0  # a read waits at most this for the database to show that it answers
 FRESH_S = 1.0  # a ping that answered this recently stands for the database answering
 
@@ -54,8 +54,8 @@ class Health:
     coverage: Coverage | None = None
     # What the background loops set aside (a run the rollups cannot add, ...).
     quarantine: Quarantine | None = None
-    # Who probes: a process that has not reached the database yet waits for its election.
-    leadership: Leadership | None = None
+    # What this replica probes: on PostgreSQL, nothing until it has read the leases.
+    replicas: Replicas | None = None
     exporter: RunExporter | None = None  # OpenTelemetry's: a collector that fails says so
     _ping: Check[None] = field(init=False)
     _count: Check[int] = field(init=False)
@@ -99,8 +99,7 @@ class Health:
             found.append(f"store: last attempt failed: {self.writer.sink.problem}")
         if self.writer.spool.problem is not None:
             found.append(f"spool {self.writer.spool.problem}")
-        if self.leadership is not None and not self.leadership.elected:
-            found.append(f"leader: {WAITING_FOR_ELECTION}; probing nothing meanwhile")
+        found.extend(self._replica_problems())
         if self.writer.spool.losses.ongoing is not None:
             found.append(self.writer.spool.losses.ongoing)
         if self.coverage is not None:
@@ -110,6 +109,20 @@ class Health:
         if self.exporter is not None:
             found.extend(self.exporter.problems())
         return found
+
+    def _replica_problems(self) -> list[str]:
+        if self.replicas is None:
+            return []
+        if self.replicas.waiting:
+            return [f"replicas: {WAITING_FOR_ELECTION}; probing nothing meanwhile"]
+        stale = self.replicas.stale_s()
+        if stale is None:
+            return []
+        why = f" ({self.replicas.problem})" if self.replicas.problem else ""
+        return [
+            f"replicas: leases not read for {stale:.0f} s{why}; this replica keeps its"
+            " share as last seen and takes over nobody's"
+        ]
 
     async def _ask_database(self) -> None:
         try:

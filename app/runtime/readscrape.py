@@ -3,7 +3,8 @@ read from the part at each scrape (never copied into prometheus-client's own met
 the part stays the one place the number lives).
 
 The quarantine of the background loops (``app.store.quarantine``), the runs kept nowhere
-(``app.runs.losses``) and the runs turned away from a taken slot (``app.runs.slots``).
+(``app.runs.losses``), the runs turned away from a taken slot (``app.runs.slots``) and
+this replica's share of the targets (``app.replicas``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from app.replicas.evaluation import OwnerEvaluation
+from app.replicas.membership import Replicas
 from app.runs.losses import Losses
 from app.runs.slots import TakenSlots
 from app.store.quarantine import Quarantine
@@ -88,3 +91,52 @@ def runs_lost(losses: Losses) -> ReadAtScrape:
 def duplicate_slots(taken: TakenSlots) -> ReadAtScrape:
     """A (target, vantage) appears with its first run turned away."""
     return ReadAtScrape(DUPLICATE_SLOT, lambda: dict(taken.snapshot().items()))
+
+
+REPLICAS_LIVE = Family(
+    "phasewatch_replicas_live",
+    "Replicas of serve on this database live now, as this one reads their leases (itself"
+    " included; 1 on SQLite, 0 until the leases are first read).",
+)
+REPLICA_TARGETS = Family(
+    "phasewatch_replica_targets",
+    "Targets of the file this replica owns now: it probes their slots and evaluates their"
+    " runs, whoever stored them.",
+)
+REPLICA_CURRENT = Family(
+    "phasewatch_replica_leases_current",
+    "1 while the leases were read lately enough to believe their expiries; 0 when the"
+    " database has not answered (this replica keeps its share, takes over nobody's).",
+)
+REPLICA_PASSED = Family(
+    "phasewatch_replica_slots_passed",
+    "Scheduled slots this replica passed because another replica owned them.",
+    counter=True,
+)
+REPLICA_EVALUATIONS = Family(
+    "phasewatch_replica_evaluations",
+    "Evaluations of runs whose target another replica owns: asked of the owner, or"
+    " claimed here (asked by another).",
+    labels=("way",),
+    counter=True,
+)
+
+
+def replica_share(
+    replicas: Replicas, passed: Callable[[], int], evaluation: OwnerEvaluation,
+    names: Callable[[], list[str]],
+) -> list[ReadAtScrape]:  # fmt: skip
+    """This replica's share on /metrics: never silent about which targets it holds."""
+    return [
+        ReadAtScrape(REPLICAS_LIVE, lambda: {(): replicas.live()}),
+        ReadAtScrape(REPLICA_TARGETS, lambda: {(): len(replicas.share(names()))}),
+        ReadAtScrape(
+            REPLICA_CURRENT,
+            lambda: {(): float(not replicas.waiting and replicas.stale_s() is None)},
+        ),
+        ReadAtScrape(REPLICA_PASSED, lambda: {(): passed()}),
+        ReadAtScrape(
+            REPLICA_EVALUATIONS,
+            lambda: {("asked",): evaluation.asked, ("claimed",): evaluation.claimed},
+        ),
+    ]

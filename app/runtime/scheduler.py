@@ -8,6 +8,7 @@ database keeps one run a slot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import random
@@ -30,11 +31,12 @@ from apscheduler.triggers.base import BaseTrigger
 
 from app import clock
 from app.config import Target
-from app.runs.slots import Grid
+from app.runs.slots import Grid, slot_time
 
 log = logging.getLogger(__name__)
 
 RunTarget = Callable[[Target, datetime | None, int | None], Awaitable[Any]]  # due, slot
+Owns = Callable[[str, int], bool]  # target, slot
 # A run that starts later than this after its time is skipped (and counted), not queued.
 MISFIRE_GRACE_S = 60
 LATENESS_WINDOW = 10_000
@@ -96,10 +98,19 @@ class GridTrigger(BaseTrigger):  # type: ignore[misc]
         return start + timedelta(seconds=late)
 
 
+def _everything(_target: str, _slot: int) -> bool:
+    return True
+
+
 class Watch:
-    def __init__(self, run_target: RunTarget, vantage: str) -> None:
+    def __init__(self, run_target: RunTarget, vantage: str, owns: Owns = _everything) -> None:
         self.run_target = run_target
         self.vantage = vantage
+        # Whether this process probes a target's slot (replicas share them: app.replicas);
+        # every target has its job everywhere, and a slot another replica owns is passed.
+        self.owns = owns
+        self.passed = 0  # slots passed to other replicas
+        self._passed: dict[str, int] = {}  # each target's latest slot passed
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.scheduler.add_listener(self._submitted, EVENT_JOB_SUBMITTED)
         self.scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
@@ -193,12 +204,18 @@ class Watch:
         target = self.targets.get(name)
         if target is None:
             return
-        self._began(name)
         due = self._due.pop(name, None)
+        grid = Grid.of(name, self.vantage, target.interval)
+        if not self.owns(name, grid.slot(due or clock.wall())):
+            self.passed += 1
+            self._passed[name] = grid.slot(due or clock.wall())
+            return
+        self._passed.pop(name, None)
+        self._began(name)
         slot = None
         if due is not None:
             self.lateness_s.append((clock.wall() - due).total_seconds())
-            slot = Grid.of(name, self.vantage, target.interval).slot(due)
+            slot = grid.slot(due)
         task = asyncio.current_task()
         assert task is not None
         self.running.add(task)
@@ -210,6 +227,28 @@ class Watch:
             log.info("target %s: the run in flight was cut at stop", name)
         finally:
             self.running.discard(task)
+
+    def take_passed(self, now: datetime | None = None) -> list[str]:
+        """Probe, late, each slot passed whose cell is not over and that this process owns
+        now (its owner's lease turned out to end before it: a replica stopped with SIGTERM);
+        the targets so taken."""
+        now = now or clock.wall()
+        taken = []
+        for name, slot in list(self._passed.items()):
+            target = self.targets.get(name)
+            if target is None or Grid.of(name, self.vantage, target.interval).slot(now) != slot:
+                self._passed.pop(name, None)  # gone, or its cell is over: the next is due
+            elif self.owns(name, slot):
+                del self._passed[name]
+                task = asyncio.ensure_future(self._late(target, slot))
+                self.running.add(task)
+                task.add_done_callback(self.running.discard)
+                taken.append(name)
+        return taken
+
+    async def _late(self, target: Target, slot: int) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.run_target(target, slot_time(slot), slot)
 
     async def stop(self, grace_s: float) -> None:
         """Stop scheduling; runs in flight get ``grace_s`` to finish, then are cancelled."""

@@ -1,14 +1,15 @@
 """The running service: the pieces ``create_app`` wires, and their background loops.
 
-Loops: leadership (who schedules), the spool flusher (runs waiting for the database, and
-journals left by dead processes), the targets-file reloader (SIGHUP or a change on disk),
-health (is the spool writable), and, once the database has the schema (``readiness``),
-retention (prunes raw samples) and the outbox sender (notifications; every process sends,
-PostgreSQL row locks keep it once).
+Loops: the replica's lease (which targets it probes and evaluates: ``app.replicas``),
+leadership (who keeps rollups and retention), the spool flusher (runs waiting for the
+database, and journals left by dead processes), the targets-file reloader (SIGHUP or a
+change on disk), health (is the spool writable), and, once the database has the schema
+(``readiness``), the upkeep (``app.runtime.upkeep``) and the claim of evaluations other
+replicas ask of this one.
 
 Nothing here waits on the database unbounded where it matters: start waits at most
-``START_WAIT_S`` and then probes into the spool if it leads (on PostgreSQL a process that
-has not reached the database yet waits for its election instead: ``app.store.leader``),
+``START_WAIT_S`` and then probes its share into the spool (on PostgreSQL a process that
+has not reached the database yet owns nothing until it has: ``app.replicas.membership``),
 and stop (``stopping``) keeps every step within its budget, so SIGTERM ends ``serve``
 within 5 s whatever the database does.
 """
@@ -42,6 +43,8 @@ from app.config import (
 from app.config.placement import probed_here
 from app.export.exporter import RunExporter
 from app.notifiers import build_notifiers
+from app.replicas.evaluation import OwnerEvaluation
+from app.replicas.membership import Replicas
 from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.writer import Writer
@@ -80,6 +83,8 @@ class Service:
     pipeline: Pipeline
     watch: Watch
     leadership: Leadership
+    replicas: Replicas  # which targets this replica probes and evaluates
+    evaluation: OwnerEvaluation
     alerts: AlertEngine
     rules: AlertRules
     writer: Writer
@@ -95,7 +100,8 @@ class Service:
     # Apply migrations once the database answers (``serve``); else wait for the schema.
     migrate: bool = False
     _lead_check: asyncio.Future[bool] | None = None
-    _scheduling: bool = False  # what the watch was last told: lead or stand by
+    _renewal: asyncio.Future[Any] | None = None
+    _shown: tuple[int, int] | None = None  # (live replicas, targets owned) last logged
     _stopping: asyncio.Future[None] | None = None
     _started: bool = False
 
@@ -113,10 +119,10 @@ class Service:
             ready.result()  # a start that cannot even write the targets fails, as it should
         else:
             log.warning("database not ready within %.0f s; probing into the spool", START_WAIT_S)
-        self._scheduling = lead.result() if lead.done() else self.leadership.leading
-        self.watch.start(paused=not self._scheduling)
+        self.watch.start(paused=False)  # a slot not this replica's is passed (``owns``)
         log.info("%s; %d target(s)", self._role(), len(self.watch.targets))
-        for loop in (self._leader_loop, self._flush_loop, self._reload_loop, self._health_loop):
+        loops = (self._leader_loop, self._share_loop, self._flush_loop, self._reload_loop)
+        for loop in (*loops, self._health_loop):
             self.tasks.append(asyncio.create_task(_forever(loop)))
         self.tasks.append(asyncio.create_task(trim_loop(malloc_trim())))
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
@@ -131,10 +137,14 @@ class Service:
         """Once the database has the schema: targets, alert state, the spool, upkeep loops."""
         await wait_for_schema(self.engine, self.resolved.database_url, self.migrate, self.health)
         self.writer.ready.set()
+        await self._renew()  # the lease table is there now: no need to wait for the loop
         await asyncio.to_thread(sync_targets_file, self.sessions, self.targets)
         await self._restore_alerts()
         self.writer.request_flush()
-        self.tasks.extend(asyncio.create_task(_forever(loop)) for loop in self.upkeep.loops())
+        loops = self.upkeep.loops()
+        if self.replicas.contested:
+            loops.append(self.evaluation.claim_loop)
+        self.tasks.extend(asyncio.create_task(_forever(loop)) for loop in loops)
 
     def begin_stop(self) -> None:
         """Start stopping now (SIGTERM), beside the web server's own drain. Not before
@@ -157,32 +167,44 @@ class Service:
                 return
             log.warning("alert state not restored yet, database unreachable: %s", exc)
 
-    # Leadership -------------------------------------------------------------------
+    # Leadership and the replica's share ------------------------------------------------
 
     async def _leader_loop(self) -> None:
         await asyncio.sleep(self.settings.leader_check_s)
-        was_elected = self.leadership.elected
+        was = self.leadership.leading
         now = await self._check_lead()
-        if not now and self.leadership.elected and not was_elected:
-            log.info("the database answers and another replica leads: standing by")
-        if now and not self._scheduling:
-            log.info("took the lead: scheduling probes")
-            self.watch.resume()
-        elif self._scheduling and not now:
-            log.warning("lost the lead: standing by")
-            self.watch.pause()
-        self._scheduling = now
-
-    def _role(self) -> str:
-        if self._scheduling:
-            return "leading"
-        return "standing by" if self.leadership.elected else WAITING_FOR_ELECTION
+        if now and not was:
+            log.info("took the lead: rollups, retention and silent-vantage checks run here")
+        elif was and not now:
+            log.warning("lost the lead: another replica keeps rollups and retention")
 
     def _check_lead(self) -> asyncio.Future[bool]:
         """One check at a time: one stuck on a frozen database is waited on, not doubled."""
         if self._lead_check is None or self._lead_check.done():
             self._lead_check = asyncio.ensure_future(asyncio.to_thread(self.leadership.check))
         return asyncio.shield(self._lead_check)
+
+    async def _share_loop(self) -> None:
+        await self._renew()
+        await asyncio.sleep(self.replicas.renew_every_s)
+
+    async def _renew(self) -> None:
+        """Renew the lease (one renewal at a time), then say so if the share changed."""
+        if self._renewal is None or self._renewal.done():
+            self._renewal = asyncio.ensure_future(asyncio.to_thread(self.replicas.renew))
+        await asyncio.shield(self._renewal)
+        self.evaluation.forget_lost()
+        if taken := self.watch.take_passed():
+            log.info("replicas: %d slot(s) passed earlier taken over late", len(taken))
+        shown = (self.replicas.live(), len(self.replicas.share(self.rules.names())))
+        if shown != self._shown and self.replicas.contested and not self.replicas.waiting:
+            log.info("replicas: %d live; this one owns %d of the targets", *shown)
+            self._shown = shown
+
+    def _role(self) -> str:
+        if self.replicas.waiting:
+            return WAITING_FOR_ELECTION
+        return f"owning {len(self.replicas.share(self.rules.names()))} of the targets"
 
     # Spool and health -------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 ``serve`` starts this at the signal, beside the web server's drain of open requests
 (``app.cli.serving``). Each step has a budget: runs in flight get ``RUNS_GRACE_S`` and are
 then cut (stored as aborted), the writer gets ``STORE_GRACE_S`` for what it holds, and
-whatever it could not store by then is spooled; the lead gets ``RELEASE_GRACE_S`` and the
+whatever it could not store by then is spooled; the lead and the replica's lease get
+``RELEASE_GRACE_S`` (first: the other replicas take the targets over at once), and the
 connection pool ``POOL_GRACE_S``. A call stuck on a frozen database is left behind on its
 daemon thread.
 """
@@ -19,6 +20,7 @@ from sqlalchemy import Engine
 
 from app.alerts.sender import Sender
 from app.export.exporter import RunExporter
+from app.replicas.membership import Replicas
 from app.runs.threads import bounded
 from app.runs.writer import Writer
 from app.runtime.scheduler import Watch
@@ -45,6 +47,12 @@ def close_pool(engine: Engine, wait_s: float = POOL_GRACE_S - 0.1) -> None:
     engine.dispose()
 
 
+def _release(service: Stoppable) -> None:
+    """The lead, then the lease: the other replicas take this one's targets at once."""
+    service.leadership.release()
+    service.replicas.leave()
+
+
 class Stoppable(Protocol):
     """What stopping needs of the service (app.runtime.service.Service), and nothing more."""
 
@@ -64,6 +72,9 @@ class Stoppable(Protocol):
     def leadership(self) -> Leadership: ...
 
     @property
+    def replicas(self) -> Replicas: ...
+
+    @property
     def engine(self) -> Engine: ...
 
     @property
@@ -77,6 +88,8 @@ async def stop_within_budget(service: Stoppable) -> None:
     )
     if service.sender is not None:
         service.sender.stop()  # a send in flight is dropped; its row stays pending
+    # The lease ends as the watch stops: the others take this one's slots from now on.
+    await bounded(lambda: _release(service), RELEASE_GRACE_S, "releasing the lead and lease")
     await service.watch.stop(RUNS_GRACE_S)
     for task in service.tasks:
         task.cancel()
@@ -84,7 +97,6 @@ async def stop_within_budget(service: Stoppable) -> None:
     spooled = await bounded(
         lambda: service.writer.close(STORE_GRACE_S), STORE_GRACE_S + 0.25, "storing the last runs"
     )
-    await bounded(service.leadership.release, RELEASE_GRACE_S, "releasing the lead")
     await bounded(lambda: close_pool(service.engine), POOL_GRACE_S, "closing connections")
     service.writer.spool.close()
     if service.exporter is not None:  # after the writer: its last runs are exported too

@@ -1,6 +1,10 @@
 """The service's upkeep once the database is ready: rollups, retention, the outbox sender,
 the check for silent vantages.
 
+Rollups and retention run on the leader alone (``leading``; the silent-vantage check asks
+the same), the outbox sender on every replica (a delivery row is claimed with SKIP LOCKED:
+sent once, and a replica's death never stalls the outbox).
+
 Each is one step of a loop the service runs for ever (``_forever``); a database that is
 away makes a step log and give up until the next, never fail the service. One bad item
 never stops a loop: it is set aside in ``quarantine`` (``app.store.quarantine``) and the
@@ -61,6 +65,9 @@ class Upkeep:
     # What waits for the catch-up to yield between its batches (agents' pushes).
     foreground: Foreground = field(default_factory=Foreground)
     quarantine: Quarantine = field(default_factory=Quarantine)
+    # Whether this replica keeps the rollups and retention (the leader, app.store.leader):
+    # once is enough, and replicas doing both at once would contend on the same rows.
+    leading: Callable[[], bool] = field(default=lambda: True)
 
     def loops(self) -> list[Callable[[], Awaitable[None]]]:
         loops: list[Callable[[], Awaitable[None]]] = [self.rollup_loop, self.prune_loop]
@@ -75,10 +82,12 @@ class Upkeep:
     async def rollup_loop(self) -> None:
         # The first pass reaches back over all raw samples: runs stored while no process
         # kept rollups (an upgrade, an import) are added while their samples are there.
-        await self._catch_up(utcnow() - self._retention())
+        reach = self._retention()
         while True:
+            if self.leading():
+                await self._catch_up(utcnow() - reach)
+                reach = ROLLUP_LOOKBACK
             await asyncio.sleep(CATCH_UP_EVERY_S)
-            await self._catch_up(utcnow() - ROLLUP_LOOKBACK)
 
     async def _catch_up(self, since: datetime) -> None:
         """Runs added since ``since``; a pass that fails for something no run of it can be
@@ -107,8 +116,11 @@ class Upkeep:
         return timedelta(days=self.raw_retention_days)
 
     async def prune_loop(self) -> None:
-        await self.prune(utcnow())
-        await asyncio.sleep(PRUNE_EVERY_S)
+        if self.leading():
+            await self.prune(utcnow())
+            await asyncio.sleep(PRUNE_EVERY_S)
+        else:
+            await asyncio.sleep(CATCH_UP_EVERY_S)  # a replica that takes the lead prunes soon
 
     async def prune(self, now: datetime) -> None:
         """Raw samples past the retention (on PostgreSQL whole days, made ahead too), the

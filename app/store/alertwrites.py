@@ -133,7 +133,11 @@ def save_detector_state(session: Session, state: DetectorState) -> None:
 _STATE_KEY = ["target", "vantage"]
 
 
-def detector_states(session: Session) -> list[DetectorState]:
+def detector_states(session: Session, target: str | None = None) -> list[DetectorState]:
+    """Every (target, vantage)'s state, or ``target``'s alone."""
+    query = select(DetectorStateRow)
+    if target is not None:
+        query = query.where(DetectorStateRow.target == target)
     return [
         DetectorState(
             r.target,
@@ -146,23 +150,32 @@ def detector_states(session: Session) -> list[DetectorState]:
             r.updated_at,
             {name: [float(v) for v in values] for name, values in (r.cusums or {}).items()},
         )
-        for r in session.scalars(select(DetectorStateRow))
+        for r in session.scalars(query)
     ]
 
 
-def alerts_opened_in(session: Session, states: tuple[str, ...]) -> list[AlertRecord]:
-    """The alerts in any of ``states``, oldest opened first."""
+def alerts_opened_in(
+    session: Session, states: tuple[str, ...], target: str | None = None
+) -> list[AlertRecord]:
+    """The alerts in any of ``states`` (of ``target`` alone, if given), oldest opened first."""
     query = select(AlertRow).where(AlertRow.state.in_(states)).order_by(AlertRow.opened_at)
+    if target is not None:
+        query = query.where(AlertRow.target == target)
     return [AlertRecord.of(row) for row in session.scalars(query)]
 
 
-def resolved_since(session: Session, state: str, since: datetime) -> list[AlertRecord]:
-    """Alerts in ``state`` (resolved) that got there at ``since`` or later, oldest first."""
+def resolved_since(
+    session: Session, state: str, since: datetime, target: str | None = None
+) -> list[AlertRecord]:
+    """Alerts in ``state`` (resolved) that got there at ``since`` or later (of ``target``
+    alone, if given), oldest first."""
     query = (
         select(AlertRow)
         .where(AlertRow.state == state, AlertRow.resolved_at >= since)
         .order_by(AlertRow.resolved_at)
     )
+    if target is not None:
+        query = query.where(AlertRow.target == target)
     return [AlertRecord.of(row) for row in session.scalars(query)]
 
 

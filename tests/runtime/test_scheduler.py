@@ -246,3 +246,38 @@ async def test_the_scheduler_keeps_to_its_schedule_until_a_due_run_is_a_grace_ov
         assert not watch.on_schedule(now)
     finally:
         await watch.stop(1.0)
+
+
+async def test_a_slot_passed_to_an_owner_that_left_is_probed_late_within_its_cell() -> None:
+    recorder = Recorder()
+    here = [False]  # whether this replica owns the target's slots (app.replicas)
+    watch = Watch(recorder, VANTAGE, owns=lambda _name, _slot: here[0])
+    watch.apply([target("a", interval="1h")])
+    watch.start(paused=False)
+    try:
+        await watch._job("a")  # its owner was live: passed
+        assert (recorder.calls, watch.passed) == ([], 1)
+        assert watch.take_passed() == []  # still the other's
+        here[0] = True  # its lease turned out to end before the slot
+        slot = Grid.of("a", VANTAGE, 3600).slot(datetime.now(UTC))
+        assert watch.take_passed() == ["a"]
+        await until(lambda: recorder.finished == 1)
+        assert recorder.slots == [("a", slot)]
+        assert watch.take_passed() == []  # once
+    finally:
+        await watch.stop(1.0)
+
+
+async def test_a_passed_slot_whose_cell_is_over_is_left_to_the_next() -> None:
+    recorder = Recorder()
+    watch = Watch(recorder, VANTAGE, owns=lambda _name, _slot: False)
+    watch.apply([target("a", interval="1h")])
+    watch.start(paused=False)
+    try:
+        await watch._job("a")
+        watch.owns = lambda _name, _slot: True
+        assert watch.take_passed(datetime.now(UTC) + timedelta(hours=1)) == []
+        assert watch.take_passed() == []  # forgotten, not kept for later
+        assert recorder.calls == []
+    finally:
+        await watch.stop(1.0)

@@ -1,12 +1,13 @@
-"""Replicas on one PostgreSQL database: exactly one schedules, and another takes over."""
+"""Replicas on one PostgreSQL database: exactly one leads (keeps rollups and retention), and
+another takes over; the helpers the replicas' process tests share (tests/faults). How they
+share the probing: tests/faults/test_replicas_share.py."""
 
 from __future__ import annotations
 
 import asyncio
-import signal
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 
@@ -310,68 +311,3 @@ def assert_never_two_at_once(runs: list[Run]) -> None:
 def leads(replica: Serve) -> bool:
     health = replica.health()
     return health is not None and health["leader"] is True
-
-
-@pytest.mark.process
-def test_one_replica_schedules_and_the_other_takes_over_when_it_is_killed(
-    tmp_path: Path, sim: SimServer, postgres_url: str, replicas: Callable[..., Serve]
-) -> None:
-    config = targets_file(tmp_path, sim)
-    env = {
-        "PHASEWATCH_DATABASE_URL": postgres_url,
-        "PHASEWATCH_VANTAGE": "replicated",
-        "PHASEWATCH_LEADER_CHECK_S": str(CHECK_S),
-    }
-    # Started together, like replicas of one deployment.
-    pair = [replicas("a", config, **env), replicas("b", config, **env)]
-    for replica in pair:
-        replica.wait_ready()
-    eventually(lambda: all(len(s) >= 2 for s in stored_runs(postgres_url).values()), 10, "runs")
-
-    (leader,) = [replica for replica in pair if leads(replica)]
-    (follower,) = [replica for replica in pair if replica is not leader]
-    assert "standing by" in follower.output() and "took the lead" not in follower.output()
-    assert "leading;" in leader.output() or "took the lead" in leader.output()
-
-    # One scheduler: one run per slot of one grid per target, never two together.
-    before = {name: len(runs) for name, runs in stored_runs(postgres_url).items()}
-
-    def three_more() -> dict[str, list[Run]] | None:
-        runs = stored_runs(postgres_url)
-        return runs if all(len(runs[n]) >= before[n] + 3 for n in TARGETS) else None
-
-    during = eventually(three_more, 30, "three more runs of each target")
-    for name in TARGETS:
-        assert_one_scheduler(during[name])
-        assert_never_two_at_once(during[name])
-
-    killed_at = datetime.now(UTC)
-    leader.process.send_signal(signal.SIGKILL)
-    leader.process.wait(timeout=5)
-
-    def since_kill() -> dict[str, list[Run]]:
-        runs = stored_runs(postgres_url).items()
-        return {name: [run for run in r if run.started_at > killed_at] for name, r in runs}
-
-    # The follower's next check finds the lock free and resumes its paused watch: only the
-    # latest slot due runs (coalesced), not the backlog since it started standing by. Its grid
-    # is anchored at its own start, up to an interval from the leader's, so that slot is less
-    # than an interval before the leader's last. (How soon after the kill is a speed, not
-    # checked here.)
-    eventually(lambda: all(since_kill().values()), 30, "follower's runs")
-    assert "took the lead" in follower.output()
-    assert leads(follower)
-    for name, runs in stored_runs(postgres_url).items():
-        by_leader = [run for run in runs if run.started_at <= killed_at]
-        by_follower = [run for run in runs if run.started_at > killed_at]
-        latest_due = by_leader[-1].scheduled_at - timedelta(seconds=INTERVAL_S)
-        assert by_follower[0].scheduled_at > latest_due, (name, runs)
-        assert_never_two_at_once(runs)
-
-    after = eventually(
-        lambda: all(len(r) >= 3 for r in since_kill().values()) and since_kill(), 30, "3 runs"
-    )
-    for runs in after.values():
-        assert_one_scheduler(runs, skipped=1)
-        assert_never_two_at_once(runs)
-    follower.terminate()  # how soon: bench.stop_time

@@ -87,7 +87,7 @@ async def acknowledge(alert_id: str, body: Acknowledgement, service: ServiceDep)
 
 def _acknowledge(service: Service, alert_id: str, body: Acknowledgement) -> None:
     try:
-        service.alerts.acknowledge(alert_id, body.by, utcnow())
+        service.evaluation.acknowledge(alert_id, body.by, utcnow())
     except AlertNotFound:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no alert {alert_id!r}") from None
     except AlertNotOpen as exc:

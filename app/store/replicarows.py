@@ -1,0 +1,142 @@
+"""The replicas' leases and the evaluations one replica asks of another, on PostgreSQL.
+
+``replicas``: one row a live ``serve`` process, renewed by it (``renew``): from when it
+counts (``effective_at``) until when its lease runs (``expires_at``), both on the
+database's clock, so every replica reads the same times. A replica that joins others
+counts from ``settle_s`` after it first renewed (they all see it before it takes targets
+over). One counts at once if no other lease already counts and no other replica holds
+the leader lock (``app.store.leader``: until its own lease is read, the leader of a
+database without this table yet probes everything). An expired lease counts as another
+until it is forgotten (``FORGOTTEN_AFTER``): its replica may only be cut off, probing its
+share into its spool (after an outage longer than a lease, every lease has expired). A
+replica that stops gives its lease up (it expires as it was last renewed), which counts as
+nobody's. Joins are taken one at a time (a transaction-level
+advisory lock), so two replicas starting together never both find themselves alone.
+
+``evaluations_due``: a (target, vantage) whose new run was stored by a replica that does
+not own the target, waiting for the owner to evaluate it (``request``, ``claim``). One row
+a (target, vantage): the evaluator reads the newest runs anyway, so requests coalesce.
+
+The row classes live here, not in app.store.models (at its size limit); app/store/__init__.py
+imports this module, so ``Base.metadata`` always has the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import String, delete, func, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from app.store.leader import LOCK_KEY
+from app.store.models import Base
+
+JOIN_LOCK_KEY = 0x7068_6173_6577_7270 & 0x7FFF_FFFF_FFFF_FFFF  # "phasewrp"
+FORGOTTEN_AFTER = timedelta(hours=1)  # a lease this long expired is deleted
+
+
+class ReplicaRow(Base):
+    """One ``serve`` process's lease (times on the database's clock)."""
+
+    __tablename__ = "replicas"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    joined_at: Mapped[datetime]
+    effective_at: Mapped[datetime]  # takes targets from here
+    renewed_at: Mapped[datetime]
+    expires_at: Mapped[datetime]  # and holds them until here, unless renewed
+
+
+class EvaluationDueRow(Base):
+    """A (target, vantage) with a run its owner has not evaluated yet."""
+
+    __tablename__ = "evaluations_due"
+
+    target: Mapped[str] = mapped_column(String(200), primary_key=True)
+    vantage: Mapped[str] = mapped_column(String(200), primary_key=True)
+    requested_at: Mapped[datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    id: str
+    effective_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Leases:
+    """Every lease not long expired, and the database's time when they were read."""
+
+    now: datetime
+    leases: tuple[Lease, ...]
+
+
+def renew(session: Session, replica: str, lease_s: float, settle_s: float, leading: bool) -> Leases:
+    """Renew (or take) ``replica``'s lease; every lease as it stands after. ``leading``:
+    this replica holds the leader lock."""
+    session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": JOIN_LOCK_KEY})
+    now = _database_now(session)
+    expires = now + timedelta(seconds=lease_s)
+    session.execute(delete(ReplicaRow).where(ReplicaRow.expires_at < now - FORGOTTEN_AFTER))
+    row = session.get(ReplicaRow, replica)
+    if row is None:
+        counting = select(func.count()).where(
+            ReplicaRow.effective_at <= now, ReplicaRow.expires_at > ReplicaRow.renewed_at
+        )
+        first = session.scalar(counting) == 0 and (leading or not _led(session))
+        effective = now if first else now + timedelta(seconds=settle_s)
+        session.add(ReplicaRow(id=replica, joined_at=now, effective_at=effective,
+                               renewed_at=now, expires_at=expires))  # fmt: skip
+    else:
+        row.renewed_at, row.expires_at = now, expires
+    session.flush()
+    rows = session.scalars(select(ReplicaRow).order_by(ReplicaRow.id))
+    return Leases(now, tuple(Lease(r.id, r.effective_at, r.expires_at) for r in rows))
+
+
+def end_lease(session: Session, replica: str) -> None:
+    """``replica`` stops: its lease ends now (given up: expiring as it is renewed), and the
+    others take its targets over, each from its first slot after."""
+    row = session.get(ReplicaRow, replica)
+    if row is not None:
+        row.renewed_at = row.expires_at = _database_now(session)
+
+
+def _led(session: Session) -> bool:
+    """Whether some session holds the leader lock in this database."""
+    held = text(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND classid = :high AND objid = :low AND objsubid = 1"
+    )
+    return bool(session.scalar(held, {"high": LOCK_KEY >> 32, "low": LOCK_KEY & 0xFFFF_FFFF}))
+
+
+def _database_now(session: Session) -> datetime:
+    """The database's clock, which every replica shares (now, after any lock wait)."""
+    now = session.scalar(select(func.clock_timestamp()))
+    assert isinstance(now, datetime)
+    return now
+
+
+def request(session: Session, target: str, vantage: str, now: datetime) -> None:
+    """Ask ``target``'s owner to evaluate ``vantage`` (once, however often asked)."""
+    values = {"target": target, "vantage": vantage, "requested_at": now}
+    session.execute(pg_insert(EvaluationDueRow).values(values).on_conflict_do_nothing())
+
+
+def claim(session: Session, targets: Sequence[str]) -> list[tuple[str, str]]:
+    """The requests for ``targets``, taken (deleted), oldest first."""
+    if not targets:
+        return []
+    taken = (
+        delete(EvaluationDueRow)
+        .where(EvaluationDueRow.target.in_(targets))
+        .returning(EvaluationDueRow.target, EvaluationDueRow.vantage, EvaluationDueRow.requested_at)
+    )
+    rows = sorted(session.execute(taken).all(), key=lambda row: row[2])
+    return [(target, vantage) for target, vantage, _ in rows]

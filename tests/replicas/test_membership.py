@@ -1,0 +1,132 @@
+"""Leases on a real PostgreSQL: who counts from when, and the evaluations asked of owners."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from app.replicas.assign import owner
+from app.replicas.membership import Replicas
+from app.store import replicarows
+from app.store.db import make_engine, make_sessions
+
+pytestmark = pytest.mark.postgres
+
+LEASE_S = 30.0
+TARGETS = [f"t{k}" for k in range(60)]
+
+
+@pytest.fixture
+def engine(postgres_url: str) -> Iterator[Engine]:
+    made = make_engine(postgres_url)
+    yield made
+    made.dispose()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replica(engine: Engine, name: str, clock: Clock | None = None) -> Replicas:
+    return Replicas(make_sessions(engine), True, LEASE_S, name, clock or Clock())
+
+
+def test_the_first_replica_counts_at_once_and_a_joiner_after_two_renewals(engine: Engine) -> None:
+    first, second = replica(engine, "a"), replica(engine, "b")
+    assert first.waiting and not first.owns("t1", 0)  # no lease read: nothing owned
+    view_a = first.renew()
+    view_b = second.renew()
+    assert view_a is not None and view_b is not None
+    (a,) = view_a.members
+    assert a.effective_ms == view_a.read_ms  # alone: counts at once
+    b = {m.id: m for m in view_b.members}["b"]
+    settle_ms = round(second.settle_s * 1000)
+    assert b.effective_ms == view_b.read_ms + settle_ms
+    assert b.expires_ms == view_b.read_ms + round(LEASE_S * 1000)
+    # The first reads the joiner's lease at its next renewal, before the joiner counts:
+    # until then it owns everything; from then on they share.
+    first.renew()
+    assert first.share(TARGETS, b.effective_ms - 1) == TARGETS
+    both = first.share(TARGETS, b.effective_ms) + second.share(TARGETS, b.effective_ms)
+    assert sorted(both) == sorted(TARGETS)
+    assert second.share(TARGETS, b.effective_ms) == [
+        t for t in TARGETS if owner(t, ["a", "b"]) == "b"
+    ]
+
+
+def test_a_renewal_extends_the_lease_and_keeps_the_effective_time(engine: Engine) -> None:
+    one = replica(engine, "a")
+    first = one.renew()
+    again = one.renew()
+    assert first is not None and again is not None
+    assert again.members[0].effective_ms == first.members[0].effective_ms
+    assert again.members[0].expires_ms >= first.members[0].expires_ms
+
+
+def test_a_replica_that_leaves_ends_its_lease_and_the_other_takes_everything(
+    engine: Engine,
+) -> None:
+    staying, leaving = replica(engine, "a"), replica(engine, "b")
+    staying.renew()
+    joined = leaving.renew()
+    assert joined is not None
+    leaving.leave()
+    view = staying.renew()
+    assert view is not None
+    after = view.read_ms + round(staying.settle_s * 1000)
+    assert staying.share(TARGETS, after) == TARGETS
+    assert staying.live(after) == 1
+
+
+def test_leases_are_not_believed_once_not_read_for_half_a_lease(engine: Engine) -> None:
+    clock = Clock()
+    one = replica(engine, "a", clock)
+    one.renew()
+    assert one.stale_s() is None
+    clock.now = LEASE_S / 2
+    assert one.stale_s() == LEASE_S / 2
+    view = one.view()
+    assert view is not None and not view.current
+    far = view.read_ms + round(LEASE_S * 10_000)  # long past its own lease's end
+    assert one.share(TARGETS, far) == TARGETS  # it keeps its share through the outage
+
+
+def test_a_replica_whose_database_is_away_keeps_its_last_view(tmp_path: Path) -> None:
+    away = make_engine("postgresql+psycopg://postgres@127.0.0.1:9/none?connect_timeout=1")
+    try:
+        one = Replicas(make_sessions(away), True, LEASE_S, "a")
+        assert one.renew() is None and one.waiting
+        assert one.problem is not None
+    finally:
+        away.dispose()
+
+
+def test_sqlite_owns_everything_without_leases(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path}/one.db")
+    try:
+        one = Replicas(make_sessions(engine), False, LEASE_S, "a")
+        assert one.renew() is None and not one.waiting
+        assert one.share(TARGETS, 0) == TARGETS and one.live() == 1
+    finally:
+        engine.dispose()
+
+
+def test_evaluations_asked_coalesce_and_are_claimed_by_target(engine: Engine) -> None:
+    sessions = make_sessions(engine)
+    with sessions.begin() as session:
+        now = replicarows._database_now(session)
+        for k, (target, vantage) in enumerate([("x", "v1"), ("x", "v1"), ("y", "v1"), ("x", "v2")]):
+            replicarows.request(session, target, vantage, now + timedelta(seconds=k))
+    with sessions.begin() as session:
+        assert replicarows.claim(session, ["x"]) == [("x", "v1"), ("x", "v2")]
+    with sessions.begin() as session:
+        assert replicarows.claim(session, ["x", "y"]) == [("y", "v1")]
+        assert replicarows.claim(session, []) == []
