@@ -113,9 +113,15 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
     rows = padded([digest_values(d) for d in digests])  # a repeated row conflicts: skipped
     inserted = set(session.scalars(statement, rows).all())
     fresh = [d for d in digests if d.run_id in inserted]
-    merged = {key: merge_digests(parts) for key, parts in sorted(by_rollup(fresh).items())}
+    merged = {key: _one(parts) for key, parts in sorted(by_rollup(fresh).items())}
     _merge_into(session, sorted(merged.keys() - _insert_new(session, merged, now)), merged, now)
     return len(fresh)
+
+
+def _one(parts: list[Digest]) -> Digest:
+    """The parts as one digest; a lone part is already that (merging it copies it, the same
+    numbers: a catch-up batch holds one run of most rollup rows)."""
+    return parts[0] if len(parts) == 1 else merge_digests(parts)
 
 
 RollupKey = tuple[int, str, int, datetime]
