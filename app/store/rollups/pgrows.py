@@ -39,13 +39,15 @@ _LOCKED = f"""
 _PRESENT = f"""
     SELECT r.target_id, r.vantage, r.period_s, r.period_start
     FROM rollups AS r JOIN {_KEYS} ON {_MATCH}"""
+# The new values as one JSON array of rows (one orjson call; psycopg's text arrays escape
+# each element's JSON in Python), unpacked by the server as ``app.store.ingest`` does.
 _UPDATE = f"""
     UPDATE rollups AS r
-    SET runs = k.runs, n = k.n, total_p50 = k.total_p50, digest = k.digest::jsonb,
+    SET runs = k.runs, n = k.n, total_p50 = k.total_p50, digest = k.digest,
         updated_at = %(now)s
-    FROM unnest(%(t)s::integer[], %(v)s::text[], %(p)s::integer[], %(s)s::timestamptz[],
-                %(runs)s::integer[], %(n)s::integer[], %(p50)s::float8[], %(digest)s::text[])
-         AS k(target_id, vantage, period_s, period_start, runs, n, total_p50, digest)
+    FROM jsonb_to_recordset(%(rows)s::jsonb)
+         AS k(target_id integer, vantage text, period_s integer, period_start timestamptz,
+              runs integer, n integer, total_p50 float8, digest jsonb)
     WHERE {_MATCH}"""
 
 
@@ -76,10 +78,18 @@ def update(
     """Each key's row set to its ``rollup_values`` (one ``updated_at``: the first's)."""
     if not keys:
         return
-    params: dict[str, Any] = _arrays(keys)
-    params["runs"] = [row["runs"] for row in values]
-    params["n"] = [row["n"] for row in values]
-    params["p50"] = [row["total_p50"] for row in values]
-    params["digest"] = [json_dumps_text(row["digest"]) for row in values]
-    params["now"] = values[0]["updated_at"]
+    rows = [
+        {
+            "target_id": key[0],
+            "vantage": key[1],
+            "period_s": key[2],
+            "period_start": key[3],
+            "runs": row["runs"],
+            "n": row["n"],
+            "total_p50": row["total_p50"],
+            "digest": row["digest"],
+        }
+        for key, row in zip(keys, values, strict=True)
+    ]
+    params = {"rows": json_dumps_text(rows), "now": values[0]["updated_at"]}
     connection.exec_driver_sql(_UPDATE, params)
