@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -124,13 +124,34 @@ def save_detector_state(session: Session, state: DetectorState) -> None:
         "updated_at": state.updated_at,
         "cusums": {name: list(values) for name, values in state.cusums.items()},
     }
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    statement = insert(DetectorStateRow).values(values)
-    kept = {name: statement.excluded[name] for name in values if name not in _STATE_KEY}
-    session.execute(statement.on_conflict_do_update(index_elements=_STATE_KEY, set_=kept))
+    session.connection().execute(_STATE_UPSERTS[session.get_bind().dialect.name], values)
 
 
 _STATE_KEY = ["target", "vantage"]
+_STATE_COLUMNS = (
+    "target",
+    "vantage",
+    "tail_score",
+    "tail_runs",
+    "last_run_id",
+    "rebase_at",
+    "excluded",
+    "updated_at",
+    "cusums",
+)
+
+
+def _state_upsert(insert: Any) -> Any:
+    """The upsert, built once per dialect: an evaluation only binds its values (building
+    and caching the statement anew each time was most of its cost, bench/fleet.py)."""
+    table = DetectorStateRow.__table__.c
+    binds = {name: bindparam(name, type_=table[name].type) for name in _STATE_COLUMNS}
+    statement = insert(DetectorStateRow).values(binds)
+    kept = {name: statement.excluded[name] for name in _STATE_COLUMNS if name not in _STATE_KEY}
+    return statement.on_conflict_do_update(index_elements=_STATE_KEY, set_=kept)
+
+
+_STATE_UPSERTS = {"postgresql": _state_upsert(pg_insert), "sqlite": _state_upsert(sqlite_insert)}
 
 
 def detector_states(session: Session, target: str | None = None) -> list[DetectorState]:

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunCount, RunData, run_from_samples
@@ -50,6 +50,12 @@ FED_VANTAGES_TTL = timedelta(seconds=RESYNC_S)
 UNASKED_KEPT = 16
 
 Key = tuple[str, str]
+# The newest complete run of a (target, vantage): built once, asked at every evaluation.
+_NEWEST = (
+    heads_of(bindparam("target"), bindparam("vantage"))
+    .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+    .limit(1)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +167,9 @@ class DatabaseHistory:
         """The database's newest complete run of ``key`` is the newest kept: no other
         process (another replica taking an agent's pushes, an import) stored a newer one
         since. One index seek; the samples of the runs kept are never read again."""
-        with self.sessions() as session:
-            newest = session.execute(
-                heads_of(*key).order_by(RunRow.started_at.desc(), RunRow.id.desc()).limit(1)
-            ).first()
+        engine = self.sessions.kw["bind"]
+        with engine.connect() as connection:  # a Core connection: no Session to set up
+            newest = connection.execute(_NEWEST, {"target": key[0], "vantage": key[1]}).first()
         recent = self._recent.get(key, [])
         if newest is None or not recent:
             return newest is None and not recent

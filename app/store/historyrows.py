@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import BindParameter, Select, select
 from sqlalchemy.orm import Session
 
 from app.store.inlists import padded
@@ -30,7 +30,11 @@ class StoredSample:
     details: dict[str, Any]  # STREAM_DETAILS only: for TPOT and stall objectives
 
 
-def heads_of(target: str, vantage: str) -> Select[uuid.UUID, datetime, int]:
+def heads_of(
+    target: str | BindParameter[str], vantage: str | BindParameter[str]
+) -> Select[uuid.UUID, datetime, int]:
+    """A series' complete runs (id, start, samples); ``target`` and ``vantage`` values, or
+    bind parameters for a statement built once."""
     return (
         select(RunRow.id, RunRow.started_at, RunRow.n_samples)
         .join(TargetRow, RunRow.target_id == TargetRow.id)

@@ -152,3 +152,21 @@ def test_digest_summary_matches_summarize_with_phases_missing_in_some_runs() -> 
             assert abs(merged.phases[name].quantiles[label] - value) <= BOUND * abs(value)
         # Shares are ratios of medians: each within 1 %, so the share within about 2 %.
         assert merged.phases[name].share == pytest.approx(stats.share, rel=2.05e-2)
+
+
+@pytest.mark.parametrize(
+    "samples",
+    [
+        [],
+        [SampleRecord(0, T0, "error", 0.0, {}, error_class="ConnectError")],
+        _samples(np.random.default_rng(7), {"connect": 3.0, "server": 90.0}, 40),
+        _samples(np.random.default_rng(8), {"dns": 0.0005, "connect": 3.0, "wait": 9.0}, 5),
+    ],
+    ids=["empty", "errors-only", "two-phases", "below-the-floor"],
+)
+def test_a_lone_digest_merged_is_itself(samples: list[SampleRecord]) -> None:
+    """The rollups keep a lone part of a rollup row as it is instead of merging it
+    (app.store.rollups.digests): the same row either way."""
+    digest = digest_of(samples)
+    assert merge_digests([digest]).to_json() == digest.to_json()
+    assert merge_digests([digest]).summary() == digest.summary()

@@ -36,6 +36,7 @@ from app.store.inlists import padded
 from app.store.models import RollupRow, RunDigestRow, TargetRow
 from app.store.prune import prune_rows
 from app.store.records import RunRecord, RunStatus
+from app.store.rollups import pgrows
 from app.store.targets import insert_unless_present
 
 PERIODS = (300, 900, 3600, 21600, 86400)  # 5 min, 15 min, 1 h, 6 h, 1 day
@@ -112,9 +113,15 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
     rows = padded([digest_values(d) for d in digests])  # a repeated row conflicts: skipped
     inserted = set(session.scalars(statement, rows).all())
     fresh = [d for d in digests if d.run_id in inserted]
-    merged = {key: merge_digests(parts) for key, parts in sorted(by_rollup(fresh).items())}
+    merged = {key: _one(parts) for key, parts in sorted(by_rollup(fresh).items())}
     _merge_into(session, sorted(merged.keys() - _insert_new(session, merged, now)), merged, now)
     return len(fresh)
+
+
+def _one(parts: list[Digest]) -> Digest:
+    """The parts as one digest; a lone part is already that (merging it copies it, the same
+    numbers: a catch-up batch holds one run of most rollup rows)."""
+    return parts[0] if len(parts) == 1 else merge_digests(parts)
 
 
 RollupKey = tuple[int, str, int, datetime]
@@ -158,6 +165,9 @@ def _present(session: Session, keys: list[RollupKey]) -> set[RollupKey]:
     """Which of ``keys`` have a rollup row (read without a lock: a hint, see ``_insert_new``)."""
     if not keys:
         return set()
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        return pgrows.present(connection, keys)
     key_columns = [ROLLUPS.c[name] for name in KEY_COLUMNS]
     query = select(*key_columns).where(tuple_(*key_columns).in_(keys))
     return {(row[0], row[1], row[2], row[3]) for row in session.execute(query)}
@@ -174,6 +184,12 @@ def _merge_into(
     """
     if not keys:
         return
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":  # the keys as arrays: see pgrows
+        stored = pgrows.locked(connection, keys)
+        values = [_merged(stored[key], merged[key], now) for key in keys]
+        pgrows.update(connection, keys, values)
+        return
     key_columns = [ROLLUPS.c[name] for name in KEY_COLUMNS]
     query = (
         select(*key_columns, ROLLUPS.c.digest)
@@ -184,10 +200,15 @@ def _merge_into(
     stored = {(row[0], row[1], row[2], row[3]): row[4] for row in session.execute(query)}
     rows = []
     for key in keys:
-        digest = merge_digests([Digest.from_json(stored[key]), merged[key]])
         keyed = {f"key_{name}": value for name, value in zip(KEY_COLUMNS, key, strict=True)}
-        rows.append({**keyed, **{f"new_{k}": v for k, v in rollup_values(digest, now).items()}})
-    session.connection().execute(_UPDATE, rows)
+        new = _merged(stored[key], merged[key], now)
+        rows.append({**keyed, **{f"new_{k}": v for k, v in new.items()}})
+    connection.execute(_UPDATE, rows)
+
+
+def _merged(document: Any, part: Digest, now: datetime) -> dict[str, Any]:
+    """A stored rollup's new values with ``part`` merged in."""
+    return rollup_values(merge_digests([Digest.from_json(document), part]), now)
 
 
 _UPDATE = (
