@@ -7,11 +7,11 @@ noise the vantages share; the newest ``level_window_runs`` runs of each vantage 
 summed. Its crossing is the service's ``level_shift`` once the phase grew at every vantage
 (a path's change stays the vantage's own alert). One level story at a time: while a
 vantage's own ``level_shift`` is active the service's does not open, and while the
-service's is, no vantage's opens. A vantage's own crossing on phases the server spends,
-which no other vantage saw grow over the same runs, needs ``UNSEEN_FACTOR`` × the
-threshold (``unseen``): the server is one, so what it spends more is seen from each
-vantage; a slowdown only one of them reads is most often that vantage's own run-to-run
-wander. The state, in every vantage's
+service's is, no vantage's opens. A vantage's own crossing on the server's work per request
+(prefill, generation), which no other vantage saw grow over the same runs, needs
+``UNSEEN_FACTOR`` × the threshold (``unseen``): the server is one, so its work taking
+longer is seen from each vantage; a slowdown only one of them reads is most often that
+vantage's own run-to-run wander. The state, in every vantage's
 ``DetectorMemory.cusums["level_pool"]``: the vantages pooled, then the rows of increments.
 """
 
@@ -36,9 +36,10 @@ from app.analysis.levelpool import POOLED, grew_everywhere, pooled_steps, weight
 from app.analysis.runs import Array, RunData
 
 KEY = "level_pool"
-# The phases the server spends: slower, they are slower from every vantage. (Transfer,
-# pooled too, also streams through each vantage's own path: not one of them.)
-SERVER_PHASES = ("queue", "prefill", "generation", "server")
+# The server's work on each request: slower, it is slower from every vantage. (Not the
+# queue, nor a server time with the queue in it: a wait follows the load of the moment each
+# vantage's run meets; nor transfer, pooled too, which streams through each one's path.)
+SERVER_PHASES = ("prefill", "generation")
 # A vantage's crossing on those alone, that no other vantage saw grow, is held until its
 # CUSUM reaches this many times the threshold (bench/detection/README.md, "A slowdown only
 # one vantage reads"): a persisting one still fires, a run longer; a few runs' wander not.
@@ -164,8 +165,8 @@ class PooledLevel:
         numbers: dict[str, object],
         params: d.DetectorParams,
     ) -> bool:
-        """A vantage's ``level_shift`` hit (its ``numbers``) crossed on phases the server
-        spends alone, which the service lane pools and no other vantage of the target saw
+        """A vantage's ``level_shift`` hit (its ``numbers``) crossed on ``SERVER_PHASES``
+        alone, which the service lane pools and no other vantage of the target saw
         grow by half their least slowdown worth an alert over as many runs, and short of
         ``UNSEEN_FACTOR`` × the threshold."""
         target = run.target
