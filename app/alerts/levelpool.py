@@ -7,7 +7,11 @@ noise the vantages share; the newest ``level_window_runs`` runs of each vantage 
 summed. Its crossing is the service's ``level_shift`` once the phase grew at every vantage
 (a path's change stays the vantage's own alert). One level story at a time: while a
 vantage's own ``level_shift`` is active the service's does not open, and while the
-service's is, no vantage's opens. The state, in every vantage's
+service's is, no vantage's opens. A vantage's own crossing on the server's work per request
+(prefill, generation), which no other vantage saw grow over the same runs, needs
+``UNSEEN_FACTOR`` × the threshold (``unseen``): the server is one, so its work taking
+longer is seen from each vantage; a slowdown only one of them reads is most often that
+vantage's own run-to-run wander. The state, in every vantage's
 ``DetectorMemory.cusums["level_pool"]``: the vantages pooled, then the rows of increments.
 """
 
@@ -32,6 +36,14 @@ from app.analysis.levelpool import POOLED, grew_everywhere, pooled_steps, weight
 from app.analysis.runs import Array, RunData
 
 KEY = "level_pool"
+# The server's work on each request: slower, it is slower from every vantage. (Not the
+# queue, nor a server time with the queue in it: a wait follows the load of the moment each
+# vantage's run meets; nor transfer, pooled too, which streams through each one's path.)
+SERVER_PHASES = ("prefill", "generation")
+# A vantage's crossing on those alone, that no other vantage saw grow, is held until its
+# CUSUM reaches this many times the threshold (bench/detection/README.md, "A slowdown only
+# one vantage reads"): a persisting one still fires, a run longer; a few runs' wander not.
+UNSEEN_FACTOR = 1.5
 
 
 class PooledLevel:
@@ -144,6 +156,42 @@ class PooledLevel:
         if told or not grew_everywhere(means, least):
             return d.Finding(d.Signal.HOLD, found.numbers)
         return found
+
+    def unseen(
+        self,
+        view: EvaluatorView,
+        vantage: str,
+        run: RunData,
+        numbers: dict[str, object],
+        params: d.DetectorParams,
+    ) -> bool:
+        """A vantage's ``level_shift`` hit (its ``numbers``) crossed on ``SERVER_PHASES``
+        alone, which the service lane pools and no other vantage of the target saw
+        grow by half their least slowdown worth an alert over as many runs, and short of
+        ``UNSEEN_FACTOR`` × the threshold."""
+        target = run.target
+        vantages = self.history.vantages(target, run.at)
+        memories = [view.memory(target, v) for v in vantages]
+        levels = _levels(memories, params) if vantage in vantages else None
+        crossed = numbers.get("crossed")
+        if levels is None or not isinstance(crossed, list) or not crossed:
+            return False
+        weight = self._weight(target, vantages, memories, levels)
+        server = {n for n, w in zip(POOLED, weight, strict=True) if w > 0 and n in SERVER_PHASES}
+        scores = numbers.get("cusum_by_series")
+        assert isinstance(scores, dict)
+        bar = UNSEEN_FACTOR * params.level_threshold
+        if any(name not in server or scores[name] >= bar for name in crossed):
+            return False
+        runs = numbers.get("runs")
+        count = max(2, runs if isinstance(runs, int) else 1)
+        for other, level in zip(vantages, levels, strict=True):
+            newest = self.history.last(target, other, count) if other != vantage else []
+            for name in crossed if newest else ():
+                grown = _mean_growth(level, newest, name, params)
+                if grown is None or grown[0] >= grown[1] / 2:
+                    return False
+        return True
 
 
 def _levels(

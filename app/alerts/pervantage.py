@@ -118,7 +118,8 @@ class PerVantage:
         self, view: EvaluatorView, found: Found, target: str, vantage: str, inputs: d.Inputs
     ) -> Found:
         """The service's ``level_shift`` (app.alerts.levelpool); while it is active, this
-        vantage's own does not open beside it (one level story at a time)."""
+        vantage's own does not open beside it (one level story at a time), nor on a server
+        phase's slowdown no other vantage sees, unless it is large (``PooledLevel.unseen``)."""
         severity = d.DETECTORS[LEVEL].severity
         service = self._identity(LEVEL, target, None, severity)
         pooled = self._pooled.signals(
@@ -129,7 +130,13 @@ class PerVantage:
         finding = found.get(own)
         if finding is not None and finding.signal is d.Signal.HIT and not opened:
             service_hit = service in pooled and pooled[service].signal is d.Signal.HIT
-            if service_hit or service_level_active(view.alerts, target):
+            if (
+                service_hit
+                or service_level_active(view.alerts, target)
+                or self._pooled.unseen(
+                    view, vantage, inputs.recent[-1], finding.numbers, inputs.params
+                )
+            ):
                 pooled[own] = d.Finding(d.Signal.HOLD, finding.numbers)
         return pooled
 

@@ -83,3 +83,50 @@ def test_the_lane_is_off_at_threshold_zero() -> None:
     replay = Replay(PARAMS.model_copy(update={"level_pooled_threshold": 0}))
     replay.feed(timeline(1, {"eu": 2.0, "us": 2.0}))
     assert all(vantage is not None for vantage, _ in firing(replay))
+
+
+def generation_timeline(
+    seed: int, slowed: dict[str, float], runs: int, vantages: tuple[str, ...]
+) -> list[RunData]:
+    """As ``timeline``, the generation of the vantages in ``slowed`` × their factor for
+    ``runs`` runs from CHANGE on (each run of LLM's own noise otherwise)."""
+    rng = np.random.default_rng(seed)
+    found, at = [], T0
+    while at < END:
+        for offset, name in enumerate(vantages):
+            blip = CHANGE <= at < CHANGE + runs * EVERY
+            factor = slowed.get(name, 1.0) if blip else 1.0
+            medians = LLM | {"generation": LLM["generation"] * factor}
+            when = at + timedelta(minutes=4 * offset)
+            found.append(make_run(rng, when, medians, vantage=name))
+        at += EVERY
+    return sorted(found, key=lambda run: run.at)
+
+
+FOREVER = 10_000
+
+
+@pytest.mark.parametrize(
+    ("vantages", "slowed", "runs", "fired"),
+    [
+        # Two runs of a server phase 1.5× slower at a target's only vantage: told.
+        (("eu",), {"eu": 1.5}, 2, {"eu"}),
+        # The same two runs where a second vantage saw no such thing: the server is one,
+        # what it spends more is seen from each; held under 1.5× the threshold.
+        (("eu", "us"), {"eu": 1.5}, 2, set()),
+        # Persisting at that one vantage, it reaches 1.5× the threshold: told, as that
+        # vantage's (a replica only its requests reach).
+        (("eu", "us"), {"eu": 1.5}, FOREVER, {"eu"}),
+        # Seen at every vantage: told (the service's, or a vantage's first).
+        (("eu", "us"), {"eu": 1.5, "us": 1.5}, 2, {"eu", "us", None}),
+    ],
+)
+def test_a_server_phase_slower_at_one_vantage_alone_needs_more_evidence(
+    vantages: tuple[str, ...], slowed: dict[str, float], runs: int, fired: set[str | None]
+) -> None:
+    replay = Replay(PARAMS)
+    replay.feed(generation_timeline(5, slowed, runs, vantages))
+    got = {vantage for vantage, _ in firing(replay)}
+    assert got <= fired if len(fired) > 1 else got == fired
+    if len(fired) > 1:
+        assert got  # told, by one lane or the other
