@@ -21,6 +21,7 @@ from app.store.ingest import store_run
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
 from app.store.prune import prune_samples
 from app.store.reads.breakdown import breakdown, current_breakdowns, last_runs
+from app.store.reads.digestbreakdowns import digest_breakdowns
 from app.store.reads.sparklines import sparklines
 from app.store.reads.timeseries import bucket_count, source_period, time_series
 from app.store.records import RunRecord
@@ -426,6 +427,33 @@ def test_overview_shows_a_new_run_age_at_once_and_its_numbers_once_digested(
     expected = exact([t for t, _ in timed(digested + newest)])
     for name, value in expected.items():
         assert abs(after[1].total[name] - value) <= BOUND * value
+
+
+def test_a_pages_breakdowns_and_sparklines_are_those_of_the_whole_fleet(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The overview reads only its page's series: the same numbers as reading them all."""
+    stored = [
+        runs(3, start=NOW - timedelta(minutes=50), target=t, vantage=v, seed=i)
+        for i, (t, v) in enumerate([("a", "eu"), ("a", "us"), ("b", "eu"), ("c", "eu")])
+    ]
+    old = runs(2, start=NOW - timedelta(hours=5), target="d", vantage="eu", seed=9)
+    store(sessions, [r for group in stored for r in group] + old)
+    with sessions() as session:
+        last = last_runs(session, NOW)
+        every = digest_breakdowns(session, (NOW - timedelta(hours=1), NOW), last)
+        lines = sparklines(session, NOW, hours=6)
+        names = {b.target: pair[0] for pair, b in every.items()}
+        page = [(names["a"], "us"), (names["d"], "eu"), (names["b"], "eu")]
+        paged = digest_breakdowns(session, (NOW - timedelta(hours=1), NOW), last, page)
+        page_lines = sparklines(session, NOW, hours=6, targets={names["a"], names["d"]})
+    assert len(last) == 5  # every series has its latest run
+    assert sorted(paged) == sorted(page)
+    for pair in page:
+        assert paged[pair].to_json() == every[pair].to_json(), pair
+    assert paged[(names["d"], "eu")].runs == 2  # no run this hour: the hour up to its last
+    assert page_lines == {k: v for k, v in lines.items() if k[0] in ("a", "d")}
+    assert set(page_lines) == {("a", "eu"), ("a", "us"), ("d", "eu")}
 
 
 def test_last_runs_read_one_row_a_series_however_old_its_runs(
