@@ -16,7 +16,7 @@ from app.csvio.importer import import_samples
 from app.runs.dbsink import DatabaseSink
 from app.store.db import transaction, write_connection
 from app.store.ingest import store_run_on
-from app.store.reads.latestruns import last_runs, latest_runs
+from app.store.reads.latestruns import MANY, last_runs, latest_runs
 from app.store.records import RunRecord, SampleRecord
 from app.store.serieslatest import SeriesLatestRow, rebuild
 from tests.runfactory import store_records
@@ -123,3 +123,13 @@ def test_last_runs_before_a_past_now_seek_the_runs(sessions: sessionmaker[Sessio
         past = last_runs(session, NOW - timedelta(minutes=10))
         assert set(past.values()) == {NOW - timedelta(minutes=50)}
         assert last_runs(session, NOW - timedelta(hours=2)) == {}
+
+
+@pytest.mark.parametrize("padding", [0, MANY + 1], ids=["in-list", "read-whole"])
+def test_latest_runs_of_some_targets_only(sessions: sessionmaker[Session], padding: int) -> None:
+    store_records(sessions, [run("a", "eu", 5), run("b", "eu", 6), run("b", "us", 7)], NOW)
+    with sessions() as session:
+        ids = {r.target: r.target_id for r in latest_runs(session)}
+        unknown = set(range(10**6, 10**6 + padding))  # ids no target has
+        found = latest_runs(session, {ids["b"]} | unknown)
+    assert sorted((r.target, r.vantage) for r in found) == [("b", "eu"), ("b", "us")]
