@@ -56,12 +56,12 @@ from app.store.db import make_engine, make_sessions
 from app.store.migrate import downgrade, upgrade
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
 from app.store.reads.digestbreakdowns import digest_breakdowns
-from app.store.reads.latestruns import latest_runs, latest_times
+from app.store.reads.latestruns import latest_times, series_ranks
 from app.store.reads.sparklines import sparklines
 from app.store.rollups.digests import period_start
 from app.store.serieslatest import rebuild
-from app.store.targets import sync_targets
-from app.web.pages.overview import WINDOW, overview_rows, series_facts, target_intervals
+from app.store.targets import sync_targets, target_intervals
+from app.web.pages.overview import WINDOW, overview_rows, series_facts
 from app.web.pages.overviewpaging import (
     PER_PAGE,
     SHOWS,
@@ -277,11 +277,10 @@ def time_calls(sessions: sessionmaker[Session], now: datetime, repeat: int) -> d
     with sessions() as session:
         page = sorted(latest_times(session))[:PER_PAGE]
     last = dict.fromkeys(page, now)
-    ids = {target for target, _ in page}
     calls: dict[str, Callable[[Session], object]] = {
-        "latest_runs (every series)": latest_runs,
+        "series_ranks (every series)": series_ranks,
         "page breakdowns": lambda s: digest_breakdowns(s, (now - WINDOW, now), last, page),
-        "page sparklines": lambda s: sparklines(s, now, targets=ids),
+        "page sparklines": lambda s: sparklines(s, now, series=page),
         "open_alerts_by_series": open_alerts_by_series,
         "target_intervals": target_intervals,
     }
@@ -301,24 +300,25 @@ def time_render(sessions: sessionmaker[Session], now: datetime, repeat: int) -> 
     """Median ms of the page's own work: every series ranked and one page picked, its rows
     built from the data, and the template."""
     with sessions() as session:
-        latest = latest_runs(session)
-        alerts, intervals = open_alerts_by_series(session), target_intervals(session)
-        page = sorted((run.target_id, run.vantage) for run in latest)[:PER_PAGE]
+        ranks = series_ranks(session)
+        alerts = open_alerts_by_series(session)
+        intervals = {run.target: run.interval_s for run in ranks}
+        page = sorted((run.target_id, run.vantage) for run in ranks)[:PER_PAGE]
         last = dict.fromkeys(page, now)
         found = digest_breakdowns(session, (now - WINDOW, now), last, page)
-        sparks = sparklines(session, now, targets={target for target, _ in page})
+        sparks = sparklines(session, now, series=page)
     template = templates.get_template("overview.html.j2")
     query = OverviewQuery()
     timings = []
     for _ in range(repeat):
         started = time.perf_counter()
-        paged = page_of(series_facts(latest, alerts, intervals, now), query)
+        paged = page_of(series_facts(ranks, alerts, now), query)
         rows = overview_rows([found[p] for p in page], sparks, alerts, intervals, now)
         template.render(
             rows=rows, now=now, section="overview", target_count=len(rows), firing=0, stale=0,
             legend=[], window_text="hour", spark_hours=24, digest_every_s=10.0, query=query,
             paged=paged, links=page_links(query, paged), shows=SHOWS, sorts=SORTS,
-            series_count=len(latest), elsewhere=[], unprobed=[],
+            series_count=len(ranks), elsewhere=[], unprobed=[],
         )  # fmt: skip
         timings.append((time.perf_counter() - started) * 1000)
     return statistics.median(timings)

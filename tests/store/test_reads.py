@@ -446,7 +446,9 @@ def test_a_pages_breakdowns_and_sparklines_are_those_of_the_whole_fleet(
         names = {b.target: pair[0] for pair, b in every.items()}
         page = [(names["a"], "us"), (names["d"], "eu"), (names["b"], "eu")]
         paged = digest_breakdowns(session, (NOW - timedelta(hours=1), NOW), last, page)
-        page_lines = sparklines(session, NOW, hours=6, targets={names["a"], names["d"]})
+        page_lines = sparklines(
+            session, NOW, hours=6, series=[(names["a"], "us"), (names["d"], "eu")]
+        )
     assert len(last) == 5  # every series has its latest run
     assert sorted(paged) == sorted(page)
     for pair in page:

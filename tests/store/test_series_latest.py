@@ -16,7 +16,7 @@ from app.csvio.importer import import_samples
 from app.runs.dbsink import DatabaseSink
 from app.store.db import transaction, write_connection
 from app.store.ingest import store_run_on
-from app.store.reads.latestruns import MANY, last_runs, latest_runs
+from app.store.reads.latestruns import MANY, last_runs, latest_runs, series_ranks
 from app.store.records import RunRecord, SampleRecord
 from app.store.serieslatest import SeriesLatestRow, rebuild
 from tests.runfactory import store_records
@@ -133,3 +133,16 @@ def test_latest_runs_of_some_targets_only(sessions: sessionmaker[Session], paddi
         unknown = set(range(10**6, 10**6 + padding))  # ids no target has
         found = latest_runs(session, {ids["b"]} | unknown)
     assert sorted((r.target, r.vantage) for r in found) == [("b", "eu"), ("b", "us")]
+
+
+def test_series_ranks_give_the_newest_run_as_epoch_seconds_with_the_interval(
+    sessions: sessionmaker[Session],
+) -> None:
+    store_records(sessions, [run("a", "eu", 50), run("a", "eu", 5, misses=3)], NOW)
+    with sessions() as session:
+        (found,) = series_ranks(session)
+    assert (found.target, found.vantage, found.n_samples, found.n_deadline_exceeded) == (
+        "a", "eu", 4, 3
+    )  # fmt: skip
+    newest = (NOW - timedelta(minutes=5)).timestamp()
+    assert abs(found.started_s - newest) < 0.001 and found.interval_s == 0.0  # known by its runs

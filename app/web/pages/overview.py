@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -15,10 +15,9 @@ from app.analysis.breakdown import Breakdown
 from app.clock import utcnow
 from app.durations import format_duration
 from app.store.reads.digestbreakdowns import digest_breakdowns
-from app.store.reads.latestruns import LatestRun, latest_runs
+from app.store.reads.latestruns import SeriesRank, latest_runs, series_ranks
 from app.store.reads.sparklines import sparklines
 from app.store.rollups.digests import CATCH_UP_EVERY_S
-from app.store.targets import target_intervals
 from app.web.deps import ServiceDep, SessionDep
 from app.web.pages import view
 from app.web.pages.overviewpaging import (
@@ -82,16 +81,15 @@ def overview_rows(
 
 
 def series_facts(
-    latest: Iterable[LatestRun],
+    ranks: Iterable[SeriesRank],
     alerts: Mapping[tuple[str, str | None], Sequence[AlertView]],
-    intervals: Mapping[str, float],
     now: datetime,
 ) -> list[SeriesFacts]:
     """What ranks each series, from its newest run, its alerts and its interval."""
     found = []
-    for run in latest:
+    for run in ranks:
         mine = [*alerts.get((run.target, run.vantage), ()), *alerts.get((run.target, None), ())]
-        interval = intervals.get(run.target)
+        last = datetime.fromtimestamp(run.started_s, UTC)
         found.append(
             SeriesFacts(
                 target=run.target,
@@ -99,7 +97,7 @@ def series_facts(
                 firing=sum(a.state == "firing" for a in mine),
                 open=len(mine),
                 missed=missed_share(run.n_samples, run.n_errors, run.n_deadline_exceeded),
-                stale=view.is_stale(run.started_at, now, interval, unknown_after=WINDOW),
+                stale=view.is_stale(last, now, run.interval_s, unknown_after=WINDOW),
             )
         )
     return found
@@ -113,21 +111,22 @@ def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTML
         return error_page(request, 400, "Bad overview query", f"{exc}.")
     now = utcnow()
     alerts = open_alerts_by_series(session)
-    intervals = target_intervals(session)
     # Every series ranked from one small row each (series_latest); only the page's series
     # are then read in full: the page costs the same at 50 series or 10,000.
-    latest = {(run.target, run.vantage): run for run in latest_runs(session)}
-    facts = series_facts(latest.values(), alerts, intervals, now)
+    ranks = {(run.target, run.vantage): run for run in series_ranks(session)}
+    facts = series_facts(ranks.values(), alerts, now)
     paged = page_of(facts, query)
-    shown = [latest[(f.target, f.vantage)] for f in paged.items]
-    pairs = [(run.target_id, run.vantage) for run in shown]
-    last = {(run.target_id, run.vantage): run.started_at for run in shown}
+    pairs = [(ranks[(f.target, f.vantage)].target_id, f.vantage) for f in paged.items]
+    shown = {(run.target_id, run.vantage): run for run in latest_runs(session, _ids(pairs))}
+    last = {pair: shown[pair].started_at for pair in pairs if pair in shown}
+    pairs = [pair for pair in pairs if pair in last]  # a series gone meanwhile: not shown
+    intervals = {run.target: run.interval_s for run in ranks.values()}
     # Merged run digests, not raw samples: 200 targets' raw samples take far longer than
     # the page's budget to decode (bench.dashboard_overview); the sketches' quantiles stay
     # within their 1 % bound (app/analysis/sketch.py), and a run
     # counts once the rollup loop has digested it (the page says so).
     breakdowns = digest_breakdowns(session, (now - WINDOW, now), last, pairs)
-    sparks = sparklines(session, now, hours=SPARK_HOURS, targets={t for t, _ in pairs})
+    sparks = sparklines(session, now, hours=SPARK_HOURS, series=pairs)
     rows = overview_rows([breakdowns[p] for p in pairs], sparks, alerts, intervals, now)
     return page(
         request,
@@ -154,6 +153,10 @@ def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTML
         # What the targets file asks for and nobody probes, and a refused reload.
         unprobed=service.coverage.problems(),
     )
+
+
+def _ids(pairs: Sequence[tuple[int, str]]) -> set[int]:
+    return {target for target, _ in pairs}
 
 
 def _every(interval: float | None) -> str:
