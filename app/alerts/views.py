@@ -21,6 +21,7 @@ from app.store.reads.alertreads import (
     AlertRecord,
     TransitionRecord,
     alert_by_id,
+    alerts_count,
     alerts_in,
     alerts_page,
     transitions_of,
@@ -42,6 +43,7 @@ class Page(BaseModel, Generic[Item]):
     next_cursor: str | None = Field(
         None, description="Pass as ?cursor= for the next page; null on the last page."
     )
+    total: int | None = Field(None, description="Items matching the filter, over every page.")
 
 
 class AlertView(BaseModel):
@@ -97,7 +99,11 @@ def list_alerts(
     states = pseudo.get(state or "", None if state is None else (state,))
     where = AlertFilter(states, target, vantage, kind)
     rows, after = alerts_page(session, where, cursor, limit)
-    return Page[AlertView](items=[alert_view(row) for row in rows], next_cursor=after)
+    return Page[AlertView](
+        items=[alert_view(row) for row in rows],
+        next_cursor=after,
+        total=alerts_count(session, where),
+    )
 
 
 def alert_detail(session: Session, alert_id: str | uuid.UUID) -> AlertDetail | None:

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.rawdriver import DriverStatement, driver_statement
 from app.store.records import RunRecord, SampleRecord
+from app.store.serieslatest import KEPT, postgres_upsert_from, sqlite_upsert
 from app.store.targets import target_id
 
 _RUNS: Table = RunRow.__table__  # type: ignore[assignment]
@@ -39,7 +40,7 @@ def _sqlite_run_insert() -> Insert:
     insert = sqlite_insert(_RUNS).from_select(["target_id", *_RUN_FIELDS], of_target)
     # RETURNING: nothing comes back when the run id or its slot is taken (or the target is
     # new). No conflict target: DO NOTHING then covers every unique index, both keys.
-    return insert.on_conflict_do_nothing().returning(_RUNS.c.id)
+    return insert.on_conflict_do_nothing().returning(_RUNS.c.id, _RUNS.c.target_id)
 
 
 def _postgres_run_insert() -> TextClause:
@@ -48,7 +49,8 @@ def _postgres_run_insert() -> TextClause:
     The samples travel as one JSON array (one orjson call) that the server unpacks with
     ``jsonb_to_recordset``, instead of an INSERT message per sample. They are inserted
     only with a run row that went in: a run id or a slot already stored leaves everything
-    as it was (ON CONFLICT with no target: any unique index).
+    as it was (ON CONFLICT with no target: any unique index). So is its series' newest run
+    (``app.store.serieslatest``).
     """
     pg = postgresql.dialect()  # type: ignore[no-untyped-call]
     fields = ", ".join(f"CAST(:run_{c.name} AS {c.type.compile(dialect=pg)})" for c in _RUN_FIELDS)
@@ -58,7 +60,8 @@ def _postgres_run_insert() -> TextClause:
         WITH run AS (
             INSERT INTO runs (target_id, {", ".join(c.name for c in _RUN_FIELDS)})
             SELECT targets.id, {fields} FROM targets WHERE targets.name = :target
-            ON CONFLICT DO NOTHING RETURNING id
+            ON CONFLICT DO NOTHING RETURNING id, {", ".join(KEPT)}
+        ), latest AS ({postgres_upsert_from("run")}
         ), stored AS (
             INSERT INTO samples (run_id, {", ".join(c.name for c in samples)})
             SELECT run.id, {", ".join(f"s.{c.name}" for c in samples)}
@@ -73,6 +76,7 @@ def _postgres_run_insert() -> TextClause:
 _SQLITE_RUN_INSERT = _sqlite_run_insert()
 _POSTGRES_RUN_INSERT = _postgres_run_insert()
 _SAMPLE_INSERT = _SAMPLES.insert()
+_SQLITE_LATEST_UPSERT = sqlite_upsert()
 
 
 class Ingested(Enum):
@@ -159,13 +163,22 @@ def _store_sqlite(
     """Both statements compiled once per engine and run as driver SQL, for the reason
     ``_store_postgres`` gives; the samples by one executemany of plain tuples."""
     run = driver_statement(connection.dialect, _SQLITE_RUN_INSERT)
-    if connection.exec_driver_sql(run.sql, run.bind(params)).scalar() is None:
+    target = connection.exec_driver_sql(run.sql, run.bind(params)).first()
+    if target is None:
         known = connection.scalar(_TARGET_KNOWN, {"name": record.target})
         return False, known is not None
+    latest = driver_statement(connection.dialect, _SQLITE_LATEST_UPSERT)
+    connection.exec_driver_sql(latest.sql, latest.bind(_latest_params(params, target[1])))
     if record.samples:
         samples = driver_statement(connection.dialect, _SAMPLE_INSERT)
         connection.exec_driver_sql(samples.sql, _sqlite_rows(samples, record))
     return True, True
+
+
+def _latest_params(params: dict[str, Any], target: int) -> dict[str, Any]:
+    """The upsert's values from the run's (``run_<column>``)."""
+    found = {f"latest_{name}": params[f"run_{name}"] for name in KEPT if name != "target_id"}
+    return found | {"latest_target_id": target, "latest_run_id": params["run_id"]}
 
 
 def _sqlite_rows(statement: DriverStatement, record: RunRecord) -> list[tuple[Any, ...]]:

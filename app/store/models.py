@@ -297,3 +297,7 @@ class RollupRow(Base):
     total_p50: Mapped[float | None]  # for sparklines, which read nothing else
     digest: Mapped[dict[str, Any]]
     updated_at: Mapped[datetime]
+
+
+# Its own module (this one is full); imported here so the metadata holds every table.
+import app.store.serieslatest  # noqa: E402, F401

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, select
+from sqlalchemy import Insert, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -76,6 +76,21 @@ def insert_unless_present(session: Session, entity: Any, keys: list[str]) -> Ins
 def all_targets(session: Session) -> list[TargetRow]:
     """Every target known (from the targets file or by its runs), by name."""
     return list(session.scalars(select(TargetRow).order_by(TargetRow.name)))
+
+
+def targets_after(session: Session, after: str | None, limit: int | None) -> list[TargetRow]:
+    """Targets by name after ``after`` (all: None), at most ``limit`` + 1: one more than a
+    page says another follows."""
+    query = select(TargetRow).order_by(TargetRow.name)
+    if after is not None:
+        query = query.where(TargetRow.name > after)
+    if limit is not None:
+        query = query.limit(limit + 1)
+    return list(session.scalars(query))
+
+
+def target_count(session: Session) -> int:
+    return session.scalar(select(func.count()).select_from(TargetRow)) or 0
 
 
 def target_row(session: Session, name: str) -> TargetRow | None:

@@ -229,14 +229,19 @@ class RunDetail(RunOut):
     )
 
 
+TOTAL_HELP = "items in the window over every page; null unless asked for with ?total=true"
+
+
 class RunPage(Out):
     items: list[RunOut]
     next_cursor: str | None = Field(description="pass as ?cursor= for the next page")
+    total: int | None = Field(None, description=TOTAL_HELP)
 
 
 class SamplePage(Out):
     items: list[SampleOut]
     next_cursor: str | None = Field(description="pass as ?cursor= for the next page")
+    total: int | None = Field(None, description=TOTAL_HELP)
 
 
 class HistoryOut(Out):

@@ -18,6 +18,7 @@ from app.csvio.layout import CsvImportError
 from app.store.db import transaction
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
+from app.store.serieslatest import SeriesLatestRow
 from tests.runfactory import store_records
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -58,7 +59,7 @@ def test_the_split_is_exported_imported_and_exported_the_same(
     assert lines[2].endswith(",8.0,,,")  # a reused connection: no split
     assert ",invalid_answer," in lines[3]
     with transaction(sessions) as session:
-        for table in (SampleRow, RunRow, TargetRow):
+        for table in (SampleRow, RunRow, SeriesLatestRow, TargetRow):
             session.execute(delete(table))
 
     import_samples(engine, io.StringIO(first))

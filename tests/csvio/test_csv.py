@@ -30,6 +30,7 @@ from app.store.migrate import is_current
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
 from app.store.reads.breakdown import current_breakdowns
 from app.store.records import RunRecord, SampleRecord
+from app.store.serieslatest import SeriesLatestRow
 from tests.clirun import run_cli as cli
 from tests.runfactory import store_records, streamed_sample
 
@@ -105,7 +106,7 @@ def import_text(engine: Engine, text: str) -> ImportResult:
 
 def empty(sessions: sessionmaker[Session]) -> None:
     with transaction(sessions) as session:
-        for table in (SampleRow, RunRow, TargetRow):
+        for table in (SampleRow, RunRow, SeriesLatestRow, TargetRow):
             session.execute(delete(table))
 
 

@@ -21,6 +21,7 @@ from app.store.ingest import store_run
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
 from app.store.prune import prune_samples
 from app.store.reads.breakdown import breakdown, current_breakdowns, last_runs
+from app.store.reads.digestbreakdowns import digest_breakdowns
 from app.store.reads.sparklines import sparklines
 from app.store.reads.timeseries import bucket_count, source_period, time_series
 from app.store.records import RunRecord
@@ -428,11 +429,39 @@ def test_overview_shows_a_new_run_age_at_once_and_its_numbers_once_digested(
         assert abs(after[1].total[name] - value) <= BOUND * value
 
 
-def test_last_runs_seek_only_real_vantages_older_than_a_day(
+def test_a_pages_breakdowns_and_sparklines_are_those_of_the_whole_fleet(
     sessions: sessionmaker[Session],
 ) -> None:
-    # Each pair seen only before the last day costs one seek; the pooled rollup rows ("*")
-    # are no pair and must cost none.
+    """The overview reads only its page's series: the same numbers as reading them all."""
+    stored = [
+        runs(3, start=NOW - timedelta(minutes=50), target=t, vantage=v, seed=i)
+        for i, (t, v) in enumerate([("a", "eu"), ("a", "us"), ("b", "eu"), ("c", "eu")])
+    ]
+    old = runs(2, start=NOW - timedelta(hours=5), target="d", vantage="eu", seed=9)
+    store(sessions, [r for group in stored for r in group] + old)
+    with sessions() as session:
+        last = last_runs(session, NOW)
+        every = digest_breakdowns(session, (NOW - timedelta(hours=1), NOW), last)
+        lines = sparklines(session, NOW, hours=6)
+        names = {b.target: pair[0] for pair, b in every.items()}
+        page = [(names["a"], "us"), (names["d"], "eu"), (names["b"], "eu")]
+        paged = digest_breakdowns(session, (NOW - timedelta(hours=1), NOW), last, page)
+        page_lines = sparklines(
+            session, NOW, hours=6, series=[(names["a"], "us"), (names["d"], "eu")]
+        )
+    assert len(last) == 5  # every series has its latest run
+    assert sorted(paged) == sorted(page)
+    for pair in page:
+        assert paged[pair].to_json() == every[pair].to_json(), pair
+    assert paged[(names["d"], "eu")].runs == 2  # no run this hour: the hour up to its last
+    assert page_lines == {k: v for k, v in lines.items() if k[0] in ("a", "d")}
+    assert set(page_lines) == {("a", "eu"), ("a", "us"), ("d", "eu")}
+
+
+def test_last_runs_read_one_row_a_series_however_old_its_runs(
+    sessions: sessionmaker[Session],
+) -> None:
+    # series_latest, not the runs: no grouped scan, no seek per pair seen long ago.
     old = runs(2, start=NOW - timedelta(days=3), target="batch", vantage="us", seed=3)
     older = runs(1, start=NOW - timedelta(days=4), target="batch", vantage="eu", seed=4)
     store(sessions, old + older)
@@ -449,7 +478,7 @@ def test_last_runs_seek_only_real_vantages_older_than_a_day(
         finally:
             event.remove(engine, "before_cursor_execute", record)
     assert sorted(found.values()) == [older[-1].started_at, old[-1].started_at]
-    assert len(statements) == 2 + 2  # the last day grouped, the pairs seen, a seek each
+    assert len(statements) == 1 and "series_latest" in statements[0]
 
 
 def test_sparklines_give_hourly_medians_per_pair(sessions: sessionmaker[Session]) -> None:

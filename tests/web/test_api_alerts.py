@@ -101,6 +101,8 @@ def test_a_cursor_walks_every_alert_once(story: Api) -> None:
     assert len(everything) == 4
     for limit in (1, 2, 3, 4, 5):
         assert walk(story, limit) == everything, limit
+    # Every page says how many match, over every page.
+    assert get(story, "/api/v1/alerts", limit=1)["total"] == 4
 
 
 def walk(served: Api, limit: int) -> list[str]:

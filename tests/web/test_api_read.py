@@ -141,6 +141,56 @@ def test_targets_list_shows_header_names_never_values(filled: Filled) -> None:
     assert datetime.fromisoformat(prod["last_run_at"]) == newest
 
 
+def test_targets_page_by_limit_and_cursor_with_the_total_in_headers(filled: Filled) -> None:
+    whole = filled.api.client.get("/api/v1/targets")
+    assert whole.headers["x-total-count"] == "3" and "link" not in whole.headers
+    names = [t["name"] for t in whole.json()]
+    for limit in (1, 2, 3, 4):
+        walked: list[str] = []
+        path = f"/api/v1/targets?limit={limit}"
+        while True:
+            response = filled.api.client.get(path)
+            assert response.status_code == 200 and response.headers["x-total-count"] == "3"
+            page = [t["name"] for t in response.json()]
+            assert 1 <= len(page) <= limit
+            walked += page
+            if "link" not in response.headers:
+                break
+            link, rel = response.headers["link"].split("; ")
+            assert rel == 'rel="next"' and link.startswith("</api/v1/targets?limit=")
+            path = link.strip("<>")
+        assert walked == names, limit
+    # The page's targets keep their vantages and last runs, as the whole list has them.
+    paged = filled.get("/api/v1/targets", limit=2, cursor=_cursor_after(filled, "chat-edge"))
+    assert paged == [t for t in whole.json() if t["name"] > "chat-edge"][:2]
+
+
+def _cursor_after(filled: Filled, name: str) -> str:
+    response = filled.api.client.get("/api/v1/targets", params={"limit": 1})
+    assert response.json()[0]["name"] == name == "chat-edge"
+    return response.headers["link"].split("cursor=")[1].split(">")[0]
+
+
+@pytest.mark.parametrize(
+    "query", ["limit=0", "limit=1001", "cursor=not-a-cursor", "cursor=YWZ0ZXI"]
+)
+def test_a_bad_targets_page_is_a_422(filled: Filled, query: str) -> None:
+    response = filled.api.client.get(f"/api/v1/targets?{query}")
+    assert response.status_code == 422 and response.json()["detail"]
+
+
+def test_runs_and_samples_count_their_window_when_asked(filled: Filled) -> None:
+    runs = filled.get("/api/v1/runs", **window(target="chat-prod", limit=5, total="true"))
+    assert runs["total"] == len(filled.runs("chat-prod")) == 72 and len(runs["items"]) == 5
+    assert filled.get("/api/v1/runs", **window(limit=5))["total"] is None  # not asked: no count
+    us = filled.get("/api/v1/runs", **window(target="chat-prod", vantage="us", total="true"))
+    assert us["total"] == 36
+    samples = filled.get("/api/v1/samples", **window(target="chat-edge", limit=3, total="true"))
+    assert samples["total"] == sum(len(r.samples) for r in filled.runs("chat-edge"))
+    every = filled.get("/api/v1/samples", **window(limit=3, total="true"))
+    assert every["total"] == sum(len(r.samples) for r in filled.records)
+
+
 def test_target_detail_has_the_current_breakdown_per_vantage(filled: Filled) -> None:
     found = filled.get("/api/v1/targets/chat-prod", **window())
     assert [b["vantage"] for b in found["breakdowns"]] == ["eu", "us"]

@@ -187,6 +187,23 @@ def test_overview_filter_hides_other_rows(page: Any, site: Site) -> None:
     assert visible.first.get_attribute("data-target") == "chat-edge"
 
 
+def test_overview_filter_and_pages_come_from_the_server(page: Any, site: Site) -> None:
+    # Enter sends the filter to the server: every page of the fleet is filtered, not this one.
+    page.goto(site.server.base + "/?per=1")
+    page.fill("#row-filter", "edge us")
+    page.press("#row-filter", "Enter")
+    page.wait_for_url("**/?q=edge+us*")
+    rows = page.locator("#overview-table tbody tr")
+    assert rows.count() == 1 and rows.first.get_attribute("data-vantage") == "us"
+    assert "of 1 matching series" in page.locator("[data-page-count]").inner_text()
+    page.goto(site.server.base + "/?per=2")
+    first = page.locator("#overview-table tbody tr").first.get_attribute("data-target")
+    page.click('nav.pager a[rel="next"]')
+    page.wait_for_url("**page=2*")
+    assert page.locator("#overview-table tbody tr").count() == 2
+    assert page.locator("#overview-table tbody tr").first.get_attribute("data-target") != first
+
+
 def test_target_charts_draw(page: Any, site: Site) -> None:
     page.goto(site.server.base + "/targets/chat-prod?range=7d")
     page.wait_for_selector("[data-chart=phases] canvas")

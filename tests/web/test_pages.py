@@ -200,6 +200,50 @@ def test_overview_counts_each_firing_alert_once_and_shows_every_one(own_site: Si
     assert len(elsewhere) == 1 and f"/alerts/{silent.id}" in page and "at us" in page
 
 
+def shown_series(page: str) -> list[tuple[str, str]]:
+    return re.findall(r'<tr data-target="([^"]+)" data-vantage="([^"]+)">', page)
+
+
+def test_overview_pages_the_worst_offenders_first_with_counts_and_links(site: Site) -> None:
+    pages = [site.get(f"/?per=2&page={n}").text for n in (1, 2, 3)]
+    # Firing, then the newest run's deadline misses, then stale, then the rest; by name.
+    assert [s for page in pages for s in shown_series(page)] == [
+        ("chat-prod", "eu"),
+        ("chat-edge", "eu"),
+        ("chat-edge", "us"),
+        ("search-api", "eu"),
+        ("search-api", "us"),
+        ("chat-prod", "us"),
+    ]
+    first, middle, last = pages
+    assert "Showing 1–2 of 6 series, worst first · page 1 of 3" in first
+    assert "Showing 3–4 of 6 series" in middle and "Showing 5–6 of 6 series" in last
+    assert '<a href="/?page=2&amp;per=2" rel="next">' in first and 'rel="prev"' not in first
+    assert '<a href="/?per=2" rel="prev">' in middle
+    assert '<a href="/?page=3&amp;per=2" rel="next">' in middle and 'rel="next"' not in last
+    for page in pages:  # the summary counts the fleet, whatever the page shows
+        assert "<strong>6</strong> series · 3 targets" in page
+        assert re.search(r"<strong[^>]*>2</strong> stale", page)
+
+
+def test_overview_filters_on_the_server_and_says_how_many_match(site: Site) -> None:
+    page = site.get("/?q=edge+US").text
+    assert shown_series(page) == [("chat-edge", "us")]
+    assert "Showing 1–1 of 1 matching series" in page and 'value="edge US"' in page
+    stale = site.get("/?show=stale&sort=name").text
+    assert shown_series(stale) == [("search-api", "eu"), ("search-api", "us")]
+    assert '<option value="stale" selected>' in stale
+    none = site.get("/?q=nothing-is-called-this").text
+    assert shown_series(none) == [] and "No series matches this filter (of 6)" in none
+
+
+@pytest.mark.parametrize("query", ["page=0", "per=501", "show=all-of-it", "sort=age"])
+def test_a_bad_overview_query_gets_a_400_page(site: Site, query: str) -> None:
+    response = site.get(f"/?{query}")
+    assert response.status_code == 400
+    assert "Bad overview query" in response.text
+
+
 def test_pages_load_nothing_from_another_host(site: Site) -> None:
     for path in ("/", "/targets/chat-prod", f"/alerts/{site.filled.alert_id}", "/compare"):
         page = site.get(path).text
@@ -462,11 +506,11 @@ def alert_of(target: str, vantage: str | None, summary: str = "x") -> AlertView:
     )  # fmt: skip
 
 
-def test_overview_rows_sorted_with_their_own_alerts_then_the_cross_vantage_ones() -> None:
+def test_overview_rows_keep_the_pages_order_with_own_alerts_then_cross_vantage_ones() -> None:
     own, shared = alert_of("b", "us"), alert_of("b", None)
     old = NOW - timedelta(days=90)  # imported history, a target known only by its runs
     rows = overview_rows(
-        [breakdown_of("b", "us", NOW), breakdown_of("b", "eu", NOW), breakdown_of("a", "eu", None),
+        [breakdown_of("a", "eu", None), breakdown_of("b", "eu", NOW), breakdown_of("b", "us", NOW),
          breakdown_of("c", "eu", old), breakdown_of("d", "eu", NOW)],
         {("b", "eu"): [1.0, 2.0]},
         {("b", "us"): [own], ("b", None): [shared]},

@@ -16,7 +16,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.store.models import AlertRow, AlertTransitionRow
-from app.store.reads.paging import Keyset, keyset_page
+from app.store.reads.paging import Keyset, count_of, keyset_page
 
 ALERTS = Keyset((AlertRow.opened_at, AlertRow.id), (uuid.UUID,))
 
@@ -78,6 +78,11 @@ def alerts_page(
         session, _filtered(where), ALERTS, cursor, limit, lambda r: (r[0].opened_at, r[0].id)
     )
     return [AlertRecord.of(row) for (row,) in rows], after
+
+
+def alerts_count(session: Session, where: AlertFilter) -> int:
+    """How many alerts ``where`` holds over every page."""
+    return count_of(session, _filtered(where))
 
 
 def alert_by_id(session: Session, alert_id: uuid.UUID) -> AlertRecord | None:

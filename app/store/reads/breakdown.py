@@ -21,16 +21,16 @@ from typing import Any, NamedTuple
 from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import Session
 
-from app.analysis.breakdown import Breakdown, from_columns, from_summary, provenance_counts
+from app.analysis.breakdown import Breakdown, from_summary, provenance_counts
 from app.analysis.digest import Digest, merge_digests
-from app.analysis.series import DAY, digest_columns
 from app.analysis.summary import summarize
 from app.store.inlists import padded
-from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow, TargetRow
+from app.store.models import RunDigestRow, RunRow, SampleRow, TargetRow
 from app.store.partitions import days_of_window
 from app.store.reads.browse import where_run_of
+from app.store.reads.digestbreakdowns import digest_breakdowns, latest_span
+from app.store.reads.latestruns import last_runs
 from app.store.records import RunStatus
-from app.store.rollups.digests import POOLED
 from app.store.targets import target_key
 
 __all__ = ["Breakdown", "breakdown", "current_breakdowns", "last_runs"]
@@ -96,7 +96,8 @@ def current_breakdowns(
     its ``last_run_at`` counts at once.
     """
     if not exact:
-        return _current_from_digests(session, now - window, now)
+        merged = digest_breakdowns(session, (now - window, now), last_runs(session, now))
+        return sorted(merged.values(), key=lambda b: (b.target, b.vantage or ""))
     start = now - window
     names = _target_names(session)
     windows: dict[tuple[int, str], _Window] = defaultdict(_Window)
@@ -113,15 +114,10 @@ def current_breakdowns(
         pair = (names[key[0]], key[1])
         span, held = (start, now), windows[key]
         if not held.heads and last[key] < start:
-            span = _latest_span(last[key], now - start)
+            span = latest_span(last[key], now - start)
             held = _window_of(session, key, span)
         found.append(_breakdown(session, pair, span, held, last[key]))
     return found
-
-
-def _latest_span(last: datetime, width: timedelta) -> tuple[datetime, datetime]:
-    """A span as wide as the window, ending just after ``last`` (its run included)."""
-    return last - width, last + timedelta(microseconds=1)
 
 
 def _window_of(session: Session, key: tuple[int, str], span: tuple[datetime, datetime]) -> _Window:
@@ -133,74 +129,9 @@ def _window_of(session: Session, key: tuple[int, str], span: tuple[datetime, dat
     return window
 
 
-def last_runs(
-    session: Session, now: datetime, known: dict[tuple[int, str], datetime] | None = None
-) -> dict[tuple[int, str], datetime]:
-    """(target id, vantage) -> its latest run before ``now``, for every pair ever seen.
-
-    Any run counts, complete or not, digested or not: a run shows its age at once. The last
-    day's runs are one grouped query; an older pair is one index seek. ``known`` are times
-    the caller already has (the later of the two wins).
-    """
-    found = dict(known or {})
-    recent = (
-        select(RunRow.target_id, RunRow.vantage, func.max(RunRow.started_at))
-        .where(RunRow.started_at >= now - timedelta(days=1), RunRow.started_at < now)
-        .group_by(RunRow.target_id, RunRow.vantage)
-    )
-    for target, vantage, latest in session.execute(recent):
-        found[(target, vantage)] = max(latest, found.get((target, vantage), latest))
-    for target, vantage in _pairs_seen(session) - found.keys():
-        at = _last_run_at(session, target, vantage, now)
-        if at is not None:
-            found[(target, vantage)] = at
-    return found
-
-
 def _target_names(session: Session) -> dict[int, str]:
     rows = session.execute(select(TargetRow.id, TargetRow.name))
     return {row.id: row.name for row in rows}
-
-
-def _current_from_digests(session: Session, start: datetime, now: datetime) -> list[Breakdown]:
-    """As ``current_breakdowns`` says; a pair with no run in the window shows the same span
-    up to its own latest run instead (its age says how old that is): the latest state of
-    every target, however old, never an empty row."""
-    names = _target_names(session)
-    groups: dict[tuple[int, str], list[Digest]] = defaultdict(list)
-    # Through ix_run_digests_started_at: digests are kept as long as their runs.
-    for target, vantage, data in session.execute(_digests(start, now)):
-        groups[(target, vantage)].append(Digest.from_json(data))
-    last = last_runs(session, now)
-    pairs = sorted(last, key=lambda k: (names[k[0]], k[1]))
-    spans = dict.fromkeys(pairs, (start, now))
-    for pair in pairs:
-        if pair not in groups and last[pair] < start:
-            spans[pair] = _latest_span(last[pair], now - start)
-            groups[pair] = _digests_in(session, pair, spans[pair])
-    columns = digest_columns([groups.get(pair, []) for pair in pairs])
-    return [
-        from_columns(
-            columns, i, (names[pair[0]], pair[1]), spans[pair], last[pair], groups.get(pair, [])
-        )
-        for i, pair in enumerate(pairs)
-    ]
-
-
-def _digests_in(
-    session: Session, pair: tuple[int, str], span: tuple[datetime, datetime]
-) -> list[Digest]:
-    query = _digests(*span).where(
-        RunDigestRow.target_id == pair[0], RunDigestRow.vantage == pair[1]
-    )
-    return [Digest.from_json(data) for _, _, data in session.execute(query)]
-
-
-def _digests(start: datetime, end: datetime) -> Select[int, str, dict[str, Any]]:
-    """The run digests of runs started in [start, end), with their target and vantage."""
-    return select(RunDigestRow.target_id, RunDigestRow.vantage, RunDigestRow.digest).where(
-        RunDigestRow.started_at >= start, RunDigestRow.started_at < end
-    )
 
 
 def _breakdown(
@@ -274,19 +205,6 @@ def _last_run_at(
     if vantage is not None:
         query = query.where(RunRow.vantage == vantage)
     return session.scalar(query)
-
-
-def _pairs_seen(session: Session) -> set[tuple[int, str]]:
-    """Every (target, vantage) with a run counted in the daily rollups.
-
-    Not the pooled rows: "*" is no vantage, and each one cost ``last_runs`` a seek for
-    runs that cannot exist."""
-    query = (
-        select(RollupRow.target_id, RollupRow.vantage)
-        .where(RollupRow.period_s == DAY, RollupRow.vantage != POOLED)
-        .distinct()
-    )
-    return set(session.execute(query))
 
 
 def _run_digests(session: Session, ids: Sequence[uuid.UUID]) -> list[Digest]:

@@ -6,12 +6,12 @@ import uuid
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import Session
 
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.partitions import days_of_runs
-from app.store.reads.paging import Keyset, keyset_page
+from app.store.reads.paging import Keyset, count_of, keyset_page
 
 Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
 
@@ -35,12 +35,23 @@ def runs_page(
     limit: int,
 ) -> tuple[list[tuple[RunRow, str]], str | None]:
     """Runs that started in [start, end) with their target's name, and the next cursor."""
-    query = _runs().where(RunRow.started_at >= span[0], RunRow.started_at < span[1])
-    query = where_run_of(query, target, vantage)
+    query = where_run_of(_runs().where(*_started_in(span)), target, vantage)
     rows, after = keyset_page(
         session, query, RUNS, cursor, limit, lambda row: (row[0].started_at, row[0].id)
     )
     return [(run, name) for run, name in rows], after
+
+
+def runs_count(
+    session: Session, span: tuple[datetime, datetime], target: int | None, vantage: str | None
+) -> int:
+    """How many runs ``runs_page`` pages through: an index range count of the window."""
+    query = where_run_of(select(RunRow.id).where(*_started_in(span)), target, vantage)
+    return count_of(session, query)
+
+
+def _started_in(span: tuple[datetime, datetime]) -> tuple[ColumnElement[bool], ...]:
+    return RunRow.started_at >= span[0], RunRow.started_at < span[1]
 
 
 def run_with_target(session: Session, run_id: uuid.UUID) -> tuple[RunRow, str] | None:
@@ -75,6 +86,18 @@ def samples_page(
         session, query, SAMPLES, cursor, limit, lambda r: (r[0].started_at, r[0].run_id, r[0].idx)
     )
     return [(sample, name, v) for sample, name, v in rows], after
+
+
+def samples_count(
+    session: Session, span: tuple[datetime, datetime], target: int | None, vantage: str | None
+) -> int:
+    """How many samples ``samples_page`` pages through."""
+    query = select(SampleRow.idx).where(
+        SampleRow.started_at >= span[0], SampleRow.started_at < span[1]
+    )
+    if target is not None or vantage is not None:
+        query = where_run_of(query.join(RunRow, RunRow.id == SampleRow.run_id), target, vantage)
+    return count_of(session, query)
 
 
 def has_runs_from(session: Session, target: int, vantage: str) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVarTuple
 
-from sqlalchemy import ColumnElement, Row, Select, and_, or_
+from sqlalchemy import ColumnElement, Row, Select, and_, func, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.clock import parse_timestamp
@@ -82,3 +82,28 @@ def keyset_page(
     rows = list(session.execute(ordered.limit(limit + 1)).all())
     more = len(rows) > limit
     return rows[:limit], keyset.encode(key(rows[limit - 1])) if more else None
+
+
+def count_of(session: Session, query: Select[*Ts]) -> int:
+    """How many rows ``query`` gives over every page: a list's ``total``."""
+    counted = select(func.count()).select_from(query.order_by(None).subquery())
+    return session.scalar(counted) or 0
+
+
+# A list sorted by a text key (target names, vantages) pages after the last key shown.
+
+
+def text_cursor(key: str) -> str:
+    return base64.urlsafe_b64encode(f"after|{key}".encode()).decode().rstrip("=")
+
+
+def text_after(cursor: str) -> str:
+    """The key a ``text_cursor`` holds; ``BadCursor`` for anything else."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise BadCursor(cursor) from None
+    tag, found, key = raw.partition("|")
+    if tag != "after" or not found:
+        raise BadCursor(cursor)
+    return key

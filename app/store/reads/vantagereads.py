@@ -1,16 +1,15 @@
 """When each vantage last ran any of its targets: what ``vantage_silent`` reads (beside
-what the server heard from agents in memory), so replicas and restarts agree."""
+what the server heard from agents in memory), so replicas and restarts agree. Read from
+``series_latest`` (one row a series), not the runs."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.store.models import RunRow, TargetRow
-from app.store.reads.browse import Q
+from app.store.reads.latestruns import vantage_latest
 
 
 def last_runs(
@@ -21,14 +20,8 @@ def last_runs(
     found: dict[str, datetime] = {}
     for vantage, targets in targets_of.items():
         names = sorted(targets)
-        if not names:
-            continue
-        latest = session.scalar(
-            _of(select(func.max(RunRow.started_at)), vantage, names).where(
-                RunRow.started_at >= since
-            )
-        )
-        if latest is not None:
+        latest = vantage_latest(session, vantage, names) if names else None
+        if latest is not None and latest >= since:
             found[vantage] = latest
     return found
 
@@ -36,15 +29,8 @@ def last_runs(
 def ever_ran(session: Session, targets_of: Mapping[str, Iterable[str]]) -> set[str]:
     """The vantages with any run at all, ever, of the targets ``targets_of`` names for
     them: one that has none never reported (an agent not started yet)."""
-    found: set[str] = set()
-    for vantage, targets in targets_of.items():
-        names = sorted(targets)
-        if names and session.scalar(_of(select(RunRow.id), vantage, names).limit(1)):
-            found.add(vantage)
-    return found
-
-
-def _of(query: Q, vantage: str, names: list[str]) -> Q:
-    """``query`` kept to the runs at ``vantage`` of the targets named."""
-    joined = query.join(TargetRow, RunRow.target_id == TargetRow.id)
-    return joined.where(TargetRow.name.in_(names), RunRow.vantage == vantage)
+    return {
+        vantage
+        for vantage, targets in targets_of.items()
+        if (names := sorted(targets)) and vantage_latest(session, vantage, names) is not None
+    }

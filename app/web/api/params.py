@@ -105,6 +105,13 @@ TargetParam = Annotated[
     Query(min_length=1, max_length=200, pattern=NO_NUL, description="one target; default all"),
 ]
 LimitParam = Annotated[int, Query(ge=1, le=1000, description="items per page")]
+TotalParam = Annotated[
+    bool,
+    Query(
+        description="also count the items over every page (`total`): a count of the whole"
+        " window, which a large fleet's day of runs or samples makes slower than a page"
+    ),
+]
 CursorParam = Annotated[
     str | None, Query(max_length=500, description="next_cursor of the previous page")
 ]

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from app.analysis.llmmetrics import sample_llm_values
 from app.analysis.objectives import Seen
 from app.store.models import RunRow, SampleRow
-from app.store.reads.browse import run_with_target, runs_page, samples_of
+from app.store.reads.browse import run_with_target, runs_count, runs_page, samples_of
 from app.store.reads.objectives import run_objectives
 from app.store.reads.paging import BadCursor
 from app.web.api.params import (
@@ -17,6 +17,7 @@ from app.web.api.params import (
     CursorParam,
     LimitParam,
     TargetParam,
+    TotalParam,
     VantageParam,
     WindowDep,
     bad_request,
@@ -46,6 +47,7 @@ def list_runs(
     vantage: VantageParam = None,
     limit: LimitParam = 100,
     cursor: CursorParam = None,
+    total: TotalParam = False,
 ) -> RunPage:
     """Runs that started in [from, to) (default: the last 24 hours), newest first."""
     key = None if target is None else target_id_or_404(session, target)
@@ -54,7 +56,8 @@ def list_runs(
         rows, after = runs_page(session, span, key, vantage, cursor, limit)
     except BadCursor as exc:
         raise bad_request(str(exc)) from None
-    return RunPage(items=[run_out(run, name) for run, name in rows], next_cursor=after)
+    count = runs_count(session, span, key, vantage) if total else None
+    return RunPage(items=[run_out(run, name) for run, name in rows], next_cursor=after, total=count)
 
 
 @router.get("/runs/{run_id}", response_model=RunDetail, responses=RUN_ERRORS)

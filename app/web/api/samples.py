@@ -12,13 +12,14 @@ from fastapi.responses import StreamingResponse
 
 from app.csvio.export import export_samples
 from app.store.db import Sessions
-from app.store.reads.browse import samples_page
+from app.store.reads.browse import samples_count, samples_page
 from app.store.reads.paging import BadCursor
 from app.web.api.params import (
     TARGET_ERRORS,
     CursorParam,
     LimitParam,
     TargetParam,
+    TotalParam,
     VantageParam,
     WindowDep,
     bad_request,
@@ -39,6 +40,7 @@ def list_samples(
     vantage: VantageParam = None,
     limit: LimitParam = 100,
     cursor: CursorParam = None,
+    total: TotalParam = False,
 ) -> SamplePage:
     """Samples taken in [from, to) (default: the last 24 hours), newest first."""
     key = None if target is None else target_id_or_404(session, target)
@@ -47,7 +49,9 @@ def list_samples(
         rows, after = samples_page(session, span, key, vantage, cursor, limit)
     except BadCursor as exc:
         raise bad_request(str(exc)) from None
-    return SamplePage(items=[sample_out(row, name, v) for row, name, v in rows], next_cursor=after)
+    count = samples_count(session, span, key, vantage) if total else None
+    items = [sample_out(row, name, v) for row, name, v in rows]
+    return SamplePage(items=items, next_cursor=after, total=count)
 
 
 @router.get(

@@ -5,19 +5,28 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
 from app.analysis.detectors.deadline import SloStatus
-from app.clock import utcnow
 from app.runtime.coverage import Unprobed
 from app.store.db import Session
 from app.store.models import TargetRow
-from app.store.reads.breakdown import breakdown, last_runs
+from app.store.reads.breakdown import breakdown
+from app.store.reads.latestruns import latest_runs
 from app.store.reads.objectives import ObjectivesStatus, target_objectives
+from app.store.reads.paging import BadCursor, text_after, text_cursor
 from app.store.reads.slo import target_slo
-from app.store.targets import all_targets, target_row
-from app.web.api.params import TARGET_ERRORS, RecentWindowDep, not_found
+from app.store.targets import target_count, target_row, targets_after
+from app.web.api.listpaging import LIST_HEADERS, ListLimitParam, paging_headers
+from app.web.api.params import (
+    TARGET_ERRORS,
+    CursorParam,
+    RecentWindowDep,
+    bad_request,
+    not_found,
+)
 from app.web.deps import ServiceDep, SessionDep, maintenance_windows
+from app.web.errors import errors
 from app.web.schemas import (
     BreakdownOut,
     TargetDetail,
@@ -30,13 +39,34 @@ from app.web.schemas import (
 router = APIRouter(tags=["targets"])
 
 
-@router.get("/targets", response_model=list[TargetOut])
-def list_targets(session: SessionDep, service: ServiceDep) -> list[TargetOut]:
+@router.get(
+    "/targets",
+    response_model=list[TargetOut],
+    responses=errors(422) | {200: {"headers": LIST_HEADERS}},
+)
+def list_targets(
+    session: SessionDep,
+    service: ServiceDep,
+    request: Request,
+    response: Response,
+    limit: ListLimitParam = None,
+    cursor: CursorParam = None,
+) -> list[TargetOut]:
     """Every target known (from the targets file or by its runs), by name, with its vantages
-    and those where nobody probes it although the file asks for it (``unprobed``)."""
-    rows = all_targets(session)
-    seen = _vantages(session)
+    and those where nobody probes it although the file asks for it (``unprobed``). With
+    ``limit``, a page; the next one's link in ``Link``, the count in ``X-Total-Count``."""
+    try:
+        after = None if cursor is None else text_after(cursor)
+    except BadCursor as exc:
+        raise bad_request(str(exc)) from None
+    rows = targets_after(session, after, limit)
+    following = None
+    if limit is not None and len(rows) > limit:
+        rows = rows[:limit]
+        following = text_cursor(rows[-1].name)
+    seen = _vantages(session, [row.id for row in rows])
     unprobed = service.coverage.by_target()
+    paging_headers(request, response, target_count(session), following)
     return [_target_out(row, seen.get(row.id, {}), unprobed.get(row.name, [])) for row in rows]
 
 
@@ -48,7 +78,7 @@ def get_target(
     row = target_row(session, name)
     if row is None:
         raise not_found(f"no target {name!r}")
-    seen = _vantages(session).get(row.id, {})
+    seen = _vantages(session, [row.id]).get(row.id, {})
     found = [breakdown(session, name, window.start, window.end, v) for v in sorted(seen)]
     windows = maintenance_windows(service)
     slo = target_slo(session, name, window.end, windows) or {}
@@ -71,10 +101,11 @@ def _with_slo(
     return BreakdownOut.model_validate(breakdown | shown)
 
 
-def _vantages(session: Session) -> dict[int, dict[str, datetime]]:
+def _vantages(session: Session, targets: list[int]) -> dict[int, dict[str, datetime]]:
+    """Each target's vantages and the newest run at each (``series_latest``)."""
     found: dict[int, dict[str, datetime]] = {}
-    for (target, vantage), at in last_runs(session, utcnow()).items():
-        found.setdefault(target, {})[vantage] = at
+    for run in latest_runs(session, targets):
+        found.setdefault(run.target_id, {})[run.vantage] = run.started_at
     return found
 
 

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
+from app.agents.server.agents import Agents
 from app.agents.server.watch import latest_of
 from app.alerts import silent
 from app.clock import utcnow
 from app.config.placement import assigned, runs_at
 from app.runtime.service import Service
+from app.store.db import Session
+from app.store.reads.paging import BadCursor
 from app.store.reads.vantagereads import last_runs
+from app.web.api.listpaging import LIST_HEADERS, ListLimitParam, page_list, paging_headers
+from app.web.api.params import CursorParam, bad_request
 from app.web.deps import AgentsDep, ServiceDep, SessionDep
+from app.web.errors import errors
 
 router = APIRouter(tags=["vantages"])
 
@@ -48,9 +54,38 @@ class VantageOut(BaseModel):
     )
 
 
-@router.get("/vantages", response_model=list[VantageOut])
-def list_vantages(service: ServiceDep, agents: AgentsDep, session: SessionDep) -> list[VantageOut]:
-    """The server's vantage first, then each agent of the targets file, by name."""
+@router.get(
+    "/vantages",
+    response_model=list[VantageOut],
+    responses=errors(422) | {200: {"headers": LIST_HEADERS}},
+)
+def list_vantages(
+    service: ServiceDep,
+    agents: AgentsDep,
+    session: SessionDep,
+    request: Request,
+    response: Response,
+    limit: ListLimitParam = None,
+    cursor: CursorParam = None,
+) -> list[VantageOut]:
+    """The server's vantage first, then each agent of the targets file, by name. With
+    ``limit``, a page; the next one's link in ``Link``, the count in ``X-Total-Count``."""
+    found = all_vantages(service, agents, session)
+    try:
+        shown, after = page_list(found, _order, cursor, limit)
+    except BadCursor as exc:
+        raise bad_request(str(exc)) from None
+    paging_headers(request, response, len(found), after)
+    return shown
+
+
+def _order(vantage: VantageOut) -> str:
+    """The list's order as one text key: the server's own first, then by name."""
+    return ("0" if vantage.server else "1") + vantage.name
+
+
+def all_vantages(service: Service, agents: Agents, session: Session) -> list[VantageOut]:
+    """Every vantage: the server's own first, then each agent of the targets file, by name."""
     check = service.upkeep.vantages
     now = check.clock() if check is not None else utcnow()
     own = service.resolved.vantage

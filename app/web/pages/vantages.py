@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from app.web.api.vantages import list_vantages
+from app.web.api.vantages import all_vantages
 from app.web.deps import AgentsDep, ServiceDep, SessionDep
 from app.web.pages.render import page
 
@@ -17,5 +17,5 @@ router = APIRouter()
 def vantages_page(
     request: Request, service: ServiceDep, agents: AgentsDep, session: SessionDep
 ) -> HTMLResponse:
-    found = list_vantages(service, agents, session)
+    found = all_vantages(service, agents, session)
     return page(request, "vantages.html.j2", section="vantages", vantages=found)

@@ -1,0 +1,48 @@
+"""Lists that answered whole arrays (targets, vantages), paged without changing their shape:
+the body stays the array old clients read, ``limit`` and ``cursor`` are optional (no limit:
+every item, as before), and the total and the next page travel in headers, as GitHub's
+API does (``X-Total-Count``; ``Link: <…>; rel="next"`` while more pages follow)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Query, Request, Response
+
+from app.store.reads.paging import text_after, text_cursor
+
+T = TypeVar("T")
+
+ListLimitParam = Annotated[
+    int | None, Query(ge=1, le=1000, description="items per page; default: every item")
+]
+LIST_HEADERS: dict[str, Any] = {
+    "X-Total-Count": {
+        "description": "items in the list over every page",
+        "schema": {"type": "integer"},
+    },
+    "Link": {
+        "description": 'the next page, `<url>; rel="next"`; absent on the last page',
+        "schema": {"type": "string"},
+    },
+}
+
+
+def page_list(
+    items: Sequence[T], key: Callable[[T], str], cursor: str | None, limit: int | None
+) -> tuple[list[T], str | None]:
+    """The items after ``cursor``'s key (``items`` sorted by ``key``), at most ``limit``, and
+    the next page's cursor (None on the last). ``BadCursor`` for a foreign cursor."""
+    after = None if cursor is None else text_after(cursor)
+    rest = [item for item in items if after is None or key(item) > after]
+    if limit is None or len(rest) <= limit:
+        return rest, None
+    return rest[:limit], text_cursor(key(rest[limit - 1]))
+
+
+def paging_headers(request: Request, response: Response, total: int, after: str | None) -> None:
+    response.headers["X-Total-Count"] = str(total)
+    if after is not None:
+        following = request.url.include_query_params(cursor=after)
+        response.headers["Link"] = f'<{following.path}?{following.query}>; rel="next"'
