@@ -141,11 +141,9 @@ class RunRow(Base):
 
 
 class SampleRow(Base):
-    """One request of a run. On PostgreSQL the table is partitioned by UTC day of
-    ``started_at`` (migration 0010, ``app.store.partitions``), so its primary key there is
-    ``(run_id, idx, started_at)``: a partitioned table's unique keys hold the partition
-    key. A sample is still one per (run, idx): samples go in only with their run's row,
-    whose id and slot stay unique (``app.store.ingest``)."""
+    """One request of a run. On PostgreSQL partitioned by UTC day of ``started_at``
+    (``app.store.partitions``): its key there holds it too. Still one per (run, idx):
+    samples go in only with their run's row, whose id and slot stay unique."""
 
     __tablename__ = "samples"
 
@@ -299,5 +297,4 @@ class RollupRow(Base):
     updated_at: Mapped[datetime]
 
 
-# Its own module (this one is full); imported here so the metadata holds every table.
-import app.store.serieslatest  # noqa: E402, F401
+import app.store.serieslatest  # noqa: E402, F401  (its own module: the metadata holds it)

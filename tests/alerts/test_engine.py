@@ -594,8 +594,10 @@ def test_build_service_wires_alerting_with_each_target_s_rules(tmp_path: Path) -
     )
     service = build_service(settings, targets)
     try:
-        # Evaluation, each target's failure held on its own (store.quarantine.isolated).
-        assert service.after_store.__wrapped__ == service.alerts.evaluate_after  # type: ignore[attr-defined]
+        # Evaluation by the target's owner (app.replicas), each target's failure held on its
+        # own (store.quarantine.isolated).
+        assert service.after_store.__wrapped__ == service.evaluation.evaluate_after  # type: ignore[attr-defined]
+        assert service.evaluation.alerts is service.alerts
         # One road for every run: the writer's and the agents' (Agents) take the service's.
         assert service.writer.after_store is service.after_store
         params_for = service.alerts.evaluator.params_for

@@ -20,6 +20,7 @@ from app.csvio.layout import CsvImportError
 from app.store.db import transaction
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
+from app.store.serieslatest import SeriesLatestRow
 from tests.runfactory import store_records
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -71,7 +72,7 @@ def column(text: str, name: str, target: str) -> list[str]:
 
 def empty(sessions: sessionmaker[Session]) -> None:
     with transaction(sessions) as session:
-        for table in (SampleRow, RunRow, TargetRow):
+        for table in (SampleRow, RunRow, SeriesLatestRow, TargetRow):
             session.execute(delete(table))
 
 

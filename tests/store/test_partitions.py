@@ -233,26 +233,32 @@ def test_ingest_stays_idempotent_by_run_id_and_slot_on_the_partitioned_table(
 
 
 @pytest.fixture
-def populated_at_0008(postgres_server: str) -> Iterator[str]:
+def populated(postgres_server: str) -> Iterator[str]:
     from tests.conftest import _postgres_database
 
     with _postgres_database(postgres_server) as url:
-        upgrade(url, "0008")
+        upgrade(url)
         yield url
 
 
 def test_the_migration_partitions_a_populated_database_and_reads_stay_the_same(
-    populated_at_0008: str,
+    populated: str,
 ) -> None:
-    engine = make_engine(populated_at_0008)
+    # Stored by today's code, then taken back to the revision before the partitions (one
+    # table, every row with it), and upgraded again: the conversion of a populated database.
+    engine = make_engine(populated)
     sessions = make_sessions(engine)
     try:
         runs = across_midnights()
         store(sessions, runs)
         window = (D0 - timedelta(hours=3), D0 + 5 * ONE_DAY)
         before, rows = reads(sessions, *window), count(sessions, SampleRow)
+        downgrade(populated, "0009")
+        with engine.connect() as connection:
+            assert not is_partitioned(connection) and existing_days(connection) == []
+        assert count(sessions, SampleRow) == rows
 
-        upgrade(populated_at_0008)
+        upgrade(populated)
 
         with engine.connect() as connection:
             assert is_partitioned(connection)
@@ -266,13 +272,6 @@ def test_the_migration_partitions_a_populated_database_and_reads_stay_the_same(
         assert reads(sessions, *window) == before
         with sessions.begin() as session:  # stored before, replayed after: not again
             assert ingest_run(session, runs[3], D0) is Ingested.REPLAYED
-
-        downgrade(populated_at_0008, "0008")  # back to one table, every row with it
-
-        with engine.connect() as connection:
-            assert not is_partitioned(connection) and existing_days(connection) == []
-        assert count(sessions, SampleRow) == rows
-        assert reads(sessions, *window) == before
     finally:
         engine.dispose()
 

@@ -149,7 +149,7 @@ def statements_sent(engine: Engine) -> list[str]:
     return sent
 
 
-def test_a_run_of_a_known_target_is_one_statement_on_postgresql_two_on_sqlite(
+def test_a_run_of_a_known_target_is_one_statement_on_postgresql_three_on_sqlite(
     sessions: sessionmaker[Session], engine: Engine
 ) -> None:
     store(sessions, run_of(2, target="api"))  # creates the target
@@ -158,7 +158,8 @@ def test_a_run_of_a_known_target_is_one_statement_on_postgresql_two_on_sqlite(
     for _ in range(3):
         store(sessions, run_of(20, target="api"))
 
-    per_run = 1 if engine.dialect.name == "postgresql" else 2  # run, then samples at once
+    # SQLite: the run, its series' newest (series_latest), then the samples at once.
+    per_run = 1 if engine.dialect.name == "postgresql" else 3
     assert len(sent) == 3 * per_run
     with sessions() as session:
         runs = session.scalar(select(func.count()).select_from(RunRow))
