@@ -16,7 +16,9 @@ The contract, for every method:
   Pruning is seen when a run is first read: one already returned may come back while an
   implementation keeps it built (DatabaseHistory's caches of the last few runs and of the
   last reference window; raw samples are kept far longer than either reaches back).
-- The lists returned are the caller's to keep; the runs in them are shared, not copies.
+- The lists returned are the caller's to keep; the runs in them are shared, not copies
+  (but a ``MemoryHistory`` with ``Retention.pack_after`` builds its packed runs again,
+  new objects with the same numbers and memos, on each call that reaches them).
 - Threads: ``DatabaseHistory`` may be shared by threads; ``MemoryHistory`` is for one.
 """
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from app.alerts.packedruns import PackedRuns
 from app.analysis.runs import RunCount, RunData
 
 PRESENT_FOR = timedelta(days=7)  # a vantage with a run this recent is one of the target's
@@ -69,14 +72,21 @@ class Retention:
     runs_for: timedelta
     last: int
     counts_for: timedelta = timedelta(days=31)
+    # Runs of a series beyond its newest this many are kept packed (PackedRuns): built
+    # again, the same numbers in new objects, when a window reaches them. None: never.
+    pack_after: int | None = None
 
 
 class _Series:
-    """One (target, vantage): its runs and its counts, each sorted."""
+    """One (target, vantage): its runs and its counts, each sorted. The runs' keys are all
+    in ``keys``; the newest of them are ``runs``, the older ones (with ``pack_after``)
+    ``packed``."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: str, vantage: str, pack_after: int | None) -> None:
+        self.target, self.vantage, self.pack_after = target, vantage, pack_after
         self.keys: list[tuple[datetime, str]] = []
         self.runs: list[RunData] = []
+        self.packed = PackedRuns()
         self.counts: list[RunCount] = []
 
     def add(self, run: RunData) -> None:
@@ -89,17 +99,35 @@ class _Series:
             self.runs.append(run)
         else:  # a late run: rare, so a plain insertion
             index = bisect.bisect_right(self.keys, key)
+            if index < len(self.packed):  # among the packed: unpacked, all of them
+                self.runs[:0] = self.between(0, len(self.packed))
+                self.packed.drop(len(self.packed))
             self.keys.insert(index, key)
-            self.runs.insert(index, run)
+            self.runs.insert(index - len(self.packed), run)
+        if self.pack_after is not None and len(self.runs) > self.pack_after:
+            for older in self.runs[: len(self.runs) - self.pack_after]:
+                self.packed.append(older)
+            del self.runs[: len(self.runs) - self.pack_after]
         if not self.counts or count >= self.counts[-1]:
             self.counts.append(count)
         else:
             bisect.insort(self.counts, count)
 
+    def between(self, first: int, stop: int) -> list[RunData]:
+        """The runs from the ``first``-th to before the ``stop``-th, oldest first."""
+        packed = len(self.packed)
+        rebuilt = [
+            self.packed.run(i, self.keys[i], self.target, self.vantage)
+            for i in range(first, min(stop, packed))
+        ]
+        return rebuilt + self.runs[max(first - packed, 0) : max(stop - packed, 0)]
+
     def prune_runs(self, before: datetime, keep_last: int = 0) -> None:
         cut = min(bisect.bisect_left(self.keys, (before,)), max(len(self.keys) - keep_last, 0))
         if cut:
-            del self.keys[:cut], self.runs[:cut]
+            packed = min(cut, len(self.packed))
+            self.packed.drop(packed)
+            del self.keys[:cut], self.runs[: cut - packed]
 
     def prune_counts(self, before: datetime) -> None:
         cut = bisect.bisect_left(self.counts, RunCount(before, -1, -1))
@@ -122,15 +150,17 @@ class MemoryHistory:
         self._rules: dict[str, Retention] = {}
 
     def add(self, run: RunData) -> None:
+        rules = self._rules.get(run.target)
+        if rules is None and self.retention is not None:
+            rules = self._rules[run.target] = self.retention(run.target)
         series = self._series.get((run.target, run.vantage))
         if series is None:
-            series = self._series[(run.target, run.vantage)] = _Series()
+            pack_after = rules.pack_after if rules is not None else None
+            series = _Series(run.target, run.vantage, pack_after)
+            self._series[(run.target, run.vantage)] = series
             self._by_target.setdefault(run.target, []).append(run.vantage)
         series.add(run)
-        if self.retention is not None:
-            rules = self._rules.get(run.target)
-            if rules is None:
-                rules = self._rules[run.target] = self.retention(run.target)
+        if rules is not None:
             series.prune_runs(run.at - rules.runs_for, rules.last)
             series.prune_counts(run.at - rules.counts_for)
 
@@ -145,11 +175,13 @@ class MemoryHistory:
         if series is None:
             return []
         first = bisect.bisect_left(series.keys, (start,))
-        return series.runs[first : bisect.bisect_left(series.keys, (end,), lo=first)]
+        return series.between(first, bisect.bisect_left(series.keys, (end,), lo=first))
 
     def last(self, target: str, vantage: str, count: int) -> list[RunData]:
         series = self._series.get((target, vantage))
-        return series.runs[-count:] if series is not None and count > 0 else []
+        if series is None or count <= 0:
+            return []
+        return series.between(max(len(series.keys) - count, 0), len(series.keys))
 
     def vantages(self, target: str, now: datetime) -> list[str]:
         present = [
