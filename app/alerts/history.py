@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from app.alerts.packedruns import PackedRuns
+from app.alerts.packedruns import PackedCounts, PackedRuns
 from app.analysis.runs import RunCount, RunData
 
 PRESENT_FOR = timedelta(days=7)  # a vantage with a run this recent is one of the target's
@@ -87,7 +87,7 @@ class _Series:
         self.keys: list[tuple[datetime, str]] = []
         self.runs: list[RunData] = []
         self.packed = PackedRuns()
-        self.counts: list[RunCount] = []
+        self.counts = PackedCounts()
 
     def add(self, run: RunData) -> None:
         key = (run.at, run.run_id)
@@ -108,10 +108,7 @@ class _Series:
             for older in self.runs[: len(self.runs) - self.pack_after]:
                 self.packed.append(older)
             del self.runs[: len(self.runs) - self.pack_after]
-        if not self.counts or count >= self.counts[-1]:
-            self.counts.append(count)
-        else:
-            bisect.insort(self.counts, count)
+        self.counts.add(count)
 
     def between(self, first: int, stop: int) -> list[RunData]:
         """The runs from the ``first``-th to before the ``stop``-th, oldest first."""
@@ -130,9 +127,7 @@ class _Series:
             del self.keys[:cut], self.runs[: cut - packed]
 
     def prune_counts(self, before: datetime) -> None:
-        cut = bisect.bisect_left(self.counts, RunCount(before, -1, -1))
-        if cut:
-            del self.counts[:cut]
+        self.counts.drop(bisect.bisect_left(self.counts.ats, before))
 
 
 class MemoryHistory:
@@ -195,12 +190,11 @@ class MemoryHistory:
         series = self._series.get((target, vantage))
         if series is None:
             return []
-        first = bisect.bisect_left(series.counts, RunCount(start, -1, -1))
-        last = bisect.bisect_left(series.counts, RunCount(end, -1, -1), lo=first)
-        return series.counts[first:last]
+        first = bisect.bisect_left(series.counts.ats, start)
+        return series.counts.between(first, bisect.bisect_left(series.counts.ats, end, lo=first))
 
     @staticmethod
     def _started_between(series: _Series, start: datetime, end: datetime) -> bool:
         """A count at or after ``start`` that is not after ``end`` (both ends included)."""
-        first = bisect.bisect_left(series.counts, RunCount(start, -1, -1))
-        return first < len(series.counts) and series.counts[first].at <= end
+        first = bisect.bisect_left(series.counts.ats, start)
+        return first < len(series.counts) and series.counts.ats[first] <= end

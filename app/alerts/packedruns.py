@@ -8,11 +8,12 @@ matrix, its totals, then its memos: medians, log levels, ratios, ``total_median`
 ``_Shape`` that most runs of a series share (phase names, counts, the memos' keys and
 lengths). ``run`` builds it again: the same numbers and memos, a new object each time
 (its arrays views of the block). A run that does not pack (readings, a memo that is no
-float or 1-D float array) is kept as it is.
+float or 1-D float array) is kept as it is. ``PackedCounts``: a series' run counts alike.
 """
 
 from __future__ import annotations
 
+import bisect
 from array import array
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -20,12 +21,12 @@ from datetime import datetime
 
 import numpy as np
 
-from app.analysis.runs import Array, RunData
+from app.analysis.runs import Array, RunCount, RunData
 
 BLOCK = 4096  # floats a block holds (a run larger than that gets a block of its own)
-# A run's matrix and its totals start on a multiple of this many floats from a block's start
-# (aligned at least as malloc aligns an array of their own: numpy's loops see the same).
-ALIGN = 8
+# A run's matrix and its totals start on a multiple of this many floats from a block's start:
+# 16 bytes, as malloc aligns an array of their own (numpy's loops see the same alignment).
+ALIGN = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,3 +150,36 @@ def _parts(run: RunData) -> tuple[_Shape, list[Array]] | None:
 
 def _floats(values: Array, ndim: int) -> bool:
     return values.dtype == np.float64 and values.ndim == ndim and values.flags.c_contiguous
+
+
+class PackedCounts:
+    """A series' ``RunCount``s in their order, as a list of times and an array of their
+    numbers (a tuple each was ~90 bytes, and a series keeps a month of them)."""
+
+    def __init__(self) -> None:
+        self.ats: list[datetime] = []
+        self._numbers = array("q")  # timed, censored, samples of each
+
+    def __len__(self) -> int:
+        return len(self.ats)
+
+    def add(self, count: RunCount) -> None:
+        if not self.ats or count >= self.between(len(self.ats) - 1, len(self.ats))[0]:
+            self.ats.append(count.at)
+            self._numbers.extend(count[1:])
+            return
+        counts = self.between(0, len(self.ats))  # a late one: rare, so a plain insertion
+        bisect.insort(counts, count)
+        self.drop(len(self.ats))
+        for each in counts:
+            self.add(each)
+
+    def between(self, first: int, stop: int) -> list[RunCount]:
+        numbers = self._numbers
+        return [
+            RunCount(self.ats[i], numbers[3 * i], numbers[3 * i + 1], numbers[3 * i + 2])
+            for i in range(first, stop)
+        ]
+
+    def drop(self, count: int) -> None:
+        del self.ats[:count], self._numbers[: 3 * count]

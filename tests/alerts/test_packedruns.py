@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from app.alerts.history import MemoryHistory, Retention
-from app.alerts.packedruns import BLOCK, PackedRuns
-from app.analysis.runs import RunData
+from app.alerts.packedruns import BLOCK, PackedCounts, PackedRuns
+from app.analysis.runs import RunCount, RunData
 from app.analysis.tail import ratios
 from tests.runfactory import EVERY, T0, failed_run, make_run
 
@@ -157,3 +157,21 @@ def _assert_lists(got: list[RunData], expected: list[RunData]) -> None:
     assert [run.run_id for run in got] == [run.run_id for run in expected]
     for rebuilt, original in zip(got, expected, strict=True):
         assert_same(rebuilt, original)
+
+
+COUNTS = [
+    pytest.param([(0, 10, 0, 10), (1, 9, 1, 12)], id="in order"),
+    pytest.param([(0, 10, 0, 10), (2, 9, 1, 12), (1, 5, 5, 5)], id="a late one"),
+    pytest.param([(1, 10, 0, 10), (1, 3, 0, 3), (1, 7, 2, 9), (0, 1, 1, 1)], id="ties by counts"),
+]
+
+
+@pytest.mark.parametrize("given", COUNTS)
+def test_packed_counts_keep_the_order_of_their_tuples(given: list[tuple[int, ...]]) -> None:
+    counts = [RunCount(T0 + at * EVERY, *numbers) for at, *numbers in given]
+    packed = PackedCounts()
+    for count in counts:
+        packed.add(count)
+    assert packed.between(0, len(packed)) == sorted(counts)
+    packed.drop(1)
+    assert packed.between(0, len(packed)) == sorted(counts)[1:]
