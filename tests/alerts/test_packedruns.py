@@ -135,10 +135,14 @@ def _histories(pack_after: int) -> tuple[MemoryHistory, MemoryHistory]:
 @pytest.mark.parametrize("pack_after", [1, 3])
 def test_a_history_that_packs_answers_as_one_that_does_not(pack_after: int) -> None:
     plain, packing = _histories(pack_after)
-    order = [*range(30), 4, 29, 12]  # three late runs: among the packed, and among the newest
+    # Three late runs, each at the time of another (ids below and above it): among the
+    # packed, and among the newest.
+    order = [*range(30), 4, 29, 12]
     runs = [_memos_asked(i) for i in range(30)]
-    for index in order:
-        run = runs[index] if order.count(index) == 1 else _late_copy(runs[index])
+    added = []
+    for step, index in enumerate(order):
+        run = runs[index] if step < 30 else _late_copy(runs[index], "q" if index % 2 else "s")
+        added.append(run)
         plain.add(run)
         packing.add(run)
         for count in (1, 2, 5, 40):
@@ -147,10 +151,13 @@ def test_a_history_that_packs_answers_as_one_that_does_not(pack_after: int) -> N
         args = ("chat", "eu", T0 + start * EVERY, T0 + end * EVERY)
         _assert_lists(packing.window(*args), plain.window(*args))
     assert packing.counts(*args) == plain.counts(*args)
+    everything = packing.window("chat", "eu", T0, T0 + 31 * EVERY)
+    expected = sorted(added, key=lambda run: (run.at, run.run_id))
+    assert [run.run_id for run in everything] == [run.run_id for run in expected]
 
 
-def _late_copy(run: RunData) -> RunData:
-    return RunData(**{**_fields(run), "run_id": run.run_id + "-late"})
+def _late_copy(run: RunData, prefix: str) -> RunData:
+    return RunData(**{**_fields(run), "run_id": prefix + run.run_id})
 
 
 def _assert_lists(got: list[RunData], expected: list[RunData]) -> None:
