@@ -16,7 +16,9 @@ The contract, for every method:
   Pruning is seen when a run is first read: one already returned may come back while an
   implementation keeps it built (DatabaseHistory's caches of the last few runs and of the
   last reference window; raw samples are kept far longer than either reaches back).
-- The lists returned are the caller's to keep; the runs in them are shared, not copies.
+- The lists returned are the caller's to keep; the runs in them are shared, not copies
+  (but a ``MemoryHistory`` with ``Retention.pack_after`` builds its packed runs again,
+  new objects with the same numbers and memos, on each call that reaches them).
 - Threads: ``DatabaseHistory`` may be shared by threads; ``MemoryHistory`` is for one.
 """
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from app.alerts.packedruns import PackedCounts, PackedRuns
 from app.analysis.runs import RunCount, RunData
 
 PRESENT_FOR = timedelta(days=7)  # a vantage with a run this recent is one of the target's
@@ -69,42 +72,69 @@ class Retention:
     runs_for: timedelta
     last: int
     counts_for: timedelta = timedelta(days=31)
+    # Runs of a series beyond its newest this many are kept packed (PackedRuns): built
+    # again, the same numbers in new objects, when a window reaches them. None: never.
+    pack_after: int | None = None
 
 
 class _Series:
-    """One (target, vantage): its runs and its counts, each sorted."""
+    """One (target, vantage): its runs and its counts, each sorted. Every run's time and id
+    are in ``ats`` and ``ids`` (two lists: a tuple each cost ~70 bytes more); the newest of
+    the runs are ``runs``, the older ones (with ``pack_after``) ``packed``."""
 
-    def __init__(self) -> None:
-        self.keys: list[tuple[datetime, str]] = []
+    def __init__(self, target: str, vantage: str, pack_after: int | None) -> None:
+        self.target, self.vantage, self.pack_after = target, vantage, pack_after
+        self.ats: list[datetime] = []
+        self.ids: list[str] = []
         self.runs: list[RunData] = []
-        self.counts: list[RunCount] = []
+        self.packed = PackedRuns()
+        self.counts = PackedCounts()
 
     def add(self, run: RunData) -> None:
-        key = (run.at, run.run_id)
         count = RunCount(run.at, run.timed, run.censored, run.samples)
-        if not self.keys or key >= self.keys[-1]:
+        if not self.ats or (run.at, run.run_id) >= (self.ats[-1], self.ids[-1]):
             if self.runs:
                 self.runs[-1].forget_windows()  # no recent window ends there any more
-            self.keys.append(key)
+            self.ats.append(run.at)
+            self.ids.append(run.run_id)
             self.runs.append(run)
         else:  # a late run: rare, so a plain insertion
-            index = bisect.bisect_right(self.keys, key)
-            self.keys.insert(index, key)
-            self.runs.insert(index, run)
-        if not self.counts or count >= self.counts[-1]:
-            self.counts.append(count)
-        else:
-            bisect.insort(self.counts, count)
+            index = self._place(run.at, run.run_id)
+            if index < len(self.packed):  # among the packed: unpacked, all of them
+                self.runs[:0] = self.between(0, len(self.packed))
+                self.packed.drop(len(self.packed))
+            self.ats.insert(index, run.at)
+            self.ids.insert(index, run.run_id)
+            self.runs.insert(index - len(self.packed), run)
+        if self.pack_after is not None and len(self.runs) > self.pack_after:
+            for older in self.runs[: len(self.runs) - self.pack_after]:
+                self.packed.append(older)
+            del self.runs[: len(self.runs) - self.pack_after]
+        self.counts.add(count)
+
+    def _place(self, at: datetime, run_id: str) -> int:
+        """Where (at, run_id) goes: after the runs at the same time with an id not above."""
+        low, high = bisect.bisect_left(self.ats, at), bisect.bisect_right(self.ats, at)
+        return bisect.bisect_right(self.ids, run_id, low, high)
+
+    def between(self, first: int, stop: int) -> list[RunData]:
+        """The runs from the ``first``-th to before the ``stop``-th, oldest first."""
+        packed = len(self.packed)
+        rebuilt = [
+            self.packed.run(i, (self.ats[i], self.ids[i]), self.target, self.vantage)
+            for i in range(first, min(stop, packed))
+        ]
+        return rebuilt + self.runs[max(first - packed, 0) : max(stop - packed, 0)]
 
     def prune_runs(self, before: datetime, keep_last: int = 0) -> None:
-        cut = min(bisect.bisect_left(self.keys, (before,)), max(len(self.keys) - keep_last, 0))
+        cut = min(bisect.bisect_left(self.ats, before), max(len(self.ats) - keep_last, 0))
         if cut:
-            del self.keys[:cut], self.runs[:cut]
+            packed = min(cut, len(self.packed))
+            self.packed.drop(packed)
+            del self.ats[:cut], self.ids[:cut], self.runs[: cut - packed]
 
     def prune_counts(self, before: datetime) -> None:
-        cut = bisect.bisect_left(self.counts, RunCount(before, -1, -1))
-        if cut:
-            del self.counts[:cut]
+        self.counts.drop(bisect.bisect_left(self.counts.ats, before))
 
 
 class MemoryHistory:
@@ -122,15 +152,17 @@ class MemoryHistory:
         self._rules: dict[str, Retention] = {}
 
     def add(self, run: RunData) -> None:
+        rules = self._rules.get(run.target)
+        if rules is None and self.retention is not None:
+            rules = self._rules[run.target] = self.retention(run.target)
         series = self._series.get((run.target, run.vantage))
         if series is None:
-            series = self._series[(run.target, run.vantage)] = _Series()
+            pack_after = rules.pack_after if rules is not None else None
+            series = _Series(run.target, run.vantage, pack_after)
+            self._series[(run.target, run.vantage)] = series
             self._by_target.setdefault(run.target, []).append(run.vantage)
         series.add(run)
-        if self.retention is not None:
-            rules = self._rules.get(run.target)
-            if rules is None:
-                rules = self._rules[run.target] = self.retention(run.target)
+        if rules is not None:
             series.prune_runs(run.at - rules.runs_for, rules.last)
             series.prune_counts(run.at - rules.counts_for)
 
@@ -144,12 +176,14 @@ class MemoryHistory:
         series = self._series.get((target, vantage))
         if series is None:
             return []
-        first = bisect.bisect_left(series.keys, (start,))
-        return series.runs[first : bisect.bisect_left(series.keys, (end,), lo=first)]
+        first = bisect.bisect_left(series.ats, start)
+        return series.between(first, bisect.bisect_left(series.ats, end, lo=first))
 
     def last(self, target: str, vantage: str, count: int) -> list[RunData]:
         series = self._series.get((target, vantage))
-        return series.runs[-count:] if series is not None and count > 0 else []
+        if series is None or count <= 0:
+            return []
+        return series.between(max(len(series.ats) - count, 0), len(series.ats))
 
     def vantages(self, target: str, now: datetime) -> list[str]:
         present = [
@@ -163,12 +197,11 @@ class MemoryHistory:
         series = self._series.get((target, vantage))
         if series is None:
             return []
-        first = bisect.bisect_left(series.counts, RunCount(start, -1, -1))
-        last = bisect.bisect_left(series.counts, RunCount(end, -1, -1), lo=first)
-        return series.counts[first:last]
+        first = bisect.bisect_left(series.counts.ats, start)
+        return series.counts.between(first, bisect.bisect_left(series.counts.ats, end, lo=first))
 
     @staticmethod
     def _started_between(series: _Series, start: datetime, end: datetime) -> bool:
         """A count at or after ``start`` that is not after ``end`` (both ends included)."""
-        first = bisect.bisect_left(series.counts, RunCount(start, -1, -1))
-        return first < len(series.counts) and series.counts[first].at <= end
+        first = bisect.bisect_left(series.counts.ats, start)
+        return first < len(series.counts) and series.counts.ats[first] <= end

@@ -101,6 +101,20 @@ class RunData:
             memo[key] = _slice(start, start + len(array))
             start += len(array)
 
+    def memos(self) -> list[tuple[Hashable, object]]:
+        """Its own memos (not its windows'), each as ``memo`` gives it: what a store that
+        keeps runs packed saves, and gives back to the run it rebuilds (``remember``)."""
+        packed = self._memo.get(_PACKED)
+        return [
+            (key, packed[value] if type(value) is slice else value)  # type: ignore[index]
+            for key, value in self._memo.items()
+            if key is not _WINDOWS and key is not _PACKED
+        ]
+
+    def remember(self, key: Hashable, value: object) -> None:
+        """``memo``'s answer for ``key`` from now on (see ``memos``)."""
+        self._memo[key] = value
+
     def medians(self, names: Sequence[str]) -> Array:
         """Each of ``names``' median over the run's timed samples (0 for a phase the run
         lacks), as ``np.median(stacked_phases([run], names)[0], axis=0)`` gives them."""
@@ -112,9 +126,8 @@ class RunData:
         )
 
     def total_median(self) -> float:
-        """The median of the timed samples' end-to-end times, as ``np.median(totals)``
-        gives it (asked for by several detectors, and by every daily reference the run is
-        in: worked out once)."""
+        """The timed samples' end-to-end median, as ``np.median(totals)`` gives it (asked
+        for by several detectors and every daily reference the run is in: worked out once)."""
         return self.memo("total_median", median_of, self.totals)
 
     @property
@@ -122,15 +135,13 @@ class RunData:
         return self.timed - self.censored
 
     def objective_readings(self) -> Mapping[str, Reading]:
-        """``readings``; a run made without them (a backtest's CSV, the test factories)
-        still has its end-to-end times, each cut one a lower bound."""
+        """``readings``; a run made without them still has its end-to-end times."""
         if self.readings:
             return self.readings
         return {"end_to_end_ms": (self.totals, self.cut_mask())}
 
     def cut_mask(self) -> NDArray[np.bool_]:
-        """Which timed samples were cut at the deadline (a run made without readings:
-        its last ``censored``, as the test factories make them)."""
+        """Which timed samples were cut at the deadline (without readings: its last few)."""
         found = self.readings.get("end_to_end_ms")
         if found is not None:
             return found[1]

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alerts.history import History, MemoryHistory
+from app.alerts.history import History, MemoryHistory, Retention
 from app.analysis.runs import RunCount, RunData
 from app.store.db import make_engine, make_sessions
 from app.store.dbhistory import DatabaseHistory
@@ -35,8 +35,11 @@ class Backend(Protocol):
 
 
 class Memory:
-    def __init__(self) -> None:
-        self.history = MemoryHistory()
+    def __init__(self, pack_after: int | None = None) -> None:
+        # Packing (a backtest's): every run but the newest of a series kept packed.
+        far = timedelta(days=3650)
+        packing = Retention(far, 0, far, pack_after)
+        self.history = MemoryHistory(None if pack_after is None else lambda _: packing)
 
     def store(self, runs: Sequence[RunData], status: str = "complete") -> None:
         for run in runs:
@@ -65,6 +68,7 @@ class Database:
 
 BACKENDS = [
     pytest.param("memory", id="memory"),
+    pytest.param("memory-packed", id="memory-packed"),
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres),
 ]
@@ -72,8 +76,8 @@ BACKENDS = [
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "memory":
-        yield Memory()
+    if request.param.startswith("memory"):
+        yield Memory(1 if request.param == "memory-packed" else None)
         return
     if request.param == "postgresql":
         url = request.getfixturevalue("postgres_url")

@@ -26,6 +26,9 @@ from app.analysis.runs import RunData
 # runs kept, for nothing (a fleet keeps some 200,000).
 SLACK = 2 * MAX_SPAN
 COUNTS_SLACK = timedelta(days=1)  # counts beyond an SLO's budget window (a few bytes each)
+# A series' newest runs kept as RunData: twice the farthest ``last`` reaches. The older ones
+# (a reference's week, read once a day) are packed (app.alerts.packedruns).
+PACK_AFTER = 2
 
 
 def replay(
@@ -65,7 +68,8 @@ def replay_numbered(
 def retention(params: DetectorParams) -> Retention:
     """All the evaluator can still ask of a target with these ``params``: its reference
     window and ``SLACK`` more; for ``last``, the tail onset's reach; for ``counts``, the SLO's
-    budget window and a day more."""
+    budget window and a day more. Runs beyond ``PACK_AFTER`` reaches are kept packed."""
     reach = max(ONSET_WINDOWS * params.recent_runs, params.failing_runs, params.dominant_runs, 2)
     counts_for = max(params.slo.budget_window + COUNTS_SLACK, timedelta(days=31))
-    return Retention(timedelta(days=params.reference_days) + SLACK, reach, counts_for)
+    kept = timedelta(days=params.reference_days) + SLACK
+    return Retention(kept, reach, counts_for, pack_after=PACK_AFTER * reach)
