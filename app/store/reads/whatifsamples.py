@@ -15,10 +15,10 @@ from numpy.typing import NDArray
 from sqlalchemy import Engine, String, cast, select
 from sqlalchemy.orm import Session
 
-from app.analysis.objectives import METRICS
+from app.analysis.llmmetrics import llm_some
 from app.analysis.whatif import SampleSet
 from app.analysis.whatif.changes import KNOWN_PHASES
-from app.analysis.whatif.samples import from_columns
+from app.analysis.whatif.samples import KEPT_STATUSES, from_columns
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.partitions import days_of_window
 from app.store.rawdriver import tuples
@@ -75,17 +75,18 @@ def _rhythm_columns(
     names: Sequence[str], rows: Sequence[Sequence[Any]]
 ) -> dict[str, NDArray[np.float64]]:
     """Each of ``names`` for each row (status, ..., total, marks, details), NaN where it
-    has none: a row's marks and details parsed once for every name."""
+    has none, as the objectives read them (app.analysis.llmmetrics): a row's marks and
+    details parsed once for every name, and only a timed row's (the others are dropped)."""
     if not names:
         return {}
-    reads = [(i, METRICS[name].read) for i, name in enumerate(names)]
-    found = np.full((len(names), len(rows)), math.nan)
+    found = np.full((len(rows), len(names)), math.nan)
     for j, row in enumerate(rows):
+        if row[1] not in KEPT_STATUSES:
+            continue
         marks, details = orjson.loads(row[4] or "{}") or {}, orjson.loads(row[5] or "{}") or {}
-        for i, read in reads:
-            value = None if read is None else read(row[1], float(row[3]), marks, details)
-            found[i, j] = math.nan if value is None else value
-    return dict(zip(names, found, strict=True))
+        values = llm_some(names, row[1], float(row[3]), marks, details)
+        found[j] = [math.nan if value is None else value for value in values]
+    return dict(zip(names, found.T.copy(), strict=True))
 
 
 def vantages_of(session: Session, target: str, since: datetime, until: datetime) -> list[str]:
