@@ -9,7 +9,7 @@ where vLLM's and AIPerf's differ.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -189,10 +189,23 @@ def llm_value(
 ) -> float | None:
     """One metric of one sample (``llm_values``' entry ``name``), the others not worked out:
     what an objective over that metric reads (app.analysis.objectives)."""
+    return llm_some((name,), status, total_ms, marks, details)[0]
+
+
+def llm_some(
+    names: Sequence[str],
+    status: str,
+    total_ms: float,
+    marks: Mapping[str, int],
+    details: Mapping[str, Any],
+) -> list[float | None]:
+    """``llm_value`` of each of ``names``, the sample's facts read once (the what-if reads
+    TPOT and the longest stall of every sample of a window)."""
     imported = details.get("llm")
     if isinstance(imported, Mapping):
-        return _number(imported.get(name))
-    return _BY_NAME[name].value(_view_of(status, total_ms, marks, details))
+        return [_number(imported.get(name)) for name in names]
+    view = _view_of(status, total_ms, marks, details)
+    return [_BY_NAME[name].value(view) for name in names]
 
 
 def _view_of(

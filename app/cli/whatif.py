@@ -72,9 +72,9 @@ def whatif(
         raise typer.BadParameter(str(exc), param_hint="CHANGES") from None
     since, until = _window(start, end)
     with store_engine(resolve_database_url(database_url, config)) as engine:
-        samples = _samples_or_fail(engine, target, vantage, since, until)
-        donors = _donors(engine, parsed, since, until)
         objectives = _objectives(engine, target)
+        samples = _samples_or_fail(engine, target, vantage, (since, until), objectives)
+        donors = _donors(engine, parsed, since, until)
     try:
         prediction = predict(samples, parsed, donors=donors, seed=seed, objectives=objectives)
     except ChangeError as exc:
@@ -100,11 +100,17 @@ def _window(start: str | None, end: str | None) -> tuple[datetime, datetime]:
 
 
 def _samples_or_fail(
-    engine: Engine, target: str, vantage: str | None, since: datetime, until: datetime
+    engine: Engine,
+    target: str,
+    vantage: str | None,
+    window: tuple[datetime, datetime],
+    objectives: tuple[Objective, ...],
 ) -> SampleSet:
+    from app.analysis.whatif.rhythm import rhythm_of
     from app.store.reads.whatifsamples import load_sample_set
 
-    samples = load_sample_set(engine, target, vantage, since, until)
+    since, until = window
+    samples = load_sample_set(engine, target, vantage, since, until, rhythm_of(objectives))
     where = "" if vantage is None else f" at vantage {vantage}"
     if samples is None:
         fail(f"no target {target!r} in the database")

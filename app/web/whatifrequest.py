@@ -38,6 +38,7 @@ from app.analysis.whatif import (
 )
 from app.analysis.whatif.apply import apply, settle
 from app.analysis.whatif.changes import check_changes
+from app.analysis.whatif.rhythm import rhythm_of
 from app.store.db import Session, Sessions, unpooled_sessions
 from app.store.reads.newestruns import newest_start
 from app.store.reads.objectives import target_objective_list
@@ -94,9 +95,9 @@ def _token(item: str | dict[str, Any]) -> str:
     return item if isinstance(item, str) else json.dumps(item, separators=(",", ":"))
 
 
-def samples_of(session: Session, scope: Scope) -> SampleSet:
-    """The window's samples; NoSamples when it holds none."""
-    found = load_sample_set(session, scope.target, scope.vantage, scope.start, scope.end)
+def samples_of(session: Session, scope: Scope, rhythm: tuple[str, ...] = ()) -> SampleSet:
+    """The window's samples (with ``rhythm``'s values); NoSamples when it holds none."""
+    found = load_sample_set(session, scope.target, scope.vantage, scope.start, scope.end, rhythm)
     if found is None or found.n == 0:
         where = f" from vantage {scope.vantage!r}" if scope.vantage else ""
         raise NoSamples(
@@ -148,9 +149,9 @@ def what_if(
 ) -> dict[str, Any]:
     changes = parsed(items)
     kept = bounded(session, scope, max_samples)
-    samples = samples_of(session, kept)
-    donors = donors_of(session, scope, changes, max_samples)
     objectives = target_objective_list(session, scope.target)
+    samples = samples_of(session, kept, rhythm_of(objectives))
+    donors = donors_of(session, scope, changes, max_samples)
     prediction = predict(
         samples, changes, donors=donors, seed=SEED, resamples=resamples, objectives=objectives
     )
@@ -217,9 +218,9 @@ def finite(value: Any) -> bool:
 def levers_now(session: Session, scope: Scope, max_samples: int = MAX_SAMPLES) -> LeversNow:
     """The window's levers (within ``max_samples``), ranked by the engine; NoSamples when
     it holds no timed sample."""
-    samples = samples_of(session, bounded(session, scope, max_samples))
-    now = predict(samples, [], seed=SEED, resamples=0).before
     objectives = target_objective_list(session, scope.target)
+    samples = samples_of(session, bounded(session, scope, max_samples), rhythm_of(objectives))
+    now = predict(samples, [], seed=SEED, resamples=0).before
     found = levers(samples, objectives=objectives)
     return LeversNow(now, found, samples.n, objective_levers(samples, found, objectives))
 

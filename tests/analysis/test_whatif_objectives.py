@@ -167,13 +167,13 @@ def test_an_objective_no_lever_raises_says_so() -> None:
         ([TTFT, Objective("availability", 0.995)], None),
         (
             [TTFT, Objective("tpot_ms", 0.99, 40)],
-            "the tpot_ms objective is not predicted (a change of phases says nothing of a"
+            "the tpot_ms objective is not predicted (the samples were read without a"
             " stream's rhythm): goodput here counts only the objectives above",
         ),
         (
             [Objective("tpot_ms", 0.99, 40), Objective("stall_ms", 0.99, 500)],
-            "the tpot_ms and stall_ms objectives are not predicted (a change of phases says"
-            " nothing of a stream's rhythm): goodput here counts only the objectives above",
+            "the tpot_ms and stall_ms objectives are not predicted (the samples were read"
+            " without a stream's rhythm): goodput here counts only the objectives above",
         ),
     ],
 )

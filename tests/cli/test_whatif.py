@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.store.models import TargetRow
 from tests.clirun import run_cli
-from tests.runfactory import EVERY, T0, make_run, record_of, store_records
+from tests.runfactory import EVERY, T0, make_run, record_of, store_records, streamed_sample
 
 WINDOW = ["--from", T0.isoformat(), "--to", (T0 + timedelta(days=1)).isoformat()]
 
@@ -102,3 +103,34 @@ def test_a_target_with_objectives_is_told_how_each_would_be_met(
     assert code == 0 and "ttft_ms ≤ 300 ms" in out and "objective (share met)" in out
     assert "burn" in out and "0.0× → 100.0×" in out
     assert "levers for ttft_ms ≤ 300 ms, 100.0% met now: no lever raises it" in out
+
+
+def test_a_tpot_objective_follows_the_generations_pace(
+    url: str, sessions: sessionmaker[Session], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Four runs of streamed answers of 11 tokens, TPOT 30, 50, 60 and 90 ms: 1 of 4 within
+    # 40 ms; with generation halved, 15 … 45 ms: 3 of 4.
+    records = []
+    for i, tpot in enumerate((30.0, 50.0, 60.0, 90.0)):
+        at = T0 + i * EVERY
+        run = record_of(make_run(np.random.default_rng(i), at, target="pace", n=1))
+        sample = streamed_sample(0, 100.0, 100.0 + 10 * tpot, 11, 2 * tpot, at)
+        records.append(replace(run, samples=(sample,)))
+    store_records(sessions, records, T0 + timedelta(days=1))
+    objectives = {"tpot_ms": {"p": 99, "below": 40}}
+    with sessions.begin() as session:
+        session.execute(
+            update(TargetRow)
+            .where(TargetRow.name == "pace")
+            .values(config={"alerts": {"objectives": objectives}})
+        )
+    argv = ["whatif", "pace", "generation*0.5", *WINDOW, "--database-url", url]
+    code, out, _ = run_cli([*argv, "--json"], capsys)
+    assert code == 0
+    by_metric = {o["metric"]: o for o in json.loads(out)["objectives"]}
+    assert by_metric["tpot_ms"]["before"] == 0.25 and by_metric["tpot_ms"]["after"] == 0.75
+    assert by_metric["goodput"]["after"] == 0.75
+    ranked = {o["metric"]: o for o in json.loads(out)["objective_levers"]}
+    assert [lever["phase"] for lever in ranked["tpot_ms"]["levers"]] == ["generation"]
+    code, out, _ = run_cli(argv, capsys)
+    assert code == 0 and "tpot_ms ≤ 40 ms" in out and "not predicted" not in out

@@ -14,7 +14,7 @@ import pytest
 from app.runtime.targetsync import sync_targets_file
 from app.store.records import RunRecord
 from tests.apiapp import TOKEN, Api, api, minutes_ago, targets
-from tests.runfactory import make_run, record_of
+from tests.runfactory import make_run, record_of, streamed_sample
 from tests.web.test_metrics import parsed, scrape, value
 
 OBJECTIVES = {"availability": {"target": 99.5}, "ttft_ms": {"p": 99, "below": 300}}
@@ -159,3 +159,33 @@ def test_the_target_page_names_each_objectives_biggest_lever(served: Api) -> Non
     page = served.client.get("/targets/edge").text
     assert 'id="objective-levers"' in page and "goodput, " in page
     assert 'id="objective-levers"' not in served.client.get("/targets/home").text
+
+
+@pytest.fixture
+def paced(db_url: str, tmp_path: Path) -> Iterator[Api]:
+    """A target with a TPOT objective (40 ms): four runs of streamed answers of 11 tokens,
+    TPOT 30, 50, 60 and 90 ms."""
+    rhythm = {"objectives": {"tpot_ms": {"p": 99, "below": 40}}}
+    config = targets("pace", kind="openai", alerts=rhythm)
+    with api(db_url, tmp_path, config) as served:
+        served.client.headers["Authorization"] = f"Bearer {TOKEN}"
+        sync_targets_file(served.service.sessions, served.service.targets)
+        for k, tpot in enumerate((30.0, 50.0, 60.0, 90.0)):
+            at = minutes_ago(5 + 15 * k)
+            run = record_of(make_run(np.random.default_rng(k), at, target="pace", n=1))
+            sample = streamed_sample(0, 100.0, 100.0 + 10 * tpot, 11, 2 * tpot, at)
+            served.store(replace(run, samples=(sample,)))
+        yield served
+
+
+def test_the_what_if_and_levers_answer_for_a_tpot_objective(paced: Api) -> None:
+    response = paced.client.post(
+        "/api/v1/targets/pace/whatif", json={"changes": ["generation*0.5"], "resamples": 50}
+    )
+    assert response.status_code == 200, response.text
+    by_metric = {o["metric"]: o for o in response.json()["objectives"]}
+    assert by_metric["tpot_ms"]["before"] == 0.25 and by_metric["tpot_ms"]["after"] == 0.75
+    assert not [n for n in response.json()["notes"] if "not predicted" in n]
+    levers = paced.client.get("/api/v1/targets/pace/levers").json()["objective_levers"]
+    tpot = next(o for o in levers if o["metric"] == "tpot_ms")
+    assert [lever["phase"] for lever in tpot["levers"]] == ["generation"]

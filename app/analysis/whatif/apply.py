@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,6 +25,7 @@ from app.analysis.whatif.changes import (
     SetPhase,
     TakePhase,
 )
+from app.analysis.whatif.rhythm import scaled
 from app.analysis.whatif.samples import SampleSet
 
 # Changes that draw at random (cold starts, another target's phase) are applied to several
@@ -45,6 +46,7 @@ class Applied:
     censored: Bools
     deadline_ms: float | None
     copies: int
+    rhythm: dict[str, Floats] = field(default_factory=dict)  # each row's, at its new pace
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,9 @@ def apply(
     for change in changes:
         _apply_one(samples, ms, change, donors, rng)
     run, censored = np.repeat(samples.run, copies), np.repeat(samples.censored, copies)
-    return Applied(samples.phases, ms, run, censored, deadline_of(samples, changes), copies)
+    rhythm = scaled(samples.phases, samples.ms, ms, samples.rhythm, copies)
+    deadline = deadline_of(samples, changes)
+    return Applied(samples.phases, ms, run, censored, deadline, copies, rhythm)
 
 
 def _apply_one(

@@ -16,6 +16,7 @@ from app.analysis.objectives import Objective
 from app.analysis.whatif.apply import settle
 from app.analysis.whatif.objectiveshares import shares as objective_shares
 from app.analysis.whatif.outcome import Bound, bound, shares_of
+from app.analysis.whatif.rhythm import scaled
 from app.analysis.whatif.samples import SampleSet
 
 HALVED, REMOVED = 0.5, 0.0
@@ -121,7 +122,8 @@ def _scaled(
     ms = samples.ms.copy()
     ms[:, column] *= factor
     settled = settle(ms, samples.censored, deadline)
-    met = objective_shares(samples.phases, settled, objectives) if objectives else {}
+    rhythm = scaled(samples.phases, samples.ms, ms, samples.rhythm)
+    met = objective_shares(samples.phases, settled, objectives, rhythm) if objectives else {}
     return bound(settled), met
 
 

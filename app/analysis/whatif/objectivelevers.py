@@ -59,7 +59,8 @@ def objective_levers(
     if not objectives or samples.n == 0:
         return []
     deadline = samples.deadline_ms if deadline_ms is None else deadline_ms
-    now = shares(samples.phases, settle(samples.ms, samples.censored, deadline), objectives)
+    settled = settle(samples.ms, samples.censored, deadline)
+    now = shares(samples.phases, settled, objectives, samples.rhythm)
     bounds = {o.metric: o.below_ms for o in objectives}
     return [
         ObjectiveLevers(metric, bounds.get(metric), share, _ranked(found, metric, share))

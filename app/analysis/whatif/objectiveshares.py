@@ -6,7 +6,9 @@ miss at the deadline is at least the deadline); ``ttft_ms`` the time of the phas
 the first token — connect, network, queue, prefill, or a whole answer's server phase
 (for a streamed answer that is the first token mark; for a whole answer whose server said
 how long it generated, it leaves that out, where the mark would not). A sample cut before
-its first token has only a lower bound, as the objectives count it. Availability is not
+its first token has only a lower bound, as the objectives count it. ``tpot_ms`` and
+``stall_ms`` are the samples' own, at the changed generation's pace (``rhythm``), where the
+samples carry them (``SampleSet.rhythm``). Availability is not
 predicted: the what-if's samples are the timed ones, and no change makes a failed request
 answer. Goodput here is over the timed samples: not cut, and every latency objective met.
 
@@ -17,7 +19,7 @@ the share its target allows to miss (1: the budget spent exactly over the SLO's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,7 @@ from numpy.typing import NDArray
 from app.analysis.objectives import AVAILABILITY, Objective, Reading
 from app.analysis.whatif.apply import Settled
 from app.analysis.whatif.resample import Interval, Ratio, Spread, interval
+from app.analysis.whatif.rhythm import readings as rhythm_readings
 
 BEFORE_TOKEN = ("connect", "network", "queue", "prefill", "server")
 PREDICTED = ("end_to_end_ms", "ttft_ms")  # what ``readings_of`` reads from the phases
@@ -34,6 +37,7 @@ PREDICTED = ("end_to_end_ms", "ttft_ms")  # what ``readings_of`` reads from the 
 
 GOODPUT = "goodput"
 Bools = NDArray[np.bool_]
+Floats = NDArray[np.float64]
 Judged = dict[str, tuple[Bools, Bools]]  # metric -> per sample: good, counted
 
 
@@ -73,11 +77,17 @@ def readings_of(phases: tuple[str, ...], settled: Settled) -> dict[str, Reading]
     return {"end_to_end_ms": (settled.values, settled.miss), "ttft_ms": (ttft, reached)}
 
 
-def judged(phases: tuple[str, ...], settled: Settled, objectives: Sequence[Objective]) -> Judged:
+def judged(
+    phases: tuple[str, ...],
+    settled: Settled,
+    objectives: Sequence[Objective],
+    rhythm: Mapping[str, Floats] | None = None,
+) -> Judged:
     """Per sample, each latency objective's good and counted samples (the objectives'
-    rules: a lower bound counts only when it is at or past the bound), and goodput's:
-    every sample counted, good when not cut and every latency objective met."""
-    reads = readings_of(phases, settled)
+    rules: a lower bound counts only when it is at or past the bound; a sample without
+    the value is not counted), and goodput's: every sample counted, good when not cut and
+    every latency objective met. ``rhythm``: each settled row's TPOT and stall, if read."""
+    reads = readings_of(phases, settled) | rhythm_readings(rhythm or {}, settled.miss)
     found: Judged = {}
     every = ~settled.miss
     for objective in objectives:
@@ -85,34 +95,42 @@ def judged(phases: tuple[str, ...], settled: Settled, objectives: Sequence[Objec
         if objective.metric == AVAILABILITY or reading is None or objective.below_ms is None:
             continue
         values, lower = reading
-        good = ~lower & (values <= objective.below_ms)
-        counted = ~lower | (values >= objective.below_ms)
+        known = ~np.isnan(values)  # NaN compares False: not good, and not counted
+        good = known & ~lower & (values <= objective.below_ms)
+        counted = known & (~lower | (values >= objective.below_ms))
         found[objective.metric] = (good, counted)
         every = every & good
     found[GOODPUT] = (every, np.ones_like(every))
     return found
 
 
-def unpredicted(objectives: Sequence[Objective]) -> tuple[str, ...]:
-    """A note naming the latency objectives the phases cannot answer for (a stream's
-    rhythm: ``tpot_ms``, ``stall_ms``), which goodput here leaves out; none otherwise."""
-    left = [o.metric for o in objectives if o.metric not in PREDICTED and o.metric != AVAILABILITY]
+def unpredicted(
+    objectives: Sequence[Objective], rhythm: Mapping[str, Floats] | None = None
+) -> tuple[str, ...]:
+    """A note naming the latency objectives left unanswered — a stream's rhythm
+    (``tpot_ms``, ``stall_ms``) when the samples were read without it — which goodput here
+    leaves out; none otherwise."""
+    answered = {*PREDICTED, *(rhythm or {}), AVAILABILITY}
+    left = [o.metric for o in objectives if o.metric not in answered]
     if not left:
         return ()
     return (
         f"the {' and '.join(left)} objective{'s are' if len(left) > 1 else ' is'} not predicted"
-        " (a change of phases says nothing of a stream's rhythm): goodput here counts"
+        " (the samples were read without a stream's rhythm): goodput here counts"
         " only the objectives above",
     )
 
 
 def shares(
-    phases: tuple[str, ...], settled: Settled, objectives: Sequence[Objective]
+    phases: tuple[str, ...],
+    settled: Settled,
+    objectives: Sequence[Objective],
+    rhythm: Mapping[str, Floats] | None = None,
 ) -> dict[str, float | None]:
     """Each latency objective's share met, and goodput's, of ``settled``."""
     return {
         metric: _share(good, counted)
-        for metric, (good, counted) in judged(phases, settled, objectives).items()
+        for metric, (good, counted) in judged(phases, settled, objectives, rhythm).items()
     }
 
 

@@ -50,8 +50,8 @@ def predict(
     ]
     measured = (samples.n, samples.runs)
     verdicts = (
-        judged(samples.phases, settled[0], objectives),
-        judged(samples.phases, settled[1], objectives),
+        judged(samples.phases, settled[0], objectives, samples.rhythm),
+        judged(samples.phases, settled[1], objectives, applied.rhythm),
     )
     spread = spreads(chunks, sides, cells, [ratios(side) for side in verdicts])
     before, after = (
@@ -59,7 +59,7 @@ def predict(
         for side, found in zip(settled, spread, strict=True)
     )
     optimistic = _optimistic(applied)
-    notes = (*_notes(samples, changes, optimistic), *unpredicted(objectives))
+    notes = (*_notes(samples, changes, optimistic), *unpredicted(objectives, samples.rhythm))
     met = outcomes(verdicts, spread, objectives)
     return Prediction(before, after, tuple(changes), notes, optimistic, met)
 

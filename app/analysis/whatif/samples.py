@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -15,6 +15,9 @@ CENSORED = "deadline_exceeded"
 _ORDER = {phase: rank for rank, phase in enumerate(dict.fromkeys((*LLM_PHASES, *HTTP_PHASES)))}
 
 Row = tuple[Hashable, str, Mapping[str, float]]  # run key, status, phases (ms)
+# A streamed answer's rhythm (app.analysis.llmmetrics): not a phase, so not in ``ms``.
+RHYTHM = ("tpot_ms", "stall_ms")
+Rhythm = Mapping[str, NDArray[np.float64]]  # a RHYTHM name -> one value a sample (NaN: none)
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,8 @@ class SampleSet:
 
     ``run[i]`` numbers sample i's run (0 … runs-1): the unit of resampling. ``censored[i]``:
     cut at the deadline (``deadline_ms``), so its end-to-end is a lower bound.
+    ``rhythm[name][i]``: sample i's ``tpot_ms`` or ``stall_ms`` (NaN: it has none), read
+    only for a target with an objective over it (else empty).
     """
 
     phases: tuple[str, ...]
@@ -30,11 +35,14 @@ class SampleSet:
     run: NDArray[np.intp]
     censored: NDArray[np.bool_]
     deadline_ms: float | None = None
+    rhythm: Rhythm = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = len(self.run)
         if self.ms.shape != (n, len(self.phases)) or self.censored.shape != (n,):
             raise ValueError("ms, run and censored must describe the same samples")
+        if any(v.shape != (n,) or k not in RHYTHM for k, v in self.rhythm.items()):
+            raise ValueError(f"rhythm holds one array of {' or '.join(RHYTHM)} per sample")
 
     @property
     def n(self) -> int:
@@ -74,9 +82,11 @@ def from_columns(
     statuses: Sequence[str],
     ms: NDArray[np.float64],
     deadline_ms: float | None = None,
+    rhythm: Rhythm | None = None,
 ) -> SampleSet:
     """Column arrays as a ``SampleSet``: ``ms[i, j]`` NaN where sample i has no phase j.
-    Phases no sample has are dropped; the rest keep the order given."""
+    Phases no sample has are dropped; the rest keep the order given. ``rhythm``: one value
+    a row, as ``ms``."""
     status = np.asarray(statuses, dtype=object)
     kept = np.isin(status, list(KEPT_STATUSES))
     ms = ms[kept]
@@ -86,7 +96,8 @@ def from_columns(
     run = _factorised(keys.tolist())
     censored = status[kept] == CENSORED
     names = tuple(name for name, on in zip(phases, present.tolist(), strict=True) if on)
-    return _with_deadline(SampleSet(names, ms, run, censored, deadline_ms))
+    kept_rhythm = {name: values[kept] for name, values in (rhythm or {}).items()}
+    return _with_deadline(SampleSet(names, ms, run, censored, deadline_ms, kept_rhythm))
 
 
 def _factorised(keys: list[Hashable]) -> NDArray[np.intp]:
@@ -100,4 +111,4 @@ def _with_deadline(samples: SampleSet) -> SampleSet:
     if samples.deadline_ms is not None or not samples.censored.any():
         return samples
     cut = float(samples.totals[samples.censored].min())
-    return SampleSet(samples.phases, samples.ms, samples.run, samples.censored, cut)
+    return replace(samples, deadline_ms=cut)
