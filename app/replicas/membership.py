@@ -77,6 +77,12 @@ class Replicas:
         return self.lease_s / 3
 
     @property
+    def next_renewal_s(self) -> float:
+        """Until the next renewal: a third of the lease; within a second while the leases
+        could not be read, so a database back is seen at once (not a lease's third on)."""
+        return self.renew_every_s if self.problem is None else min(1.0, self.renew_every_s)
+
+    @property
     def settle_s(self) -> float:
         return 2 * self.renew_every_s
 

@@ -186,7 +186,7 @@ class Service:
 
     async def _share_loop(self) -> None:
         await self._renew()
-        await asyncio.sleep(self.replicas.renew_every_s)
+        await asyncio.sleep(self.replicas.next_renewal_s)
 
     async def _renew(self) -> None:
         """Renew the lease (one renewal at a time), then say so if the share changed."""

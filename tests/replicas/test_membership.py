@@ -103,8 +103,10 @@ def test_a_replica_whose_database_is_away_keeps_its_last_view(tmp_path: Path) ->
     away = make_engine("postgresql+psycopg://postgres@127.0.0.1:9/none?connect_timeout=1")
     try:
         one = Replicas(make_sessions(away), True, LEASE_S, "a")
+        assert one.next_renewal_s == LEASE_S / 3
         assert one.renew() is None and one.waiting
         assert one.problem is not None
+        assert one.next_renewal_s == 1.0  # tried again soon: a database back is seen at once
     finally:
         away.dispose()
 
