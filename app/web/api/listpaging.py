@@ -35,10 +35,17 @@ def page_list(
     """The items after ``cursor``'s key (``items`` sorted by ``key``), at most ``limit``, and
     the next page's cursor (None on the last). ``BadCursor`` for a foreign cursor."""
     after = None if cursor is None else text_after(cursor)
-    rest = [item for item in items if after is None or key(item) > after]
-    if limit is None or len(rest) <= limit:
-        return rest, None
-    return rest[:limit], text_cursor(key(rest[limit - 1]))
+    return trimmed([item for item in items if after is None or key(item) > after], key, limit)
+
+
+def trimmed(
+    items: Sequence[T], key: Callable[[T], str], limit: int | None
+) -> tuple[list[T], str | None]:
+    """At most ``limit`` of ``items`` (read with one more, to tell a next page) and the next
+    page's cursor (None on the last)."""
+    if limit is None or len(items) <= limit:
+        return list(items), None
+    return list(items[:limit]), text_cursor(key(items[limit - 1]))
 
 
 def paging_headers(request: Request, response: Response, total: int, after: str | None) -> None:

@@ -14,10 +14,10 @@ from app.store.models import TargetRow
 from app.store.reads.breakdown import breakdown
 from app.store.reads.latestruns import latest_runs
 from app.store.reads.objectives import ObjectivesStatus, target_objectives
-from app.store.reads.paging import BadCursor, text_after, text_cursor
+from app.store.reads.paging import BadCursor, text_after
 from app.store.reads.slo import target_slo
 from app.store.targets import target_count, target_row, targets_after
-from app.web.api.listpaging import LIST_HEADERS, ListLimitParam, paging_headers
+from app.web.api.listpaging import LIST_HEADERS, ListLimitParam, paging_headers, trimmed
 from app.web.api.params import (
     TARGET_ERRORS,
     CursorParam,
@@ -59,11 +59,7 @@ def list_targets(
         after = None if cursor is None else text_after(cursor)
     except BadCursor as exc:
         raise bad_request(str(exc)) from None
-    rows = targets_after(session, after, limit)
-    following = None
-    if limit is not None and len(rows) > limit:
-        rows = rows[:limit]
-        following = text_cursor(rows[-1].name)
+    rows, following = trimmed(targets_after(session, after, limit), lambda row: row.name, limit)
     seen = _vantages(session, [row.id for row in rows])
     unprobed = service.coverage.by_target()
     paging_headers(request, response, target_count(session), following)
