@@ -73,11 +73,6 @@ def insert_unless_present(session: Session, entity: Any, keys: list[str]) -> Ins
     return insert(entity).on_conflict_do_nothing(index_elements=keys)
 
 
-def all_targets(session: Session) -> list[TargetRow]:
-    """Every target known (from the targets file or by its runs), by name."""
-    return list(session.scalars(select(TargetRow).order_by(TargetRow.name)))
-
-
 def targets_after(session: Session, after: str | None, limit: int | None) -> list[TargetRow]:
     """Targets by name after ``after`` (all: None), at most ``limit`` + 1: one more than a
     page says another follows."""
