@@ -27,7 +27,7 @@ from prometheus_client import (
 )
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.analysis.maintenance import MaintenanceWindow
+from app.analysis.maintenance import MaintenanceWindow, in_any
 from app.analysis.summary import TIMED, summarize
 from app.clock import utcnow
 from app.runs.threads import Check
@@ -64,6 +64,8 @@ class RunMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._phases_seen: dict[tuple[str, str], set[str]] = {}
         self._stored_series: set[tuple[str, str]] = set()
+        # Until ``watch`` is given the service's windows, no run is held.
+        self._windows: Callable[[], Sequence[MaintenanceWindow]] = list
         self._lock = threading.Lock()  # the last-run gauges of a series change together
         self._declare(self.registry)
 
@@ -113,8 +115,9 @@ class RunMetrics:
         self.samples = Counter(
             "phasewatch_samples",
             "Probe requests by outcome: ok, deadline_exceeded, timeout, error, http_error,"
-            " invalid_answer.",
-            (*SERIES, "status"),
+            " invalid_answer; maintenance is true for a run a maintenance window held (the"
+            " shipped burn-rate rules leave those out, as phasewatch's error budgets do).",
+            (*SERIES, "status", "maintenance"),
             registry=registry,
         )
         self.probe_errors = Counter(
@@ -147,8 +150,9 @@ class RunMetrics:
 
     def observe_run(self, run: RunRecord) -> None:
         series = (run.target, run.vantage)
+        held = self._held(run)
         for sample in run.samples:
-            self._observe_sample(series, sample)
+            self._observe_sample(series, sample, held)
         if run.scheduled_at is not None:
             late = (run.started_at - run.scheduled_at).total_seconds()
             self.lateness_seconds.labels(*series).observe(max(0.0, late))
@@ -162,8 +166,17 @@ class RunMetrics:
         """A run the door refused (``app.runs.validate``): ``reason`` is a bounded kind."""
         self.runs_refused.labels(vantage, reason).inc()
 
-    def _observe_sample(self, series: tuple[str, str], sample: SampleRecord) -> None:
-        self.samples.labels(*series, sample.status).inc()
+    def _held(self, run: RunRecord) -> str:
+        """The ``maintenance`` label: whether a window held the run's series as it started."""
+        try:
+            inside = in_any(self._windows(), run.target, run.vantage, run.started_at)
+        except Exception as exc:  # the windows are the database's too: never lose the count
+            log.warning("metrics: a run counted as outside maintenance: %s", exc)
+            inside = False
+        return "true" if inside else "false"
+
+    def _observe_sample(self, series: tuple[str, str], sample: SampleRecord, held: str) -> None:
+        self.samples.labels(*series, sample.status, held).inc()
         self.tokens.observe(series, sample)
         if sample.error_class is not None:
             self.probe_errors.labels(*series, sample.error_class).inc()
@@ -200,6 +213,7 @@ class RunMetrics:
         slos = Check(lambda: slo_statuses(sessions, windows), "metrics-slos")
         objectives = Check(lambda: objective_statuses(sessions, windows), "metrics-objectives")
         held = Check(lambda: held_series(self.series(), windows(), utcnow()), "metrics-held")
+        self._windows = windows
         deadline = [0.0]  # the scrape's, set by its first read
 
         def open_alerts() -> list[AlertCount]:

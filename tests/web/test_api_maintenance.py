@@ -149,6 +149,14 @@ def test_metrics_say_which_series_a_window_holds(served: Api) -> None:
     found = parsed(scrape(served))
     assert value(found, "phasewatch_maintenance", target="alpha", vantage="eu") == 1
     assert value(found, "phasewatch_maintenance", target="beta", vantage="eu") == 0
+    # Samples counted with the window that held their run: the burn-rate rules leave those
+    # out after the window ends too.
+    ok = {"vantage": "eu", "status": "ok"}
+    assert value(found, "phasewatch_samples_total", target="alpha", **ok, maintenance="true") == 5
+    assert (
+        value(found, "phasewatch_samples_total", target="alpha", **ok, maintenance="false") is None
+    )
+    assert value(found, "phasewatch_samples_total", target="beta", **ok, maintenance="false") == 5
     made = served.client.post("/api/v1/maintenance", json=NEW | ALWAYS | NOW_ON, headers=AUTH)
     assert made.status_code == 201, made.text
     found = parsed(scrape(served))

@@ -206,7 +206,7 @@ def test_outcomes_errors_by_class_and_runs_stored_are_counted(served: Api) -> No
     stored = stored_samples(served)
     outcomes = Counter((t, v, s.status) for t, v, s in stored)
     for (target, vantage, status), n in outcomes.items():
-        labels = {"target": target, "vantage": vantage, "status": status}
+        labels = {"target": target, "vantage": vantage, "status": status, "maintenance": "false"}
         assert value(found, "phasewatch_samples_total", **labels) == n
     classes = Counter((t, v, s.error_class) for t, v, s in stored if s.error_class)
     assert classes[("down", "eu", "HTTP503")] == 1
@@ -354,7 +354,8 @@ def test_serve_exposes_its_scheduled_runs(tmp_path: Path) -> None:
     where = {"target": "api", "vantage": "test-vantage"}
     runs = value(found, "phasewatch_runs_stored_total", **where)
     assert runs is not None and 2 <= runs <= stored
-    assert value(found, "phasewatch_samples_total", **where, status="ok") == 3 * runs
+    counted = {"status": "ok", "maintenance": "false"}
+    assert value(found, "phasewatch_samples_total", **where, **counted) == 3 * runs
     assert value(found, "phasewatch_schedule_lateness_seconds_count", **where) == runs
     assert value(found, "phasewatch_request_duration_seconds_count", **where) == 3 * runs
     assert value(found, "phasewatch_dominant_phase", **where, phase="server") is not None
