@@ -8,9 +8,9 @@ every later day is scored against the same error. On the detection corpus's flee
 samples a run) that offset is 0.06 in log from tail to tail, the day's counting noise
 0.14 (bench/detection/README.md). So a slow drift is told by its sum over days, each
 day's excess over ``K`` (the least rise that counts, a day at a time), against ``H``
-counting noises: a one-sided CUSUM. ``K`` is above what the baseline's own offset reaches
-(3 of its 0.06), where a sum over weeks would otherwise climb on a quiet tail too; ``H``
-is the evidence: pure counting noise would reach it once in 10⁵ days.
+counting noises: a one-sided CUSUM. ``K`` is 2.9 of those offsets over their mean (−0.04):
+a quiet tail whose offset is over ``K`` climbs for good (about one in 600); ``H`` is the
+evidence: counting noise alone, ``K`` one noise a day, reaches it once in 10⁵ days.
 """
 
 from __future__ import annotations
