@@ -53,10 +53,13 @@ def _drift(
         ([0.45], 0.45, Signal.HOLD, None, 0.0),  # one day: 0.45 < 5 × 0.14
         ([0.0, 0.45, 0.45, 0.45], 0.45, Signal.HIT, 3, 0.0),  # 5 × 0.14 / √3 ≈ ln 1.5
         ([0.45, 0.45], 0.45, Signal.HOLD, None, 0.0),  # two days: 5 × 0.14 / √2 = 0.49
-        ([0.3] * 7, 0.3, Signal.HOLD, None, 0.0),  # a week's 7.6 σ, but under the least 50 %
+        # A week at +35 %: under the least 50 %, but its excess over drifttail.K sums to 8
+        # of the 0.14 (the CUSUM over kept days tells it, over the 7 days it holds):
+        ([0.3] * 7, 0.3, Signal.HIT, 7, 0.0),
         ([0.45] * 3 + [0.0] * 7, 0.0, Signal.CLEAR, None, 0.0),  # a week ago is no more
         ([0.0, 0.75], 0.75, Signal.HIT, 1, 0.0),  # a day's own value, past 5 spreads
-        ([0.2] * 7, 0.2, Signal.CLEAR, None, 0.0),  # under half of what each window needs
+        ([0.13] * 7, 0.13, Signal.CLEAR, None, 0.0),  # under half of each window's, under K
+        ([0.21] * 7, 0.21, Signal.HOLD, None, 0.0),  # the CUSUM at 3.5 of its 6: past half
         ([-0.6] * 7, -0.6, Signal.CLEAR, None, 0.0),  # fewer samples in the tail is no alert
         # A calm week's spread is not trusted under the counting noise (5 × 0.25 / √3):
         ([0.0, 0.45, 0.45, 0.45], 0.45, Signal.HOLD, None, 0.25),

@@ -15,6 +15,7 @@ import numpy as np
 from app.analysis.detectors.base import WARNING, Detector, Finding, Inputs, Named, Signal
 from app.analysis.drift import Drift, drifting_for, keep_day, observe, pooled_days, today
 from app.analysis.driftpack import Packed, unpack
+from app.analysis.drifttail import H, K, tail_cusum
 from app.analysis.runs import Array
 
 if TYPE_CHECKING:
@@ -109,12 +110,13 @@ def drift_finding(drift: Drift, value: Array, params: DetectorParams, now: datet
     least[1 + k :] = math.log1p(params.baseline_tail_min)
     needed = np.maximum(least, params.baseline_drift_sigmas * base.spread)
     value, needed, pooled = _pooled_tails(drift, value, needed, least, params, now)
+    value, needed, pooled, calm = _cusum_tails(drift, value, needed, pooled)
     material = base.shares >= params.baseline_drift_share
     counted = np.concatenate(([True], material, material))
     # A phase's rise is material when it adds enough to end-to-end as well.
     adds = base.shares * np.expm1(value[1 : 1 + k]) >= params.baseline_drift_adds
     beyond = counted & (value >= needed) & np.concatenate(([True], adds, np.ones(k, bool)))
-    if not beyond.any() and np.all(~counted | (value < needed / 2)):
+    if not beyond.any() and np.all(~counted | (value < calm)):
         return Finding(Signal.CLEAR)  # the usual case: nothing to tell, nothing to keep
     names = ("end-to-end", *base.phases, *(f"{name} tail" for name in base.phases))
     lead = int(np.argmax(np.where(counted, value / needed, -np.inf)))
@@ -173,6 +175,29 @@ def _pooled_tails(
     needed[tails] = np.where(better, bars[best, cols], needed[tails])
     days = np.where(better, n[best], 1.0)
     return value, needed, days
+
+
+def _cusum_tails(
+    drift: Drift, value: Array, needed: Array, days: Array
+) -> tuple[Array, Array, Array, Array]:
+    """Each tail's CUSUM over its kept days (app/analysis/drifttail.py), when further along
+    to ``H`` than the readings above to their bars: the mean of the days it holds, against
+    the mean it needed over them (``K`` + ``H`` noises ÷ days). The noise is a day's
+    counting noise (a layout-2 state has none: the daily spread). Also returns what each
+    value must be under to clear: half its bar; for a CUSUM, the mean of half of ``H``."""
+    base = drift.baseline
+    k = len(base.phases)
+    tails = slice(1 + k, None)
+    value, needed = value.copy(), needed.copy()
+    calm = needed / 2
+    noise = np.where(base.counting > 0, base.counting, base.spread[tails])
+    score, held, mean = tail_cusum(drift.days[:, 1 + 1 + k :], noise)
+    better = (held > 0) & (score / H > value[tails] / needed[tails])
+    per_day = noise / np.maximum(held, 1)
+    value[tails] = np.where(better, mean, value[tails])
+    needed[tails] = np.where(better, K + H * per_day, needed[tails])
+    calm[tails] = np.where(better, K + H / 2 * per_day, calm[tails])
+    return value, needed, np.where(better, held, days), calm
 
 
 def _pct(log_ratio: float) -> float:
