@@ -33,6 +33,7 @@ from app.analysis.levelspread import (
     expected_by_slot,
     honest_spread,
     lag1,
+    long_run,
     robust_sigma,
 )
 from app.analysis.runs import Array, RunData, common_phases, nan_column_medians
@@ -77,7 +78,10 @@ class LevelReference:
     expected: Array  # 48 × (1 + phases): expected log median per slot
     sigma: Array  # per series: the residuals' robust spread
     rho: Array  # per series: lag-1 autocorrelation of the residuals, in [0, MAX_RHO]
-    sigma_eff: Array  # per series: the long-run spread (module docstring)
+    sigma_eff: Array  # per series: the long-run spread of the residuals (module docstring)
+    # per series: the same of held-out residuals, the reference's own error counted
+    # (app.analysis.levelspread): the unit of a vantage's CUSUM
+    sigma_held: Array
     runs: int
     span: timedelta  # from its first run to its last
     # Each reference run's start (epoch seconds) and residuals: where two vantages' runs
@@ -106,7 +110,8 @@ class LevelReference:
             expected=expected,
             sigma=sigma,
             rho=rho,
-            sigma_eff=honest_spread(rows, slots, days),
+            sigma_eff=long_run(residuals, sigma * np.sqrt((1 + rho) / (1 - rho))),
+            sigma_held=honest_spread(rows, slots, days),
             runs=len(timed),
             span=timed[-1].at - timed[0].at,
             times=np.array([run.at.timestamp() for run in timed]),
@@ -138,16 +143,19 @@ def increments(
     min_ms: float,
     cap: float,
     alternative: float = 2.0,
+    held_out: bool = True,
 ) -> Array:
     """Each series' CUSUM increment for ``run`` in nats (0 where it has no sample): the log
     likelihood ratio of a slowdown of ``alternative`` allowances against none, the residual
-    at most ``WILD`` allowances, the increment at most ``cap``."""
+    at most ``WILD`` allowances, the increment at most ``cap``; in units of the held-out
+    spread (``sigma_held``), or with ``held_out`` false of the residuals' own."""
     allowance = allowances(reference, run, relative, min_ms)
     # A run far slower than the alternative says no more than one at 4× it (the alternative
     # is twice the allowance): a wild run must not carry the CUSUM half-way on its own.
     residual = np.minimum(reference.residuals(run), WILD * allowance)
     shift = alternative * allowance
-    step = shift / reference.sigma_eff**2 * (residual - shift / 2)
+    spread = reference.sigma_held if held_out else reference.sigma_eff
+    step = shift / spread**2 * (residual - shift / 2)
     capped: Array = np.where(np.isnan(step), 0.0, np.minimum(step, cap))
     return capped
 
