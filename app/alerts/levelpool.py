@@ -91,6 +91,10 @@ class PooledLevel:
             params.level_min_ms,
             cap,
             params.level_pooled_alternative,
+            # The in-sample spread: held out, the transfer × 2 of phase_slowdown waited 1–2
+            # runs more, where this lane's quiet-corpus highest was 3.5 nats under its
+            # threshold (bench/detection/README.md, "level_shift's reference error").
+            held_out=False,
         )
         steps = _advance(memories, pooled_steps(level, step, weight), params.level_window_runs)
         scores, lengths = window_cusum(steps)

@@ -29,22 +29,18 @@ from datetime import timedelta
 import numpy as np
 from numpy.typing import NDArray
 
+from app.analysis.levelspread import (
+    expected_by_slot,
+    honest_spread,
+    lag1,
+    long_run,
+    robust_sigma,
+)
 from app.analysis.runs import Array, RunData, common_phases, nan_column_medians
 
 TOTAL = "end-to-end"
-# Fewer reference runs than this at an hour (and kind of day): the neighbouring hours join.
-MIN_MATCHED = 6
-# The least spread of a log median: a phase that never moves (µs of a reused connection)
-# must not turn a rounding into evidence.
-MIN_SIGMA = 0.01
-MIN_DAYS = 2
 MIN_TIMED = 5
 WILD = 8.0  # a residual counts at most this many allowances (``increments``)
-MAX_RHO = 0.95
-# Blocks of consecutive runs whose means' spread is the long-run spread (2 h and 8 h at
-# 15 min), each only from this many blocks or more.
-BLOCKS = (8, 32)
-MIN_BLOCKS = 6
 FLOOR_MS = 1e-3
 
 
@@ -82,7 +78,10 @@ class LevelReference:
     expected: Array  # 48 × (1 + phases): expected log median per slot
     sigma: Array  # per series: the residuals' robust spread
     rho: Array  # per series: lag-1 autocorrelation of the residuals, in [0, MAX_RHO]
-    sigma_eff: Array  # per series: the long-run spread (module docstring)
+    sigma_eff: Array  # per series: the long-run spread of the residuals (module docstring)
+    # per series: the same of held-out residuals, the reference's own error counted
+    # (app.analysis.levelspread): the unit of a vantage's CUSUM
+    sigma_held: Array
     runs: int
     span: timedelta  # from its first run to its last
     # Each reference run's start (epoch seconds) and residuals: where two vantages' runs
@@ -112,6 +111,7 @@ class LevelReference:
             sigma=sigma,
             rho=rho,
             sigma_eff=long_run(residuals, sigma * np.sqrt((1 + rho) / (1 - rho))),
+            sigma_held=honest_spread(rows, slots, days),
             runs=len(timed),
             span=timed[-1].at - timed[0].at,
             times=np.array([run.at.timestamp() for run in timed]),
@@ -126,69 +126,6 @@ class LevelReference:
     def expected_ms(self, run: RunData) -> Array:
         expected: Array = np.exp(self.expected[slot(run)])
         return expected
-
-
-def expected_by_slot(
-    rows: Array, slots: NDArray[np.int64], days: NDArray[np.int64] | None = None
-) -> Array:
-    """For each slot, the median of the rows at the same hour and kind of day; with fewer
-    than ``MIN_MATCHED``, or from fewer than ``MIN_DAYS`` days (``days``: each row's), widened:
-    ±1 hour, then the same hour of any day, then ±1 hour of any day, then every row. One
-    day is no normal: a weekend of the reference before a change says nothing of after."""
-    if days is None:
-        days = np.arange(len(rows), dtype=np.int64)  # rows from as many days as rows
-    hours, kinds = slots % 24, slots // 24
-    table = np.empty((48, rows.shape[1]))
-    for index in range(48):
-        hour, kind = index % 24, index // 24
-        near = np.abs(((hours - hour) + 12) % 24 - 12) <= 1
-        for chosen in (
-            (hours == hour) & (kinds == kind),
-            near & (kinds == kind),
-            hours == hour,
-            near,
-        ):
-            if chosen.sum() >= MIN_MATCHED and len(np.unique(days[chosen])) >= MIN_DAYS:
-                break
-        else:
-            chosen = np.ones(len(rows), dtype=bool)
-        table[index] = nan_column_medians(rows[chosen])
-    return table
-
-
-def robust_sigma(residuals: Array) -> Array:
-    """1.4826 × the median absolute deviation of each column, at least ``MIN_SIGMA``."""
-    centre = np.nanmedian(residuals, axis=0)
-    mad = np.nanmedian(np.abs(residuals - centre), axis=0)
-    sigma: Array = np.maximum(1.4826 * np.nan_to_num(mad), MIN_SIGMA)
-    return sigma
-
-
-def lag1(residuals: Array) -> Array:
-    """Each column's lag-1 autocorrelation over consecutive rows, clipped to [0, MAX_RHO]
-    (a negative one would narrow the spread: never trusted)."""
-    if len(residuals) < 3:
-        return np.zeros(residuals.shape[1])
-    x = residuals - np.nanmean(residuals, axis=0)
-    x = np.nan_to_num(x)
-    num = (x[1:] * x[:-1]).sum(axis=0)
-    den = (x * x).sum(axis=0)
-    rho = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
-    clipped: Array = np.clip(rho, 0.0, MAX_RHO)
-    return clipped
-
-
-def long_run(residuals: Array, floor: Array) -> Array:
-    """The largest of ``floor`` and √(B · var(means of blocks of B consecutive runs)) for
-    each B of ``BLOCKS`` that the reference holds ``MIN_BLOCKS`` of."""
-    spread = floor.copy()
-    for size in BLOCKS:
-        blocks = len(residuals) // size
-        if blocks < MIN_BLOCKS:
-            continue
-        means = np.nanmean(residuals[: blocks * size].reshape(blocks, size, -1), axis=1)
-        spread = np.maximum(spread, np.sqrt(size * np.nanvar(means, axis=0, ddof=1)))
-    return spread
 
 
 def allowances(reference: LevelReference, run: RunData, relative: float, min_ms: float) -> Array:
@@ -206,16 +143,19 @@ def increments(
     min_ms: float,
     cap: float,
     alternative: float = 2.0,
+    held_out: bool = True,
 ) -> Array:
     """Each series' CUSUM increment for ``run`` in nats (0 where it has no sample): the log
     likelihood ratio of a slowdown of ``alternative`` allowances against none, the residual
-    at most ``WILD`` allowances, the increment at most ``cap``."""
+    at most ``WILD`` allowances, the increment at most ``cap``; in units of the held-out
+    spread (``sigma_held``), or with ``held_out`` false of the residuals' own."""
     allowance = allowances(reference, run, relative, min_ms)
     # A run far slower than the alternative says no more than one at 4× it (the alternative
     # is twice the allowance): a wild run must not carry the CUSUM half-way on its own.
     residual = np.minimum(reference.residuals(run), WILD * allowance)
     shift = alternative * allowance
-    step = shift / reference.sigma_eff**2 * (residual - shift / 2)
+    spread = reference.sigma_held if held_out else reference.sigma_eff
+    step = shift / spread**2 * (residual - shift / 2)
     capped: Array = np.where(np.isnan(step), 0.0, np.minimum(step, cap))
     return capped
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from app.analysis import level as lv
+from app.analysis import levelspread as ls
 from app.analysis.detectors import DetectorParams, Signal
 from app.analysis.detectors.levelshift import level_finding
 from app.analysis.runs import RunData
@@ -103,7 +104,7 @@ def test_too_few_runs_at_an_hour_widen_the_match(
 ) -> None:
     values = np.array([[value] for _, _, value in rows])
     slots = np.array([hour + 24 * kind for hour, kind, _ in rows], dtype=np.int64)
-    assert lv.expected_by_slot(values, slots)[10, 0] == chosen
+    assert ls.expected_by_slot(values, slots)[10, 0] == chosen
 
 
 @pytest.mark.parametrize("rho", [0.0, 0.7, 0.9])
@@ -112,14 +113,14 @@ def test_the_spread_is_widened_by_the_residuals_autocorrelation(rho: float) -> N
     x = np.zeros(20_000)
     for i in range(1, len(x)):
         x[i] = rho * x[i - 1] + math.sqrt(1 - rho**2) * rng.normal()
-    measured = lv.lag1(x[:, None])[0]
+    measured = ls.lag1(x[:, None])[0]
     assert measured == pytest.approx(rho, abs=0.03)
-    assert lv.robust_sigma(x[:, None])[0] == pytest.approx(1.0, abs=0.05)
+    assert ls.robust_sigma(x[:, None])[0] == pytest.approx(1.0, abs=0.05)
 
 
 def test_a_negative_autocorrelation_never_narrows_the_spread() -> None:
     alternating = np.array([[(-1.0) ** i] for i in range(100)])
-    assert lv.lag1(alternating)[0] == 0.0
+    assert ls.lag1(alternating)[0] == 0.0
 
 
 def test_a_correlated_load_makes_each_run_weaker_evidence() -> None:
@@ -186,7 +187,10 @@ def test_one_wild_run_cannot_cross_alone(cap: float, threshold: float) -> None:
     assert heights[-1] < threshold / 2
 
 
-@pytest.mark.parametrize(("factor", "runs"), [(1.25, 3), (1.5, 2), (1.08, None)])
+# 1.25: 4 runs, a run later than against the in-sample spread (the reference's own error is
+# counted: app/analysis/levelspread.py); the benchmark's phases are less noisy than this
+# queue under an AR(1) load and keep their delays (bench/detection/README.md).
+@pytest.mark.parametrize(("factor", "runs"), [(1.25, 4), (1.5, 2), (1.08, None)])
 def test_a_uniform_slowdown_crosses_in_runs(factor: float, runs: int | None) -> None:
     reference = lv.LevelReference.build(week(load_sigma=0.2, rho=0.7))
     assert reference is not None
@@ -258,7 +262,7 @@ def test_an_hours_normal_is_from_two_days_at_least(days: list[int], expected: fl
     # Hour 10 at 5.0; the same hour of the other kind of day at 1.0.
     values = np.array([[5.0]] * 6 + [[1.0]] * 6)
     slots = np.array([10] * 6 + [34] * 6, dtype=np.int64)
-    table = lv.expected_by_slot(values, slots, np.array(days, dtype=np.int64))
+    table = ls.expected_by_slot(values, slots, np.array(days, dtype=np.int64))
     assert table[10, 0] == expected
 
 
