@@ -109,7 +109,7 @@ class Upkeep:
             log.debug("%d run(s) added to the rollups", added)
 
     def _keep_rollups(self, since: datetime, now: datetime) -> int:
-        """The runs caught up, then the coarse rollups folded if an hour has closed."""
+        """The runs caught up, then the coarse rollups folded if a period has closed."""
         aside = self.quarantine.loop(LOOP)
         added = catch_up(self.sessions, since, now, between=self.foreground.quiet, aside=aside)
         if fold_due(self.folded, now):

@@ -156,19 +156,21 @@ def test_catch_up_builds_the_closed_periods_of_the_runs_it_adds(
                 RollupRow.period_s.in_(COARSE), RollupRow.vantage == "eu"
             )
         ).all()
-    assert built == [(3600, T0, 12)]  # the closed hour; the open one and coarser: the fold
+    quarters = [(900, T0 + i * timedelta(minutes=15), 3) for i in range(7)]
+    # the closed periods; the open ones (1:45, 1:00, the 6 hours, the day) left to the fold
+    assert sorted(built) == [*quarters, (3600, T0, 12)]
 
 
 @pytest.mark.parametrize(
     ("last", "now", "due"),
     [
         (None, T0, True),
-        (T0, T0 + timedelta(minutes=59), False),
-        (T0 + timedelta(minutes=59), T0 + timedelta(minutes=60), True),
-        (T0 + timedelta(minutes=30), T0 + timedelta(hours=1, minutes=29), True),
+        (T0, T0 + timedelta(minutes=14), False),
+        (T0 + timedelta(minutes=14), T0 + timedelta(minutes=15), True),
+        (T0 + timedelta(minutes=5), T0 + timedelta(minutes=20), True),
     ],
 )
-def test_a_fold_is_due_when_an_hour_has_closed(
+def test_a_fold_is_due_when_a_quarter_hour_has_closed(
     last: datetime | None, now: datetime, due: bool
 ) -> None:
     assert fold_due(last, now) is due

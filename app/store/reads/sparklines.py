@@ -1,5 +1,5 @@
 """The overview's sparklines: each pair's hourly end-to-end median, from the hourly rollups
-(and, for an hour not folded into one yet, its 15-minute rollups merged)."""
+(and, for the hours not folded into one yet, their finer rollups merged)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from app.store.rollups.coarse import resolved
 from app.store.rollups.digests import POOLED, period_start
 
 Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
+HOUR = timedelta(hours=1)
 Point = tuple[str, str, datetime, float | None]  # target name, vantage, hour, p50
 
 
@@ -29,10 +30,14 @@ def sparklines(
     ``series`` (target id, vantage: a page's) when given, and perhaps a few more of their
     targets and vantages."""
     first = period_start(now, 3600) - timedelta(hours=hours - 1)
-    columns = (TargetRow.name, RollupRow.vantage, RollupRow.period_start, RollupRow.total_p50)
-    query = _of(_rows(select(*columns), 3600), first, series)
-    points: list[Point] = [(n, v, at, p50) for n, v, at, p50 in session.execute(query)]
-    points += _unfolded(session, first, series, {(n, v, at) for n, v, at, _ in points})
+    columns = (RollupRow.target_id, TargetRow.name, RollupRow.vantage, RollupRow.period_start)
+    query = _of(_rows(select(*columns, RollupRow.total_p50), 3600), first, series)
+    rows = session.execute(query).all()
+    points: list[Point] = [(n, v, at, p50) for _, n, v, at, p50 in rows]
+    folded: dict[tuple[int, str], datetime] = {}
+    for target, _, vantage, at, _ in rows:
+        folded[(target, vantage)] = max(at + HOUR, folded.get((target, vantage), at + HOUR))
+    points += _unfolded(session, _since(first, series, folded), series, folded)
     lines: dict[tuple[str, str], list[float | None]] = {}
     for name, vantage, at, p50 in points:
         index = int((at - first).total_seconds() // 3600)
@@ -61,20 +66,33 @@ def _of(query: Q, first: datetime, series: Collection[tuple[int, str]] | None) -
     return query.where(RollupRow.vantage.in_(padded(sorted(vantages))))
 
 
-def _unfolded(
-    session: Session,
+def _since(
     first: datetime,
     series: Collection[tuple[int, str]] | None,
-    have: set[tuple[str, str, datetime]],
+    folded: dict[tuple[int, str], datetime],
+) -> datetime:
+    """Where hours not folded yet may begin: after each series' newest hourly row (the fold
+    builds every closed hour in turn: app.store.rollups.folds), or at ``first`` for a series
+    without one."""
+    if not folded or (series is not None and any(pair not in folded for pair in series)):
+        return first
+    return min(folded.values())
+
+
+def _unfolded(
+    session: Session,
+    since: datetime,
+    series: Collection[tuple[int, str]] | None,
+    folded: dict[tuple[int, str], datetime],
 ) -> list[Point]:
-    """The hours since ``first`` that have 15-minute rollups but no hourly one (the current
-    hour, one not folded yet: app.store.rollups.coarse), merged from those: the same p50."""
+    """The hours from ``since`` on with 5-minute rollups (which every run is merged into)
+    but no hourly one, merged from their finer rollups: the same p50 as the hourly row."""
     columns = (RollupRow.target_id, TargetRow.name, RollupRow.vantage, RollupRow.period_start)
-    query = _of(_rows(select(*columns), 900), first, series)
+    query = _of(_rows(select(*columns), 300), since, series)
     names, keys = {}, set()
     for target, name, vantage, at in session.execute(query):
         hour = period_start(at, 3600)
-        if (name, vantage, hour) not in have:
+        if hour >= folded.get((target, vantage), since):
             names[target] = name
             keys.add((target, vantage, 3600, hour))
     found = resolved(session, keys)

@@ -1,11 +1,12 @@
-"""The coarse rollups (1 h, 6 h, 1 day): built when their period closes, not merged per run.
+"""The coarse rollups (15 min, 1 h, 6 h, 1 day): built when their period closes, not merged
+per run.
 
 A run used to be merged into ten rollup rows (five periods, its vantage and pooled), each
 read, merged, summarised and written back: the rollups' main cost in ``serve``
-(bench/fleet.py). Now a run is merged into its 5- and 15-minute rows only; a coarse row is
-built once its period has closed, from the rows of the next finer period (``FINER``), by
-``fold`` (the rollup loop, when an hour has passed) or by the catch-up itself for a run of
-a period already closed (a late push, an import).
+(bench/fleet.py). Now a run is merged into its 5-minute rows only; a coarse row is built
+once its period has closed, from the rows of the next finer period (``FINER``), by the
+rollup loop's fold (app.store.rollups.folds) or by the catch-up itself for a run of a
+period already closed (a late push, an import).
 
 The one rule every writer keeps: **a coarse row that exists counts every run counted**, so
 a run whose coarse row exists is merged into it as before, and a read that finds a coarse
@@ -18,19 +19,19 @@ has merged into but not committed; SQLite has one writer.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, and_, or_, select, text
+from sqlalchemy import ColumnElement, Select, and_, or_, select, text
 from sqlalchemy.orm import Session
 
 from app.analysis.digest import Digest, merge_digests
 from app.store.inlists import padded
 from app.store.models import RollupRow
-from app.store.rollups.keys import RollupKey
+from app.store.rollups.keys import RollupKey, period_start
 
-COARSE = (3600, 21600, 86400)
-FINER = {3600: 900, 21600: 3600, 86400: 21600}
+COARSE = (900, 3600, 21600, 86400)  # finest first: each is built from the one before
+FINER = {900: 300, 3600: 900, 21600: 3600, 86400: 21600}
 # The rollups' writers' advisory lock on PostgreSQL (any constant no other lock uses).
 _LOCK = 0x50575231
 # More distinct ranges than this are read as one span (a read's buckets rarely make more
@@ -130,3 +131,44 @@ def _within(starts: list[datetime], period: int) -> ColumnElement[bool]:
         spans = [[spans[0][0], spans[-1][1]]]
     column = RollupRow.period_start
     return or_(*(and_(column >= lo, column < hi) for lo, hi in spans))
+
+
+Insert = Callable[[Session, dict[RollupKey, Digest], datetime], None]
+
+
+def fold(session: Session, since: datetime, now: datetime, insert: Insert) -> list[RollupKey]:
+    """Build the coarse rows of periods closed by ``now`` that hold ``since`` or begin after
+    it and have finer rows but no row yet, finest period first (an hour is built from the
+    quarters built just before it), each period's rows ``insert``-ed before the next is
+    built from them; the keys built. In a write transaction."""
+    serialized(session)
+    built = []
+    for period in COARSE:
+        lo, hi = period_start(since, period), period_start(now, period)
+        if lo >= hi:
+            continue
+        under = _under(session, FINER[period], period, lo, hi)
+        digests = resolved(session, under - _keys(session, period, lo, hi))
+        insert(session, digests, now)
+        built += sorted(digests)
+    return built
+
+
+def _under(session: Session, finer: int, period: int, lo: datetime, hi: datetime) -> set[RollupKey]:
+    """The keys of ``period`` that have rows of ``finer`` in [lo, hi)."""
+    return {
+        (t, v, period, period_start(start, period))
+        for t, v, start in session.execute(_key_query(finer, lo, hi))
+    }
+
+
+def _keys(session: Session, period: int, lo: datetime, hi: datetime) -> set[RollupKey]:
+    return {(t, v, period, start) for t, v, start in session.execute(_key_query(period, lo, hi))}
+
+
+def _key_query(period: int, lo: datetime, hi: datetime) -> Select[int, str, datetime]:
+    return select(RollupRow.target_id, RollupRow.vantage, RollupRow.period_start).where(
+        RollupRow.period_s == period,
+        RollupRow.period_start >= lo,
+        RollupRow.period_start < hi,
+    )

@@ -120,9 +120,9 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
 
 def add_coarse(session: Session, parts: dict[RollupKey, list[Digest]], now: datetime) -> None:
     """The coarse rows' share of a batch (``app.store.rollups.coarse``), after its finer
-    rows are written: merged into the coarse rows that exist; a closed period's missing
-    row built from its finer rows (which hold the batch); an open period's left to the
-    fold. In the batch's write transaction."""
+    rows are written: merged into the coarse rows that exist; where a closed period has
+    none, every closed period from it on is folded (from finer rows, which hold the
+    batch); an open period's is left to the fold. In the batch's write transaction."""
     keys = sorted(key for key in parts if coarse.is_coarse(key))
     if not keys:
         return
@@ -130,10 +130,9 @@ def add_coarse(session: Session, parts: dict[RollupKey, list[Digest]], now: date
     present = _present(session, keys)
     merged = {key: _one(parts[key]) for key in keys if key in present}
     _merge_into(session, list(merged), merged, now)
-    missing = [key for key in keys if key not in present and coarse.closed(key, now)]
-    for period in coarse.COARSE:  # finest first: a 6-hour row is built from its hours
-        mine = [key for key in missing if key[2] == period]
-        insert_built(session, coarse.resolved(session, mine), now)
+    missing = [key[3] for key in keys if key not in present and coarse.closed(key, now)]
+    if missing:  # every closed period from the oldest on: the fold's order (folds.py)
+        coarse.fold(session, min(missing), now, insert_built)
 
 
 def insert_built(session: Session, digests: dict[RollupKey, Digest], now: datetime) -> None:
