@@ -20,7 +20,11 @@ from app.store.rollups import coarse
 from app.store.rollups.digests import insert_built
 from app.store.rollups.keys import RollupKey, period_start
 
-FOLD_LOOKBACK = timedelta(days=2)
+# The first fold of a process reaches back this far: periods closed while no process kept
+# the rollups (a restart, a leader's hand-over). Each level scans the keys of the next finer
+# rows over it (a 5-minute row a series every 5 minutes), so not days: a period missed
+# beyond it is still read right, merged from its finer rows.
+FOLD_LOOKBACK = timedelta(hours=6)
 
 
 def fold_due(last: datetime | None, now: datetime) -> bool:
