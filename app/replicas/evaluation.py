@@ -107,6 +107,9 @@ class OwnerEvaluation:
 
     def claim_once(self) -> int:
         """Evaluate what other replicas asked of this one; how many were evaluated."""
+        with self.replicas.sessions.kw["bind"].connect() as connection:
+            if not replicarows.any_requested(connection):
+                return 0
         mine = self.replicas.share(self.targets())
         with self.replicas.sessions.begin() as session:
             asked = replicarows.claim(session, mine)

@@ -33,6 +33,7 @@ from app.store.quarantine import Quarantine
 from app.store.retention import prune_raw, prune_summaries, summaries_cutoff
 from app.store.rollups.catchup import LOOP, catch_up
 from app.store.rollups.digests import CATCH_UP_EVERY_S, prune_fine_rollups
+from app.store.rollups.folds import FOLD_LOOKBACK, fold_closed, fold_due
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ class Upkeep:
     # Whether this replica keeps the rollups and retention (the leader, app.store.leader):
     # once is enough, and replicas doing both at once would contend on the same rows.
     leading: Callable[[], bool] = field(default=lambda: True)
+    # When the coarse rollups were last folded (app.store.rollups.folds); None: not yet.
+    folded: datetime | None = field(default=None, init=False)
 
     def loops(self) -> list[Callable[[], Awaitable[None]]]:
         loops: list[Callable[[], Awaitable[None]]] = [self.rollup_loop, self.prune_loop]
@@ -94,14 +97,7 @@ class Upkeep:
         blamed for (a query the database refuses) is held as the pass, until one passes."""
         aside = self.quarantine.loop(LOOP)
         try:
-            added = await asyncio.to_thread(
-                catch_up,
-                self.sessions,
-                since,
-                utcnow(),
-                between=self.foreground.quiet,
-                aside=aside,
-            )
+            added = await asyncio.to_thread(self._keep_rollups, since, utcnow())
         except Exception as exc:
             if not is_transient(exc):
                 aside.hold("pass", f"{type(exc).__name__}: {describe(exc)}")
@@ -111,6 +107,15 @@ class Upkeep:
         aside.release("pass")
         if added:
             log.debug("%d run(s) added to the rollups", added)
+
+    def _keep_rollups(self, since: datetime, now: datetime) -> int:
+        """The runs caught up, then the coarse rollups folded if a period has closed."""
+        aside = self.quarantine.loop(LOOP)
+        added = catch_up(self.sessions, since, now, between=self.foreground.quiet, aside=aside)
+        if fold_due(self.folded, now):
+            fold_closed(self.sessions, self.folded or now - FOLD_LOOKBACK, now)
+            self.folded = now
+        return added
 
     def _retention(self) -> timedelta:
         return timedelta(days=self.raw_retention_days)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import Select, bindparam, exists, select, update
 from sqlalchemy.orm import Session, aliased
 
 from app.store.models import AlertRow, DeliveryRow
@@ -37,12 +37,9 @@ class UnreadableDelivery(Exception):
         self.reason = reason
 
 
-def claim_due(
-    session: Session, now: datetime, passed_over: Collection[int] = ()
-) -> DueDelivery | None:
-    """The oldest due pending row whose alert has no older pending row for its notifier,
-    locked for this transaction where the database can (PostgreSQL: SKIP LOCKED); never
-    one of ``passed_over`` (the sender's quarantine)."""
+def _due() -> Select[int, str, Any, int, datetime, int | None, datetime]:
+    """The claim's statement, built once (the sender asks every few seconds, nearly always
+    for nothing: building it was most of that work)."""
     older = aliased(DeliveryRow)
     waits = exists().where(
         older.alert_id == DeliveryRow.alert_id,
@@ -50,7 +47,7 @@ def claim_due(
         older.status == PENDING,
         older.id < DeliveryRow.id,
     )
-    query = (
+    return (
         select(
             DeliveryRow.id,
             DeliveryRow.notifier,
@@ -61,14 +58,29 @@ def claim_due(
             AlertRow.fired_at,
         )
         .join(AlertRow, AlertRow.id == DeliveryRow.alert_id)
-        .where(DeliveryRow.status == PENDING, DeliveryRow.next_attempt_at <= now, ~waits)
+        .where(DeliveryRow.status == PENDING, DeliveryRow.next_attempt_at <= bindparam("now"))
+        .where(~waits)
         .order_by(DeliveryRow.id)
         .limit(1)
         .with_for_update(skip_locked=True, of=DeliveryRow)
     )
+
+
+_DUE = _due()
+_DUE_PASSING_OVER = _DUE.where(DeliveryRow.id.not_in(bindparam("passed", expanding=True)))
+
+
+def claim_due(
+    session: Session, now: datetime, passed_over: Collection[int] = ()
+) -> DueDelivery | None:
+    """The oldest due pending row whose alert has no older pending row for its notifier,
+    locked for this transaction where the database can (PostgreSQL: SKIP LOCKED); never
+    one of ``passed_over`` (the sender's quarantine)."""
     if passed_over:
-        query = query.where(DeliveryRow.id.not_in(passed_over))
-    row = session.execute(query).one_or_none()
+        params = {"now": now, "passed": list(passed_over)}
+        row = session.execute(_DUE_PASSING_OVER, params).one_or_none()
+    else:
+        row = session.execute(_DUE, {"now": now}).one_or_none()
     if row is None:
         return None
     if not isinstance(row.payload, dict):

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import String, delete, func, select, text
+from sqlalchemy import Connection, String, delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
@@ -127,6 +127,16 @@ def request(session: Session, target: str, vantage: str, now: datetime) -> None:
     """Ask ``target``'s owner to evaluate ``vantage`` (once, however often asked)."""
     values = {"target": target, "vantage": vantage, "requested_at": now}
     session.execute(pg_insert(EvaluationDueRow).values(values).on_conflict_do_nothing())
+
+
+_ANY_REQUESTED = select(EvaluationDueRow.target).limit(1)
+
+
+def any_requested(connection: Connection) -> bool:
+    """Whether any replica has asked for an evaluation: one row read, so a claim that
+    would find nothing (almost every second, and always for a lone replica) neither works
+    out this replica's share nor sends every target it owns (``claim``)."""
+    return connection.execute(_ANY_REQUESTED).first() is not None
 
 
 def claim(session: Session, targets: Sequence[str]) -> list[tuple[str, str]]:

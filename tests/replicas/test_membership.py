@@ -123,12 +123,18 @@ def test_sqlite_owns_everything_without_leases(tmp_path: Path) -> None:
 
 def test_evaluations_asked_coalesce_and_are_claimed_by_target(engine: Engine) -> None:
     sessions = make_sessions(engine)
+    with engine.connect() as connection:
+        assert not replicarows.any_requested(connection)
     with sessions.begin() as session:
         now = replicarows._database_now(session)
         for k, (target, vantage) in enumerate([("x", "v1"), ("x", "v1"), ("y", "v1"), ("x", "v2")]):
             replicarows.request(session, target, vantage, now + timedelta(seconds=k))
+    with engine.connect() as connection:
+        assert replicarows.any_requested(connection)
     with sessions.begin() as session:
         assert replicarows.claim(session, ["x"]) == [("x", "v1"), ("x", "v2")]
     with sessions.begin() as session:
         assert replicarows.claim(session, ["x", "y"]) == [("y", "v1")]
         assert replicarows.claim(session, []) == []
+    with engine.connect() as connection:
+        assert not replicarows.any_requested(connection)

@@ -329,7 +329,8 @@ def test_catch_up_counts_once_a_run_another_writer_counted_after_the_plan(
 def test_catch_up_merges_into_a_rollup_another_writer_changed_after_the_plan(
     sessions: sessionmaker[Session],
 ) -> None:
-    first, later = runs(2, n=10), runs(1, start=T0 + timedelta(minutes=30), n=10, seed=4)
+    minute = timedelta(minutes=1)  # one 5-minute period: its rollup is merged into
+    first, later = runs(2, every=minute, n=10), runs(1, start=T0 + 3 * minute, n=10, seed=4)
     store(sessions, first[:1])  # its rollups exist: the plan merges into them
     with sessions.begin() as session:
         store_run(session, first[1], NOW)
@@ -344,7 +345,7 @@ def test_catch_up_merges_into_a_rollup_another_writer_changed_after_the_plan(
 def test_catch_up_writes_its_plan_when_nobody_wrote_meanwhile(
     sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    records = runs(4, n=10)
+    records = runs(4, every=timedelta(minutes=1), n=10)  # one 5-minute period
     store(sessions, records[:1])
     with sessions.begin() as session:
         for record in records[1:]:

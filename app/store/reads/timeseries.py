@@ -10,6 +10,7 @@ quantiles. Buckets are aligned to the UTC epoch.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +28,15 @@ from app.analysis.series import (
     window_json,
 )
 from app.store.models import RollupRow, RunDigestRow
-from app.store.rollups.digests import FINE_PERIODS, PERIODS, POOLED, fine_rollups_from, period_start
+from app.store.rollups.coarse import FINER, resolved
+from app.store.rollups.digests import (
+    FINE_PERIODS,
+    PERIODS,
+    POOLED,
+    compact_summary,
+    fine_rollups_from,
+    period_start,
+)
 from app.store.targets import target_key
 
 
@@ -108,15 +117,45 @@ def time_series(
     span = (first, first + timedelta(seconds=bucket * count))
     if period == bucket:
         query = _stored_summaries(key, vantage or POOLED, period, span)
-        summaries = [(_index(at, first, bucket), data) for at, data in session.execute(query)]
-        if all(data is not None for _, data in summaries):
+        stored: dict[datetime, Any] = dict(session.execute(query).all())
+        if all(data is not None for data in stored.values()):
+            tail = _unfolded(session, (key, vantage or POOLED, period), span, set(stored))
+            stored.update({at: compact_summary(digest) for at, digest in tail.items()})
+            summaries = [(_index(at, first, bucket), data) for at, data in stored.items()]
             columns = summary_columns(count, summaries)
             return TimeSeries(target, vantage, start, end, bucket, source, time=times, **columns)
+    found = [
+        (at, Digest.from_json(data))
+        for at, data in session.execute(_stored_digests(key, vantage, period, span))
+    ]
+    if period is not None:
+        series = (key, vantage or POOLED, period)
+        found += _unfolded(session, series, span, {at for at, _ in found}).items()
     groups: list[list[Digest]] = [[] for _ in range(count)]
-    for at, data in session.execute(_stored_digests(key, vantage, period, span)):
-        groups[_index(at, first, bucket)].append(Digest.from_json(data))
+    for at, digest in found:
+        groups[_index(at, first, bucket)].append(digest)
     columns = digest_columns(groups)
     return TimeSeries(target, vantage, start, end, bucket, source, time=times, **columns)
+
+
+def _unfolded(
+    session: Session,
+    series: tuple[int, str, int],
+    span: tuple[datetime, datetime],
+    have: Collection[datetime],
+) -> dict[datetime, Digest]:
+    """The coarse rows of ``series`` (target, vantage, period) in ``span`` that are not
+    stored (``have``: the starts that are), merged from their finer rows:
+    a coarse period is folded when it closes (app.store.rollups.coarse), and a read gives
+    the same numbers before."""
+    target, vantage, period = series
+    if period not in FINER:
+        return {}
+    step = timedelta(seconds=period)
+    count = int((span[1] - span[0]) / step)
+    starts = [span[0] + i * step for i in range(count)]
+    keys = [(target, vantage, period, at) for at in starts if at not in have]
+    return {key[3]: digest for key, digest in resolved(session, keys).items()}
 
 
 def _index(at: datetime, first: datetime, bucket: int) -> int:

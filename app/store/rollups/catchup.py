@@ -82,6 +82,8 @@ def catch_up(
             plan = _planned(session, digests, now) if sqlite else None
         names = {head.id: _about(head) for head in heads}
         added += _isolated(sessions, digests, now, plan, _Aside(aside, names))
+        if len(heads) < batch:  # the last batch: asking again would find nothing more
+            return added
         cursor = (heads[-1].started_at, heads[-1].id)
 
 

@@ -24,7 +24,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, Table, bindparam, select, tuple_
@@ -36,7 +36,12 @@ from app.store.inlists import padded
 from app.store.models import RollupRow, RunDigestRow, TargetRow
 from app.store.prune import prune_rows
 from app.store.records import RunRecord, RunStatus
-from app.store.rollups import pgrows
+from app.store.rollups import coarse, pgrows
+
+# Re-exported: the key's names were this module's before it had a module of their own.
+from app.store.rollups.keys import KEY_COLUMNS as KEY_COLUMNS
+from app.store.rollups.keys import RollupKey as RollupKey
+from app.store.rollups.keys import period_start as period_start
 from app.store.targets import insert_unless_present
 
 PERIODS = (300, 900, 3600, 21600, 86400)  # 5 min, 15 min, 1 h, 6 h, 1 day
@@ -44,7 +49,6 @@ PERIODS = (300, 900, 3600, 21600, 86400)  # 5 min, 15 min, 1 h, 6 h, 1 day
 # then reads one row per bucket, like a history of one. Never a vantage's own name ("*"
 # is not one any probe reports).
 POOLED = "*"
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # History and the overview read run digests and rollups, added off the store's path (by the
 # service's rollup loop, this often) so that storing a run stays one statement; they trail
 # the runs by at most this much.
@@ -71,12 +75,6 @@ def prune_fine_rollups(engine: Engine, now: datetime) -> int:
     # A period at a time: each is one ordered range of ix_rollups_period_s_period_start.
     older = [(RollupRow.period_s == p) & (RollupRow.period_start < before) for p in FINE_PERIODS]
     return sum(prune_rows(engine, RollupRow.period_start, where) for where in older)
-
-
-def period_start(at: datetime, seconds: int) -> datetime:
-    """The start of the UTC-aligned period of ``seconds`` that holds ``at``."""
-    elapsed = int((at - EPOCH).total_seconds() // seconds) * seconds
-    return EPOCH + timedelta(seconds=elapsed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +111,39 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
     rows = padded([digest_values(d) for d in digests])  # a repeated row conflicts: skipped
     inserted = set(session.scalars(statement, rows).all())
     fresh = [d for d in digests if d.run_id in inserted]
-    merged = {key: _one(parts) for key, parts in sorted(by_rollup(fresh).items())}
+    parts = by_rollup(fresh)
+    merged = {key: _one(parts[key]) for key in sorted(parts) if not coarse.is_coarse(key)}
     _merge_into(session, sorted(merged.keys() - _insert_new(session, merged, now)), merged, now)
+    add_coarse(session, parts, now)
     return len(fresh)
+
+
+def add_coarse(session: Session, parts: dict[RollupKey, list[Digest]], now: datetime) -> None:
+    """The coarse rows' share of a batch (``app.store.rollups.coarse``), after its finer
+    rows are written: merged into the coarse rows that exist; where a closed period has
+    none, every closed period from it on is folded (from finer rows, which hold the
+    batch); an open period's is left to the fold. In the batch's write transaction."""
+    keys = sorted(key for key in parts if coarse.is_coarse(key))
+    if not keys:
+        return
+    coarse.serialized(session)
+    present = _present(session, keys)
+    merged = {key: _one(parts[key]) for key in keys if key in present}
+    _merge_into(session, list(merged), merged, now)
+    missing = [key[3] for key in keys if key not in present and coarse.closed(key, now)]
+    if missing:  # every closed period from the oldest on: the fold's order (folds.py)
+        coarse.fold(session, min(missing), now, insert_built)
+
+
+def insert_built(session: Session, digests: dict[RollupKey, Digest], now: datetime) -> None:
+    """Insert coarse rows built from their finer rows (none is there: their writers hold
+    ``coarse.serialized``)."""
+    rows = [
+        {**dict(zip(KEY_COLUMNS, key, strict=True)), **rollup_values(digests[key], now)}
+        for key in sorted(digests)
+    ]
+    if rows:
+        session.execute(ROLLUPS.insert(), rows)
 
 
 def _one(parts: list[Digest]) -> Digest:
@@ -124,8 +152,6 @@ def _one(parts: list[Digest]) -> Digest:
     return parts[0] if len(parts) == 1 else merge_digests(parts)
 
 
-RollupKey = tuple[int, str, int, datetime]
-KEY_COLUMNS = ("target_id", "vantage", "period_s", "period_start")
 DIGESTS: Table = RunDigestRow.__table__  # type: ignore[assignment]
 ROLLUPS: Table = RollupRow.__table__  # type: ignore[assignment]
 
@@ -231,12 +257,14 @@ def rollup_values(digest: Digest, now: datetime) -> dict[str, Any]:
         "total_p50": summary.total.get("p50"),
         # The period's quantiles, kept beside its sketches: a history whose buckets are
         # this period reads these few numbers instead of merging sketches.
-        "digest": {**digest.to_json(), "summary": _compact(digest, summary)},
+        "digest": {**digest.to_json(), "summary": compact_summary(digest, summary)},
         "updated_at": now,
     }
 
 
-def _compact(digest: Digest, summary: Summary) -> dict[str, Any]:
+def compact_summary(digest: Digest, summary: Summary | None = None) -> dict[str, Any]:
+    """The quantiles a rollup row keeps beside its sketches (``rollup_values``)."""
+    summary = summary if summary is not None else digest.summary()
     return {
         "runs": digest.runs,
         "n": digest.n,

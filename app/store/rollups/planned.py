@@ -20,12 +20,14 @@ from app.analysis.digest import Digest, merge_digests
 from app.store.db import write_transaction
 from app.store.inlists import padded
 from app.store.models import RollupRow, RunDigestRow
+from app.store.rollups.coarse import is_coarse
 from app.store.rollups.digests import (
     DIGESTS,
     KEY_COLUMNS,
     ROLLUPS,
     RollupKey,
     RunDigest,
+    add_coarse,
     add_digests,
     by_rollup,
     digest_values,
@@ -48,6 +50,8 @@ class Plan:
     new: list[dict[str, Any]] = field(default_factory=list)
     merged: list[dict[str, Any]] = field(default_factory=list)
     now: datetime | None = None
+    # The coarse rows' parts: merged or built in the write's transaction (``add_coarse``)
+    coarse: dict[RollupKey, list[Digest]] = field(default_factory=dict)
 
 
 def plan_of(session: Session, digests: list[RunDigest], now: datetime) -> Plan:
@@ -57,6 +61,7 @@ def plan_of(session: Session, digests: list[RunDigest], now: datetime) -> Plan:
     fresh = [d for d in digests if d.run_id not in counted]
     plan.fresh = [digest_values(d) for d in fresh]
     parts = by_rollup(fresh)
+    plan.coarse = {key: parts.pop(key) for key in list(parts) if is_coarse(key)}
     stored = _stored_rollups(session, list(parts))
     for key in sorted(parts):
         keyed = dict(zip(KEY_COLUMNS, key, strict=True))
@@ -99,6 +104,8 @@ def _write(session: Session, plan: Plan) -> None:
         result: Any = session.connection().execute(_MERGE, plan.merged)
         if result.rowcount != len(plan.merged):
             raise _Stale
+    assert plan.now is not None
+    add_coarse(session, plan.coarse, plan.now)
 
 
 _MERGE = (

@@ -1,0 +1,44 @@
+"""Building the coarse rollups of periods that have closed (``app.store.rollups.coarse``).
+
+The rollup loop calls ``fold_closed`` when a 15-minute period has closed since its last
+fold (and once when it starts, reaching back ``FOLD_LOOKBACK``): a coarse period's row is
+then built from its finer rows once, instead of being merged into by every run. Each fold
+builds every closed period from where the last one stopped, so the periods folded are the
+older ones (the sparklines rely on it). A fold missed (the process stopped for longer than
+the lookback) costs reads, not numbers: a read that finds a coarse row missing merges the
+finer ones.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.store.db import write_transaction
+from app.store.rollups import coarse
+from app.store.rollups.digests import insert_built
+from app.store.rollups.keys import RollupKey, period_start
+
+# The first fold of a process reaches back this far: periods closed while no process kept
+# the rollups (a restart, a leader's hand-over). Each level scans the keys of the next finer
+# rows over it (a 5-minute row a series every 5 minutes), so not days: a period missed
+# beyond it is still read right, merged from its finer rows.
+FOLD_LOOKBACK = timedelta(hours=6)
+
+
+def fold_due(last: datetime | None, now: datetime) -> bool:
+    """Whether a coarse period has closed since the fold at ``last`` (None: none yet)."""
+    finest = coarse.COARSE[0]
+    return last is None or period_start(now, finest) > period_start(last, finest)
+
+
+def fold_closed(sessions: sessionmaker[Session], since: datetime, now: datetime) -> int:
+    """``fold`` in a write transaction of its own; how many rows it built."""
+    with write_transaction(sessions) as session:
+        return len(fold(session, since, now))
+
+
+def fold(session: Session, since: datetime, now: datetime) -> list[RollupKey]:
+    """``coarse.fold``, the rows built inserted. In a write transaction."""
+    return coarse.fold(session, since, now, insert_built)

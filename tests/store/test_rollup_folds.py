@@ -1,0 +1,176 @@
+"""Coarse rollups (1 h, 6 h, 1 day) built when their period closes: every read of rollups
+gives the same numbers whether they are folded yet or not, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.analysis.digest import Digest, digest_of, merge_digests
+from app.store.db import write_transaction
+from app.store.ingest import store_run
+from app.store.models import RollupRow
+from app.store.reads.sparklines import sparklines
+from app.store.reads.timeseries import time_series
+from app.store.records import RunRecord
+from app.store.rollups.catchup import catch_up
+from app.store.rollups.coarse import COARSE
+from app.store.rollups.digests import add_run
+from app.store.rollups.folds import fold, fold_closed, fold_due
+from tests.runfactory import T0, make_run, record_of
+
+END = T0 + timedelta(days=2)  # every run's periods closed
+BUCKETS = (900, 3600, 7200, 21600, 43200, 86400, 172800)
+
+
+def _runs(start: datetime, count: int, every: timedelta, seed: int) -> list[RunRecord]:
+    rng = np.random.default_rng(seed)
+    return [
+        record_of(make_run(rng, start + i * every, target="chat", vantage=vantage))
+        for i in range(count)
+        for vantage in ("eu", "us")
+    ]
+
+
+def _store(sessions: sessionmaker[Session], records: Iterable[RunRecord], now: datetime) -> None:
+    with write_transaction(sessions) as session:
+        for record in records:
+            store_run(session, record, now)
+            add_run(session, record, now)
+
+
+def _coarse_rows(sessions: sessionmaker[Session]) -> int:
+    with sessions() as session:
+        query = select(func.count()).where(RollupRow.period_s.in_(COARSE))
+        return int(session.scalar(query.select_from(RollupRow)) or 0)
+
+
+def _reads(sessions: sessionmaker[Session], now: datetime) -> dict[str, Any]:
+    """Every read of rollups, as JSON: history per bucket and vantage, the sparklines."""
+    found: dict[str, Any] = {}
+    with sessions() as session:
+        for bucket in BUCKETS:
+            for vantage in (None, "eu", "us"):
+                series = time_series(
+                    session, "chat", T0, END, vantage, bucket_seconds=bucket, now=now
+                )
+                found[f"{bucket} {vantage}"] = series.to_json()
+        found["sparklines"] = sparklines(session, now, hours=48)
+    return found
+
+
+@pytest.fixture
+def spread(sessions: sessionmaker[Session]) -> list[RunRecord]:
+    """30 h of runs every 7 minutes from two vantages, counted while every period was open:
+    no coarse row yet."""
+    records = _runs(T0 + timedelta(minutes=3), 260, timedelta(minutes=7), seed=3)
+    _store(sessions, records, now=T0)
+    return records
+
+
+def test_runs_of_open_periods_leave_the_coarse_rows_to_the_fold(
+    sessions: sessionmaker[Session], spread: list[RunRecord]
+) -> None:
+    assert _coarse_rows(sessions) == 0
+    with write_transaction(sessions) as session:
+        built = fold(session, T0, END)
+    hours = {r.started_at.replace(minute=0, second=0, microsecond=0) for r in spread}
+    assert sum(1 for key in built if key[2] == 3600) == 3 * len(hours)  # 2 vantages, pooled
+    assert {key[2] for key in built} == set(COARSE)
+    with write_transaction(sessions) as session:
+        assert fold(session, T0, END) == []  # built once
+
+
+def test_every_read_is_the_same_folded_or_not(
+    sessions: sessionmaker[Session], spread: list[RunRecord]
+) -> None:
+    unfolded = _reads(sessions, END)
+    assert sum(unfolded["3600 None"]["runs"]) == len(spread)
+    with write_transaction(sessions) as session:
+        fold(session, T0, T0 + timedelta(hours=13))  # in part: the day still open
+    assert _reads(sessions, END) == unfolded
+    assert fold_closed(sessions, T0, END) > 0
+    assert _reads(sessions, END) == unfolded
+
+
+def test_a_folded_read_is_the_one_rows_merged_per_run_gave(
+    sessions: sessionmaker[Session], spread: list[RunRecord]
+) -> None:
+    fold_closed(sessions, T0, END)
+    with sessions() as session:
+        rows = session.execute(
+            select(RollupRow.period_start, RollupRow.digest).where(
+                RollupRow.period_s == 86400, RollupRow.vantage == "eu"
+            )
+        ).all()
+    for start, document in rows:
+        inside = [
+            r
+            for r in spread
+            if r.vantage == "eu" and start <= r.started_at < start + timedelta(days=1)
+        ]
+        merged = merge_digests(digest_of(r.samples) for r in inside)
+        assert Digest.from_json(document).to_json() == merged.to_json()
+
+
+def test_a_late_run_is_merged_into_its_folded_period_and_builds_a_closed_one(
+    sessions: sessionmaker[Session], spread: list[RunRecord]
+) -> None:
+    fold_closed(sessions, T0, T0 + timedelta(hours=12))
+    late = _runs(T0 + timedelta(hours=2, minutes=1), 1, timedelta(0), seed=9)
+    later = _runs(T0 + timedelta(hours=20, minutes=1), 1, timedelta(0), seed=10)
+    _store(sessions, late + later, now=END)  # hour 2 folded; hour 20 closed, not folded
+    expected = _reads(sessions, END)
+    assert sum(expected["3600 eu"]["runs"]) == len(spread) // 2 + 2
+    with sessions() as session:
+        hour20 = session.scalar(
+            select(RollupRow.runs).where(
+                RollupRow.period_s == 3600,
+                RollupRow.vantage == "eu",
+                RollupRow.period_start == T0 + timedelta(hours=20),
+            )
+        )
+    assert hour20 == sum(1 for r in spread + later if r.vantage == "eu" and r.started_at.hour == 20)
+    with write_transaction(sessions) as session:  # every coarse row gone: reads merge
+        session.execute(delete(RollupRow).where(RollupRow.period_s.in_(COARSE)))
+    assert _reads(sessions, END) == expected
+
+
+def test_catch_up_builds_the_closed_periods_of_the_runs_it_adds(
+    sessions: sessionmaker[Session],
+) -> None:
+    records = _runs(T0, 30, timedelta(minutes=5), seed=4)
+    with write_transaction(sessions) as session:
+        for record in records:
+            store_run(session, record, END)
+    assert catch_up(sessions, T0, T0 + timedelta(hours=1, minutes=50)) == len(records)
+    with sessions() as session:
+        built = session.execute(
+            select(RollupRow.period_s, RollupRow.period_start, RollupRow.runs).where(
+                RollupRow.period_s.in_(COARSE), RollupRow.vantage == "eu"
+            )
+        ).all()
+    quarters = [(900, T0 + i * timedelta(minutes=15), 3) for i in range(7)]
+    # the closed periods; the open ones (1:45, 1:00, the 6 hours, the day) left to the fold
+    assert sorted(built) == [*quarters, (3600, T0, 12)]
+
+
+@pytest.mark.parametrize(
+    ("last", "now", "due"),
+    [
+        (None, T0, True),
+        (T0, T0 + timedelta(minutes=14), False),
+        (T0 + timedelta(minutes=14), T0 + timedelta(minutes=15), True),
+        (T0 + timedelta(minutes=5), T0 + timedelta(minutes=20), True),
+    ],
+)
+def test_a_fold_is_due_when_a_quarter_hour_has_closed(
+    last: datetime | None, now: datetime, due: bool
+) -> None:
+    assert fold_due(last, now) is due
