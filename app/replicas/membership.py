@@ -44,6 +44,38 @@ def replica_id() -> str:
     return f"{socket.gethostname()[:120]}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
+def predecessor_dead(
+    lease_id: str, me: str, running: Callable[[int], bool] = lambda pid: _running(pid)
+) -> bool:
+    """Whether ``lease_id`` names a process of this host that is gone (``replica_id``'s
+    host and pid): one this process restarts after a crash (``kill -9``, OOM), whose lease
+    would otherwise hold its share, and make this one wait, until it ran out. Its pid is
+    this one's (a container's restart: pid 1 again) or no running process's. Another
+    host's, or an id not made by ``replica_id``, is never known dead."""
+    host, pid = _host_pid(lease_id)
+    mine = _host_pid(me)
+    if lease_id == me or pid is None or mine[1] is None or host != mine[0]:
+        return False
+    return pid == mine[1] or not running(pid)
+
+
+def _host_pid(replica: str) -> tuple[str, int | None]:
+    parts = replica.rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or len(parts[2]) != 6:
+        return replica, None
+    return parts[0], int(parts[1])
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
+
+
 def now_ms() -> int:
     return epoch_ms(clock.wall())
 
@@ -95,7 +127,7 @@ class Replicas:
         try:
             with self.sessions.begin() as session:
                 leases = replicarows.renew(
-                    session, self.me, self.lease_s, self.settle_s, self.leading()
+                    session, self.me, self.lease_s, self.settle_s, self.leading(), self._dead
                 )
         except Exception as exc:  # any: the database away, or without the table yet
             self.no_table = isinstance(exc, ProgrammingError)
@@ -112,6 +144,9 @@ class Replicas:
             self._read_at = self._monotonic()
         self.problem, self.no_table = None, False
         return self._view
+
+    def _dead(self, lease_id: str) -> bool:
+        return predecessor_dead(lease_id, self.me)
 
     def leave(self) -> None:
         """End this replica's lease (stopping): the others take its targets at once."""
