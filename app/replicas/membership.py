@@ -7,9 +7,12 @@ its targets taken over at the end of its lease, within ``lease_s`` of its death,
 the first slot after; one stopped with SIGTERM ends its lease as it goes, and the others
 take over at their next renewal (within ``lease_s / 3``). A replica that joins takes its
 share ``settle_s`` (two renewals) after its first, at a slot boundary every replica agrees
-on, so no slot is probed twice. Expiries are believed only while the leases were read less
-than ``lease_s / 2`` ago (``View.current``): a replica that cannot reach the database keeps
-its own share and takes nobody's.
+on, so no slot is probed twice. Joining, it ends the lease of a dead process of its own
+host first (``predecessor_dead``: itself before a crash), whose share would otherwise wait
+for that lease to run out, and which would make a lone restarted replica wait to count.
+Expiries are believed only while the leases were read less than ``lease_s / 2`` ago
+(``View.current``): a replica that cannot reach the database keeps its own share and takes
+nobody's.
 
 While the database has no lease table (a ``serve --no-migrate`` whose schema is behind),
 the leader (``app.store.leader``) owns every target and the others none (``fallback``):
