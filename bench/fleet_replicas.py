@@ -28,6 +28,8 @@ import argparse
 import math
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import time
 from contextlib import ExitStack
@@ -246,6 +248,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = arguments(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the serves killed on the way out
     print(f"# Fleet over replicas\n{machine_info()}\n", flush=True)
     url = database_url("postgresql", args.db_name, args.pg, SQLITE_DIR)
     total_s = READY_S + (args.warmup + args.minutes) * 60 + 300
