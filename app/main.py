@@ -108,7 +108,12 @@ def build_service(
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
     pipeline = Pipeline(writer, resolved.vantage)
     sender = Sender(sessions, build_notifiers(targets.notifiers), aside=quarantine.loop("outbox"))
-    watch = Watch(pipeline.run, resolved.vantage, owns=replicas.owns)
+    watch = Watch(
+        pipeline.run,
+        resolved.vantage,
+        owns=replicas.owns,
+        max_in_flight=settings.max_runs_in_flight,
+    )
     coverage = Coverage(resolved.vantage, lambda: rules.targets)
     vantages = None
     if book is not None:

@@ -54,6 +54,14 @@ class Settings(BaseSettings):
         description="Seconds between leadership checks: the leader keeps rollups, retention and"
         " silent-vantage checks; another replica takes them over this soon after it dies.",
     )
+    max_runs_in_flight: int = Field(
+        256,
+        ge=0,
+        description="Scheduled runs probing at once, at most (0: no bound); past it a due run"
+        " waits its turn, late, and one that waits its whole interval is skipped (and logged)."
+        " All share one event loop: when the process cannot keep up (a large fleet's first"
+        " runs on a busy machine), unbounded they all slow together past their intervals.",
+    )
     replica_lease_s: float = Field(
         15.0,
         ge=1,

@@ -7,9 +7,12 @@ its targets taken over at the end of its lease, within ``lease_s`` of its death,
 the first slot after; one stopped with SIGTERM ends its lease as it goes, and the others
 take over at their next renewal (within ``lease_s / 3``). A replica that joins takes its
 share ``settle_s`` (two renewals) after its first, at a slot boundary every replica agrees
-on, so no slot is probed twice. Expiries are believed only while the leases were read less
-than ``lease_s / 2`` ago (``View.current``): a replica that cannot reach the database keeps
-its own share and takes nobody's.
+on, so no slot is probed twice. Joining, it ends the lease of a dead process of its own
+host first (``predecessor_dead``: itself before a crash), whose share would otherwise wait
+for that lease to run out, and which would make a lone restarted replica wait to count.
+Expiries are believed only while the leases were read less than ``lease_s / 2`` ago
+(``View.current``): a replica that cannot reach the database keeps its own share and takes
+nobody's.
 
 While the database has no lease table (a ``serve --no-migrate`` whose schema is behind),
 the leader (``app.store.leader``) owns every target and the others none (``fallback``):
@@ -42,6 +45,38 @@ log = logging.getLogger(__name__)
 def replica_id() -> str:
     """Unique to this process: host, pid, and a random tail (a pid is reused)."""
     return f"{socket.gethostname()[:120]}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def predecessor_dead(
+    lease_id: str, me: str, running: Callable[[int], bool] = lambda pid: _running(pid)
+) -> bool:
+    """Whether ``lease_id`` names a process of this host that is gone (``replica_id``'s
+    host and pid): one this process restarts after a crash (``kill -9``, OOM), whose lease
+    would otherwise hold its share, and make this one wait, until it ran out. Its pid is
+    this one's (a container's restart: pid 1 again) or no running process's. Another
+    host's, or an id not made by ``replica_id``, is never known dead."""
+    host, pid = _host_pid(lease_id)
+    mine = _host_pid(me)
+    if lease_id == me or pid is None or mine[1] is None or host != mine[0]:
+        return False
+    return pid == mine[1] or not running(pid)
+
+
+def _host_pid(replica: str) -> tuple[str, int | None]:
+    parts = replica.rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or len(parts[2]) != 6:
+        return replica, None
+    return parts[0], int(parts[1])
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 def now_ms() -> int:
@@ -95,7 +130,7 @@ class Replicas:
         try:
             with self.sessions.begin() as session:
                 leases = replicarows.renew(
-                    session, self.me, self.lease_s, self.settle_s, self.leading()
+                    session, self.me, self.lease_s, self.settle_s, self.leading(), self._dead
                 )
         except Exception as exc:  # any: the database away, or without the table yet
             self.no_table = isinstance(exc, ProgrammingError)
@@ -112,6 +147,9 @@ class Replicas:
             self._read_at = self._monotonic()
         self.problem, self.no_table = None, False
         return self._view
+
+    def _dead(self, lease_id: str) -> bool:
+        return predecessor_dead(lease_id, self.me)
 
     def leave(self) -> None:
         """End this replica's lease (stopping): the others take its targets at once."""

@@ -103,9 +103,22 @@ def _everything(_target: str, _slot: int) -> bool:
 
 
 class Watch:
-    def __init__(self, run_target: RunTarget, vantage: str, owns: Owns = _everything) -> None:
+    def __init__(
+        self,
+        run_target: RunTarget,
+        vantage: str,
+        owns: Owns = _everything,
+        max_in_flight: int = 0,
+    ) -> None:
         self.run_target = run_target
         self.vantage = vantage
+        # At most this many runs probe at once (0: no bound); a due run past it waits its
+        # turn. All share one event loop and the process's CPU: when that cannot keep up
+        # (a fleet's first runs on a busy machine), every run in flight slows at once, past
+        # its interval (each target's next slot skipped), and each sample is timed through
+        # a starved loop. Bounded, the runs beyond wait, late, and the rest run at speed.
+        self._turns = asyncio.Semaphore(max_in_flight) if max_in_flight > 0 else None
+        self.waited_out = 0  # due runs that waited their whole interval for a turn
         # Whether this process probes a target's slot (replicas share them: app.replicas);
         # every target has its job everywhere, and a slot another replica owns is passed.
         self.owns = owns
@@ -211,22 +224,37 @@ class Watch:
             self._passed[name] = grid.slot(due or clock.wall())
             return
         self._passed.pop(name, None)
-        self._began(name)
-        slot = None
-        if due is not None:
-            self.lateness_s.append((clock.wall() - due).total_seconds())
-            slot = grid.slot(due)
         task = asyncio.current_task()
         assert task is not None
         self.running.add(task)
         try:
-            await self.run_target(target, due, slot)
+            async with self._turn():
+                if due is not None and clock.wall() >= grid.following(due):
+                    self._waited_out(name)  # its cell is over: the next slot is due now
+                    return
+                self._began(name)
+                slot = None
+                if due is not None:
+                    self.lateness_s.append((clock.wall() - due).total_seconds())
+                    slot = grid.slot(due)
+                await self.run_target(target, due, slot)
         except asyncio.CancelledError:
             # ``stop`` cut it (the pipeline stored what it had as aborted). Ending here keeps
             # APScheduler from logging the cancellation as a job's error, with its traceback.
             log.info("target %s: the run in flight was cut at stop", name)
         finally:
             self.running.discard(task)
+
+    def _turn(self) -> contextlib.AbstractAsyncContextManager[object]:
+        return self._turns if self._turns is not None else contextlib.nullcontext()
+
+    def _waited_out(self, name: str) -> None:
+        self.waited_out += 1
+        count = self.skipped.get(name, 0) + 1
+        self.skipped[name] = count
+        if count == 1:
+            log.warning("target %s: a due run skipped, it waited its whole interval for a turn"
+                        " (max_runs_in_flight runs were probing)", name)  # fmt: skip
 
     def take_passed(self, now: datetime | None = None) -> list[str]:
         """Probe, late, each slot passed whose cell is not over and that this process owns

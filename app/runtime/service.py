@@ -137,7 +137,11 @@ class Service:
         """Once the database has the schema: targets, alert state, the spool, upkeep loops."""
         await wait_for_schema(self.engine, self.resolved.database_url, self.migrate, self.health)
         self.writer.ready.set()
-        await self._renew()  # the lease table is there now: no need to wait for the loop
+        # The lease table is there now: no need to wait for the loop. The lead is known
+        # first: a replica alone counts at once only if no *other* process leads, and its
+        # own check, running beside, may take the lock just before the lease is written.
+        await self._check_lead()
+        await self._renew()
         await asyncio.to_thread(sync_targets_file, self.sessions, self.targets)
         await self._restore_alerts()
         self.writer.request_flush()

@@ -23,7 +23,8 @@ imports this module, so ``Base.metadata`` always has the tables.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -33,6 +34,8 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from app.store.leader import LOCK_KEY
 from app.store.models import Base
+
+log = logging.getLogger(__name__)
 
 JOIN_LOCK_KEY = 0x7068_6173_6577_7270 & 0x7FFF_FFFF_FFFF_FFFF  # "phasewrp"
 FORGOTTEN_AFTER = timedelta(hours=1)  # a lease this long expired is deleted
@@ -75,15 +78,25 @@ class Leases:
     leases: tuple[Lease, ...]
 
 
-def renew(session: Session, replica: str, lease_s: float, settle_s: float, leading: bool) -> Leases:
+def renew(
+    session: Session,
+    replica: str,
+    lease_s: float,
+    settle_s: float,
+    leading: bool,
+    dead: Callable[[str], bool] = lambda _id: False,
+) -> Leases:
     """Renew (or take) ``replica``'s lease; every lease as it stands after. ``leading``:
-    this replica holds the leader lock."""
+    this replica holds the leader lock. ``dead``: whether a lease's replica is known dead
+    (a crashed process this one restarts: ``app.replicas.membership.predecessor_dead``);
+    joining, such leases are ended first, as their replicas would have ended them stopping."""
     session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": JOIN_LOCK_KEY})
     now = _database_now(session)
     expires = now + timedelta(seconds=lease_s)
     session.execute(delete(ReplicaRow).where(ReplicaRow.expires_at < now - FORGOTTEN_AFTER))
     row = session.get(ReplicaRow, replica)
     if row is None:
+        _end_dead(session, now, dead)
         counting = select(func.count()).where(
             ReplicaRow.effective_at <= now, ReplicaRow.expires_at > ReplicaRow.renewed_at
         )
@@ -96,6 +109,20 @@ def renew(session: Session, replica: str, lease_s: float, settle_s: float, leadi
     session.flush()
     rows = session.scalars(select(ReplicaRow).order_by(ReplicaRow.id))
     return Leases(now, tuple(Lease(r.id, r.effective_at, r.expires_at) for r in rows))
+
+
+def _end_dead(session: Session, now: datetime, dead: Callable[[str], bool]) -> list[str]:
+    """End the leases not given up yet whose replicas ``dead`` says are gone; their ids."""
+    held = select(ReplicaRow).where(ReplicaRow.expires_at > ReplicaRow.renewed_at)
+    ended = []
+    for row in session.scalars(held):
+        if dead(row.id):
+            row.renewed_at = row.expires_at = min(now, row.expires_at)
+            ended.append(row.id)
+    if ended:
+        session.flush()
+        log.warning("replicas: ended the lease of %s: its process is gone", ", ".join(ended))
+    return ended
 
 
 def end_lease(session: Session, replica: str) -> None:

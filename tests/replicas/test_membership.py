@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -138,3 +140,35 @@ def test_evaluations_asked_coalesce_and_are_claimed_by_target(engine: Engine) ->
         assert replicarows.claim(session, []) == []
     with engine.connect() as connection:
         assert not replicarows.any_requested(connection)
+
+
+def test_a_replica_restarted_after_a_crash_ends_its_predecessors_lease_and_counts_at_once(
+    engine: Engine,
+) -> None:
+    # The predecessor: this host, a pid no process has (crashed), its lease still running.
+    crashed = replica(engine, f"{socket.gethostname()}-999999999-abcdef")
+    crashed.renew()
+    sibling = replica(engine, f"{socket.gethostname()}-{os.getppid()}-fedcba")  # running
+    sibling_view = sibling.renew()
+    assert sibling_view is not None
+    sibling_effective = [m for m in sibling_view.members if m.id == sibling.me][0].effective_ms
+
+    restarted = Replicas(make_sessions(engine), True, LEASE_S)  # replica_id(): this host
+    view = restarted.renew()
+    assert view is not None
+    leases = {m.id: m for m in view.members}
+    assert leases[crashed.me].expires_ms <= view.read_ms  # ended, not held a lease longer
+    assert leases[sibling.me].effective_ms == sibling_effective  # alive: untouched
+    assert leases[sibling.me].expires_ms > view.read_ms
+    # The sibling counts: the restarted one joins it as any joiner does.
+    assert leases[restarted.me].effective_ms == view.read_ms + round(restarted.settle_s * 1000)
+    assert view.live(view.read_ms) == [sibling.me]
+
+
+def test_a_lone_replica_restarted_after_a_crash_owns_everything_at_once(engine: Engine) -> None:
+    crashed = replica(engine, f"{socket.gethostname()}-999999999-abcdef")
+    crashed.renew()
+    restarted = Replicas(make_sessions(engine), True, LEASE_S)
+    view = restarted.renew()
+    assert view is not None
+    assert restarted.share(TARGETS, view.read_ms) == TARGETS  # no two renewals' wait

@@ -281,3 +281,44 @@ async def test_a_passed_slot_whose_cell_is_over_is_left_to_the_next() -> None:
         assert recorder.calls == []
     finally:
         await watch.stop(1.0)
+
+
+async def test_runs_past_max_in_flight_wait_their_turn_then_run() -> None:
+    recorder = Recorder(hold=True)
+    watch = Watch(recorder, VANTAGE, max_in_flight=2)
+    watch.apply([target(name, interval="1h") for name in "abc"])
+    watch.start(paused=True)
+    try:
+        jobs = [asyncio.ensure_future(watch._job(name)) for name in "abc"]
+        await until(lambda: recorder.active == 2)
+        await asyncio.sleep(0.05)  # the third would have started by now, unbounded
+        assert (len(recorder.calls), len(watch.running)) == (2, 3)  # it waits, still its job's
+        recorder.release.set()
+        await asyncio.gather(*jobs)
+        assert (recorder.finished, recorder.most_active) == (3, 2)
+        assert watch.waited_out == 0
+    finally:
+        await watch.stop(1.0)
+
+
+async def test_a_due_run_that_waits_its_whole_interval_for_a_turn_is_skipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    recorder = Recorder(hold=True)
+    watch = Watch(recorder, VANTAGE, max_in_flight=1)
+    watch.apply([target("a", interval="1h"), target("b", interval="1h")])
+    watch.start(paused=True)
+    try:
+        first = asyncio.ensure_future(watch._job("a"))
+        await until(lambda: recorder.active == 1)
+        # b's due time was in the cell before the current one: once its turn comes the
+        # next slot is due, so this one is skipped, not probed a cell late.
+        watch._due["b"] = datetime.now(UTC) - timedelta(hours=1)
+        second = asyncio.ensure_future(watch._job("b"))
+        recorder.release.set()
+        await asyncio.gather(first, second)
+        assert [name for name, _ in recorder.calls] == ["a"]
+        assert (watch.waited_out, watch.skipped) == (1, {"b": 1})
+        assert "target b: a due run skipped, it waited its whole interval" in caplog.text
+    finally:
+        await watch.stop(1.0)
