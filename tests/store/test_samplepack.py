@@ -188,6 +188,21 @@ def test_the_migration_converts_a_populated_database_both_ways_and_reads_stay_th
     assert all(isinstance(kind, bytes) and kind[:1] == b"\x01" for kind in kinds)
 
 
+def test_a_stored_document_is_the_bytes_pack_makes_on_either_database(
+    populated: tuple[Engine, sessionmaker[Session]],
+) -> None:
+    # PostgreSQL packs on the server (samplepack.pack_sql), SQLite in Python (pack).
+    engine, sessions = populated
+    with sessions() as session:
+        stored = session.execute(select(SampleRow).order_by(SampleRow.run_id, SampleRow.idx))
+        expected = [[pack(c, getattr(row, c)) for c in COLUMNS] for (row,) in stored]
+    with engine.connect() as connection:
+        query = f"SELECT {', '.join(COLUMNS)} FROM samples ORDER BY run_id, idx"
+        raw = [[bytes(v) for v in row] for row in connection.execute(text(query))]
+
+    assert raw == expected
+
+
 def test_the_database_reads_a_packed_column_as_json(
     populated: tuple[Engine, sessionmaker[Session]],
 ) -> None:
