@@ -56,6 +56,12 @@ BOOKS: dict[str, tuple[bytes, ...]] = {
 COLUMNS = tuple(BOOKS)
 _CODES = [bytes((code,)) for code in range(1, 32)]
 _HEAD = bytes((VERSION,))
+_PAIRS = {column: tuple(zip(book, _CODES, strict=False)) for column, book in BOOKS.items()}
+_UNPAIRS = {
+    column: tuple((code, token) for token, code in pairs) for column, pairs in _PAIRS.items()
+}
+_PACKED_PROVENANCE: dict[bytes, bytes] = {}
+_PROVENANCE_KEPT = 4096
 
 
 class SamplePackError(ValueError):
@@ -70,9 +76,20 @@ _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 def pack(column: str, value: Any) -> bytes:
     """``value`` as ``column`` stores it."""
     text = orjson.dumps(value, option=_OPTIONS)
-    for token, code in zip(BOOKS[column], _CODES, strict=False):
-        text = text.replace(token, code)
-    return _HEAD + text
+    if column == "provenance":  # a target's samples mostly share one: packed once
+        found = _PACKED_PROVENANCE.get(text)
+        if found is None:
+            if len(_PACKED_PROVENANCE) >= _PROVENANCE_KEPT:
+                _PACKED_PROVENANCE.clear()
+            found = _PACKED_PROVENANCE[text] = _HEAD + _replaced(text, _PAIRS[column])
+        return found
+    return _HEAD + _replaced(text, _PAIRS[column])
+
+
+def _replaced(text: bytes, pairs: tuple[tuple[bytes, bytes], ...]) -> bytes:
+    for old, new in pairs:
+        text = text.replace(old, new)
+    return text
 
 
 def unpack(column: str, data: bytes | memoryview) -> Any:
@@ -108,10 +125,7 @@ def json_text(column: str, data: bytes | None) -> str | None:
         return None
     if data[:1] != _HEAD:
         raise SamplePackError(f"{column}: stored in an unknown form (first byte {data[:1]!r})")
-    text = data[1:]
-    for token, code in zip(BOOKS[column], _CODES, strict=False):
-        text = text.replace(code, token)
-    return text.decode()
+    return _replaced(data[1:], _UNPAIRS[column]).decode()
 
 
 def as_json(
