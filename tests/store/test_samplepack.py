@@ -63,6 +63,14 @@ def test_values_are_written_as_the_engines_json_wrote_them_and_old_nans_read_bac
     assert math.isnan(unpack("phases", older)["connect"])
 
 
+def test_provenances_packed_once_are_each_still_their_own_past_the_memos_bound() -> None:
+    values = [{"connect": "measured", "x": str(n)} for n in range(5000)]
+    packed = [pack("provenance", value) for value in values]
+
+    assert [unpack("provenance", p) for p in packed] == values
+    assert pack("provenance", values[0]) == packed[0]
+
+
 def test_the_books_fit_one_byte_codes_and_hold_no_code_or_each_other() -> None:
     for column, book in BOOKS.items():
         assert len(book) <= 31, column
