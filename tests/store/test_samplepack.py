@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 import pytest
 from sqlalchemy import Engine, select, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.csvio.export import export_samples
@@ -231,3 +232,16 @@ def test_the_database_reads_a_packed_column_as_json(
     expected = [row[3].get("rtt_ms") for row in stored]
     assert [None if r is None else float(r) for r in rtts] == expected
     assert any(r is not None and not math.isnan(r) for r in rtts)
+
+
+def test_sqlite_connections_unpack_in_sql_and_refuse_what_is_not_packed(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    query = text("SELECT samplepack_json('provenance', :data)")
+    try:
+        with engine.connect() as connection:
+            got = connection.execute(query, {"data": pack("provenance", TRICKY[3])}).scalar()
+            assert got is not None and orjson.loads(got) == TRICKY[3]
+            with pytest.raises(OperationalError, match="user-defined function raised"):
+                connection.execute(query, {"data": b'{"a": 1}'})
+    finally:
+        engine.dispose()
