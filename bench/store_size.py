@@ -3,7 +3,8 @@
 Runs of ``--samples-per-run`` samples (``Synth``, as the ingest benchmark builds them) for
 20 targets, each target's runs 15 minutes apart as a default schedule spaces them, stored
 with ``store_run`` and added to the rollups with ``catch_up`` as the service does. Then the
-size of each table with its indexes and TOAST, per run, and what one (target, vantage)
+size of each table with its indexes and TOAST, per run, a sample's by part (each column,
+the heap or pages, each index), and what one (target, vantage)
 probed every 15 minutes adds in a year: first with every rollup, then once the 5- and
 15-minute rollups are past their keeping and pruned (``prune_fine_rollups``, as the service
 does it; the tables compacted afterwards, ``VACUUM FULL`` / ``VACUUM``, so that the sizes are
@@ -84,8 +85,8 @@ def measure(url: str, args: argparse.Namespace, parts: list[list[str]]) -> list[
     while catch_up(sessions, start - timedelta(days=1), datetime.now(UTC)):
         pass
     rows = sized(engine, len(runs), "every rollup")
-    if engine.dialect.name == "postgresql":
-        parts += sample_parts(engine)
+    found = sample_parts(engine) if engine.dialect.name == "postgresql" else sqlite_parts(engine)
+    parts += [[engine.dialect.name, *part] for part in found]
     later = datetime.now(UTC) + FINE_ROLLUPS_KEPT + timedelta(days=args.days + 2)
     prune_fine_rollups(engine, later)
     rows += sized(engine, len(runs), "fine ones pruned")
@@ -139,6 +140,23 @@ def sample_parts(engine: Engine) -> list[list[str]]:
     return rows
 
 
+def sqlite_parts(engine: Engine) -> list[list[str]]:
+    """SQLite: a sample's bytes by part: each column's stored bytes (mean, of the values
+    present), the table's pages and each index's (dbstat) a sample."""
+    columns = [c.name for c in SampleRow.__table__.columns]
+    mean = ", ".join(f"avg(length(CAST({c} AS BLOB)))" for c in columns)
+    pages = "SELECT name, sum(pgsize) FROM dbstat WHERE name = 'samples' OR name IN"
+    pages += " (SELECT name FROM sqlite_master WHERE tbl_name = 'samples') GROUP BY name"
+    with engine.connect() as connection:
+        n, *sizes = connection.execute(text(f"SELECT count(*), {mean} FROM samples")).one()
+        by_name = connection.execute(text(pages)).all()
+    rows = [
+        [f"column {c}", f"{float(size or 0):,.1f}"] for c, size in zip(columns, sizes, strict=True)
+    ]
+    rows += [[f"pages {name}", f"{int(size) / n:,.1f}"] for name, size in sorted(by_name)]
+    return rows
+
+
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_database_options(parser, "pw_bench_size")
@@ -159,8 +177,8 @@ def main(argv: list[str] | None = None) -> None:
             rows += measure(url, args, parts)
     print_table(["backend", "rollups", "table", "MB", "bytes per run"], rows)
     if parts:
-        print("\n# A sample's bytes on PostgreSQL, by part")
-        print_table(["part", "bytes per sample"], parts)
+        print("\n# A sample's bytes, by part")
+        print_table(["backend", "part", "bytes per sample"], parts)
 
 
 if __name__ == "__main__":

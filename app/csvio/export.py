@@ -25,6 +25,7 @@ from app.csvio.layout import (
 )
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.reads.objectives import objectives_of
+from app.store.samplepack import as_json
 
 if TYPE_CHECKING:
     from _csv import Writer
@@ -71,7 +72,7 @@ class _Judged:
         self.by_target, self.llm, self.on = by_target, llm, bool(by_target)
 
     def cells(self, row: Any) -> list[str]:
-        target, status, total_ms, marks, details = row[1], row[4], row[5], row[8], row[9]
+        target, status, total_ms, marks, details = row[1], row[4], row[5], row[8], row[7]
         flags = stored_flags(details)
         if flags is None:
             seen = (status, total_ms, marks or {}, details)
@@ -94,9 +95,9 @@ def _write_rows(
         for row in streamed:
             cells = _cells(tuple(row[:7]), phases, known)
             if split:
-                cells.extend(split_cells(row[7]))
+                cells.extend(split_cells(row[7].get("connect_split")))
             if judged.llm:  # the LLM metrics, from the sample's marks and details
-                metrics = llm_values(row[4], row[5], row[8], row[9]).values()
+                metrics = llm_values(row[4], row[5], row[8], row[7]).values()
                 cells.extend("" if value is None else format_number(value) for value in metrics)
             if judged.on:
                 cells.extend(judged.cells(row))
@@ -116,10 +117,12 @@ def _any_split(
     session: Session, target: str | None, start: datetime | None, end: datetime | None
 ) -> bool:
     """Whether a selected sample has a connect split: then the export has its columns."""
-    if session.get_bind().dialect.name == "postgresql":
-        kind = func.jsonb_typeof(SampleRow.details.op("->")("connect_split"))
+    dialect = session.get_bind().dialect.name
+    details = as_json(SampleRow.details, "details", dialect)
+    if dialect == "postgresql":
+        kind = func.jsonb_typeof(details.op("->")("connect_split"))
     else:
-        kind = func.json_type(SampleRow.details, "$.connect_split")
+        kind = func.json_type(details, "$.connect_split")
     query = _filtered(select(SampleRow.idx).where(kind == "object").limit(1), target, start, end)
     return session.scalar(query) is not None
 
@@ -129,7 +132,7 @@ def _has_llm_values(
 ) -> bool:
     """Whether a selected sample has an LLM metric: a streamed answer's rhythm, a token
     count, or imported metrics. Asked of the database (JSON paths), not by reading rows."""
-    details = SampleRow.details
+    details = as_json(SampleRow.details, "details", session.get_bind().dialect.name)
     has = or_(
         details["stream"].as_string().is_not(None),
         details["llm"].as_string().is_not(None),
@@ -152,7 +155,8 @@ def _objectives(session: Session, target: str | None) -> dict[str, tuple[Objecti
 def _has_stored_verdicts(
     session: Session, target: str | None, start: datetime | None, end: datetime | None
 ) -> bool:
-    has = SampleRow.details["goodput"].as_string().is_not(None)
+    details = as_json(SampleRow.details, "details", session.get_bind().dialect.name)
+    has = details["goodput"].as_string().is_not(None)
     query = _filtered(select(SampleRow.idx).where(has).limit(1), target, start, end)
     return session.execute(query).first() is not None
 
@@ -174,18 +178,20 @@ def _phase_names(
 ) -> list[str]:
     """The phase names of the selected samples, found by the database, not by reading rows."""
     keys: Select[Any]
-    if session.get_bind().dialect.name == "postgresql":
-        keys = select(func.jsonb_object_keys(SampleRow.phases))
+    dialect = session.get_bind().dialect.name
+    phases = as_json(SampleRow.phases, "phases", dialect)
+    if dialect == "postgresql":
+        keys = select(func.jsonb_object_keys(phases))
     else:  # SQLite, the only other database phasewatch runs on
-        each = func.json_each(SampleRow.phases).table_valued("key")
+        each = func.json_each(phases).table_valued("key")
         keys = select(each.c.key).select_from(SampleRow).join(each, true())
     query = _filtered(keys.distinct(), target, start, end)
     return [str(key) for key in session.scalars(query)]
 
 
 def _sample_rows(llm: bool) -> Select[Any]:
-    """The columns a row is written from; with ``llm``, the marks and details its LLM
-    metrics are read from."""
+    """The columns a row is written from (the details for the connect split); with ``llm``,
+    the marks its LLM metrics are read from too."""
     columns: list[Any] = [
         SampleRow.started_at,
         TargetRow.name,
@@ -194,10 +200,10 @@ def _sample_rows(llm: bool) -> Select[Any]:
         SampleRow.status,
         SampleRow.total_ms,
         SampleRow.phases,
-        SampleRow.details["connect_split"],
+        SampleRow.details,
     ]
     if llm:
-        columns += [SampleRow.marks, SampleRow.details]
+        columns.append(SampleRow.marks)
     return select(*columns).order_by(SampleRow.started_at, SampleRow.run_id, SampleRow.idx)
 
 

@@ -26,6 +26,8 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.store.samplepack import json_text
+
 log = logging.getLogger(__name__)
 
 # A database that stops answering without closing its connections (paused, partitioned)
@@ -200,6 +202,7 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+    connection.create_function("samplepack_json", 2, json_text, deterministic=True)
 
 
 # What the layers above the store hold without knowing SQLAlchemy: a session, and what opens

@@ -56,13 +56,13 @@ def samples_of(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, li
                 SampleRow.total_ms,
                 SampleRow.phases,
                 SampleRow.marks,
-                *(SampleRow.details[key] for key in STREAM_DETAILS),
+                SampleRow.details,
             )
             .where(SampleRow.run_id.in_(batch), *days_of_runs(dialect, batch))
             .order_by(SampleRow.run_id, SampleRow.idx)
         )
-        for run_id, status, total_ms, phases, marks, *parts in rows:
-            details = {key: part for key, part in zip(STREAM_DETAILS, parts, strict=True) if part}
+        for run_id, status, total_ms, phases, marks, stored in rows:
+            details = {key: stored[key] for key in STREAM_DETAILS if stored.get(key)}
             sample = StoredSample(status, total_ms, phases, marks, details)
             found.setdefault(run_id, []).append(sample)
     return found

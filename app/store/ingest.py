@@ -21,6 +21,8 @@ from sqlalchemy.orm import Session
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.rawdriver import DriverStatement, driver_statement
 from app.store.records import RunRecord, SampleRecord
+from app.store.samplepack import COLUMNS as PACKED
+from app.store.samplepack import pack
 from app.store.serieslatest import KEPT, postgres_upsert_from, sqlite_upsert
 from app.store.targets import target_id
 
@@ -183,11 +185,11 @@ def _latest_params(params: dict[str, Any], target: int) -> dict[str, Any]:
 
 def _sqlite_rows(statement: DriverStatement, record: RunRecord) -> list[tuple[Any, ...]]:
     """The samples as the driver's tuples, in ``_SAMPLE_INSERT``'s column order: the run id
-    processed once, the JSON columns straight through the engine's serializer (what the
-    JSON type's processor calls, without its per-value checks), the times through theirs."""
+    processed once, the JSON columns packed (what their type's processor does), the times
+    through theirs."""
     run_id = dict(statement.processors)["run_id"]
     assert run_id is not None
-    dumps, when = statement.json_serializer, sqlite_time
+    when = sqlite_time
     run = run_id(record.id)
     try:
         return [
@@ -200,10 +202,10 @@ def _sqlite_rows(statement: DriverStatement, record: RunRecord) -> list[tuple[An
                 s.error,
                 s.http_status,
                 s.total_ms,
-                dumps(s.phases),
-                dumps(s.provenance),
-                dumps(s.marks),
-                dumps(s.details),
+                pack("phases", s.phases),
+                pack("provenance", s.provenance),
+                pack("marks", s.marks),
+                pack("details", s.details),
             )
             for s in record.samples
         ]
@@ -229,7 +231,13 @@ def _sample_document(sample: SampleRecord) -> dict[str, Any]:
         raise ValueError("naive datetime: phasewatch stores aware UTC times only")
     if not math.isfinite(sample.total_ms):
         raise ValueError(f"sample {sample.idx}: total_ms {sample.total_ms} is not a number")
-    return _sample_fields(sample)
+    packed = {name: _hex(pack(name, getattr(sample, name))) for name in PACKED}
+    return _sample_fields(sample) | packed
+
+
+def _hex(packed: bytes) -> str:
+    """bytea's text form, which jsonb_to_recordset reads a bytea column's value from."""
+    return "\\x" + packed.hex()
 
 
 def _sample_fields(sample: SampleRecord) -> dict[str, Any]:

@@ -30,6 +30,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from app.store.samplepack import Packed
+
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -141,9 +143,8 @@ class RunRow(Base):
 
 
 class SampleRow(Base):
-    """One request of a run. On PostgreSQL partitioned by UTC day of ``started_at``
-    (``app.store.partitions``): its key there holds it too. Still one per (run, idx):
-    samples go in only with their run's row, whose id and slot stay unique."""
+    """One request of a run, its documents packed (``app.store.samplepack``). One per (run,
+    idx); on PostgreSQL by UTC day of ``started_at``, its key's too (0010 says why)."""
 
     __tablename__ = "samples"
 
@@ -157,11 +158,10 @@ class SampleRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     http_status: Mapped[int | None]
     total_ms: Mapped[float]
-    phases: Mapped[dict[str, Any]]
-    provenance: Mapped[dict[str, Any]]
-    marks: Mapped[dict[str, Any]]
-    # HTTP version, reuse, address, request id, tokens, server timing, RTT, flags.
-    details: Mapped[dict[str, Any]]
+    phases: Mapped[dict[str, Any]] = mapped_column(Packed("phases"))
+    provenance: Mapped[dict[str, Any]] = mapped_column(Packed("provenance"))
+    marks: Mapped[dict[str, Any]] = mapped_column(Packed("marks"))
+    details: Mapped[dict[str, Any]] = mapped_column(Packed("details"))
 
 
 class AlertRow(Base):

@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-import orjson
 from numpy.typing import NDArray
 from sqlalchemy import Engine, String, cast, select
 from sqlalchemy.orm import Session
@@ -24,6 +23,7 @@ from app.store.partitions import days_of_window
 from app.store.rawdriver import tuples
 from app.store.reads.browse import where_run_of
 from app.store.records import RunStatus
+from app.store.samplepack import unpack
 from app.store.targets import target_key
 
 
@@ -45,13 +45,11 @@ def load_sample_set(
     key = target_key(source, target)
     if key is None:
         return None
-    # The phases as their JSON text, parsed here by orjson: a sample's six phases cost one
-    # parse, where reading each out in SQL (json_extract) parses the document six times.
-    query = select(cast(SampleRow.run_id, String), SampleRow.status, cast(SampleRow.phases, String))
-    if rhythm:  # as JSON text too, parsed only for the targets that judge a rhythm
-        query = query.add_columns(
-            SampleRow.total_ms, cast(SampleRow.marks, String), cast(SampleRow.details, String)
-        )
+    # The phases as stored (packed, read as the driver's bytes), unpacked here: a sample's
+    # six phases cost one parse, where reading each out in SQL would parse six times.
+    query = select(cast(SampleRow.run_id, String), SampleRow.status, SampleRow.phases)
+    if rhythm:  # as stored too, unpacked only for the targets that judge a rhythm
+        query = query.add_columns(SampleRow.total_ms, SampleRow.marks, SampleRow.details)
     query = query.join(RunRow, RunRow.id == SampleRow.run_id)
     query = where_run_of(query, key, vantage).where(
         RunRow.status == RunStatus.COMPLETE,
@@ -61,7 +59,7 @@ def load_sample_set(
     )
     rows = tuples(source.connection(), query)
     keys, statuses = [row[0] for row in rows], [row[1] for row in rows]
-    ms = np.array([_phase_row(orjson.loads(row[2])) for row in rows], np.float64)
+    ms = np.array([_phase_row(unpack("phases", row[2])) for row in rows], np.float64)
     ms = ms.reshape(len(rows), len(KNOWN_PHASES))
     found = _rhythm_columns(rhythm, rows)
     return from_columns(KNOWN_PHASES, keys, statuses, ms, _deadline_ms(source, key), found)
@@ -83,7 +81,7 @@ def _rhythm_columns(
     for j, row in enumerate(rows):
         if row[1] not in KEPT_STATUSES:
             continue
-        marks, details = orjson.loads(row[4] or "{}") or {}, orjson.loads(row[5] or "{}") or {}
+        marks, details = unpack("marks", row[4]) or {}, unpack("details", row[5]) or {}
         values = llm_some(names, row[1], float(row[3]), marks, details)
         found[j] = [math.nan if value is None else value for value in values]
     return dict(zip(names, found.T.copy(), strict=True))
