@@ -11,17 +11,14 @@ import functools
 import heapq
 import itertools
 import operator
-import re
 import sys
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TextIO
 
-import numpy as np
-import orjson
-
+from app.alerts.backtest.csvnumbers import run_numbers
 from app.analysis.llmmetrics import METRIC_NAMES
-from app.analysis.runs import Array, RunData, phase_order
+from app.analysis.runs import RunData
 from app.clock import parse_timestamp
 from app.csvio.goodput import GOODPUT_COLUMNS
 from app.csvio.layout import BASE_COLUMNS, format_timestamp
@@ -246,7 +243,10 @@ def _run(run_id: str, run: _Reading, phases: list[str]) -> RunData:
         if set(statuses) == {OK}
         else [row for row, status in zip(rows, statuses, strict=True) if status in TIMED]
     )
-    names, matrix, totals = _numbers(timed, phases, run.line)
+    try:
+        names, matrix, totals = run_numbers(timed, phases)
+    except ValueError as exc:
+        raise BacktestError(f"the run starting at line {run.line}: {exc}") from None
     return RunData(
         run_id=run_id,
         # One string per name, not one per run: a backtest keeps a week of every series.
@@ -260,75 +260,3 @@ def _run(run_id: str, run: _Reading, phases: list[str]) -> RunData:
         failed=len(rows) - len(timed),
         samples=len(rows),
     )
-
-
-def _numbers(
-    timed: list[str | list[str]], phases: list[str], line: int
-) -> tuple[tuple[str, ...], Array, Array]:
-    """The phases present (a cell in any timed row), their matrix, and the totals (``timed``:
-    each timed row's cells as ``_Reading`` keeps them)."""
-    text = ",".join(row if type(row) is str else "," for row in timed)
-    present = list(range(len(phases)))
-    cells: list[str] = []
-    if not _JSON_CELLS.fullmatch(text):  # not all JSON-like, or a cell empty: cell by cell
-        cells = list(itertools.chain.from_iterable(map(_cells, timed)))
-        if "" in cells:  # a phase some sample lacks: 0 there, and absent if no sample has it
-            rows = [cells[i : i + 1 + len(phases)] for i in range(0, len(cells), 1 + len(phases))]
-            if any(not row[0] for row in rows):
-                raise BacktestError(f"the run starting at line {line}: a timed sample has no total")
-            present = [i for i in present if any(row[1 + i] for row in rows)]
-            cells = [cell or "0" for cell in cells]
-        text = ""
-    try:
-        values = (_json_floats(text) if text else _floats(cells)).reshape(
-            len(timed), 1 + len(phases)
-        )
-    except ValueError as exc:
-        raise BacktestError(f"the run starting at line {line}: {exc}") from None
-    names, columns = _columns(tuple(phases), tuple(present) if timed else ())
-    # Arrays of their own, each compact: a column pick is a transposed view of a copy, and
-    # a backtest keeps a week of runs of every series (the same numbers either way).
-    return names, np.ascontiguousarray(values[:, columns]), values[:, 0].copy()
-
-
-def _floats(cells: list[str]) -> Array:
-    """``np.array(cells, dtype=np.float64)``, the same numbers: through JSON's parser when
-    every cell is a JSON number (as the export writes them; several times faster than
-    numpy's conversion of strings), else numpy's own (``nan``, ``.5``, errors)."""
-    text = ",".join(cells)
-    if _JSON_NUMBERS.fullmatch(text):
-        try:
-            parsed = orjson.loads(f"[{text}]")
-        except orjson.JSONDecodeError:
-            parsed = None
-        if parsed is not None and len(parsed) == len(cells):  # no cell held a comma
-            return np.array(parsed, dtype=np.float64)
-    return np.array(cells, dtype=np.float64)
-
-
-_JSON_NUMBERS = re.compile(r"[-+.0-9eE,]*")
-# Cells of JSON's characters, none empty, one comma between each two (a row whose cell held
-# a comma is a lone comma in the text: no match).
-_JSON_CELLS = re.compile(r"[-+.0-9eE]+(?:,[-+.0-9eE]+)*")
-
-
-def _json_floats(text: str) -> Array:
-    """``_floats`` of ``text``'s cells (``_JSON_CELLS``: none holds a comma)."""
-    try:
-        parsed = orjson.loads(f"[{text}]")
-    except orjson.JSONDecodeError:
-        return np.array(text.split(","), dtype=np.float64)
-    return np.array(parsed, dtype=np.float64)
-
-
-def _cells(row: str | list[str]) -> list[str]:
-    return row.split(",") if isinstance(row, str) else row
-
-
-@functools.lru_cache(maxsize=64)
-def _columns(
-    phases: tuple[str, ...], present: tuple[int, ...]
-) -> tuple[tuple[str, ...], list[int]]:
-    """The present phases in their order, and their columns among the numbers."""
-    names = phase_order(phases[i] for i in present)
-    return names, [1 + phases.index(name) for name in names]
