@@ -94,7 +94,8 @@ class _Series:
         count = RunCount(run.at, run.timed, run.censored, run.samples)
         if not self.ats or (run.at, run.run_id) >= (self.ats[-1], self.ids[-1]):
             if self.runs:
-                self.runs[-1].forget_windows()  # no recent window ends there any more
+                # No recent window ends there any more (its memos are packed later, with it).
+                self.runs[-1].forget_windows(pack=self.pack_after is None)
             self.ats.append(run.at)
             self.ids.append(run.run_id)
             self.runs.append(run)
@@ -120,6 +121,8 @@ class _Series:
     def between(self, first: int, stop: int) -> list[RunData]:
         """The runs from the ``first``-th to before the ``stop``-th, oldest first."""
         packed = len(self.packed)
+        if first >= packed:  # the newest runs alone (``last``, after every run)
+            return self.runs[first - packed : max(stop - packed, 0)]
         rebuilt = [
             self.packed.run(i, (self.ats[i], self.ids[i]), self.target, self.vantage)
             for i in range(first, min(stop, packed))

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 import numpy as np
 from numpy.typing import NDArray
 
+from app.analysis.chisquare import chi2_lower_05
 from app.analysis.level import MIN_TIMED, log_levels
 from app.analysis.quantiles import row_quantiles
 from app.analysis.runs import Array, RunData, stacked_phases
@@ -190,9 +191,7 @@ def _upper_bound(df: int) -> float:
     mostly counting noise, which a week's ~2,000 samples a day measure well (the tails
     read over several days lean on it √days times over: there it is floored at the
     counting noise itself, ``Baseline.counting``)."""
-    from scipy.stats import chi2  # at a freeze only: rare, and costly to import
-
-    return math.sqrt(df / float(chi2.ppf(0.05, df)))
+    return math.sqrt(df / chi2_lower_05(df))
 
 
 def _profile(

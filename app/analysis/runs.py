@@ -77,19 +77,19 @@ class RunData:
             found = windows[key] = compute(*args)
             return found
 
-    def forget_windows(self) -> None:
+    def forget_windows(self, pack: bool = True) -> None:
         """Drop what ``window_memo`` kept. A backtest's history calls it once a newer run
         of the series exists: the recent windows then end with that run, and a window
         ending here (a reference's, rebuilt daily) is worked out again, the same numbers.
         Kept, these were most of a kept run's memory (a fleet keeps ~200,000 runs).
 
-        The run's own quantities (medians, log levels, ratios: 1-D float arrays) are packed
-        into one array, each kept as its slice: an array's own header and allocation cost
-        more than its ten or so numbers, and a backtest keeps a week of runs of every
-        series (``memo`` gives the same numbers, as a view)."""
+        With ``pack``, the run's own 1-D float memos (medians, log levels, ratios) are
+        packed into one array, each kept as its slice (``memo`` gives a view, the same
+        numbers): an array's header costs more than its ten or so numbers. A history that
+        packs its older runs itself (app/alerts/packedruns.py) asks for none here."""
         memo = self._memo
         memo.pop(_WINDOWS, None)
-        if _PACKED in memo:
+        if not pack or _PACKED in memo:
             return
         keys = [key for key, value in memo.items() if _packable(value)]
         if len(keys) < 2:

@@ -211,3 +211,17 @@ def test_a_reference_too_short_for_tail_shift_says_so_and_nothing_more() -> None
 )
 def test_a_files_length_reads_as_a_person_would_say_it(span: timedelta, said: str) -> None:
     assert duration(span) == said
+
+
+def test_a_cell_holding_a_comma_is_refused_as_numpy_refuses_it_among_plain_rows() -> None:
+    lines = [row(0, "a"), row(1, "a", queue='"1,5"'), row(2, "a")]
+    with pytest.raises(BacktestError, match=r"line 2: could not convert string to float: '1,5'"):
+        list(read_runs(io.StringIO(HEADER + "".join(lines))))
+
+
+def test_a_run_with_a_phase_missing_in_some_rows_reads_them_as_zero() -> None:
+    lines = [row(0, "a"), row(1, "a", queue=""), row(2, "a", status="error")]
+    (run,) = read_runs(io.StringIO(HEADER + "".join(lines)))
+    assert run.phase_names == ("queue", "generation")
+    np.testing.assert_array_equal(run.phases[:, 0], [1.5, 0.0])
+    assert (run.timed, run.failed, run.samples) == (2, 1, 3)

@@ -132,6 +132,24 @@ def _histories(pack_after: int) -> tuple[MemoryHistory, MemoryHistory]:
     return MemoryHistory(), MemoryHistory(lambda _: Retention(far, 0, far, pack_after))
 
 
+def test_a_packing_history_leaves_its_newest_runs_memos_as_they_are() -> None:
+    """It packs them itself a few runs later: packed here too, they were copied twice."""
+    history = MemoryHistory(lambda _: Retention(timedelta(days=1), 1, pack_after=3))
+    first = _memos_asked(0)
+    medians = first.medians(first.phase_names)
+    history.add(first)
+    history.add(_plain(1))  # ``first`` is no recent window's end any more
+    assert first.medians(first.phase_names) is medians
+    plain = MemoryHistory()
+    second = _memos_asked(2)
+    medians = second.medians(second.phase_names)
+    plain.add(second)
+    plain.add(_plain(3))
+    kept = second.medians(second.phase_names)
+    assert kept is not medians and kept.base is not None  # packed: a view of one array
+    np.testing.assert_array_equal(kept, medians)
+
+
 @pytest.mark.parametrize("pack_after", [1, 3])
 def test_a_history_that_packs_answers_as_one_that_does_not(pack_after: int) -> None:
     plain, packing = _histories(pack_after)

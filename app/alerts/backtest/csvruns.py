@@ -11,17 +11,14 @@ import functools
 import heapq
 import itertools
 import operator
-import re
 import sys
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TextIO
 
-import numpy as np
-import orjson
-
+from app.alerts.backtest.csvnumbers import run_numbers
 from app.analysis.llmmetrics import METRIC_NAMES
-from app.analysis.runs import Array, RunData, phase_order
+from app.analysis.runs import RunData
 from app.clock import parse_timestamp
 from app.csvio.goodput import GOODPUT_COLUMNS
 from app.csvio.layout import BASE_COLUMNS, format_timestamp
@@ -42,13 +39,22 @@ class BacktestError(Exception):
 
 
 class _Reading:
-    """A run whose rows are still being read; times are in the export's own text form."""
+    """A run whose rows are still being read; times are in the export's own text form.
 
-    __slots__ = ("at", "first", "kept", "last", "limit", "line", "rows")
+    Of a kept run's rows only what ``_run`` reads is kept: each row's status, and its
+    total and phase cells joined by commas as the file had them (a row's dozen strings and
+    their list were ~1 KB, and a fleet reads some 20,000 rows of runs at once); a row with
+    a comma inside a cell keeps its cells as a list."""
 
-    def __init__(self, first: str, line: int, max_span: timedelta, kept: bool) -> None:
+    __slots__ = ("at", "cells", "first", "kept", "last", "limit", "line", "row", "statuses")
+
+    def __init__(
+        self, first: str, line: int, max_span: timedelta, kept: bool, row: list[str]
+    ) -> None:
         self.line, self.last, self.kept = line, first, kept
-        self.rows: list[list[str]] = []
+        self.row = row[:3]  # its first row's time, target and vantage
+        self.statuses: list[str] = []
+        self.cells: list[str | list[str]] = []
         self.start(first, max_span)
 
     def start(self, first: str, max_span: timedelta) -> None:
@@ -133,6 +139,13 @@ class _Stream:
         self.line = 1
         self.latest = self.floor_of = self.floor = ""
         self.flush_after = _LAST
+        self.numeric = _numeric(len(self.phases))
+
+    def joined(self, row: list[str]) -> str | list[str]:
+        """A row's total and phase cells as ``_Reading`` keeps them."""
+        cells = self.numeric(row)
+        text = ",".join(cells)
+        return text if text.count(",") == len(self.phases) else cells
 
     def take(self, run_id: str, stretch: list[list[str]]) -> Iterator[tuple[int, RunData]]:
         line, self.line = self.line + 1, self.line + len(stretch)
@@ -161,7 +174,8 @@ class _Stream:
                 f" {self.max_span} apart"
             )
         if run.kept:
-            run.rows.extend(stretch)
+            run.statuses.extend(map(_status, stretch))
+            run.cells.extend(map(self.joined, stretch))
         if self.latest > self.flush_after:
             yield from self.complete(_after(self.latest, -2 * self.max_span))
 
@@ -202,7 +216,8 @@ class _Stream:
         if not self.reading:
             self.flush_after = _after(stamp, 2 * self.max_span)
         try:
-            return _Reading(stamp, line, self.max_span, self.keep is None or self.keep(row[1]))
+            kept = self.keep is None or self.keep(row[1])
+            return _Reading(stamp, line, self.max_span, kept, row)
         except ValueError as exc:
             raise BacktestError(f"line {line}: {exc}") from None
 
@@ -222,15 +237,21 @@ def _after(stamp: str, span: timedelta) -> str:
 
 
 def _run(run_id: str, run: _Reading, phases: list[str]) -> RunData:
-    rows = run.rows
-    statuses = list(map(_status, rows))
-    timed = rows if set(statuses) == {OK} else [row for row in rows if row[4] in TIMED]
-    names, matrix, totals = _numbers(timed, phases, run.line)
+    statuses, rows = run.statuses, run.cells
+    timed = (
+        rows
+        if set(statuses) == {OK}
+        else [row for row, status in zip(rows, statuses, strict=True) if status in TIMED]
+    )
+    try:
+        names, matrix, totals = run_numbers(timed, phases)
+    except ValueError as exc:
+        raise BacktestError(f"the run starting at line {run.line}: {exc}") from None
     return RunData(
         run_id=run_id,
         # One string per name, not one per run: a backtest keeps a week of every series.
-        target=sys.intern(rows[0][1]),
-        vantage=sys.intern(rows[0][2]),
+        target=sys.intern(run.row[1]),
+        vantage=sys.intern(run.row[2]),
         at=run.at,
         phase_names=names,
         phases=matrix,
@@ -239,51 +260,3 @@ def _run(run_id: str, run: _Reading, phases: list[str]) -> RunData:
         failed=len(rows) - len(timed),
         samples=len(rows),
     )
-
-
-def _numbers(
-    timed: list[list[str]], phases: list[str], line: int
-) -> tuple[tuple[str, ...], Array, Array]:
-    """The phases present (a cell in any timed row), their matrix, and the totals."""
-    cells = list(itertools.chain.from_iterable(map(_numeric(len(phases)), timed)))
-    present = list(range(len(phases)))
-    if "" in cells:  # a phase some sample lacks: 0 there, and absent if no sample has it
-        if any(not row[5] for row in timed):
-            raise BacktestError(f"the run starting at line {line}: a timed sample has no total")
-        present = [i for i in present if any(row[6 + i] for row in timed)]
-        cells = [cell or "0" for cell in cells]
-    try:
-        values = _floats(cells).reshape(len(timed), 1 + len(phases))
-    except ValueError as exc:
-        raise BacktestError(f"the run starting at line {line}: {exc}") from None
-    names, columns = _columns(tuple(phases), tuple(present) if timed else ())
-    # Arrays of their own, each compact: a column pick is a transposed view of a copy, and
-    # a backtest keeps a week of runs of every series (the same numbers either way).
-    return names, np.ascontiguousarray(values[:, columns]), values[:, 0].copy()
-
-
-def _floats(cells: list[str]) -> Array:
-    """``np.array(cells, dtype=np.float64)``, the same numbers: through JSON's parser when
-    every cell is a JSON number (as the export writes them; several times faster than
-    numpy's conversion of strings), else numpy's own (``nan``, ``.5``, errors)."""
-    text = ",".join(cells)
-    if _JSON_NUMBERS.fullmatch(text):
-        try:
-            parsed = orjson.loads(f"[{text}]")
-        except orjson.JSONDecodeError:
-            parsed = None
-        if parsed is not None and len(parsed) == len(cells):  # no cell held a comma
-            return np.array(parsed, dtype=np.float64)
-    return np.array(cells, dtype=np.float64)
-
-
-_JSON_NUMBERS = re.compile(r"[-+.0-9eE,]*")
-
-
-@functools.lru_cache(maxsize=64)
-def _columns(
-    phases: tuple[str, ...], present: tuple[int, ...]
-) -> tuple[tuple[str, ...], list[int]]:
-    """The present phases in their order, and their columns among the numbers."""
-    names = phase_order(phases[i] for i in present)
-    return names, [1 + phases.index(name) for name in names]
