@@ -56,7 +56,8 @@ from app.store.db import make_engine, make_sessions
 from app.store.migrate import downgrade, upgrade
 from app.store.models import RollupRow, RunDigestRow, RunRow, SampleRow
 from app.store.reads.digestbreakdowns import digest_breakdowns
-from app.store.reads.latestruns import latest_times, series_ranks
+from app.store.reads.latestruns import latest_times
+from app.store.reads.seriesrank import series_ranks
 from app.store.reads.sparklines import sparklines
 from app.store.rollups.digests import period_start
 from app.store.serieslatest import rebuild
