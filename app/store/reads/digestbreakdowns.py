@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from app.analysis.breakdown import Breakdown, from_columns
@@ -85,16 +86,27 @@ def _digests_in(
     found: dict[Pair, list[Digest]] = {pair: [] for pair in spans}
     if not spans:
         return found
-    each = [and_(RunDigestRow.target_id == target, RunDigestRow.vantage == vantage,
-                 RunDigestRow.started_at >= start, RunDigestRow.started_at < end)
-            for (target, vantage), (start, end) in padded(sorted(spans.items()))]  # fmt: skip
-    query = select(RunDigestRow.target_id, RunDigestRow.vantage, RunDigestRow.started_at,
-                   RunDigestRow.digest).where(or_(*each))  # fmt: skip
-    for target, vantage, at, data in session.execute(query):
+    given = padded(sorted(spans.items()))
+    params = {f"{name}{i}": value for i, (pair, span) in enumerate(given)
+              for name, value in zip("tvse", (*pair, *span), strict=True)}  # fmt: skip
+    query = _spans_query(len(given))
+    for target, vantage, at, data in session.execute(query, params):
         start, end = spans[(target, vantage)]
         if start <= at < end:
             found[(target, vantage)].append(Digest.from_json(data))
     return found
+
+
+@cache
+def _spans_query(size: int) -> Select[int, str, datetime, dict[str, Any]]:
+    """``size`` pairs' spans, ``t<i>``, ``v<i>``, ``s<i>``, ``e<i>``: built once a size (the
+    expression of 64 spans costs more to build than to run)."""
+    each = [and_(RunDigestRow.target_id == bindparam(f"t{i}"),
+                 RunDigestRow.vantage == bindparam(f"v{i}"),
+                 RunDigestRow.started_at >= bindparam(f"s{i}"),
+                 RunDigestRow.started_at < bindparam(f"e{i}")) for i in range(size)]  # fmt: skip
+    return select(RunDigestRow.target_id, RunDigestRow.vantage, RunDigestRow.started_at,
+                  RunDigestRow.digest).where(or_(*each))  # fmt: skip
 
 
 def _digests(start: datetime, end: datetime) -> Select[int, str, dict[str, Any]]:
