@@ -150,7 +150,7 @@ def _missed() -> ColumnElement[float]:
     """The newest run's errors and deadline misses, a share of its samples (as
     ``overviewpaging.missed_share``: the same division in doubles, 0 with no samples)."""
     missed = cast(L.n_errors + L.n_deadline_exceeded, Double)
-    return case((L.n_samples > 0, missed / L.n_samples), else_=0.0)
+    return case((L.n_samples > 0, missed / cast(L.n_samples, Double)), else_=0.0)
 
 
 def _stale(dialect: str, now_s: float) -> ColumnElement[bool]:
