@@ -325,6 +325,19 @@ def measure(url: str, args: argparse.Namespace) -> list[list[str]]:
     return rows
 
 
+def measure_latest_cost(url: str, args: argparse.Namespace) -> list[list[str]]:
+    """``--latest-cost``: the store with series_latest's upsert and without, paired."""
+    from bench.latest_cost import cost_row, paired  # it imports this module
+
+    engine = prepared(url)
+    rows = []
+    for size in args.sizes:
+        pairs = [paired(engine, size, size * 1000 + 10 * i, args) for i in range(args.repeat)]
+        rows.append(cost_row(engine.dialect.name, size, pairs))
+    engine.dispose()
+    return rows
+
+
 def measure_candidates(url: str, args: argparse.Namespace) -> list[list[str]]:
     """The ladder of proposed changes, round-robin ``--repeat`` times; medians."""
     engine = prepared(url)
@@ -381,6 +394,11 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         help="measure the changes proposed in bench/store_candidates.py, one after another",
     )
     parser.add_argument(
+        "--latest-cost",
+        action="store_true",
+        help="the store with series_latest's upsert and without, in turns (bench/latest_cost.py)",
+    )
+    parser.add_argument(
         "--writers", type=int, default=1, help="threads storing runs at once (default 1)"
     )
     parser.add_argument("--profile", type=int, metavar="SIZE", help="cProfile this run size")
@@ -398,8 +416,17 @@ def main(argv: list[str] | None = None) -> None:
         url = database_url(backend, args.db_name, args.pg, args.sqlite_dir)
         print(f"## {backend_label(url)}")
         with bench_database(url, args.pg, keep=args.keep, reuse=args.reuse):
-            rows += measure_candidates(url, args) if args.candidates else measure(url, args)
+            if args.latest_cost:
+                rows += measure_latest_cost(url, args)
+            else:
+                rows += measure_candidates(url, args) if args.candidates else measure(url, args)
         print()
+    if args.latest_cost:
+        from bench.latest_cost import HEADERS as COST_HEADERS
+
+        print(f"## series_latest's upsert, with and without in turns (median of {args.repeat})")
+        print_table(COST_HEADERS, rows)
+        return
     print(f"## all (median of {args.repeat}; samples/s range in brackets)")
     print_table(HEADERS if args.candidates else HEADERS + ["of the floor"], rows)
 

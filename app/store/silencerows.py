@@ -62,8 +62,9 @@ def silences_in_effect(session: Session, now: datetime) -> list[SilenceRecord]:
 
 
 def all_silences(session: Session, now: datetime, active_only: bool) -> list[SilenceRecord]:
-    """Silences, soonest to end first; ``active_only``: those in effect at ``now``."""
-    query = select(SilenceRow).order_by(SilenceRow.ends_at, SilenceRow.created_at)
+    """Silences, soonest to end first (then oldest, then by id: one order, that a page's
+    cursor can follow); ``active_only``: those in effect at ``now``."""
+    query = select(SilenceRow).order_by(SilenceRow.ends_at, SilenceRow.created_at, SilenceRow.id)
     if active_only:
         query = query.where(SilenceRow.starts_at <= now, SilenceRow.ends_at > now)
     return [SilenceRecord.of(row) for row in session.scalars(query)]

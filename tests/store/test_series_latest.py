@@ -16,7 +16,8 @@ from app.csvio.importer import import_samples
 from app.runs.dbsink import DatabaseSink
 from app.store.db import transaction, write_connection
 from app.store.ingest import store_run_on
-from app.store.reads.latestruns import MANY, last_runs, latest_runs, series_ranks
+from app.store.reads.latestruns import MANY, last_runs, latest_runs
+from app.store.reads.seriesrank import series_ranks
 from app.store.records import RunRecord, SampleRecord
 from app.store.serieslatest import SeriesLatestRow, rebuild
 from tests.runfactory import store_records

@@ -353,6 +353,40 @@ def test_silences_are_listed_created_read_and_expired(served: Api) -> None:
     assert again.status_code == 200 and again.json()["endsAt"] == expired.json()["endsAt"]
 
 
+def test_silences_page_by_limit_and_cursor_with_the_total_in_headers(served: Api) -> None:
+    """Five silences, two ending at the same moment (their order then by creation): walked two
+    at a time, every one once in the list's order, the count in every answer."""
+    same_end = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
+    ends = ["3h", "1h", same_end, same_end, "30m"]
+    made = [silence(served, **({"endsAt": end} if "T" in end else {"duration": end}))
+            for end in ends]  # fmt: skip
+    whole = served.client.get("/api/v1/silences")
+    assert whole.headers["x-total-count"] == "5" and "link" not in whole.headers
+    order = [s["id"] for s in whole.json()]
+    assert order == [made[i]["id"] for i in (4, 1, 2, 3, 0)]
+    walked, path = [], "/api/v1/silences?limit=2"
+    while True:
+        response = served.client.get(path)
+        assert response.status_code == 200, response.text
+        assert response.headers["x-total-count"] == "5"
+        walked += [s["id"] for s in response.json()]
+        if "link" not in response.headers:
+            break
+        link, rel = response.headers["link"].split("; ")
+        assert rel == 'rel="next"'
+        path = link.strip("<>")
+    assert walked == order
+    active = served.client.get("/api/v1/silences", params={"active": "true", "limit": 1})
+    assert active.headers["x-total-count"] == "5" and "active=true" in active.headers["link"]
+
+
+@pytest.mark.parametrize(
+    "query", ["limit=0", "limit=1001", "cursor=not-a-cursor", "cursor=YWZ0ZXI"]
+)
+def test_a_bad_silences_page_is_422(served: Api, query: str) -> None:
+    assert served.client.get(f"/api/v1/silences?{query}").status_code == 422
+
+
 @pytest.mark.parametrize("silence_id", [UNKNOWN_ID, "not-a-uuid"])
 def test_an_unknown_silence_is_404(served: Api, silence_id: str) -> None:
     assert served.client.get(f"/api/v1/silences/{silence_id}").status_code == 404

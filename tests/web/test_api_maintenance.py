@@ -82,6 +82,32 @@ def test_windows_are_created_listed_and_deleted_with_the_token(served: Api) -> N
     assert again.status_code == 404
 
 
+def test_windows_page_by_limit_and_cursor_file_first_with_the_total_in_headers(
+    served: Api,
+) -> None:
+    """The file's window, then three stored ones oldest first, walked one at a time; a
+    window stored while walking comes after the cursor, so it is not missed."""
+    for name in ("one", "two", "three"):
+        made = served.client.post("/api/v1/maintenance", json=NEW | {"name": name}, headers=AUTH)
+        assert made.status_code == 201, made.text
+    first = served.client.get("/api/v1/maintenance", params={"limit": 1})
+    assert first.headers["x-total-count"] == "4"
+    walked = [w["window"]["name"] for w in first.json()]
+    link = first.headers["link"]
+    added = served.client.post("/api/v1/maintenance", json=NEW | {"name": "four"}, headers=AUTH)
+    assert added.status_code == 201, added.text
+    while link:
+        response = served.client.get(link.split(">;")[0].strip("<"))
+        assert response.status_code == 200, response.text
+        assert response.headers["x-total-count"] == "5"
+        walked += [w["window"]["name"] for w in response.json()]
+        link = response.headers.get("link", "")
+    assert walked == ["alpha-always", "one", "two", "three", "four"]
+    only_beta = served.client.get("/api/v1/maintenance", params={"target": "beta", "limit": 3})
+    assert only_beta.headers["x-total-count"] == "4" and "target=beta" in only_beta.headers["link"]
+    assert served.client.get("/api/v1/maintenance?cursor=YWZ0ZXI").status_code == 422
+
+
 def test_writes_without_the_token_are_401(served: Api) -> None:
     assert served.client.post("/api/v1/maintenance", json=NEW).status_code == 401
     unknown = "/api/v1/maintenance/5b0e3c1a-7d2f-4e8b-9a6c-1f2e3d4c5b6a"

@@ -3,10 +3,12 @@ a cursor, the next cursor, a foreign cursor refused; table-driven."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 
 from app.store.reads.paging import BadCursor, text_after, text_cursor
-from app.web.api.listpaging import page_list
+from app.web.api.listpaging import page_list, time_key
 
 ITEMS = ["0own", "1alpha", "1beta", "1gamma"]  # the vantages' key: the server's own first
 
@@ -50,3 +52,17 @@ def test_a_text_cursor_gives_back_its_key(key: str) -> None:
 def test_a_foreign_cursor_is_refused(cursor: str) -> None:
     with pytest.raises(BadCursor):
         text_after(cursor)
+
+
+BERLIN = timezone(timedelta(hours=1))
+MOMENTS = [
+    datetime(2026, 3, 1, 23, 30, tzinfo=UTC),
+    datetime(2026, 3, 2, 0, 15, tzinfo=BERLIN),  # 23:15 UTC: before the first
+    datetime(2026, 3, 1, 23, 30, 0, 1, tzinfo=UTC),  # a microsecond after the first
+    datetime(2026, 3, 1, 23, 30, 0, 999999, tzinfo=UTC),
+    datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC),
+]
+
+
+def test_time_keys_sort_as_the_times_do_whatever_their_offset_or_fraction() -> None:
+    assert sorted(MOMENTS, key=time_key) == sorted(MOMENTS)

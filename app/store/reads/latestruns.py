@@ -6,14 +6,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
 
-from sqlalchemy import ColumnElement, Double, cast, extract, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.store.inlists import padded
 from app.store.models import RunRow, TargetRow
-from app.store.rawdriver import tuples
 from app.store.serieslatest import SeriesLatestRow
 
 L = SeriesLatestRow
@@ -88,33 +86,3 @@ def _latest_before(session: Session, target: int, vantage: str, now: datetime) -
         RunRow.target_id == target, RunRow.vantage == vantage, RunRow.started_at < now
     )
     return session.scalar(query)
-
-
-class SeriesRank(NamedTuple):
-    """What ranks a series on the overview, as the driver gives it (no row objects, the
-    time as epoch seconds: 10,000 datetimes parsed cost more than the rest of the read)."""
-
-    target_id: int
-    target: str
-    vantage: str
-    started_s: float
-    n_samples: int
-    n_errors: int
-    n_deadline_exceeded: int
-    interval_s: float
-
-
-def series_ranks(session: Session) -> list[SeriesRank]:
-    """Every series' newest run's counts, its target's name and interval, in no order."""
-    connection = session.connection()
-    started = _epoch(connection.dialect.name)
-    query = select(L.target_id, TargetRow.name, L.vantage, started, L.n_samples, L.n_errors,
-                   L.n_deadline_exceeded, TargetRow.interval_s)  # fmt: skip
-    query = query.join(TargetRow, TargetRow.id == L.target_id)
-    return [SeriesRank(*row) for row in tuples(connection, query)]
-
-
-def _epoch(dialect: str) -> ColumnElement[float]:
-    if dialect == "postgresql":
-        return cast(extract("epoch", L.started_at), Double)
-    return (func.julianday(L.started_at) - 2440587.5) * 86400.0  # the Unix epoch's day

@@ -1,4 +1,5 @@
-"""Lists that answered whole arrays (targets, vantages), paged without changing their shape:
+"""Lists that answered whole arrays (targets, vantages, silences, maintenance windows), paged
+without changing their shape:
 the body stays the array old clients read, ``limit`` and ``cursor`` are optional (no limit:
 every item, as before), and the total and the next page travel in headers, as GitHub's
 API does (``X-Total-Count``; ``Link: <…>; rel="next"`` while more pages follow)."""
@@ -6,11 +7,13 @@ API does (``X-Total-Count``; ``Link: <…>; rel="next"`` while more pages follow
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Query, Request, Response
 
-from app.store.reads.paging import text_after, text_cursor
+from app.store.reads.paging import BadCursor, text_after, text_cursor
+from app.web.api.params import bad_request
 
 T = TypeVar("T")
 
@@ -36,6 +39,21 @@ def page_list(
     the next page's cursor (None on the last). ``BadCursor`` for a foreign cursor."""
     after = None if cursor is None else text_after(cursor)
     return trimmed([item for item in items if after is None or key(item) > after], key, limit)
+
+
+def page_or_422(
+    items: Sequence[T], key: Callable[[T], str], cursor: str | None, limit: int | None
+) -> tuple[list[T], str | None]:
+    """``page_list``, a foreign cursor answered 422 with why."""
+    try:
+        return page_list(items, key, cursor, limit)
+    except BadCursor as exc:
+        raise bad_request(str(exc)) from None
+
+
+def time_key(at: datetime) -> str:
+    """A time as text that sorts as the times do (fixed width, in UTC): part of a key."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
 
 
 def trimmed(

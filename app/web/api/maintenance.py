@@ -8,14 +8,21 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from pydantic import BaseModel, Field
 
 from app.alerts.maintenance import WindowNotFound, window_of
 from app.analysis.maintenance import MaintenanceWindow, active, spans_between
 from app.clock import utcnow
 from app.store.maintenancerows import MaintenanceRecord
-from app.web.api.params import NO_NUL
+from app.web.api.listpaging import (
+    LIST_HEADERS,
+    ListLimitParam,
+    page_or_422,
+    paging_headers,
+    time_key,
+)
+from app.web.api.params import NO_NUL, CursorParam
 from app.web.auth import WRITE_ERRORS, WriteAccess
 from app.web.deps import DatabaseAnswers, ServiceDep
 from app.web.errors import errors
@@ -43,24 +50,40 @@ class WindowView(BaseModel):
 @router.get(
     "/maintenance",
     response_model=list[WindowView],
-    responses=errors(422),
+    responses=errors(422) | {200: {"headers": LIST_HEADERS}},
     dependencies=[DatabaseAnswers],
 )
 async def list_windows(
     service: ServiceDep,
+    request: Request,
+    response: Response,
     target: Annotated[str | None, Query(max_length=200, description="only its windows")] = None,
+    limit: ListLimitParam = None,
+    cursor: CursorParam = None,
 ) -> list[WindowView]:
-    """The targets file's windows, then those made through the API, oldest first."""
+    """The targets file's windows (in the file's order), then those made through the API,
+    oldest first. With ``limit``, a page; the next one's link in ``Link``, the count in
+    ``X-Total-Count``."""
     maintenance = service.alerts.maintenance
     assert maintenance is not None
     records = await asyncio.to_thread(maintenance.records)
-    now = utcnow()
-    views = [view(None, window, now) for window in maintenance.from_file()]
+    listed: list[tuple[str, MaintenanceRecord | None, MaintenanceWindow]] = [
+        (f"0|{place:06d}", None, window) for place, window in enumerate(maintenance.from_file())
+    ]
     for record in records:
         window = window_of(record)
         if window is not None:
-            views.append(view(record, window, now))
-    return [v for v in views if target is None or v.window.covers(target, None)]
+            listed.append((_stored_key(record), record, window))
+    kept = [item for item in listed if target is None or item[2].covers(target, None)]
+    shown, after = page_or_422(kept, lambda item: item[0], cursor, limit)
+    paging_headers(request, response, len(kept), after)
+    now = utcnow()
+    return [view(record, window, now) for _, record, window in shown]
+
+
+def _stored_key(record: MaintenanceRecord) -> str:
+    """After every file window's key (``0|…``): oldest first, then by id."""
+    return f"1|{time_key(record.created_at)}|{record.id}"
 
 
 @router.post(

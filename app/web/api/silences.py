@@ -10,7 +10,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -18,7 +18,14 @@ from app.alerts.silences import Matcher, SilenceNotFound, matchers_of, silence_r
 from app.clock import utcnow
 from app.durations import parse_duration
 from app.store.silencerows import SilenceRecord
-from app.web.api.params import NO_NUL, in_range
+from app.web.api.listpaging import (
+    LIST_HEADERS,
+    ListLimitParam,
+    page_or_422,
+    paging_headers,
+    time_key,
+)
+from app.web.api.params import NO_NUL, CursorParam, in_range
 from app.web.auth import WRITE_ERRORS, WriteAccess
 from app.web.deps import DatabaseAnswers, ServiceDep
 from app.web.errors import errors
@@ -74,17 +81,24 @@ class SilenceView(BaseModel):
 @router.get(
     "/silences",
     response_model=list[SilenceView],
-    responses=errors(422),
+    responses=errors(422) | {200: {"headers": LIST_HEADERS}},
     dependencies=[DatabaseAnswers],
 )
 async def list_silences(
     service: ServiceDep,
+    request: Request,
+    response: Response,
     active: Annotated[bool, Query(description="only silences in effect now")] = False,
+    limit: ListLimitParam = None,
+    cursor: CursorParam = None,
 ) -> list[SilenceView]:
-    """Silences, soonest to end first."""
+    """Silences, soonest to end first. With ``limit``, a page; the next one's link in
+    ``Link``, the count in ``X-Total-Count``."""
     rows = await asyncio.to_thread(service.alerts.list_silences, active)
+    shown, after = page_or_422(rows, silence_key, cursor, limit)
+    paging_headers(request, response, len(rows), after)
     now = utcnow()
-    return [silence_view(row, now) for row in rows]
+    return [silence_view(row, now) for row in shown]
 
 
 @router.get(
@@ -200,6 +214,11 @@ def silence_view(row: SilenceRecord, now: datetime) -> SilenceView:
         created_at=row.created_at,
         status=SilenceStatus(state=silence_state(row, now)),
     )
+
+
+def silence_key(row: SilenceRecord) -> str:
+    """The list's order as text: soonest to end, then oldest, then by id."""
+    return f"{time_key(row.ends_at)}|{time_key(row.created_at)}|{row.id}"
 
 
 def silence_state(row: SilenceRecord, now: datetime) -> Literal["active", "pending", "expired"]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from fastapi import APIRouter, Request
@@ -14,8 +14,19 @@ from app.alerts.views import AlertView, open_alerts_by_series
 from app.analysis.breakdown import Breakdown
 from app.clock import utcnow
 from app.durations import format_duration
+from app.store.db import Session
 from app.store.reads.digestbreakdowns import digest_breakdowns
-from app.store.reads.latestruns import SeriesRank, latest_runs, series_ranks
+from app.store.reads.latestruns import latest_runs
+from app.store.reads.seriesrank import (
+    FleetCounts,
+    Only,
+    SeriesFilter,
+    SeriesRank,
+    count_series,
+    fleet_counts,
+    ranked_series,
+    series_ranks,
+)
 from app.store.reads.sparklines import sparklines
 from app.store.rollups.digests import CATCH_UP_EVERY_S
 from app.web.deps import ServiceDep, SessionDep
@@ -24,11 +35,15 @@ from app.web.pages.overviewpaging import (
     SHOWS,
     SORTS,
     BadQuery,
+    OverviewQuery,
+    Paged,
     SeriesFacts,
+    kept_sorted,
     missed_share,
     page_links,
-    page_of,
     parse_query,
+    ranked_apart,
+    split_page,
 )
 from app.web.pages.palette import PHASE_COLOURS
 from app.web.pages.render import error_page, page
@@ -103,6 +118,49 @@ def series_facts(
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class RankedPage:
+    paged: Paged
+    ranks: dict[Series, SeriesRank]  # the page's series and every alerted target's
+    alerted_targets: set[str]  # targets of open alerts that have a series
+    fleet: FleetCounts
+
+
+def ranked_page(
+    session: Session,
+    query: OverviewQuery,
+    alerts: Mapping[tuple[str, str | None], Sequence[AlertView]],
+    now: datetime,
+) -> RankedPage:
+    """The page's series. Alerts rank first but are few and in a table of their own: the
+    alerted series are ranked here, the rest of the fleet by the database (filtered,
+    sorted, counted and cut to the page there), so a page reads its own rows, not every
+    series'. Sorted by name, alerts do not matter to the order: all of it is the database's."""
+    touched = series_ranks(session, {target for target, _ in alerts})
+    alerted = [f for f in series_facts(touched, alerts, now) if f.open]
+    apart = ranked_apart(query)
+    ahead = kept_sorted(alerted, query) if apart else []
+    ids = {(r.target, r.vantage): r.target_id for r in touched}
+    left_out = {(ids[(f.target, f.vantage)], f.vantage) for f in alerted} if apart else set()
+    where = SeriesFilter(tuple(query.q.lower().split()), _only(query), frozenset(left_out))
+    fleet = fleet_counts(session, now)
+    if query.show in ("firing", "alerting"):
+        rest = 0
+    elif where.words or where.only != "all":
+        rest = count_series(session, now, where)
+    else:  # every series but those ranked here
+        rest = fleet.series - len(where.leave_out)
+    paged, offset, count = split_page(ahead, rest, query)
+    found = ranked_series(session, now, where, query.sort, offset, count) if count else []
+    items = [*paged.items, *series_facts(found, alerts, now)]
+    ranks = {(r.target, r.vantage): r for r in (*touched, *found)}
+    return RankedPage(replace(paged, items=items), ranks, {r.target for r in touched}, fleet)
+
+
+def _only(query: OverviewQuery) -> Only:
+    return "missing" if query.show == "missing" else "stale" if query.show == "stale" else "all"
+
+
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTMLResponse:
     try:
@@ -111,11 +169,8 @@ def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTML
         return error_page(request, 400, "Bad overview query", f"{exc}.")
     now = utcnow()
     alerts = open_alerts_by_series(session)
-    # Every series ranked from one small row each (series_latest); only the page's series
-    # are then read in full: the page costs the same at 50 series or 10,000.
-    ranks = {(run.target, run.vantage): run for run in series_ranks(session)}
-    facts = series_facts(ranks.values(), alerts, now)
-    paged = page_of(facts, query)
+    ranked = ranked_page(session, query, alerts, now)
+    paged, ranks = ranked.paged, ranked.ranks
     pairs = [(ranks[(f.target, f.vantage)].target_id, f.vantage) for f in paged.items]
     shown = {(run.target_id, run.vantage): run for run in latest_runs(session, _ids(pairs))}
     last = {pair: shown[pair].started_at for pair in pairs if pair in shown}
@@ -128,6 +183,7 @@ def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTML
     breakdowns = digest_breakdowns(session, (now - WINDOW, now), last, pairs)
     sparks = sparklines(session, now, hours=SPARK_HOURS, series=pairs)
     rows = overview_rows([breakdowns[p] for p in pairs], sparks, alerts, intervals, now)
+    fleet = ranked.fleet
     return page(
         request,
         "overview.html.j2",
@@ -139,13 +195,13 @@ def overview(request: Request, session: SessionDep, service: ServiceDep) -> HTML
         links=page_links(query, paged),
         shows=SHOWS,
         sorts=SORTS,
-        series_count=len(facts),
-        target_count=len({f.target for f in facts}),
+        series_count=fleet.series,
+        target_count=fleet.targets,
         # Each firing alert once, whether it shows on one row, on several (across vantages)
         # or on none (a vantage's silence; a target with no row).
         firing=sum(1 for group in alerts.values() for a in group if a.state == "firing"),
-        elsewhere=_without_row(alerts, {f.target for f in facts}),
-        stale=sum(f.stale for f in facts),
+        elsewhere=_without_row(alerts, ranked.alerted_targets),
+        stale=fleet.stale,
         legend=_legend(rows),
         window_text="hour",
         spark_hours=SPARK_HOURS,

@@ -116,14 +116,39 @@ def matches(facts: SeriesFacts, words: Sequence[str], show: Show) -> bool:
 def page_of(facts: Iterable[SeriesFacts], query: OverviewQuery) -> Paged:
     """The page asked for of the series the filter keeps, sorted; a page past the last is
     the last (a fleet that shrank since the link was made)."""
+    paged, _, _ = split_page(kept_sorted(facts, query), 0, query)
+    return paged
+
+
+def kept_sorted(facts: Iterable[SeriesFacts], query: OverviewQuery) -> list[SeriesFacts]:
+    """The series the filter keeps, in the order asked for."""
     words = query.q.lower().split()
     kept = [f for f in facts if matches(f, words, query.show)]
     kept.sort(key=worst_first if query.sort == "worst" else by_name)
-    pages = max(1, -(-len(kept) // query.per))
+    return kept
+
+
+def split_page(
+    ahead: Sequence[SeriesFacts], rest: int, query: OverviewQuery
+) -> tuple[Paged, int, int]:
+    """The page asked for of ``ahead`` (kept and sorted) followed by ``rest`` more series
+    ranked elsewhere (the database): the page with ahead's share of it as its items, and
+    the offset and number of the rest's series that complete it."""
+    matching = len(ahead) + rest
+    pages = max(1, -(-matching // query.per))
     page = min(query.page, pages)
     start = (page - 1) * query.per
-    items = kept[start : start + query.per]
-    return Paged(items, len(kept), page, pages, start + 1 if items else 0)
+    items = list(ahead[start : start + query.per])
+    offset = max(0, start - len(ahead))
+    count = min(query.per - len(items), rest - offset)
+    first = start + 1 if items or count > 0 else 0
+    return Paged(items, matching, page, pages, first), offset, max(0, count)
+
+
+def ranked_apart(query: OverviewQuery) -> bool:
+    """Whether the alerted series come first, ranked here, and the rest after them: worst
+    first, or only alerted series shown (then there is no rest)."""
+    return query.sort == "worst" or query.show in ("firing", "alerting")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,169 @@
+"""The overview's ranking in SQL: one page of the fleet's series, filtered and sorted by the
+database from ``series_latest`` (one small row per (target, vantage)), and the counts the
+page shows, so that a page reads its own rows and not ten thousand.
+
+The orders are the overview's own (``app.web.pages.overviewpaging``): "worst" is the newest
+run's share of errors and deadline misses, then stale series, then by name; alerts rank
+before all of it, but they are few and live in another table, so the caller ranks the
+alerted series itself and leaves them out of the database's ranking (``SeriesFilter``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
+
+from sqlalchemy import (
+    ColumnElement,
+    Double,
+    Select,
+    and_,
+    case,
+    cast,
+    extract,
+    func,
+    not_,
+    select,
+    tuple_,
+)
+from sqlalchemy.orm import Session
+
+from app.store.inlists import padded
+from app.store.models import TargetRow
+from app.store.serieslatest import SeriesLatestRow
+
+L = SeriesLatestRow
+STALE_AFTER_INTERVALS = 2  # as app.web.pages.view.is_stale
+UNKNOWN_STALE_AFTER_S = 3600.0  # no interval known: the overview's window
+Only = Literal["all", "missing", "stale"]
+Order = Literal["worst", "name"]
+RankQuery = Select[int, str, str, float, int, int, int, float]  # SeriesRank's columns
+
+
+# The series' target, through ``+ 0``: SQLite would otherwise fetch each target by its row
+# id, reading its wide row (``serieslatest.TARGETS_BRIEF`` says why that matters); this way
+# it scans that index (by name, as the name order wants) and finds each target's series by
+# series_latest's key. PostgreSQL hashes the join either way.
+_TARGET = L.target_id == TargetRow.id + 0
+
+
+class SeriesRank(NamedTuple):
+    """What ranks a series on the overview; its newest run's time in epoch seconds."""
+
+    target_id: int
+    target: str
+    vantage: str
+    started_s: float
+    n_samples: int
+    n_errors: int
+    n_deadline_exceeded: int
+    interval_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesFilter:
+    """The series kept: every word (lower case) within "target vantage", those with misses
+    or stale only, and never the series in ``leave_out`` ((target id, vantage): ranked
+    apart by the caller)."""
+
+    words: tuple[str, ...] = ()
+    only: Only = "all"
+    leave_out: frozenset[tuple[int, str]] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class FleetCounts:
+    series: int
+    targets: int
+    stale: int
+
+
+def series_ranks(session: Session, targets: Collection[str] | None = None) -> list[SeriesRank]:
+    """Every series' newest run's counts, its target's name and interval (of the targets
+    named only, when given), in no order."""
+    query = _ranks(_dialect(session))
+    if targets is not None:
+        query = query.where(TargetRow.name.in_(padded(sorted(targets))))
+    return _read(session, query)
+
+
+def ranked_series(
+    session: Session, now: datetime, where: SeriesFilter, order: Order, offset: int, limit: int
+) -> list[SeriesRank]:
+    """The series ``where`` keeps, in ``order``, from ``offset`` on, at most ``limit``."""
+    dialect, now_s, keys = _dialect(session), now.timestamp(), _by_name()
+    if order == "worst":
+        keys = [_missed().desc(), _stale(dialect, now_s).desc(), *keys]
+    query = _ranks(dialect).where(*_conditions(dialect, now_s, where)).order_by(*keys)
+    return _read(session, query.offset(offset).limit(limit))
+
+
+def count_series(session: Session, now: datetime, where: SeriesFilter) -> int:
+    conditions = _conditions(_dialect(session), now.timestamp(), where)
+    query = select(func.count()).select_from(L).join(TargetRow, _TARGET)
+    return session.scalar(query.where(*conditions)) or 0
+
+
+def fleet_counts(session: Session, now: datetime) -> FleetCounts:
+    """Series, targets with a series, and stale series: the overview's summary line."""
+    stale = case((_stale(_dialect(session), now.timestamp()), 1), else_=0)
+    query = select(func.count(), func.count(func.distinct(L.target_id)), func.sum(stale))
+    query = query.join(TargetRow, _TARGET)
+    series, targets, stale_count = session.execute(query).one()
+    return FleetCounts(series, targets, stale_count or 0)
+
+
+def _dialect(session: Session) -> str:
+    return session.get_bind().dialect.name
+
+
+def _ranks(dialect: str) -> RankQuery:
+    query = select(L.target_id, TargetRow.name, L.vantage, _started_s(dialect), L.n_samples,
+                   L.n_errors, L.n_deadline_exceeded, TargetRow.interval_s)  # fmt: skip
+    return query.join(TargetRow, _TARGET)
+
+
+def _read(session: Session, query: RankQuery) -> list[SeriesRank]:
+    return [SeriesRank(*row) for row in session.execute(query)]
+
+
+def _conditions(dialect: str, now_s: float, where: SeriesFilter) -> list[ColumnElement[bool]]:
+    text = func.lower(TargetRow.name + " " + L.vantage)
+    found = [text.contains(word, autoescape=True) for word in where.words]
+    if where.only == "missing":
+        found.append(_missed() > 0)
+    elif where.only == "stale":
+        found.append(_stale(dialect, now_s))
+    if where.leave_out:
+        pairs = padded(sorted(where.leave_out))
+        found.append(not_(tuple_(L.target_id, L.vantage).in_(pairs)))
+    return found
+
+
+def _by_name() -> list[ColumnElement[Any]]:
+    return [TargetRow.name.asc(), L.vantage.asc()]
+
+
+def _missed() -> ColumnElement[float]:
+    """The newest run's errors and deadline misses, a share of its samples (as
+    ``overviewpaging.missed_share``: the same division in doubles, 0 with no samples)."""
+    missed = cast(L.n_errors + L.n_deadline_exceeded, Double)
+    return case((L.n_samples > 0, missed / cast(L.n_samples, Double)), else_=0.0)
+
+
+def _stale(dialect: str, now_s: float) -> ColumnElement[bool]:
+    """No run for two intervals, or for the window with no interval known (``is_stale``)."""
+    age = now_s - _started_s(dialect)
+    known = and_(TargetRow.interval_s.is_not(None), TargetRow.interval_s > 0)
+    return case(
+        (known, age > STALE_AFTER_INTERVALS * TargetRow.interval_s),
+        else_=age > UNKNOWN_STALE_AFTER_S,
+    )
+
+
+def _started_s(dialect: str) -> ColumnElement[float]:
+    if dialect == "postgresql":
+        return cast(extract("epoch", L.started_at), Double)
+    return (func.julianday(L.started_at) - 2440587.5) * 86400.0  # the Unix epoch's day
