@@ -35,6 +35,7 @@ HTTP = {"connect": 2.0, "network": 20.0, "server": 300.0, "transfer": 4.0}
 ALLOWED_LABELS = {"target", "vantage", "phase", "status", "error_class", "state", "kind", "le"}
 ALLOWED_LABELS |= {"version", "loop"}  # loop: one of app.store.quarantine.LOOPS
 ALLOWED_LABELS |= {"way"}  # way: asked or claimed (app.replicas.evaluation, two values)
+ALLOWED_LABELS |= {"maintenance"}  # true or false: whether a window held the run
 
 
 @pytest.fixture
