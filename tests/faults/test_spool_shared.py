@@ -37,10 +37,10 @@ def long_runs(tmp_path: Path, sim: SimServer) -> Path:
     )
 
 
-def in_flight(spool: Path) -> list[str]:
-    """Run ids journalled in flight (by the leader: the only one probing)."""
+def in_flight(spool: Path, pid: int | None = None) -> list[str]:
+    """Run ids journalled in flight (by the process ``pid`` only, if given)."""
     found = []
-    for path in (spool / "inflight").glob("*.json"):
+    for path in (spool / "inflight").glob("*.json" if pid is None else f"{pid}-*.json"):
         with contextlib.suppress(OSError, ValueError):  # gone, or being written
             found.append(json.loads(path.read_text())["id"])
     return found
@@ -91,9 +91,12 @@ def test_a_run_left_by_kill_9_is_recovered_by_the_live_replica_as_aborted(
     start = replicas(tmp_path, postgres_url, serve, sim)
     doomed = start("doomed")
     survivor = start("survivor")  # while the leader's first run is in flight
-    spool = doomed.spool_dir
-    eventually(lambda: bool(in_flight(spool)), FIRST_RUN_WAIT_S, "the leader's run in flight")
-    (run_id,) = in_flight(spool)
+    spool, pid = doomed.spool_dir, doomed.process.pid
+    # The replicas share the target slot by slot: the first slot may be the survivor's
+    # (a slow start, and it joined in time), so wait for one of the doomed one's.
+    wait_s = FIRST_RUN_WAIT_S + 2 * INTERVAL_S
+    eventually(lambda: bool(in_flight(spool, pid)), wait_s, "the doomed one's run in flight")
+    (run_id,) = in_flight(spool, pid)
 
     doomed.process.send_signal(signal.SIGKILL)
     doomed.process.wait(timeout=10)
