@@ -33,7 +33,7 @@ from app.store.quarantine import Quarantine
 from app.store.retention import prune_raw, prune_summaries, summaries_cutoff
 from app.store.rollups.catchup import LOOP, catch_up
 from app.store.rollups.digests import CATCH_UP_EVERY_S, prune_fine_rollups
-from app.store.rollups.folds import FOLD_LOOKBACK, fold_closed, fold_due
+from app.store.rollups.folds import FOLD_LOOKBACK, fold_before_prune, fold_closed, fold_due
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,8 @@ class Upkeep:
         await self._catch_up(cutoff - timedelta(days=1))
         if deleted := await self._pruned("prune_raw", lambda e: prune_raw(e, now, cutoff)):
             log.info("pruned %d raw samples older than %s", deleted, cutoff.date())
+        # The coarse rows of what it deletes first: a fold missed must not lose its numbers.
+        await self._pruned("fold_before_prune", lambda _: fold_before_prune(self.sessions, now))
         if deleted := await self._pruned(
             "prune_fine_rollups", lambda e: prune_fine_rollups(e, now)
         ):

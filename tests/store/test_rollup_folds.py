@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.digest import Digest, digest_of, merge_digests
@@ -21,8 +21,13 @@ from app.store.reads.timeseries import time_series
 from app.store.records import RunRecord
 from app.store.rollups.catchup import catch_up
 from app.store.rollups.coarse import COARSE
-from app.store.rollups.digests import add_run
-from app.store.rollups.folds import fold, fold_closed, fold_due
+from app.store.rollups.digests import (
+    FINE_PERIODS,
+    FINE_ROLLUPS_KEPT,
+    add_run,
+    prune_fine_rollups,
+)
+from app.store.rollups.folds import fold, fold_before_prune, fold_closed, fold_due
 from tests.runfactory import T0, make_run, record_of
 
 END = T0 + timedelta(days=2)  # every run's periods closed
@@ -174,3 +179,20 @@ def test_a_fold_is_due_when_a_quarter_hour_has_closed(
     last: datetime | None, now: datetime, due: bool
 ) -> None:
     assert fold_due(last, now) is due
+
+
+def test_the_prune_folds_what_it_deletes_first_so_a_missed_fold_loses_nothing(
+    engine: Engine, sessions: sessionmaker[Session], spread: list[RunRecord]
+) -> None:
+    """No fold ever ran (a stop longer than the lookback): the prune of the fine rows, a
+    month on, builds their closed periods' coarse rows before deleting them."""
+    hourly = {key: value for key, value in _reads(sessions, END).items() if key[0] != "9"}
+    later = END + FINE_ROLLUPS_KEPT + timedelta(days=2)
+    assert _coarse_rows(sessions) == 0
+    assert fold_before_prune(sessions, later) > 0
+    assert prune_fine_rollups(engine, later) > 0
+    with sessions() as session:
+        fine = select(func.count()).where(RollupRow.period_s.in_(FINE_PERIODS))
+        assert session.scalar(fine.select_from(RollupRow)) == 0
+    after = {key: value for key, value in _reads(sessions, END).items() if key[0] != "9"}
+    assert after == hourly

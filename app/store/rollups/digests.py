@@ -69,9 +69,15 @@ def fine_rollups_from(now: datetime) -> datetime:
     return now - FINE_ROLLUPS_KEPT
 
 
+def fine_prune_before(now: datetime) -> datetime:
+    """Where the fine rollups' prune at ``now`` cuts: at a day's start, so every coarse
+    period of the rows it deletes has closed (and can be folded first: app.store.rollups.folds)."""
+    return period_start(fine_rollups_from(now) - _FINE_PRUNE_MARGIN, PERIODS[-1])
+
+
 def prune_fine_rollups(engine: Engine, now: datetime) -> int:
     """Delete the 5- and 15-minute rollups reads no longer use, in short batches."""
-    before = fine_rollups_from(now) - _FINE_PRUNE_MARGIN
+    before = fine_prune_before(now)
     # A period at a time: each is one ordered range of ix_rollups_period_s_period_start.
     older = [(RollupRow.period_s == p) & (RollupRow.period_start < before) for p in FINE_PERIODS]
     return sum(prune_rows(engine, RollupRow.period_start, where) for where in older)

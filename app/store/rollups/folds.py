@@ -6,18 +6,21 @@ then built from its finer rows once, instead of being merged into by every run. 
 builds every closed period from where the last one stopped, so the periods folded are the
 older ones (the sparklines rely on it). A fold missed (the process stopped for longer than
 the lookback) costs reads, not numbers: a read that finds a coarse row missing merges the
-finer ones.
+finer ones, and the fine rows' prune folds their closed periods before it deletes them
+(``fold_before_prune``).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store.db import write_transaction
+from app.store.models import RollupRow
 from app.store.rollups import coarse
-from app.store.rollups.digests import insert_built
+from app.store.rollups.digests import FINE_PERIODS, fine_prune_before, insert_built
 from app.store.rollups.keys import RollupKey, period_start
 
 # The first fold of a process reaches back this far: periods closed while no process kept
@@ -31,6 +34,24 @@ def fold_due(last: datetime | None, now: datetime) -> bool:
     """Whether a coarse period has closed since the fold at ``last`` (None: none yet)."""
     finest = coarse.COARSE[0]
     return last is None or period_start(now, finest) > period_start(last, finest)
+
+
+def fold_before_prune(sessions: sessionmaker[Session], now: datetime) -> int:
+    """Fold every closed period of the fine rows the prune at ``now`` is about to delete
+    (``fine_prune_before``): a period whose fold was missed (a stop longer than the
+    lookback) keeps its numbers once its finer rows are gone. Usually an hour of rows."""
+    cut = fine_prune_before(now)
+    with sessions() as session:
+        oldest = [
+            session.scalar(
+                select(func.min(RollupRow.period_start)).where(
+                    RollupRow.period_s == period, RollupRow.period_start < cut
+                )
+            )
+            for period in FINE_PERIODS
+        ]
+    found = [start for start in oldest if start is not None]
+    return fold_closed(sessions, min(found), cut) if found else 0
 
 
 def fold_closed(sessions: sessionmaker[Session], since: datetime, now: datetime) -> int:
