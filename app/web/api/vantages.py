@@ -15,10 +15,9 @@ from app.clock import utcnow
 from app.config.placement import assigned, runs_at
 from app.runtime.service import Service
 from app.store.db import Session
-from app.store.reads.paging import BadCursor
 from app.store.reads.vantagereads import last_runs
-from app.web.api.listpaging import LIST_HEADERS, ListLimitParam, page_list, paging_headers
-from app.web.api.params import CursorParam, bad_request
+from app.web.api.listpaging import LIST_HEADERS, ListLimitParam, page_or_422, paging_headers
+from app.web.api.params import CursorParam
 from app.web.deps import AgentsDep, ServiceDep, SessionDep
 from app.web.errors import errors
 
@@ -71,10 +70,7 @@ def list_vantages(
     """The server's vantage first, then each agent of the targets file, by name. With
     ``limit``, a page; the next one's link in ``Link``, the count in ``X-Total-Count``."""
     found = all_vantages(service, agents, session)
-    try:
-        shown, after = page_list(found, _order, cursor, limit)
-    except BadCursor as exc:
-        raise bad_request(str(exc)) from None
+    shown, after = page_or_422(found, _order, cursor, limit)
     paging_headers(request, response, len(found), after)
     return shown
 
