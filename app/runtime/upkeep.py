@@ -29,7 +29,7 @@ from app.alerts.silent import Heard
 from app.clock import utcnow
 from app.runtime.foreground import Foreground
 from app.store.db import describe, is_transient
-from app.store.quarantine import Quarantine
+from app.store.quarantine import LoopQuarantine, Quarantine
 from app.store.retention import prune_raw, prune_summaries, summaries_cutoff
 from app.store.rollups.catchup import LOOP, catch_up
 from app.store.rollups.digests import CATCH_UP_EVERY_S, prune_fine_rollups
@@ -97,7 +97,7 @@ class Upkeep:
         blamed for (a query the database refuses) is held as the pass, until one passes."""
         aside = self.quarantine.loop(LOOP)
         try:
-            added = await asyncio.to_thread(self._keep_rollups, since, utcnow())
+            added = await asyncio.to_thread(self._keep_rollups, since, utcnow(), aside)
         except Exception as exc:
             if not is_transient(exc):
                 aside.hold("pass", f"{type(exc).__name__}: {describe(exc)}")
@@ -108,9 +108,8 @@ class Upkeep:
         if added:
             log.debug("%d run(s) added to the rollups", added)
 
-    def _keep_rollups(self, since: datetime, now: datetime) -> int:
+    def _keep_rollups(self, since: datetime, now: datetime, aside: LoopQuarantine) -> int:
         """The runs caught up, then the coarse rollups folded if a period has closed."""
-        aside = self.quarantine.loop(LOOP)
         added = catch_up(self.sessions, since, now, between=self.foreground.quiet, aside=aside)
         if fold_due(self.folded, now):
             fold_closed(self.sessions, self.folded or now - FOLD_LOOKBACK, now)
