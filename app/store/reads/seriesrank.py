@@ -16,16 +16,17 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import (
+    CTE,
     ColumnElement,
     Double,
     Select,
     and_,
     case,
     cast,
-    extract,
     func,
     not_,
     select,
+    true,
     tuple_,
 )
 from sqlalchemy.orm import Session
@@ -80,6 +81,13 @@ class FleetCounts:
     stale: int
 
 
+@dataclass(frozen=True, slots=True)
+class RankedSlice:
+    rows: list[SeriesRank]  # the slice asked for, in order
+    matching: int  # every series the filter keeps
+    fleet: FleetCounts
+
+
 def series_ranks(session: Session, targets: Collection[str] | None = None) -> list[SeriesRank]:
     """Every series' newest run's counts, its target's name and interval (of the targets
     named only, when given), in no order."""
@@ -89,30 +97,66 @@ def series_ranks(session: Session, targets: Collection[str] | None = None) -> li
     return _read(session, query)
 
 
-def ranked_series(
+def ranked_slice(
     session: Session, now: datetime, where: SeriesFilter, order: Order, offset: int, limit: int
-) -> list[SeriesRank]:
-    """The series ``where`` keeps, in ``order``, from ``offset`` on, at most ``limit``."""
-    dialect, now_s, keys = _dialect(session), now.timestamp(), _by_name()
-    if order == "worst":
-        keys = [_missed().desc(), _stale(dialect, now_s).desc(), *keys]
-    query = _ranks(dialect).where(*_conditions(dialect, now_s, where)).order_by(*keys)
-    return _read(session, query.offset(offset).limit(limit))
+) -> RankedSlice:
+    """The series ``where`` keeps, in ``order``, from ``offset`` on, at most ``limit``; how
+    many it keeps; and the summary line's counts: one statement that reads the fleet once.
 
-
-def count_series(session: Session, now: datetime, where: SeriesFilter) -> int:
-    conditions = _conditions(_dialect(session), now.timestamp(), where)
-    query = select(func.count()).select_from(L).join(TargetRow, _TARGET)
-    return session.scalar(query.where(*conditions)) or 0
+    The fleet (every series joined to its target, with its filter, misses and staleness
+    worked out) is a materialised CTE, counted by one branch and sorted and cut by the
+    other: three statements read it three times before (bench/README.md, "One pass"). The
+    page is outer-joined to the counts' one row, so an empty page still brings them."""
+    dialect, now_s = _dialect(session), now.timestamp()
+    fleet = _fleet(dialect, now_s, where)
+    keys = _order(fleet, dialect, order)
+    page = select(*_rank_columns(fleet), fleet.c.missed, fleet.c.stale).where(fleet.c.kept)
+    page_sq = page.order_by(*keys).offset(offset).limit(limit).subquery("page")
+    counts = select(
+        func.count(),
+        func.count(func.distinct(fleet.c.target_id)),
+        func.count().filter(fleet.c.stale),
+        func.count().filter(fleet.c.kept),
+    ).subquery("counts")
+    query = select(counts, *_rank_columns(page_sq)).select_from(counts.outerjoin(page_sq, true()))
+    rows = session.execute(query.order_by(*_order(page_sq, dialect, order))).all()
+    series, targets, stale, matching = rows[0][:4]
+    found = [SeriesRank(*row[4:]) for row in rows if row[4] is not None]
+    return RankedSlice(found, matching, FleetCounts(series, targets, stale))
 
 
 def fleet_counts(session: Session, now: datetime) -> FleetCounts:
     """Series, targets with a series, and stale series: the overview's summary line."""
-    stale = case((_stale(_dialect(session), now.timestamp()), 1), else_=0)
-    query = select(func.count(), func.count(func.distinct(L.target_id)), func.sum(stale))
-    query = query.join(TargetRow, _TARGET)
-    series, targets, stale_count = session.execute(query).one()
-    return FleetCounts(series, targets, stale_count or 0)
+    return ranked_slice(session, now, SeriesFilter(), "name", 0, 0).fleet
+
+
+def _fleet(dialect: str, now_s: float, where: SeriesFilter) -> CTE:
+    kept = and_(true(), *_conditions(dialect, now_s, where))
+    query = _ranks(dialect).add_columns(
+        kept.label("kept"), _missed().label("missed"), _stale(dialect, now_s).label("stale")
+    )
+    # Materialised: read once by both branches (PostgreSQL would anyway, a CTE named twice;
+    # SQLite might inline it into each).
+    return query.cte("fleet").prefix_with("MATERIALIZED")
+
+
+def _rank_columns(source: Any) -> list[ColumnElement[Any]]:
+    """The columns of ``SeriesRank`` in its order, from the fleet CTE or the page."""
+    return [source.c[name] for name in SeriesRank._fields]
+
+
+def _order(source: Any, dialect: str, order: Order) -> list[ColumnElement[Any]]:
+    keys = [_text_order(source.c.target, dialect), _text_order(source.c.vantage, dialect)]
+    if order == "worst":
+        keys = [source.c.missed.desc(), source.c.stale.desc(), *keys]
+    return keys
+
+
+def _text_order(column: ColumnElement[str], dialect: str) -> ColumnElement[str]:
+    """Names in code point order, as Python sorts them (``overviewpaging``): PostgreSQL's
+    database collation may be a language's, and a byte compare is cheaper than strcoll.
+    SQLite's default (BINARY) is that order already."""
+    return column.collate("C") if dialect == "postgresql" else column
 
 
 def _dialect(session: Session) -> str:
@@ -120,8 +164,9 @@ def _dialect(session: Session) -> str:
 
 
 def _ranks(dialect: str) -> RankQuery:
-    query = select(L.target_id, TargetRow.name, L.vantage, _started_s(dialect), L.n_samples,
-                   L.n_errors, L.n_deadline_exceeded, TargetRow.interval_s)  # fmt: skip
+    query = select(L.target_id, TargetRow.name.label("target"), L.vantage,
+                   _started_s(dialect).label("started_s"), L.n_samples, L.n_errors,
+                   L.n_deadline_exceeded, TargetRow.interval_s)  # fmt: skip
     return query.join(TargetRow, _TARGET)
 
 
@@ -140,10 +185,6 @@ def _conditions(dialect: str, now_s: float, where: SeriesFilter) -> list[ColumnE
         pairs = padded(sorted(where.leave_out))
         found.append(not_(tuple_(L.target_id, L.vantage).in_(pairs)))
     return found
-
-
-def _by_name() -> list[ColumnElement[Any]]:
-    return [TargetRow.name.asc(), L.vantage.asc()]
 
 
 def _missed() -> ColumnElement[float]:
@@ -165,5 +206,7 @@ def _stale(dialect: str, now_s: float) -> ColumnElement[bool]:
 
 def _started_s(dialect: str) -> ColumnElement[float]:
     if dialect == "postgresql":
-        return cast(extract("epoch", L.started_at), Double)
+        # date_part is a double already; EXTRACT's numeric (PostgreSQL 14 on) took 3× as long
+        # a row, and its cast to double rounds to the same value (bench/README.md, "One pass").
+        return func.date_part("epoch", L.started_at, type_=Double)
     return (func.julianday(L.started_at) - 2440587.5) * 86400.0  # the Unix epoch's day
