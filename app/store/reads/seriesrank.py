@@ -101,28 +101,12 @@ def ranked_slice(
     session: Session, now: datetime, where: SeriesFilter, order: Order, offset: int, limit: int
 ) -> RankedSlice:
     """The series ``where`` keeps, in ``order``, from ``offset`` on, at most ``limit``; how
-    many it keeps; and the summary line's counts: one statement that reads the fleet once.
-
-    The fleet (every series joined to its target, with its filter, misses and staleness
-    worked out) is a materialised CTE, counted by one branch and sorted and cut by the
-    other: three statements read it three times before (bench/README.md, "One pass"). The
-    page is outer-joined to the counts' one row, so an empty page still brings them."""
-    dialect, now_s = _dialect(session), now.timestamp()
-    fleet = _fleet(dialect, now_s, where)
-    keys = _order(fleet, dialect, order)
-    page = select(*_rank_columns(fleet), fleet.c.missed, fleet.c.stale).where(fleet.c.kept)
-    page_sq = page.order_by(*keys).offset(offset).limit(limit).subquery("page")
-    counts = select(
-        func.count(),
-        func.count(func.distinct(fleet.c.target_id)),
-        func.count().filter(fleet.c.stale),
-        func.count().filter(fleet.c.kept),
-    ).subquery("counts")
-    query = select(counts, *_rank_columns(page_sq)).select_from(counts.outerjoin(page_sq, true()))
-    rows = session.execute(query.order_by(*_order(page_sq, dialect, order))).all()
-    series, targets, stale, matching = rows[0][:4]
-    found = [SeriesRank(*row[4:]) for row in rows if row[4] is not None]
-    return RankedSlice(found, matching, FleetCounts(series, targets, stale))
+    many it keeps; and the summary line's counts. On PostgreSQL one statement that reads
+    the fleet once; on SQLite, in-process and its scans cheap, one statement each (its
+    materialised fleet cost more than the scans it saved: bench/README.md, "One pass")."""
+    if _dialect(session) == "postgresql":
+        return _one_pass(session, now.timestamp(), where, order, offset, limit)
+    return _by_statements(session, now.timestamp(), where, order, offset, limit)
 
 
 def fleet_counts(session: Session, now: datetime) -> FleetCounts:
@@ -130,13 +114,56 @@ def fleet_counts(session: Session, now: datetime) -> FleetCounts:
     return ranked_slice(session, now, SeriesFilter(), "name", 0, 0).fleet
 
 
-def _fleet(dialect: str, now_s: float, where: SeriesFilter) -> CTE:
-    kept = and_(true(), *_conditions(dialect, now_s, where))
-    query = _ranks(dialect).add_columns(
-        kept.label("kept"), _missed().label("missed"), _stale(dialect, now_s).label("stale")
+def _one_pass(
+    session: Session, now_s: float, where: SeriesFilter, order: Order, offset: int, limit: int
+) -> RankedSlice:
+    """The fleet (every series joined to its target, with its filter, misses and staleness
+    worked out) as a materialised CTE, counted by one branch and sorted and cut by the
+    other; the page outer-joined to the counts' one row, so an empty page still brings
+    them. Three statements read the fleet three times before."""
+    fleet = _fleet(now_s, where)
+    page = select(*_rank_columns(fleet), fleet.c.missed, fleet.c.stale).where(fleet.c.kept)
+    page_sq = page.order_by(*_order(fleet.c, order, "C")).offset(offset).limit(limit).subquery()
+    counts = select(
+        func.count(),
+        func.count(func.distinct(fleet.c.target_id)),
+        func.count().filter(fleet.c.stale),
+        func.count().filter(fleet.c.kept),
+    ).subquery("counts")
+    query = select(counts, *_rank_columns(page_sq)).select_from(counts.outerjoin(page_sq, true()))
+    rows = session.execute(query.order_by(*_order(page_sq.c, order, "C"))).all()
+    series, targets, stale, matching = rows[0][:4]
+    found = [SeriesRank(*row[4:]) for row in rows if row[4] is not None]
+    return RankedSlice(found, matching, FleetCounts(series, targets, stale))
+
+
+def _by_statements(
+    session: Session, now_s: float, where: SeriesFilter, order: Order, offset: int, limit: int
+) -> RankedSlice:
+    stale = case((_stale("sqlite", now_s), 1), else_=0)
+    query = select(func.count(), func.count(func.distinct(L.target_id)), func.sum(stale))
+    series, targets, stale_count = session.execute(query.join(TargetRow, _TARGET)).one()
+    conditions = _conditions("sqlite", now_s, where)
+    if where.words or where.only != "all":
+        counted = select(func.count()).select_from(L).join(TargetRow, _TARGET)
+        matching = session.scalar(counted.where(*conditions)) or 0
+    else:  # every series but those left out (each of them has one)
+        matching = series - len(where.leave_out)
+    found = []
+    if limit > 0 and offset < matching:
+        columns = {"target": TargetRow.name, "vantage": L.vantage, "missed": _missed(),
+                   "stale": _stale("sqlite", now_s)}  # fmt: skip
+        page = _ranks("sqlite").where(*conditions).order_by(*_order(columns, order))
+        found = _read(session, page.offset(offset).limit(limit))
+    return RankedSlice(found, matching, FleetCounts(series, targets, stale_count or 0))
+
+
+def _fleet(now_s: float, where: SeriesFilter) -> CTE:
+    kept = and_(true(), *_conditions("postgresql", now_s, where))
+    query = _ranks("postgresql").add_columns(
+        kept.label("kept"), _missed().label("missed"), _stale("postgresql", now_s).label("stale")
     )
-    # Materialised: read once by both branches (PostgreSQL would anyway, a CTE named twice;
-    # SQLite might inline it into each).
+    # Read by both branches: materialised (as PostgreSQL does a CTE named twice anyway).
     return query.cte("fleet").prefix_with("MATERIALIZED")
 
 
@@ -145,18 +172,16 @@ def _rank_columns(source: Any) -> list[ColumnElement[Any]]:
     return [source.c[name] for name in SeriesRank._fields]
 
 
-def _order(source: Any, dialect: str, order: Order) -> list[ColumnElement[Any]]:
-    keys = [_text_order(source.c.target, dialect), _text_order(source.c.vantage, dialect)]
+def _order(columns: Any, order: Order, collate: str | None = None) -> list[ColumnElement[Any]]:
+    """Worst first: the misses' share, then stale; then by target and vantage, in code
+    point order as Python sorts them (``overviewpaging``): SQLite's BINARY is that order;
+    PostgreSQL's database collation may be a language's, so its names are compared
+    ``COLLATE "C"`` (a byte compare, cheaper than strcoll too)."""
+    names = [columns["target"], columns["vantage"]]
+    keys = [name.collate(collate) if collate else name for name in names]
     if order == "worst":
-        keys = [source.c.missed.desc(), source.c.stale.desc(), *keys]
+        keys = [columns["missed"].desc(), columns["stale"].desc(), *keys]
     return keys
-
-
-def _text_order(column: ColumnElement[str], dialect: str) -> ColumnElement[str]:
-    """Names in code point order, as Python sorts them (``overviewpaging``): PostgreSQL's
-    database collation may be a language's, and a byte compare is cheaper than strcoll.
-    SQLite's default (BINARY) is that order already."""
-    return column.collate("C") if dialect == "postgresql" else column
 
 
 def _dialect(session: Session) -> str:
