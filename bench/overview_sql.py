@@ -43,13 +43,14 @@ FLEET_READS = re.compile(r"on (series_latest|targets)\b.*actual time=\S+ rows=(\
 
 
 def statements(url: str, targets: int, path: str) -> list[tuple[str, dict[str, Any]]]:
-    """The statements one GET of ``path`` sends (after one GET to warm), in order."""
-    sent: list[tuple[str, dict[str, Any]]] = []
+    """The statements one GET of ``path`` sends (after one GET to warm), in order: those of
+    the thread that read ``series_latest`` (the handler's; the service's loops run too)."""
+    sent: list[tuple[int, str, dict[str, Any]]] = []
     on = threading.Event()
 
     def grab(conn: Any, cursor: Any, statement: str, params: Any, *rest: Any) -> None:
         if on.is_set() and statement.lstrip().upper().startswith(("SELECT", "WITH")):
-            sent.append((statement, params))
+            sent.append((threading.get_ident(), statement, params))
 
     event.listen(Engine, "before_cursor_execute", grab)
     scale = Scale(targets, 1, 1, timedelta(hours=1), 0.05)
@@ -66,7 +67,8 @@ def statements(url: str, targets: int, path: str) -> list[tuple[str, dict[str, A
                 on.clear()
     finally:
         event.remove(Engine, "before_cursor_execute", grab)
-    return sent
+    handler = next(thread for thread, statement, _ in sent if "series_latest" in statement)
+    return [(statement, params) for thread, statement, params in sent if thread == handler]
 
 
 def explain(session: Session, statement: str, params: dict[str, Any]) -> list[str]:
