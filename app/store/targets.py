@@ -32,14 +32,23 @@ class TargetValues:
 def sync_targets(
     session: Session, targets: Iterable[TargetValues], now: datetime
 ) -> dict[str, int]:
-    """Make the targets table say what the file says; targets gone from it become inactive."""
+    """Make the targets table say what the file says; targets gone from it become inactive.
+
+    A target the file leaves as it was keeps its row as it was (``updated_at`` included):
+    rewriting every row at each start and reload left as many dead rows on PostgreSQL, and
+    pages no longer all-visible, so the overview's read of every target's name and interval
+    went from its index to the table's 2 KB rows (bench/README.md, "One pass")."""
     rows = {row.name: row for row in session.scalars(select(TargetRow))}
     wanted = {target.name: target for target in targets}
     for name, target in wanted.items():
         row = rows.get(name) or TargetRow(name=name)
-        row.kind, row.url, row.interval_s = target.kind, target.url, target.interval_s
-        row.config, row.active, row.updated_at = target.config, True, now
-        session.add(row)
+        values = {"kind": target.kind, "url": target.url, "interval_s": target.interval_s,
+                  "config": target.config, "active": True}  # fmt: skip
+        if row.id is None or any(getattr(row, key) != value for key, value in values.items()):
+            for key, value in values.items():
+                setattr(row, key, value)
+            row.updated_at = now
+            session.add(row)
     for name, row in rows.items():
         if name not in wanted and row.active:
             row.active, row.updated_at = False, now

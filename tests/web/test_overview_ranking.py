@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts.views import AlertView
@@ -109,6 +110,45 @@ def test_the_databases_page_is_the_page_of_every_series_ranked_here(
     with fleet() as session:
         found = ranked_page(session, query, ALERTS, NOW).paged
     assert found == expected(fleet, query)
+
+
+# (query, statements that read series_latest on PostgreSQL, on SQLite). PostgreSQL: the
+# alerted series' lookup by name, then one statement that filters, counts, sorts and cuts
+# the fleet with the summary's counts; another only for a page past the last, asked for
+# again once the count is known. SQLite: the fleet's counts, the filter's (when one is
+# given) and the page (when it has any of the fleet's series) apart.
+READS = [
+    (OverviewQuery(), 2, 3),
+    (OverviewQuery(q="t0 eu", per=2, page=2), 2, 4),
+    (OverviewQuery(show="missing", sort="name", per=3, page=3), 2, 4),
+    (OverviewQuery(show="firing"), 2, 2),
+    (OverviewQuery(q="nothing"), 2, 3),
+    (OverviewQuery(per=5, page=99), 3, 4),
+    (OverviewQuery(show="firing", per=1, page=9), 2, 2),  # past the last, but alerted only
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "postgres", "sqlite"),
+    READS,
+    ids=lambda v: v.href() if isinstance(v, OverviewQuery) else str(v),
+)
+def test_a_page_reads_the_fleet_once_with_its_counts(
+    fleet: sessionmaker[Session], query: OverviewQuery, postgres: int, sqlite: int
+) -> None:
+    sent: list[str] = []
+    with fleet() as session:
+        engine = session.get_bind()
+        listen = lambda *args: sent.append(args[2])  # noqa: E731  (conn, cursor, statement, …)
+        event.listen(engine, "before_cursor_execute", listen)
+        try:
+            found = ranked_page(session, query, ALERTS, NOW)
+        finally:
+            event.remove(engine, "before_cursor_execute", listen)
+        counts = fleet_counts(session, NOW)
+    reads = postgres if engine.dialect.name == "postgresql" else sqlite
+    assert sum("series_latest" in statement for statement in sent) == reads
+    assert found.fleet == counts and found.paged == expected(fleet, query)
 
 
 def test_the_filters_escape_and_some_queries_keep_only_alerted_or_nothing(

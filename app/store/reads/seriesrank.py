@@ -16,16 +16,17 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import (
+    CTE,
     ColumnElement,
     Double,
     Select,
     and_,
     case,
     cast,
-    extract,
     func,
     not_,
     select,
+    true,
     tuple_,
 )
 from sqlalchemy.orm import Session
@@ -80,6 +81,13 @@ class FleetCounts:
     stale: int
 
 
+@dataclass(frozen=True, slots=True)
+class RankedSlice:
+    rows: list[SeriesRank]  # the slice asked for, in order
+    matching: int  # every series the filter keeps
+    fleet: FleetCounts
+
+
 def series_ranks(session: Session, targets: Collection[str] | None = None) -> list[SeriesRank]:
     """Every series' newest run's counts, its target's name and interval (of the targets
     named only, when given), in no order."""
@@ -89,30 +97,91 @@ def series_ranks(session: Session, targets: Collection[str] | None = None) -> li
     return _read(session, query)
 
 
-def ranked_series(
+def ranked_slice(
     session: Session, now: datetime, where: SeriesFilter, order: Order, offset: int, limit: int
-) -> list[SeriesRank]:
-    """The series ``where`` keeps, in ``order``, from ``offset`` on, at most ``limit``."""
-    dialect, now_s, keys = _dialect(session), now.timestamp(), _by_name()
-    if order == "worst":
-        keys = [_missed().desc(), _stale(dialect, now_s).desc(), *keys]
-    query = _ranks(dialect).where(*_conditions(dialect, now_s, where)).order_by(*keys)
-    return _read(session, query.offset(offset).limit(limit))
-
-
-def count_series(session: Session, now: datetime, where: SeriesFilter) -> int:
-    conditions = _conditions(_dialect(session), now.timestamp(), where)
-    query = select(func.count()).select_from(L).join(TargetRow, _TARGET)
-    return session.scalar(query.where(*conditions)) or 0
+) -> RankedSlice:
+    """The series ``where`` keeps, in ``order``, from ``offset`` on, at most ``limit``; how
+    many it keeps; and the summary line's counts. On PostgreSQL one statement that reads
+    the fleet once; on SQLite, in-process and its scans cheap, one statement each (its
+    materialised fleet cost more than the scans it saved: bench/README.md, "One pass")."""
+    if _dialect(session) == "postgresql":
+        return _one_pass(session, now.timestamp(), where, order, offset, limit)
+    return _by_statements(session, now.timestamp(), where, order, offset, limit)
 
 
 def fleet_counts(session: Session, now: datetime) -> FleetCounts:
     """Series, targets with a series, and stale series: the overview's summary line."""
-    stale = case((_stale(_dialect(session), now.timestamp()), 1), else_=0)
+    return ranked_slice(session, now, SeriesFilter(), "name", 0, 0).fleet
+
+
+def _one_pass(
+    session: Session, now_s: float, where: SeriesFilter, order: Order, offset: int, limit: int
+) -> RankedSlice:
+    """The fleet (every series joined to its target, with its filter, misses and staleness
+    worked out) as a materialised CTE, counted by one branch and sorted and cut by the
+    other; the page outer-joined to the counts' one row, so an empty page still brings
+    them. Three statements read the fleet three times before."""
+    fleet = _fleet(now_s, where)
+    page = select(*_rank_columns(fleet), fleet.c.missed, fleet.c.stale).where(fleet.c.kept)
+    page_sq = page.order_by(*_order(fleet.c, order, "C")).offset(offset).limit(limit).subquery()
+    counts = select(
+        func.count(),
+        func.count(func.distinct(fleet.c.target_id)),
+        func.count().filter(fleet.c.stale),
+        func.count().filter(fleet.c.kept),
+    ).subquery("counts")
+    query = select(counts, *_rank_columns(page_sq)).select_from(counts.outerjoin(page_sq, true()))
+    rows = session.execute(query.order_by(*_order(page_sq.c, order, "C"))).all()
+    series, targets, stale, matching = rows[0][:4]
+    found = [SeriesRank(*row[4:]) for row in rows if row[4] is not None]
+    return RankedSlice(found, matching, FleetCounts(series, targets, stale))
+
+
+def _by_statements(
+    session: Session, now_s: float, where: SeriesFilter, order: Order, offset: int, limit: int
+) -> RankedSlice:
+    stale = case((_stale("sqlite", now_s), 1), else_=0)
     query = select(func.count(), func.count(func.distinct(L.target_id)), func.sum(stale))
-    query = query.join(TargetRow, _TARGET)
-    series, targets, stale_count = session.execute(query).one()
-    return FleetCounts(series, targets, stale_count or 0)
+    series, targets, stale_count = session.execute(query.join(TargetRow, _TARGET)).one()
+    conditions = _conditions("sqlite", now_s, where)
+    if where.words or where.only != "all":
+        counted = select(func.count()).select_from(L).join(TargetRow, _TARGET)
+        matching = session.scalar(counted.where(*conditions)) or 0
+    else:  # every series but those left out (each of them has one)
+        matching = series - len(where.leave_out)
+    found = []
+    if limit > 0 and offset < matching:
+        columns = {"target": TargetRow.name, "vantage": L.vantage, "missed": _missed(),
+                   "stale": _stale("sqlite", now_s)}  # fmt: skip
+        page = _ranks("sqlite").where(*conditions).order_by(*_order(columns, order))
+        found = _read(session, page.offset(offset).limit(limit))
+    return RankedSlice(found, matching, FleetCounts(series, targets, stale_count or 0))
+
+
+def _fleet(now_s: float, where: SeriesFilter) -> CTE:
+    kept = and_(true(), *_conditions("postgresql", now_s, where))
+    query = _ranks("postgresql").add_columns(
+        kept.label("kept"), _missed().label("missed"), _stale("postgresql", now_s).label("stale")
+    )
+    # Read by both branches: materialised (as PostgreSQL does a CTE named twice anyway).
+    return query.cte("fleet").prefix_with("MATERIALIZED")
+
+
+def _rank_columns(source: Any) -> list[ColumnElement[Any]]:
+    """The columns of ``SeriesRank`` in its order, from the fleet CTE or the page."""
+    return [source.c[name] for name in SeriesRank._fields]
+
+
+def _order(columns: Any, order: Order, collate: str | None = None) -> list[ColumnElement[Any]]:
+    """Worst first: the misses' share, then stale; then by target and vantage, in code
+    point order as Python sorts them (``overviewpaging``): SQLite's BINARY is that order;
+    PostgreSQL's database collation may be a language's, so its names are compared
+    ``COLLATE "C"`` (a byte compare, cheaper than strcoll too)."""
+    names = [columns["target"], columns["vantage"]]
+    keys = [name.collate(collate) if collate else name for name in names]
+    if order == "worst":
+        keys = [columns["missed"].desc(), columns["stale"].desc(), *keys]
+    return keys
 
 
 def _dialect(session: Session) -> str:
@@ -120,8 +189,9 @@ def _dialect(session: Session) -> str:
 
 
 def _ranks(dialect: str) -> RankQuery:
-    query = select(L.target_id, TargetRow.name, L.vantage, _started_s(dialect), L.n_samples,
-                   L.n_errors, L.n_deadline_exceeded, TargetRow.interval_s)  # fmt: skip
+    query = select(L.target_id, TargetRow.name.label("target"), L.vantage,
+                   _started_s(dialect).label("started_s"), L.n_samples, L.n_errors,
+                   L.n_deadline_exceeded, TargetRow.interval_s)  # fmt: skip
     return query.join(TargetRow, _TARGET)
 
 
@@ -140,10 +210,6 @@ def _conditions(dialect: str, now_s: float, where: SeriesFilter) -> list[ColumnE
         pairs = padded(sorted(where.leave_out))
         found.append(not_(tuple_(L.target_id, L.vantage).in_(pairs)))
     return found
-
-
-def _by_name() -> list[ColumnElement[Any]]:
-    return [TargetRow.name.asc(), L.vantage.asc()]
 
 
 def _missed() -> ColumnElement[float]:
@@ -165,5 +231,7 @@ def _stale(dialect: str, now_s: float) -> ColumnElement[bool]:
 
 def _started_s(dialect: str) -> ColumnElement[float]:
     if dialect == "postgresql":
-        return cast(extract("epoch", L.started_at), Double)
+        # date_part is a double already; EXTRACT's numeric (PostgreSQL 14 on) took 3× as long
+        # a row, and its cast to double rounds to the same value (bench/README.md, "One pass").
+        return func.date_part("epoch", L.started_at, type_=Double)
     return (func.julianday(L.started_at) - 2440587.5) * 86400.0  # the Unix epoch's day

@@ -22,9 +22,7 @@ from app.store.reads.seriesrank import (
     Only,
     SeriesFilter,
     SeriesRank,
-    count_series,
-    fleet_counts,
-    ranked_series,
+    ranked_slice,
     series_ranks,
 )
 from app.store.reads.sparklines import sparklines
@@ -53,6 +51,7 @@ router = APIRouter()
 WINDOW = timedelta(hours=1)
 SPARK_HOURS = 24
 Series = tuple[str, str]
+_UNKNOWN = 10**12  # series beyond the alerted ones, before the database has counted them
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +133,9 @@ def ranked_page(
 ) -> RankedPage:
     """The page's series. Alerts rank first but are few and in a table of their own: the
     alerted series are ranked here, the rest of the fleet by the database (filtered,
-    sorted, counted and cut to the page there), so a page reads its own rows, not every
-    series'. Sorted by name, alerts do not matter to the order: all of it is the database's."""
+    sorted, counted and cut to the page there, with the summary's counts, in one
+    statement), so a page reads its own rows, not every series'. Sorted by name, alerts do
+    not matter to the order: all of it is the database's."""
     touched = series_ranks(session, {target for target, _ in alerts})
     alerted = [f for f in series_facts(touched, alerts, now) if f.open]
     apart = ranked_apart(query)
@@ -143,18 +143,20 @@ def ranked_page(
     ids = {(r.target, r.vantage): r.target_id for r in touched}
     left_out = {(ids[(f.target, f.vantage)], f.vantage) for f in alerted} if apart else set()
     where = SeriesFilter(tuple(query.q.lower().split()), _only(query), frozenset(left_out))
-    fleet = fleet_counts(session, now)
-    if query.show in ("firing", "alerting"):
-        rest = 0
-    elif where.words or where.only != "all":
-        rest = count_series(session, now, where)
-    else:  # every series but those ranked here
-        rest = fleet.series - len(where.leave_out)
-    paged, offset, count = split_page(ahead, rest, query)
-    found = ranked_series(session, now, where, query.sort, offset, count) if count else []
-    items = [*paged.items, *series_facts(found, alerts, now)]
-    ranks = {(r.target, r.vantage): r for r in (*touched, *found)}
-    return RankedPage(replace(paged, items=items), ranks, {r.target for r in touched}, fleet)
+    only_alerted = query.show in ("firing", "alerting")
+    # The slice for the page asked for, as if it were not past the last: the count comes
+    # in the same statement, and only a page past the last (a link older than a shrink)
+    # needs a second one.
+    _, offset, count = split_page(ahead, 0 if only_alerted else _UNKNOWN, query)
+    found = ranked_slice(session, now, where, query.sort, offset, count)
+    rest = 0 if only_alerted else found.matching
+    paged, start, size = split_page(ahead, rest, query)
+    rows = found.rows[:size]
+    if size and (start != offset or size > len(found.rows)):
+        rows = ranked_slice(session, now, where, query.sort, start, size).rows
+    items = [*paged.items, *series_facts(rows, alerts, now)]
+    ranks = {(r.target, r.vantage): r for r in (*touched, *rows)}
+    return RankedPage(replace(paged, items=items), ranks, {r.target for r in touched}, found.fleet)
 
 
 def _only(query: OverviewQuery) -> Only:
