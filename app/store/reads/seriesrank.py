@@ -120,7 +120,7 @@ def _one_pass(
     """The fleet (every series joined to its target, with its filter, misses and staleness
     worked out) as a materialised CTE, counted by one branch and sorted and cut by the
     other; the page outer-joined to the counts' one row, so an empty page still brings
-    them. Three statements read the fleet three times before."""
+    them (before, the counts, the filter's count and the page each read the fleet)."""
     fleet = _fleet(now_s, where)
     page = select(*_rank_columns(fleet), fleet.c.missed, fleet.c.stale).where(fleet.c.kept)
     page_sq = page.order_by(*_order(fleet.c, order, "C")).offset(offset).limit(limit).subquery()
@@ -140,6 +140,8 @@ def _one_pass(
 def _by_statements(
     session: Session, now_s: float, where: SeriesFilter, order: Order, offset: int, limit: int
 ) -> RankedSlice:
+    """The fleet's counts, the filter's (when one is given) and the page (when it holds any
+    of the series kept), a statement each."""
     stale = case((_stale("sqlite", now_s), 1), else_=0)
     query = select(func.count(), func.count(func.distinct(L.target_id)), func.sum(stale))
     series, targets, stale_count = session.execute(query.join(TargetRow, _TARGET)).one()
