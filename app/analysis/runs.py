@@ -210,6 +210,12 @@ def nan_column_medians(values: Array) -> Array:
     if n == 0:
         return np.full(width, np.nan)
     ordered = np.sort(values, axis=0)  # NaNs sort last
+    if not np.isnan(ordered[-1]).any():
+        # No NaN at all (the usual case: a reference's levels): every column's middle at
+        # one place, the same sum halved as below, without the per-column indexing.
+        half = n // 2
+        plain: Array = (ordered[half - 1 + n % 2] + ordered[half]) / 2
+        return plain
     counts = n - np.isnan(ordered).sum(axis=0)
     half = counts // 2
     low = np.where(counts % 2 == 1, half, half - 1)

@@ -173,6 +173,10 @@ class Channel:
     terms: dict[int, tuple[Array, Array, Array]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # tailcusum's members' ceilings by threshold (``caps``: every run asked for the same).
+    ceilings: dict[float, Array] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,8 +193,11 @@ def caps(channel: Channel, threshold: float) -> Array:
     """Each member's ceiling: the threshold (a long episode must not take days of ordinary
     runs to wind down); 0 for a member that falls too slowly to wind down from it to half
     of it within ``WIND_DOWN`` runs."""
-    quick = WIND_DOWN * channel.fall >= threshold / 2
-    return np.asarray(np.where(quick, threshold, 0.0), dtype=np.float64)
+    found = channel.ceilings.get(threshold)
+    if found is None:  # the same for every run against this reference: worked out once
+        quick = WIND_DOWN * channel.fall >= threshold / 2
+        found = channel.ceilings[threshold] = np.where(quick, threshold, 0.0).astype(np.float64)
+    return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from datetime import timedelta
 
 import numpy as np
@@ -110,3 +111,53 @@ def test_a_saturday_slowdown_crosses_in_runs(
         heights = [lv.window_cusum(steps[: k + 1])[0][GENERATION] for k in range(len(slow))]
         crossed = next((k + 1 for k, height in enumerate(heights) if height >= 12), None)
         assert crossed == expected
+
+
+def _expected_by_masks(
+    rows: np.ndarray, slots: np.ndarray, days: np.ndarray | None, min_days: int
+) -> np.ndarray:
+    """``expected_by_slot`` as it was first written: a mask and ``np.unique`` per widening."""
+    days = np.arange(len(rows)) if days is None else days
+    hours, kinds = slots % 24, slots // 24
+    table = np.empty((48, rows.shape[1]))
+    for index in range(48):
+        hour, kind = index % 24, index // 24
+        near = np.abs(((hours - hour) + 12) % 24 - 12) <= 1
+        for chosen in (
+            (hours == hour) & (kinds == kind),
+            near & (kinds == kind),
+            hours == hour,
+            near,
+        ):
+            if chosen.sum() >= ls.MIN_MATCHED and len(np.unique(days[chosen])) >= min_days:
+                break
+        else:
+            chosen = np.ones(len(rows), dtype=bool)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # numpy's "All-NaN slice"
+            table[index] = np.nanmedian(rows[chosen], axis=0)
+    return table
+
+
+@pytest.mark.parametrize(
+    ("runs", "hours", "day_count", "min_days", "nan_share"),
+    [
+        (0, 48, 1, 2, 0.0),  # no row: NaN everywhere
+        (5, 48, 1, 2, 0.0),  # too few anywhere: every row
+        (400, 48, 7, 2, 0.0),  # a week of every slot
+        (400, 48, 7, 1, 0.1),  # held out (one day is enough), some NaNs
+        (60, 3, 2, 2, 0.0),  # a few slots only: the widenings, then every row
+        (200, 6, 1, 2, 0.0),  # one day: never two, so every row
+        (300, 48, 0, 2, 0.3),  # no days given: rows from as many days as rows
+    ],
+)
+def test_expected_by_slot_is_the_masks_spelling(
+    runs: int, hours: int, day_count: int, min_days: int, nan_share: float
+) -> None:
+    rng = np.random.default_rng(runs + hours)
+    rows = rng.normal(0, 1, (runs, 3))
+    rows[rng.random(rows.shape) < nan_share] = np.nan
+    slots = rng.choice(rng.choice(48, hours, replace=False), runs).astype(np.int64)
+    days = rng.integers(0, day_count, runs).astype(np.int64) if day_count else None
+    found = ls.expected_by_slot(rows, slots, days, min_days)
+    np.testing.assert_array_equal(found, _expected_by_masks(rows, slots, days, min_days))
