@@ -120,9 +120,10 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
     inserted = set(session.scalars(statement, rows).all())
     fresh = [d for d in digests if d.run_id in inserted]
     parts = by_rollup(fresh)
-    rows = RowValues(now)
-    merged = {key: rows.part(parts[key]) for key in sorted(parts) if not coarse.is_coarse(key)}
-    _merge_into(session, sorted(merged.keys() - _insert_new(session, merged, rows)), merged, rows)
+    values = RowValues(now)
+    merged = {key: values.part(parts[key]) for key in sorted(parts) if not coarse.is_coarse(key)}
+    new = _insert_new(session, merged, values)
+    _merge_into(session, sorted(merged.keys() - new), merged, values)
     add_coarse(session, parts, now)
     return len(fresh)
 
@@ -137,9 +138,9 @@ def add_coarse(session: Session, parts: dict[RollupKey, list[Digest]], now: date
         return
     coarse.serialized(session)
     present = _present(session, keys)
-    rows = RowValues(now)
-    merged = {key: rows.part(parts[key]) for key in keys if key in present}
-    _merge_into(session, list(merged), merged, rows)
+    values = RowValues(now)
+    merged = {key: values.part(parts[key]) for key in keys if key in present}
+    _merge_into(session, list(merged), merged, values)
     missing = [key[3] for key in keys if key not in present and coarse.closed(key, now)]
     if missing:  # every closed period from the oldest on: the fold's order (folds.py)
         coarse.fold(session, min(missing), now, insert_built)
