@@ -116,17 +116,14 @@ class DatabaseHistory:
     @contextmanager
     def evaluation(self) -> Iterator[None]:
         """One evaluation's reads: a series' newest run is asked of the database once in it,
-        not at every ``last`` (an evaluation asks three or more, a few ms apart: a seek each
-        was most of an evaluation's cost, bench/fleet.py). A run another process stores
-        meanwhile is found by the next evaluation, as one stored just after the seek is."""
+        not at each of its three or more ``last`` (a seek each was most of an evaluation's
+        cost, bench/fleet.py). A run stored meanwhile is found by the next evaluation."""
         outer = self._looks()
-        if outer is None:
-            self._looked.ids = {}
+        self._looked.ids = {} if outer is None else outer
         try:
             yield
         finally:
-            if outer is None:
-                self._looked.ids = None
+            self._looked.ids = outer
 
     def window(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunData]:
         """Runs that started in [start, end)."""
@@ -187,8 +184,7 @@ class DatabaseHistory:
     def _still_newest(self, key: Key) -> bool:
         """The database's newest complete run of ``key`` is the newest kept: no other
         process (another replica taking an agent's pushes, an import) stored a newer one
-        since. One index seek (once an ``evaluation``); the samples of the runs kept are
-        never read again."""
+        since. One index seek (once an ``evaluation``); the runs kept are never read again."""
         looked = self._looks()
         if looked is not None and key in looked:
             newest = looked[key]
@@ -206,8 +202,7 @@ class DatabaseHistory:
 
     def _looks(self) -> dict[Key, str | None] | None:
         """This thread's ``evaluation``'s newest run id by series; None outside one."""
-        looks: dict[Key, str | None] | None = getattr(self._looked, "ids", None)
-        return looks
+        return getattr(self._looked, "ids", None)
 
     def vantages(self, target: str, now: datetime) -> list[str]:
         """Vantages with a complete run started in [now − 7 days, now], by name.
