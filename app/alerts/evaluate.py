@@ -65,10 +65,11 @@ class Evaluator:
     def evaluate(self, target: str, vantage: str, now: datetime) -> list[Transition]:
         """Evaluate ``target`` after a new run at ``vantage``."""
         params = self.params_for(target)
-        signals = self._per_vantage.signals(self, target, vantage, now, params)
-        if signals is None:
-            return []
-        signals |= self._cross.signals(self, target, vantage, now, params)
+        with self.history.evaluation():
+            signals = self._per_vantage.signals(self, target, vantage, now, params)
+            if signals is None:
+                return []
+            signals |= self._cross.signals(self, target, vantage, now, params)
         self._hold_moved_on(signals)
         return self.apply(signals, now, lambda identity: rules_for(identity.kind, params))
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -56,6 +57,12 @@ class History(Protocol):
     def counts(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunCount]:
         """One entry per complete run that started in [start, end), oldest first, pruned
         runs included: what a long window (an SLO's month) needs, without any sample."""
+        ...
+
+    def evaluation(self) -> AbstractContextManager[None]:
+        """A block of reads made for one evaluation. Within it, a run another process stores
+        may be found by the next block instead (as one stored just after the block began
+        would be): ``DatabaseHistory`` asks for a series' newest run once a block."""
         ...
 
 
@@ -202,6 +209,9 @@ class MemoryHistory:
             return []
         first = bisect.bisect_left(series.counts.ats, start)
         return series.counts.between(first, bisect.bisect_left(series.counts.ats, end, lo=first))
+
+    def evaluation(self) -> AbstractContextManager[None]:
+        return nullcontext()  # every read is of what was added: nothing to ask once
 
     @staticmethod
     def _started_between(series: _Series, start: datetime, end: datetime) -> bool:

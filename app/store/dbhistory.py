@@ -15,10 +15,11 @@ found; only runs not built yet have their samples read.
 
 In ``serve`` the store hands each run it stored to ``add`` (``DatabaseSink``'s ``stored``
 hook), samples and all. From then on ``last`` of that (target, vantage) is answered from
-the runs kept after one index seek (is the database's newest run the newest kept? a push
-taken by another replica is found at once), for ``RESYNC_S`` after the database was last
-read for it; ``vantages`` of that target is asked again as rarely. Only older runs stored
-by another process (a spool flushed late, an import) are found up to ``RESYNC_S`` late.
+the runs kept after one index seek an evaluation (is the database's newest run the newest
+kept? a push taken by another replica is found by the next evaluation at the latest), for
+``RESYNC_S`` after the database was last read for it; ``vantages`` of that target is asked
+again as rarely. Only older runs stored by another process (a spool flushed late, an
+import) are found up to ``RESYNC_S`` late.
 Reading the runs at every evaluation was most of an evaluation's cost (bench/fleet.py).
 """
 
@@ -28,7 +29,8 @@ import bisect
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -85,6 +87,8 @@ class DatabaseHistory:
         self._fed: set[Key] = set()
         self._fed_targets: set[str] = set()
         self._synced: dict[Key, tuple[float, int]] = {}
+        # Within ``evaluation`` (this thread's): each series' newest run id as last asked.
+        self._looked = threading.local()
 
     def add(self, record: RunRecord) -> None:
         """``record`` was stored (by this process): keep it built, and answer its (target,
@@ -108,6 +112,18 @@ class DatabaseHistory:
             if len(recent) > capacity:
                 del recent[: len(recent) - capacity]
             self._seen(record.target, record.vantage, [run])
+
+    @contextmanager
+    def evaluation(self) -> Iterator[None]:
+        """One evaluation's reads: a series' newest run is asked of the database once in it,
+        not at each of its three or more ``last`` (a seek each was most of an evaluation's
+        cost, bench/fleet.py). A run stored meanwhile is found by the next evaluation."""
+        outer = self._looks()
+        self._looked.ids = {} if outer is None else outer
+        try:
+            yield
+        finally:
+            self._looked.ids = outer
 
     def window(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunData]:
         """Runs that started in [start, end)."""
@@ -147,6 +163,8 @@ class DatabaseHistory:
                     session, key, [_Head(run_id, at, n) for run_id, at, n in reversed(heads)]
                 )
             self._keep_recent(key, runs, count)
+            if (looked := self._looks()) is not None:  # the newest is known now
+                looked[key] = str(heads[0][0]) if heads else None
             if key in self._fed:
                 # The newest ``count`` are the database's now; a longer tail kept exact
                 # by ``add`` since an earlier read stays so.
@@ -166,14 +184,25 @@ class DatabaseHistory:
     def _still_newest(self, key: Key) -> bool:
         """The database's newest complete run of ``key`` is the newest kept: no other
         process (another replica taking an agent's pushes, an import) stored a newer one
-        since. One index seek; the samples of the runs kept are never read again."""
-        engine = self.sessions.kw["bind"]
-        with engine.connect() as connection:  # a Core connection: no Session to set up
-            newest = connection.execute(_NEWEST, {"target": key[0], "vantage": key[1]}).first()
+        since. One index seek (once an ``evaluation``); the runs kept are never read again."""
+        looked = self._looks()
+        if looked is not None and key in looked:
+            newest = looked[key]
+        else:
+            engine = self.sessions.kw["bind"]
+            with engine.connect() as connection:  # a Core connection: no Session to set up
+                row = connection.execute(_NEWEST, {"target": key[0], "vantage": key[1]}).first()
+            newest = None if row is None else str(row[0])
+            if looked is not None:
+                looked[key] = newest
         recent = self._recent.get(key, [])
         if newest is None or not recent:
             return newest is None and not recent
-        return str(newest[0]) == recent[-1].run_id
+        return newest == recent[-1].run_id
+
+    def _looks(self) -> dict[Key, str | None] | None:
+        """This thread's ``evaluation``'s newest run id by series; None outside one."""
+        return getattr(self._looked, "ids", None)
 
     def vantages(self, target: str, now: datetime) -> list[str]:
         """Vantages with a complete run started in [now − 7 days, now], by name.

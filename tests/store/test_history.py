@@ -12,6 +12,8 @@ import pytest
 from sqlalchemy import Engine, delete, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.alerts.evaluate import Evaluator
+from app.analysis.detectors import DetectorParams
 from app.analysis.runs import RunData, run_from_samples
 from app.runs.dbsink import DatabaseSink
 from app.store.dbhistory import DatabaseHistory
@@ -232,6 +234,52 @@ def test_a_newer_run_stored_by_another_process_is_found_at_once(
     store_records(sessions, records[2:3], T0)
     found = history.last("chat", "eu", 3)
     assert [r.run_id for r in found] == [r.run_id for r in runs[:3]]
+
+
+def test_an_evaluation_seeks_the_newest_run_once_and_the_next_finds_a_newer_one(
+    sessions: sessionmaker[Session], run_queries: list[str]
+) -> None:
+    runs = series(17, 4)
+    records = [record_of(run) for run in runs]
+    history = DatabaseHistory(sessions)
+    store_records(sessions, records[:2], T0)
+    for record in records[:2]:
+        history.add(record)
+    history.last("chat", "eu", 3)  # read once from the database
+    asked = len(run_queries)
+    with history.evaluation():
+        first = history.last("chat", "eu", 3)
+        assert history.last("chat", "eu", 2) == first[-2:]
+        store_records(sessions, records[2:3], T0)  # not handed over: another replica's
+        assert history.last("chat", "eu", 3) == first  # this evaluation looked already
+    assert len(run_queries) == asked + 1  # one seek for the three
+    with history.evaluation():
+        found = history.last("chat", "eu", 3)
+        assert history.last("chat", "eu", 1) == found[-1:]
+    assert [r.run_id for r in found] == [r.run_id for r in runs[:3]]
+    asked = len(run_queries)
+    for _ in range(2):
+        assert history.last("chat", "eu", 3) == found
+    assert len(run_queries) == asked + 2  # outside an evaluation: a seek every time
+
+
+def test_a_steady_evaluation_asks_the_database_one_seek(
+    sessions: sessionmaker[Session], run_queries: list[str]
+) -> None:
+    runs = series(18, 12)
+    records = [record_of(run) for run in runs]
+    history = DatabaseHistory(sessions)
+    evaluator = Evaluator(history, lambda _target: DetectorParams())
+    seeks = []
+    for record, run in zip(records, runs, strict=True):
+        store_records(sessions, [record], T0)
+        history.add(record)
+        asked = len(run_queries)
+        evaluator.evaluate("chat", "eu", run.at + timedelta(seconds=1))
+        # ``last``'s statements: the seek for the newest run's id, or reading the newest runs
+        newest = [q for q in run_queries[asked:] if "ORDER BY runs.started_at DESC" in q]
+        seeks.append(len(newest))
+    assert seeks[-4:] == [1, 1, 1, 1]  # once warm: one seek an evaluation, read nothing
 
 
 def test_an_older_run_stored_by_another_process_is_found_at_the_next_resync(

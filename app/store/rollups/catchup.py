@@ -37,18 +37,11 @@ from app.store.partitions import days_of_runs
 from app.store.quarantine import Quarantine, SetAside
 from app.store.records import RunStatus
 from app.store.rollups.digests import RunDigest, add_digests
+from app.store.rollups.inhand import HeldSample, InHand
 from app.store.rollups.planned import Plan, plan_of, written
 
 CATCH_UP_BATCH = 200
 LOOP = "rollups"  # the quarantine's name for this loop
-
-
-@dataclass(frozen=True, slots=True)
-class _Sample:
-    status: str
-    total_ms: float
-    phases: dict[str, float]
-    provenance: dict[str, str]
 
 
 def catch_up(
@@ -59,9 +52,10 @@ def catch_up(
     target: int | None = None,
     between: Callable[[], object] | None = None,
     aside: SetAside | None = None,
+    in_hand: InHand | None = None,
 ) -> int:
     """Add complete runs started since ``since`` (of one target id, or all) that have no
-    digest yet; returns how many.
+    digest yet; returns how many. The samples of runs ``in_hand`` holds are not read.
 
     A transaction per ``batch`` runs, oldest first, ``between()`` called before each (to
     yield to pushes). A run whose samples were pruned, wholly or in part, is passed over:
@@ -78,7 +72,7 @@ def catch_up(
             heads = session.execute(_undigested(since, cursor, target).limit(batch)).all()
             if not heads:
                 return added
-            digests = _digests(session, heads, aside)
+            digests = _digests(session, heads, aside, in_hand)
             plan = _planned(session, digests, now) if sqlite else None
         names = {head.id: _about(head) for head in heads}
         added += _isolated(sessions, digests, now, plan, _Aside(aside, names))
@@ -104,13 +98,18 @@ class _Aside:
 
 
 def _digests(
-    session: Session, heads: Sequence[Any], aside: SetAside | None = None
+    session: Session,
+    heads: Sequence[Any],
+    aside: SetAside | None = None,
+    in_hand: InHand | None = None,
 ) -> list[RunDigest]:
-    """The digests of ``heads`` whose samples are all there; a run whose samples cannot be
-    read or digested is held in ``aside`` instead."""
+    """The digests of ``heads`` whose samples are all there (``in_hand``'s, or read); a run
+    whose samples cannot be read or digested is held in ``aside`` instead."""
     aside = aside if aside is not None else Quarantine().loop(LOOP)
     heads = [head for head in heads if not aside.holds(run_item(head.id))]
-    samples = _readable_samples(session, heads, aside)
+    samples = in_hand.take(head.id for head in heads) if in_hand is not None else {}
+    unread = [head for head in heads if head.id not in samples]
+    samples |= _readable_samples(session, unread, aside) if unread else {}
     found = []
     for head in heads:
         if len(mine := samples.get(head.id, [])) != head.n_samples:
@@ -126,7 +125,7 @@ def _digests(
 
 def _readable_samples(
     session: Session, heads: Sequence[Any], aside: SetAside
-) -> dict[uuid.UUID, list[_Sample]]:
+) -> dict[uuid.UUID, list[HeldSample]]:
     """``_samples`` of ``heads``; if the database cannot return them, a run at a time."""
     try:
         return _samples(session, [head.id for head in heads])
@@ -134,7 +133,7 @@ def _readable_samples(
         if is_transient(exc):
             raise
         session.rollback()
-    found: dict[uuid.UUID, list[_Sample]] = {}
+    found: dict[uuid.UUID, list[HeldSample]] = {}
     for head in heads:
         try:
             found.update(_samples(session, [head.id]))
@@ -147,7 +146,7 @@ def _readable_samples(
     return found
 
 
-def _digest_of(samples: list[_Sample]) -> Digest:
+def _digest_of(samples: list[HeldSample]) -> Digest:
     wrong = flaw(samples)
     if wrong is not None:
         raise ValueError(wrong)
@@ -229,8 +228,8 @@ def _undigested(
     return query
 
 
-def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[_Sample]]:
-    found: dict[uuid.UUID, list[_Sample]] = defaultdict(list)
+def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[HeldSample]]:
+    found: dict[uuid.UUID, list[HeldSample]] = defaultdict(list)
     if not ids:
         return found
     batch = padded(ids)
@@ -244,5 +243,5 @@ def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list
         ).where(SampleRow.run_id.in_(batch), *days_of_runs(session.get_bind().dialect.name, batch))
     )
     for run_id, status, total_ms, phases, provenance in rows:
-        found[run_id].append(_Sample(status, total_ms, phases, provenance))
+        found[run_id].append(HeldSample(status, total_ms, phases, provenance))
     return found

@@ -30,8 +30,7 @@ from typing import Any
 from sqlalchemy import Engine, Table, bindparam, select, tuple_
 from sqlalchemy.orm import Session
 
-from app.analysis.digest import QUANTILES, Digest, digest_of, merge_digests
-from app.analysis.summary import Summary
+from app.analysis.digest import Digest, digest_of
 from app.store.inlists import padded
 from app.store.models import RollupRow, RunDigestRow, TargetRow
 from app.store.prune import prune_rows
@@ -42,6 +41,9 @@ from app.store.rollups import coarse, pgrows
 from app.store.rollups.keys import KEY_COLUMNS as KEY_COLUMNS
 from app.store.rollups.keys import RollupKey as RollupKey
 from app.store.rollups.keys import period_start as period_start
+from app.store.rollups.values import RowValues
+from app.store.rollups.values import compact_summary as compact_summary
+from app.store.rollups.values import rollup_values as rollup_values
 from app.store.targets import insert_unless_present
 
 PERIODS = (300, 900, 3600, 21600, 86400)  # 5 min, 15 min, 1 h, 6 h, 1 day
@@ -118,8 +120,10 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
     inserted = set(session.scalars(statement, rows).all())
     fresh = [d for d in digests if d.run_id in inserted]
     parts = by_rollup(fresh)
-    merged = {key: _one(parts[key]) for key in sorted(parts) if not coarse.is_coarse(key)}
-    _merge_into(session, sorted(merged.keys() - _insert_new(session, merged, now)), merged, now)
+    values = RowValues(now)
+    merged = {key: values.part(parts[key]) for key in sorted(parts) if not coarse.is_coarse(key)}
+    new = _insert_new(session, merged, values)
+    _merge_into(session, sorted(merged.keys() - new), merged, values)
     add_coarse(session, parts, now)
     return len(fresh)
 
@@ -134,8 +138,9 @@ def add_coarse(session: Session, parts: dict[RollupKey, list[Digest]], now: date
         return
     coarse.serialized(session)
     present = _present(session, keys)
-    merged = {key: _one(parts[key]) for key in keys if key in present}
-    _merge_into(session, list(merged), merged, now)
+    values = RowValues(now)
+    merged = {key: values.part(parts[key]) for key in keys if key in present}
+    _merge_into(session, list(merged), merged, values)
     missing = [key[3] for key in keys if key not in present and coarse.closed(key, now)]
     if missing:  # every closed period from the oldest on: the fold's order (folds.py)
         coarse.fold(session, min(missing), now, insert_built)
@@ -152,12 +157,6 @@ def insert_built(session: Session, digests: dict[RollupKey, Digest], now: dateti
         session.execute(ROLLUPS.insert(), rows)
 
 
-def _one(parts: list[Digest]) -> Digest:
-    """The parts as one digest; a lone part is already that (merging it copies it, the same
-    numbers: a catch-up batch holds one run of most rollup rows)."""
-    return parts[0] if len(parts) == 1 else merge_digests(parts)
-
-
 DIGESTS: Table = RunDigestRow.__table__  # type: ignore[assignment]
 ROLLUPS: Table = RollupRow.__table__  # type: ignore[assignment]
 
@@ -172,7 +171,9 @@ def by_rollup(digests: Iterable[RunDigest]) -> dict[RollupKey, list[Digest]]:
     return groups
 
 
-def _insert_new(session: Session, merged: dict[RollupKey, Digest], now: datetime) -> set[RollupKey]:
+def _insert_new(
+    session: Session, merged: dict[RollupKey, Digest], values: RowValues
+) -> set[RollupKey]:
     """Insert the rollup rows that do not exist yet, in one statement; the keys inserted.
 
     Rows go in key order, as ``_merge_into`` locks them, so two writers never deadlock.
@@ -181,7 +182,7 @@ def _insert_new(session: Session, merged: dict[RollupKey, Digest], now: datetime
     """
     present = _present(session, list(merged))
     rows = [
-        {**dict(zip(KEY_COLUMNS, key, strict=True)), **rollup_values(digest, now)}
+        {**dict(zip(KEY_COLUMNS, key, strict=True)), **values.new(digest)}
         for key, digest in merged.items()
         if key not in present
     ]
@@ -206,7 +207,7 @@ def _present(session: Session, keys: list[RollupKey]) -> set[RollupKey]:
 
 
 def _merge_into(
-    session: Session, keys: list[RollupKey], merged: dict[RollupKey, Digest], now: datetime
+    session: Session, keys: list[RollupKey], merged: dict[RollupKey, Digest], values: RowValues
 ) -> None:
     """Merge each of ``keys``' digest into its existing rollup row, under the rows' locks.
 
@@ -219,8 +220,7 @@ def _merge_into(
     connection = session.connection()
     if connection.dialect.name == "postgresql":  # the keys as arrays: see pgrows
         stored = pgrows.locked(connection, keys)
-        values = [_merged(stored[key], merged[key], now) for key in keys]
-        pgrows.update(connection, keys, values)
+        pgrows.update(connection, keys, [values.merged(stored[key], merged[key]) for key in keys])
         return
     key_columns = [ROLLUPS.c[name] for name in KEY_COLUMNS]
     query = (
@@ -233,14 +233,9 @@ def _merge_into(
     rows = []
     for key in keys:
         keyed = {f"key_{name}": value for name, value in zip(KEY_COLUMNS, key, strict=True)}
-        new = _merged(stored[key], merged[key], now)
+        new = values.merged(stored[key], merged[key])
         rows.append({**keyed, **{f"new_{k}": v for k, v in new.items()}})
     connection.execute(_UPDATE, rows)
-
-
-def _merged(document: Any, part: Digest, now: datetime) -> dict[str, Any]:
-    """A stored rollup's new values with ``part`` merged in."""
-    return rollup_values(merge_digests([Digest.from_json(document), part]), now)
 
 
 _UPDATE = (
@@ -253,34 +248,6 @@ _UPDATE = (
         }
     )
 )
-
-
-def rollup_values(digest: Digest, now: datetime) -> dict[str, Any]:
-    summary = digest.summary()
-    return {
-        "runs": digest.runs,
-        "n": digest.n,
-        "total_p50": summary.total.get("p50"),
-        # The period's quantiles, kept beside its sketches: a history whose buckets are
-        # this period reads these few numbers instead of merging sketches.
-        "digest": {**digest.to_json(), "summary": compact_summary(digest, summary)},
-        "updated_at": now,
-    }
-
-
-def compact_summary(digest: Digest, summary: Summary | None = None) -> dict[str, Any]:
-    """The quantiles a rollup row keeps beside its sketches (``rollup_values``)."""
-    summary = summary if summary is not None else digest.summary()
-    return {
-        "runs": digest.runs,
-        "n": digest.n,
-        "errors": digest.errors,
-        "deadline_exceeded": digest.deadline_exceeded,
-        "total": [summary.total.get(name) for name in QUANTILES],
-        "phases": {
-            name: [stats.quantiles[q] for q in QUANTILES] for name, stats in summary.phases.items()
-        },
-    }
 
 
 def digest_values(found: RunDigest) -> dict[str, Any]:

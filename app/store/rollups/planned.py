@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import bindparam, select, tuple_
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.analysis.digest import Digest, merge_digests
+from app.analysis.digest import Digest
 from app.store.db import write_transaction
 from app.store.inlists import padded
 from app.store.models import RollupRow, RunDigestRow
@@ -31,8 +31,8 @@ from app.store.rollups.digests import (
     add_digests,
     by_rollup,
     digest_values,
-    rollup_values,
 )
+from app.store.rollups.values import RowValues
 from app.store.targets import insert_unless_present
 
 
@@ -63,15 +63,15 @@ def plan_of(session: Session, digests: list[RunDigest], now: datetime) -> Plan:
     parts = by_rollup(fresh)
     plan.coarse = {key: parts.pop(key) for key in list(parts) if is_coarse(key)}
     stored = _stored_rollups(session, list(parts))
+    rows = RowValues(now)
     for key in sorted(parts):
         keyed = dict(zip(KEY_COLUMNS, key, strict=True))
-        found = stored.get(key)
+        found, part = stored.get(key), rows.part(parts[key])
         if found is None:
-            plan.new.append({**keyed, **rollup_values(merge_digests(parts[key]), now)})
+            plan.new.append({**keyed, **rows.new(part)})
             continue
         runs, document = found
-        digest = merge_digests([Digest.from_json(document), *parts[key]])
-        values = {f"new_{k}": v for k, v in rollup_values(digest, now).items()}
+        values = {f"new_{k}": v for k, v in rows.merged(document, part).items()}
         plan.merged.append({**{f"key_{k}": v for k, v in keyed.items()}, **values, "was": runs})
     return plan
 

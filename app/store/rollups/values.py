@@ -1,0 +1,86 @@
+"""A rollup row's stored values (``rollup_values``), and a batch's found once per equal row.
+
+A target probed from one vantage has its pooled rows (``POOLED``) equal to that vantage's:
+the same runs went into both. A catch-up batch gives both the same part, so the new values
+of the two are the same, and their quantiles (most of a merge's cost, bench/fleet.py) are
+found once (``RowValues``): a part merged into a stored document equal to one it was merged
+into before, or a new row of a part already built, takes the values found then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from app.analysis.digest import QUANTILES, Digest, merge_digests
+from app.analysis.summary import Summary
+
+
+def rollup_values(digest: Digest, now: datetime) -> dict[str, Any]:
+    summary = digest.summary()
+    return {
+        "runs": digest.runs,
+        "n": digest.n,
+        "total_p50": summary.total.get("p50"),
+        # The period's quantiles, kept beside its sketches: a history whose buckets are
+        # this period reads these few numbers instead of merging sketches.
+        "digest": {**digest.to_json(), "summary": compact_summary(digest, summary)},
+        "updated_at": now,
+    }
+
+
+def compact_summary(digest: Digest, summary: Summary | None = None) -> dict[str, Any]:
+    """The quantiles a rollup row keeps beside its sketches (``rollup_values``)."""
+    summary = summary if summary is not None else digest.summary()
+    return {
+        "runs": digest.runs,
+        "n": digest.n,
+        "errors": digest.errors,
+        "deadline_exceeded": digest.deadline_exceeded,
+        "total": [summary.total.get(name) for name in QUANTILES],
+        "phases": {
+            name: [stats.quantiles[q] for q in QUANTILES] for name, stats in summary.phases.items()
+        },
+    }
+
+
+class RowValues:
+    """One batch's rollup values at ``now``, each found once for equal inputs.
+
+    Parts are told apart by identity (``by_rollup`` gives a run's digest object to each of
+    its rows); each is held here, so its id is not reused while this lives.
+    """
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self._parts: dict[tuple[int, ...], tuple[Sequence[Digest], Digest]] = {}
+        self._new: dict[int, tuple[Digest, dict[str, Any]]] = {}
+        self._merged: dict[int, list[tuple[Digest, Any, dict[str, Any]]]] = {}
+
+    def part(self, parts: Sequence[Digest]) -> Digest:
+        """``parts`` as one digest: a lone part is already that; the same parts, the same."""
+        if len(parts) == 1:
+            return parts[0]
+        key = tuple(id(part) for part in parts)
+        found = self._parts.get(key)
+        if found is None:
+            found = self._parts[key] = (parts, merge_digests(parts))
+        return found[1]
+
+    def new(self, part: Digest) -> dict[str, Any]:
+        """A new row's values, of ``part`` alone."""
+        found = self._new.get(id(part))
+        if found is None:
+            found = self._new[id(part)] = (part, rollup_values(part, self.now))
+        return found[1]
+
+    def merged(self, document: Any, part: Digest) -> dict[str, Any]:
+        """A stored row's new values: its ``document`` with ``part`` merged in."""
+        seen = self._merged.setdefault(id(part), [])
+        for _part, stored, values in seen:
+            if stored == document:
+                return values
+        values = rollup_values(merge_digests([Digest.from_json(document), part]), self.now)
+        seen.append((part, document, values))
+        return values

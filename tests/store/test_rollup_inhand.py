@@ -1,0 +1,117 @@
+"""The catch-up takes the samples of runs this process stored from ``InHand`` instead of
+reading them back, on SQLite and PostgreSQL: the same digests and rollups either way."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import Engine, delete, event, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.runs.dbsink import DatabaseSink
+from app.store.models import RollupRow, RunDigestRow
+from app.store.records import RunRecord
+from app.store.rollups.catchup import catch_up
+from app.store.rollups.inhand import InHand
+from tests.runfactory import T0, make_run, record_of
+
+NOW = T0 + timedelta(hours=1)
+
+
+def _runs(count: int, vantage: str, seed: int) -> list[RunRecord]:
+    rng = np.random.default_rng(seed)
+    every = timedelta(seconds=70)  # over several 5-minute periods
+    return [
+        record_of(make_run(rng, T0 + i * every, target="chat", vantage=vantage))
+        for i in range(count)
+    ]
+
+
+@pytest.fixture
+def sample_reads(engine: Engine) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.startswith("SELECT") and "FROM samples" in statement:
+            seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    yield seen
+    event.remove(engine, "before_cursor_execute", count)
+
+
+def _stored(sessions: sessionmaker[Session]) -> tuple[list[Any], list[Any]]:
+    with sessions() as session:
+        digests = session.execute(
+            select(RunDigestRow.run_id, RunDigestRow.digest).order_by(RunDigestRow.run_id)
+        ).all()
+        rollups = session.execute(
+            select(
+                RollupRow.target_id,
+                RollupRow.vantage,
+                RollupRow.period_s,
+                RollupRow.period_start,
+                RollupRow.runs,
+                RollupRow.n,
+                RollupRow.total_p50,
+                RollupRow.digest,
+            ).order_by(RollupRow.vantage, RollupRow.period_s, RollupRow.period_start)
+        ).all()
+    return [tuple(row) for row in digests], [tuple(row) for row in rollups]
+
+
+def test_runs_in_hand_are_rolled_up_as_if_read_back_without_reading_them(
+    sessions: sessionmaker[Session], sample_reads: list[str]
+) -> None:
+    records = _runs(9, "eu", 1) + _runs(4, "us", 2)
+    aborted = replace(_runs(1, "eu", 3)[0], id=uuid.uuid4(), status="aborted")
+    hand = InHand()
+    sink = DatabaseSink(sessions, clock=lambda: NOW, stored=hand.keep)
+    assert sink.store_batch([*records, aborted]) == [True] * (len(records) + 1)
+    assert len(hand) == len(records)  # an aborted run is never rolled up: not held
+    assert catch_up(sessions, T0, NOW, in_hand=hand) == len(records)
+    assert sample_reads == []
+    assert len(hand) == 0  # taken
+    in_hand = _stored(sessions)
+    with sessions.begin() as session:
+        session.execute(delete(RollupRow))
+        session.execute(delete(RunDigestRow))
+    assert catch_up(sessions, T0, NOW) == len(records)  # read back this time
+    assert sample_reads != []
+    assert _stored(sessions) == in_hand
+
+
+def test_a_run_not_in_hand_is_read_back_beside_those_that_are(
+    sessions: sessionmaker[Session], sample_reads: list[str]
+) -> None:
+    records = _runs(6, "eu", 4)
+    hand = InHand()
+    sink = DatabaseSink(sessions, clock=lambda: NOW, stored=hand.keep)
+    assert sink.store_batch(records) == [True] * len(records)
+    hand.take([records[2].id])  # stored by another process, or pushed out of the hand
+    assert catch_up(sessions, T0, NOW, in_hand=hand) == len(records)
+    assert len(sample_reads) == 1
+    with sessions() as session:
+        runs = session.scalars(
+            select(RollupRow.runs).where(RollupRow.vantage == "*", RollupRow.period_s == 300)
+        ).all()
+    assert sum(runs) == len(records)
+
+
+@pytest.mark.parametrize(("capacity", "kept"), [(3, 3), (8, 6)])
+def test_the_hand_holds_the_newest_runs_up_to_its_capacity(capacity: int, kept: int) -> None:
+    records = _runs(6, "eu", 5)
+    hand = InHand(capacity)
+    for record in records:
+        hand.keep(record)
+    found = hand.take(record.id for record in records)
+    assert list(found) == [record.id for record in records][-kept:]
+    newest = records[-1]
+    assert [s.total_ms for s in found[newest.id]] == [s.total_ms for s in newest.samples]
+    assert hand.take([newest.id]) == {}

@@ -1,0 +1,94 @@
+"""RowValues: a batch's rollup values found once for equal rows, and the same as found alone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from app.analysis.digest import Digest, merge_digests
+from app.analysis.sketch import Sketch
+from app.store.rollups import values
+from app.store.rollups.values import RowValues, rollup_values
+
+NOW = datetime(2026, 12, 6, 22, 0, tzinfo=UTC)
+
+
+def digest(*totals: float) -> Digest:
+    return Digest(
+        runs=1,
+        n=len(totals),
+        total=Sketch.of(totals),
+        phases={"connect": Sketch.of([t / 4 for t in totals]), "queue": Sketch.of(totals)},
+        provenance={"connect": {"measured": len(totals)}},
+    )
+
+
+def stored(part: Digest) -> dict[str, Any]:
+    """A row's document as the database gives it back."""
+    return dict(rollup_values(part, NOW)["digest"])
+
+
+def merged_alone(document: dict[str, Any], part: Digest) -> dict[str, Any]:
+    return rollup_values(merge_digests([Digest.from_json(document), part]), NOW)
+
+
+@pytest.fixture
+def summaries(monkeypatch: pytest.MonkeyPatch) -> list[Digest]:
+    """Every digest whose values (its quantiles) were found."""
+    found: list[Digest] = []
+
+    def counted(digest: Digest, now: datetime) -> dict[str, Any]:
+        found.append(digest)
+        return rollup_values(digest, now)
+
+    monkeypatch.setattr(values, "rollup_values", counted)
+    return found
+
+
+def test_a_part_merged_into_equal_documents_is_summarised_once(summaries: list[Digest]) -> None:
+    part, before = digest(10, 20, 30), digest(5, 15)
+    rows = RowValues(NOW)
+    vantage, pooled = stored(before), stored(before)  # a target seen from one vantage
+    first = rows.merged(vantage, part)
+    assert rows.merged(pooled, part) is first
+    assert len(summaries) == 1
+    assert first == merged_alone(vantage, part)
+
+
+@pytest.mark.parametrize(
+    ("other", "again"),
+    [
+        ("another document", False),  # a pooled row that holds another vantage's runs
+        ("another part", True),  # the same document, another run's part
+    ],
+)
+def test_different_inputs_are_each_summarised_as_alone(
+    summaries: list[Digest], other: str, again: bool
+) -> None:
+    part, before = digest(10, 20, 30), digest(5, 15)
+    rows = RowValues(NOW)
+    first = rows.merged(stored(before), part)
+    document = stored(merge_digests([before, digest(400)])) if not again else stored(before)
+    second_part = digest(7, 8) if again else part
+    second = rows.merged(document, second_part)
+    assert len(summaries) == 2, other
+    assert first == merged_alone(stored(before), part)
+    assert second == merged_alone(document, second_part)
+    assert second != first
+
+
+def test_new_rows_of_one_part_and_the_same_parts_merged_are_found_once(
+    summaries: list[Digest],
+) -> None:
+    a, b = digest(10, 20), digest(30)
+    rows = RowValues(NOW)
+    assert rows.part([a]) is a
+    both = rows.part([a, b])
+    assert rows.part([a, b]) is both
+    assert both.to_json() == merge_digests([a, b]).to_json()
+    assert rows.part([b, a]) is not both  # other parts (by identity and order): merged anew
+    assert rows.new(both) is rows.new(both)
+    assert rows.new(a) == rollup_values(a, NOW)
+    assert len(summaries) == 2
