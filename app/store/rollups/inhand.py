@@ -2,8 +2,8 @@
 digests them from memory instead of reading them back from the database.
 
 Reading a run's samples back (a row each, four packed documents each unpacked and parsed)
-and checking them (``flaw``) were about a third of the catch-up's CPU, and the catch-up as
-much as storing the run (bench/README.md, "Pushes at fleet rate, the push path"). A run
+and checking them (``flaw``) were a quarter to a third of the catch-up's CPU, and the
+catch-up about as much as storing the run (bench/README.md, "The push path's own CPU"). A run
 kept here passed the door (``app.runs.validate``) on its way in: its samples are exactly
 the rows stored, and none has a time a digest cannot hold. Only what a digest reads is
 kept (status, total, phases, provenance: references, not copies), and at most ``MAX_KEPT``
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from app.store.records import RunRecord, RunStatus
 
-# About 12 s of runs at 10,000 a minute (the catch-up passes every 10 s), ~25 MB at most.
+# About 12 s of runs at 10,000 a minute (the catch-up passes every 10 s): for 20-sample
+# runs 3 MB of its own (tracemalloc), plus the phases and provenance dicts it keeps alive.
 MAX_KEPT = 2048
 
 
