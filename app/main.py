@@ -48,7 +48,6 @@ from app.store.dbhistory import DatabaseHistory
 from app.store.leader import Leadership
 from app.store.quarantine import Quarantine, isolated
 from app.store.records import RunRecord
-from app.store.rollups.inhand import SamplesInHand
 from app.web import api as web_api
 from app.web import deps, errors, healthz, pages, scrape, unavailable
 from app.web.auth import document_open_writes
@@ -105,8 +104,7 @@ def build_service(
         evaluate if count is None else then(evaluate, count)
     )
     refused = None if observed is None else observed.observe_refusal
-    in_hand = SamplesInHand()  # the rollups' catch-up digests these without reading them
-    sink = DatabaseSink(sessions, refused=refused, stored=then(history.add, in_hand.keep))
+    sink = DatabaseSink(sessions, refused=refused, stored=history.add)
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
     pipeline = Pipeline(writer, resolved.vantage)
     sender = Sender(sessions, build_notifiers(targets.notifiers), aside=quarantine.loop("outbox"))
@@ -156,7 +154,6 @@ def build_service(
             vantages=vantages,
             quarantine=quarantine,
             leading=lambda: leadership.leading,
-            in_hand=in_hand,
         ),
         sender=sender,
         exporter=exporter,

@@ -34,7 +34,6 @@ from app.store.retention import prune_raw, prune_summaries, summaries_cutoff
 from app.store.rollups.catchup import LOOP, catch_up
 from app.store.rollups.digests import CATCH_UP_EVERY_S, prune_fine_rollups
 from app.store.rollups.folds import FOLD_LOOKBACK, fold_before_prune, fold_closed, fold_due
-from app.store.rollups.inhand import SamplesInHand
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +69,6 @@ class Upkeep:
     # Whether this replica keeps the rollups and retention (the leader, app.store.leader):
     # once is enough, and replicas doing both at once would contend on the same rows.
     leading: Callable[[], bool] = field(default=lambda: True)
-    # Samples of runs this process stored lately, which the catch-up need not read back.
-    in_hand: SamplesInHand = field(default_factory=SamplesInHand)
     # When the coarse rollups were last folded (app.store.rollups.folds); None: not yet.
     folded: datetime | None = field(default=None, init=False)
 
@@ -113,14 +110,7 @@ class Upkeep:
 
     def _keep_rollups(self, since: datetime, now: datetime, aside: LoopQuarantine) -> int:
         """The runs caught up, then the coarse rollups folded if a period has closed."""
-        added = catch_up(
-            self.sessions,
-            since,
-            now,
-            between=self.foreground.quiet,
-            aside=aside,
-            in_hand=self.in_hand.take,
-        )
+        added = catch_up(self.sessions, since, now, between=self.foreground.quiet, aside=aside)
         if fold_due(self.folded, now):
             fold_closed(self.sessions, self.folded or now - FOLD_LOOKBACK, now)
             self.folded = now

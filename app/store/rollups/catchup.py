@@ -30,7 +30,6 @@ from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.digest import Digest, digest_of, flaw
-from app.analysis.summary import Timed
 from app.store.db import describe, is_transient, write_transaction
 from app.store.inlists import padded
 from app.store.models import RunDigestRow, RunRow, SampleRow, TargetRow
@@ -42,8 +41,6 @@ from app.store.rollups.planned import Plan, plan_of, written
 
 CATCH_UP_BATCH = 200
 LOOP = "rollups"  # the quarantine's name for this loop
-# A run's samples from memory, if this process has them (``SamplesInHand.take``).
-InHand = Callable[[uuid.UUID], Sequence[Timed] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +59,6 @@ def catch_up(
     target: int | None = None,
     between: Callable[[], object] | None = None,
     aside: SetAside | None = None,
-    in_hand: InHand | None = None,
 ) -> int:
     """Add complete runs started since ``since`` (of one target id, or all) that have no
     digest yet; returns how many.
@@ -70,9 +66,7 @@ def catch_up(
     A transaction per ``batch`` runs, oldest first, ``between()`` called before each (to
     yield to pushes). A run whose samples were pruned, wholly or in part, is passed over:
     its digest would lie. So is a run ``aside`` holds; a run that cannot be added goes
-    there (without one: to a quarantine of this call's own, which logs it). ``in_hand``
-    gives a run's samples when this process stored it lately (``app.store.rollups.inhand``):
-    those are not read back.
+    there (without one: to a quarantine of this call's own, which logs it).
     """
     added, cursor = 0, None
     aside = aside if aside is not None else Quarantine().loop(LOOP)
@@ -84,7 +78,7 @@ def catch_up(
             heads = session.execute(_undigested(since, cursor, target).limit(batch)).all()
             if not heads:
                 return added
-            digests = _digests(session, heads, aside, in_hand)
+            digests = _digests(session, heads, aside)
             plan = _planned(session, digests, now) if sqlite else None
         names = {head.id: _about(head) for head in heads}
         added += _isolated(sessions, digests, now, plan, _Aside(aside, names))
@@ -110,37 +104,24 @@ class _Aside:
 
 
 def _digests(
-    session: Session,
-    heads: Sequence[Any],
-    aside: SetAside | None = None,
-    in_hand: InHand | None = None,
+    session: Session, heads: Sequence[Any], aside: SetAside | None = None
 ) -> list[RunDigest]:
     """The digests of ``heads`` whose samples are all there; a run whose samples cannot be
     read or digested is held in ``aside`` instead."""
     aside = aside if aside is not None else Quarantine().loop(LOOP)
     heads = [head for head in heads if not aside.holds(run_item(head.id))]
-    kept = _kept(heads, in_hand)
-    samples = _readable_samples(session, [head for head in heads if head.id not in kept], aside)
+    samples = _readable_samples(session, heads, aside)
     found = []
     for head in heads:
-        mine: Sequence[Timed] = kept.get(head.id) or samples.get(head.id, [])
-        if len(mine) != head.n_samples:
+        if len(mine := samples.get(head.id, [])) != head.n_samples:
             continue
         try:
-            # Kept samples passed the door: ``flaw`` would find nothing in them.
-            digest = digest_of(mine) if head.id in kept else _digest_of(mine)
+            digest = _digest_of(mine)
         except Exception as exc:  # any: whatever a bad row makes the analysis raise
             aside.hold(run_item(head.id), str(exc) or type(exc).__name__, _about(head))
             continue
         found.append(RunDigest(head.id, head.target_id, head.vantage, head.started_at, digest))
     return found
-
-
-def _kept(heads: Sequence[Any], in_hand: InHand | None) -> dict[uuid.UUID, Sequence[Timed]]:
-    if in_hand is None:
-        return {}
-    found = ((head.id, in_hand(head.id)) for head in heads)
-    return {run_id: samples for run_id, samples in found if samples is not None}
 
 
 def _readable_samples(
@@ -166,7 +147,7 @@ def _readable_samples(
     return found
 
 
-def _digest_of(samples: Sequence[Timed]) -> Digest:
+def _digest_of(samples: list[_Sample]) -> Digest:
     wrong = flaw(samples)
     if wrong is not None:
         raise ValueError(wrong)
