@@ -221,6 +221,24 @@ def _view_of(
     )
 
 
+def has_llm_facts(details: Mapping[str, Any]) -> bool:
+    """False: every metric of the sample is None, so a summary need not work them out one
+    by one (a plain HTTP sample's ``tokens`` are all null). Every metric reads the imported
+    ``llm`` values, the stream, or the usage's prompt, completion or reasoning count."""
+    get = details.get
+    if get("stream") or get("llm") is not None and isinstance(get("llm"), Mapping):
+        return True
+    usage = get("tokens")
+    if not usage or not isinstance(usage, Mapping):
+        return False
+    count = usage.get
+    return (
+        count("prompt") is not None
+        or count("completion") is not None
+        or count("reasoning") is not None
+    )
+
+
 def sample_llm_values(sample: LlmSample) -> dict[str, float | None]:
     """``llm_values`` of a stored sample: what objectives and exports read."""
     return llm_values(sample.status, sample.total_ms, sample.marks, sample.details)
@@ -231,6 +249,8 @@ def llm_summary(samples: Iterable[LlmSample]) -> dict[str, dict[str, float]]:
     their count ``n``; metrics no sample has are left out (an HTTP target has none)."""
     columns: dict[str, list[float]] = {name: [] for name in METRIC_NAMES}
     for sample in samples:
+        if not has_llm_facts(sample.details):
+            continue
         for name, value in sample_llm_values(sample).items():
             if value is not None:
                 columns[name].append(value)

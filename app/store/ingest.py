@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
@@ -22,7 +22,7 @@ from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.rawdriver import DriverStatement, driver_statement
 from app.store.records import RunRecord, SampleRecord
 from app.store.samplepack import COLUMNS as PACKED
-from app.store.samplepack import pack
+from app.store.samplepack import pack_many
 from app.store.serieslatest import KEPT, postgres_upsert_from, sqlite_upsert
 from app.store.targets import target_id
 
@@ -149,7 +149,7 @@ def _store_postgres(
     """Compiled once per engine and run as driver SQL: SQLAlchemy's per-execution work on
     the statement (cache lookup, parameter processing, result set-up) was a large part of
     the client's share of storing a run (``bench.store_ingest``)."""
-    params["samples"] = [_sample_document(s) for s in record.samples]
+    params["samples"] = _sample_documents(record.samples)
     statement = driver_statement(connection.dialect, _POSTGRES_RUN_INSERT)
     result = connection.exec_driver_sql(statement.sql, statement.bind(params))
     stored, target_known = result.one()
@@ -190,8 +190,9 @@ def _sqlite_rows(statement: DriverStatement, record: RunRecord) -> list[tuple[An
     run_id = dict(statement.processors)["run_id"]
     assert run_id is not None
     when = sqlite_time
-    run = run_id(record.id)
+    run, samples = run_id(record.id), record.samples
     try:
+        packed = [pack_many(name, [getattr(s, name) for s in samples]) for name in PACKED]
         return [
             (
                 run,
@@ -202,12 +203,9 @@ def _sqlite_rows(statement: DriverStatement, record: RunRecord) -> list[tuple[An
                 s.error,
                 s.http_status,
                 s.total_ms,
-                pack("phases", s.phases),
-                pack("provenance", s.provenance),
-                pack("marks", s.marks),
-                pack("details", s.details),
+                *documents,
             )
-            for s in record.samples
+            for s, *documents in zip(samples, *packed, strict=True)
         ]
     except (TypeError, ValueError) as exc:
         raise StatementError(str(exc), statement.sql, None, exc) from exc
@@ -223,16 +221,26 @@ def sqlite_time(value: datetime) -> str:
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
-def _sample_document(sample: SampleRecord) -> dict[str, Any]:
-    """A sample as an element of the JSON array ``_POSTGRES_RUN_INSERT`` unpacks."""
+def _sample_documents(samples: Sequence[SampleRecord]) -> list[dict[str, Any]]:
+    """The samples as elements of the JSON array ``_POSTGRES_RUN_INSERT`` unpacks, their
+    JSON columns packed a column at a time (``pack_many``)."""
+    for sample in samples:
+        _check_document(sample)
+    packed = [[_hex(p) for p in pack_many(name, [getattr(s, name) for s in samples])]
+              for name in PACKED]  # fmt: skip
+    return [
+        _sample_fields(sample) | dict(zip(PACKED, documents, strict=True))
+        for sample, *documents in zip(samples, *packed, strict=True)
+    ]
+
+
+def _check_document(sample: SampleRecord) -> None:
     # What UTCDateTime checks for every other write; inside JSON a naive time would be
     # read in the server's time zone. Non-finite totals have no JSON form.
     if sample.started_at.tzinfo is None:
         raise ValueError("naive datetime: phasewatch stores aware UTC times only")
     if not math.isfinite(sample.total_ms):
         raise ValueError(f"sample {sample.idx}: total_ms {sample.total_ms} is not a number")
-    packed = {name: _hex(pack(name, getattr(sample, name))) for name in PACKED}
-    return _sample_fields(sample) | packed
 
 
 def _hex(packed: bytes) -> str:

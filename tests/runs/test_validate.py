@@ -21,6 +21,7 @@ from app.config import Target
 from app.demo.sim.app import SimConfig
 from app.demo.sim.server import SimServer
 from app.probe.spec import Kind
+from app.runs import validate
 from app.runs.dbsink import DatabaseSink
 from app.runs.memsink import MemorySink
 from app.runs.pipeline import Pipeline
@@ -379,3 +380,34 @@ def test_a_spooled_run_the_door_refuses_is_set_aside_and_never_blocks_the_flush(
     assert [RunRecord.from_json(json.loads(line)).id for line in rejected] == [bad.id]
     with sessions() as session:
         assert set(session.scalars(select(RunRow.id))) == {runs[0].id, runs[2].id}
+
+
+QUICK = [
+    FIRST,
+    replace(FIRST, total_ms=int(FIRST.total_ms)),
+    replace(FIRST, phases={name: int(v) for name, v in FIRST.phases.items()}),
+    replace(FIRST, phases={**FIRST.phases, "queue": True}),
+    replace(FIRST, phases={**FIRST.phases, "queue": -0.0}),
+    replace(FIRST, phases={**FIRST.phases, "queue": math.nan}),
+    replace(FIRST, phases={**FIRST.phases, "queue": -math.inf, "server": math.inf}),
+    replace(FIRST, phases={**FIRST.phases, "queue": math.nan, "server": -1.0}),
+    replace(FIRST, total_ms=math.nan),
+    replace(FIRST, total_ms=-1e-9),
+    replace(FIRST, total_ms=FIRST.total_ms + 1.0),
+    replace(FIRST, status="error", total_ms=FIRST.total_ms + 1.0),
+    replace(FIRST, status=RunStatus.COMPLETE),
+    replace(FIRST, status=["ok"]),
+    replace(FIRST, phases=[("queue", 1.0)]),
+    replace(FIRST, phases={}),
+]
+
+
+@pytest.mark.parametrize("sample", QUICK)
+@pytest.mark.parametrize("phase_sums", [True, False])
+def test_the_quick_look_at_a_plain_sample_finds_what_the_full_check_finds(
+    sample: Any, phase_sums: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = replace(RUN, samples=(sample, *RUN.samples[1:]))
+    quick = check_run(run, NOW, phase_sums=phase_sums)
+    monkeypatch.setattr(validate, "_plainly_fine", lambda sample, phase_sums: False)
+    assert check_run(run, NOW, phase_sums=phase_sums) == quick

@@ -29,7 +29,15 @@ from app.store.reads.breakdown import breakdown
 from app.store.reads.browse import samples_page
 from app.store.reads.whatifsamples import load_sample_set
 from app.store.records import RunRecord, SampleRecord
-from app.store.samplepack import BOOKS, COLUMNS, SamplePackError, as_json, pack, unpack
+from app.store.samplepack import (
+    BOOKS,
+    COLUMNS,
+    SamplePackError,
+    as_json,
+    pack,
+    pack_many,
+    unpack,
+)
 from bench.store_common import Synth
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -245,3 +253,10 @@ def test_sqlite_connections_unpack_in_sql_and_refuse_what_is_not_packed(tmp_path
                 connection.execute(query, {"data": b'{"a": 1}'})
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("column", COLUMNS)
+@pytest.mark.parametrize("count", [0, 1, 2, len(TRICKY)])
+def test_packed_together_each_value_is_packed_as_alone(column: str, count: int) -> None:
+    values = TRICKY[:count]
+    assert pack_many(column, values) == [pack(column, value) for value in values]

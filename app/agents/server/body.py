@@ -10,6 +10,8 @@ from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from app.agents.server.refusals import NotGzip, TooLarge, Unreadable
 
 MAX_WIRE_BYTES = 4 << 20  # a push as sent (compressed)
@@ -46,12 +48,29 @@ def json_of(data: bytes, gzipped: bool) -> Any:
         data = gunzip(data)
     elif len(data) > MAX_RUN_BYTES:
         raise too_large()
+    if not _long_digits(data):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass  # what only the json module reads (NaN, other encodings): it decides
     try:
         return json.loads(data)
     except ValueError as exc:  # UnicodeDecodeError too
         raise Unreadable("the body is not JSON") from exc
     except RecursionError as exc:  # a few bytes of '[' nest deeper than any run does
         raise Unreadable("the body's JSON is nested too deep") from exc
+
+
+# orjson reads an integer past 64 bits as a float, where the json module keeps it whole:
+# text holding 19 digits in a row (-2**63 - 1 has 19) goes to the json module (a run's
+# numbers have at most 17). Found by one translate and one search: ~12 us for a 20-sample
+# run, where a regular expression took 150.
+_DIGITS = bytes(ord("0") if chr(byte).isdigit() and byte < 128 else ord(".") for byte in range(256))
+_NINETEEN = b"0" * 19
+
+
+def _long_digits(data: bytes) -> bool:
+    return _NINETEEN in data.translate(_DIGITS)
 
 
 def gunzip(data: bytes) -> bytes:
