@@ -8,14 +8,15 @@ nats where an alert needs about twelve (bench/detection/README.md, "The oracle")
 fast lane still waits for two runs at each vantage and then for a second round to confirm
 (three rounds, four when the change falls between the vantages' runs of a slot). Here one
 round is enough, on three conditions that the false alarms of the benchmark fail:
-every present vantage (two at least) sees a challenger lead its reference's leader by
-``dominant_fast_lead_pp`` in its newest run, the lead's lower bound above 0 and beyond
-the reference's spread of one run (a near tie, or a load that swaps two phases for a run
-at one vantage, does not); the vantages agree on the phase that lost the lead or on the
-one that won, and it is the server's (queue, prefill, generation): the same change seen
-from each (a route is one vantage's); and that phase moved by ``dominant_round_z`` of its
-one-run spread, averaged over the vantages, and materially at each (a shared load moves
-the queue by a few spreads at most, and every phase with it).
+every present vantage (two at least) sees a challenger lead its reference's leader in its
+newest run, the lead's lower bound above 0 and beyond the reference's spread of one run
+(a near tie, or a load that swaps two phases for a run at one vantage, does not), by
+``dominant_fast_lead_pp`` at one vantage at least (a collapse may leave a near vantage's
+queue, prefill and network within a few points of each other); the vantages agree on the
+phase that lost the lead or on the one that won, and it is the server's (queue, prefill,
+generation): the same change seen from each (a route is one vantage's); and that phase
+moved by ``dominant_round_z`` of its one-run spread, averaged over the vantages, and
+materially at each (a shared load moves the queue by a few spreads at most).
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ def one_round(
         if found is None:
             return None
         at[vantage], levels[vantage] = found
+    # One vantage at least sees the lead of the fast lane; the others the lead of δ (a
+    # collapse leaves a near vantage's queue, prefill and network near each other).
+    if max(finding.numbers["lead_pp"] for _, finding in at.values()) < params.dominant_fast_lead_pp:
+        return None
     losers = {identity.from_phase for identity, _ in at.values()}
     winners = {identity.to_phase for identity, _ in at.values()}
     starts = [window[0].at for _, window in levels.values()]
@@ -75,8 +80,8 @@ def one_round(
 def _newest_lead(
     view: EvaluatorView, history: History, target: str, vantage: str, params: d.DetectorParams
 ) -> tuple[tuple[Identity, d.Finding], tuple[LevelReference, list[RunData]]] | None:
-    """The vantage's newest run: the challenger leading its reference's leader by the fast
-    lane's lead, confirmed on that run (and the vantage's hours' levels beside it)."""
+    """The vantage's newest run: a challenger leading its reference's leader, confirmed on
+    that run (bootstrap, spread), and the vantage's hours' levels beside it."""
     reference = view.memory(target, vantage).reference
     if reference is None or reference.level is None or reference.mix.dominant is None:
         return None
@@ -90,9 +95,7 @@ def _newest_lead(
     finding = d.dominant_finding(
         newest, leader, candidate, params, view.rng(target), reference.spread
     )
-    if finding.signal is not d.Signal.HIT or finding.numbers["lead_pp"] < (
-        params.dominant_fast_lead_pp
-    ):
+    if finding.signal is not d.Signal.HIT:
         return None
     before = {"from_share_before_pct": round(100 * reference.mix.shares.get(leader, 0.0), 1)}
     finding = d.Finding(d.Signal.HIT, finding.numbers | before)
