@@ -7,16 +7,19 @@ of its run-to-run spreads, at every vantage at once: each round of it carries hu
 nats where an alert needs about twelve (bench/detection/README.md, "The oracle"). The
 fast lane still waits for two runs at each vantage and then for a second round to confirm
 (three rounds, four when the change falls between the vantages' runs of a slot). Here one
-round is enough, on three conditions that the false alarms of the benchmark fail:
-every present vantage (two at least) sees a challenger lead its reference's leader in its
+round is enough, when the false alarms of the benchmark fail each of these: every present
+vantage (two at least, none late) sees a challenger lead its reference's leader in its
 newest run, the lead's lower bound above 0 and beyond the reference's spread of one run
 (a near tie, or a load that swaps two phases for a run at one vantage, does not), by
 ``dominant_fast_lead_pp`` at one vantage at least (a collapse may leave a near vantage's
-queue, prefill and network within a few points of each other); the vantages agree on the
-phase that lost the lead or on the one that won, and it is the server's (queue, prefill,
-generation): the same change seen from each (a route is one vantage's); and that phase
-moved by ``dominant_round_z`` of its one-run spread, averaged over the vantages, and
-materially at each (a shared load moves the queue by a few spreads at most).
+queue, prefill and network within a few points of each other); each of those runs whole
+(at most ``CUT_SHARE`` of it cut at the deadline or failed: a run cut at the deadline
+reads its later phases as 0); the vantages agree on the phase that lost the lead or on
+the one that won, and it is the server's work (prefill, generation; not the queue, where a
+moment's load shows at every vantage at once); and that phase moved by
+``dominant_round_z`` (12) of its one-run spread, averaged over the vantages, and materially
+at each. The benchmark's collapses and regrowths read 30–33 spreads; its bad runs (the
+queue × 10–30 in one run at both vantages) 9–12, in the queue.
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ from app.analysis.level import LevelReference, pooled_z
 from app.analysis.runs import RunData
 
 Moved = tuple[Identity, d.Finding]
+# The phases one round may tell of: the server's work per request. Not the queue: a
+# moment's load shows there, at every vantage at once (the benchmark's isolated bad runs,
+# the queue × 10–30 in one run at both, read 9–12 spreads).
+ONE_ROUND_PHASES = d.SERVER_SIDE - {"queue"}
+# A run with more of its samples cut at the deadline or failed than this has no phase
+# medians to tell a change by in one run (cut at the deadline, the later phases read 0).
+CUT_SHARE = 0.1
 
 
 def one_round(
@@ -88,8 +98,10 @@ def _newest_lead(
     if reference.level.span.total_seconds() < params.level_min_days * 86400:
         return None
     newest = history.last(target, vantage, 1)
+    if not newest or newest[0].failed + newest[0].censored > CUT_SHARE * newest[0].samples:
+        return None
     leader = reference.mix.dominant
-    candidate = d.challenger(phase_mix(newest), leader, params) if newest else None
+    candidate = d.challenger(phase_mix(newest), leader, params)
     if candidate is None:
         return None
     finding = d.dominant_finding(
@@ -104,12 +116,12 @@ def _newest_lead(
 
 
 def _moved_phases(losers: set[str | None], winners: set[str | None]) -> list[tuple[str, float]]:
-    """The server-side phases the vantages agree may have moved: the one that lost the
-    lead (it shrank: sign −1), the one that won it (it grew: +1)."""
+    """The server's phases (``ONE_ROUND_PHASES``) the vantages agree may have moved: the
+    one that lost the lead (it shrank: sign −1), the one that won it (it grew: +1)."""
     moved = []
-    if len(losers) == 1 and (loser := next(iter(losers))) in d.SERVER_SIDE:
+    if len(losers) == 1 and (loser := next(iter(losers))) in ONE_ROUND_PHASES:
         moved.append((loser, -1.0))
-    if len(winners) == 1 and (winner := next(iter(winners))) in d.SERVER_SIDE:
+    if len(winners) == 1 and (winner := next(iter(winners))) in ONE_ROUND_PHASES:
         moved.append((winner, 1.0))
     return moved
 

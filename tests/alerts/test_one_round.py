@@ -28,10 +28,11 @@ OFF = PARAMS.model_copy(update={"dominant_round_z": 0})
 Mixes = Mapping[str, tuple[Mapping[str, float], Mapping[str, float]]]
 
 
-def timeline(seed: int, mixes: Mixes, load: float = 0.0) -> list[RunData]:
+def timeline(seed: int, mixes: Mixes, load: float = 0.0, cut: int = 0) -> list[RunData]:
     """A run every 15 min at each vantage (4 min apart), its mix the first of the pair
     before CHANGE and the second from it on; ``load``: the log-sd of a queue factor both
-    vantages' runs of a slot share (whole runs slowed together)."""
+    vantages' runs of a slot share (whole runs slowed together); ``cut``: samples of each
+    run from CHANGE on cut at the deadline."""
     rng = np.random.default_rng(seed)
     runs, at = [], T0
     while at < END:
@@ -40,7 +41,8 @@ def timeline(seed: int, mixes: Mixes, load: float = 0.0) -> list[RunData]:
             when = at + timedelta(minutes=4 * offset)
             mix = dict(after if when >= CHANGE else before)
             mix["queue"] = mix["queue"] * queue
-            runs.append(make_run(rng, when, mix, vantage=vantage))
+            censored = cut if when >= CHANGE else 0
+            runs.append(make_run(rng, when, mix, censored=censored, vantage=vantage))
         at += EVERY
     return sorted(runs, key=lambda run: run.at)
 
@@ -58,6 +60,8 @@ COLLAPSE = {"eu": (REASONING, COLLAPSED), "us": (REASONING | FAR, COLLAPSED | FA
 REGROWTH = {"eu": (COLLAPSED, REASONING), "us": (COLLAPSED | FAR, REASONING | FAR)}
 AT_ONE = {"eu": (REASONING, COLLAPSED), "us": (REASONING | FAR, REASONING | FAR)}
 QUIET = {"eu": (REASONING, REASONING), "us": (REASONING | FAR, REASONING | FAR)}
+BURST = LLM | {"generation": 450.0, "queue": 2400.0}  # the queue × 20: a moment's load
+QUEUE = {"eu": (REASONING, BURST), "us": (REASONING | FAR, BURST | FAR)}
 
 
 @pytest.mark.parametrize(
@@ -84,13 +88,15 @@ def test_a_change_every_vantage_shows_in_one_run_is_told_on_that_round(
 
 
 @pytest.mark.parametrize(
-    ("name", "mixes", "load"),
+    ("name", "mixes", "load", "cut"),
     [
-        ("one vantage's collapse", AT_ONE, 0.0),  # not yet the service's: no round-1 alert
-        ("whole runs slowed together", QUIET, 0.9),  # the queue × e^(0.9 z) in both runs
+        ("one vantage's collapse", AT_ONE, 0.0, 0),  # not yet the service's
+        ("whole runs slowed together", QUIET, 0.9, 0),  # the queue × e^(0.9 z) in both runs
+        ("the queue × 20 at both", QUEUE, 0.0, 0),  # where a moment's load shows
+        ("a collapse in runs cut at the deadline", COLLAPSE, 0.0, 5),  # 5 of 20 cut
     ],
 )
-def test_what_one_round_does_not_tell(name: str, mixes: Mixes, load: float) -> None:
+def test_what_one_round_does_not_tell(name: str, mixes: Mixes, load: float, cut: int) -> None:
     replay = Replay(PARAMS)
-    replay.feed(timeline(2, mixes, load))
+    replay.feed(timeline(2, mixes, load, cut))
     assert [t for t in replay.changes() if t.numbers.get("pooled_runs") == 1] == [], name

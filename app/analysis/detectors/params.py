@@ -127,9 +127,9 @@ class DetectorParams(BaseModel):
     )
     # A leader change every vantage shows in one run, its server-side phase moved this many
     # one-run spreads (pooled) and materially at each: told on that round
-    # (app/alerts/oneround.py). A shared load moves the queue a few spreads; a collapse, ~20.
+    # (app/alerts/oneround.py). A generation collapse or regrowth reads ~30.
     dominant_round_z: float = Field(
-        8.0,
+        12.0,
         ge=0,
         description="One round is enough when every vantage's newest run shows the leader"
         " change and its server-side phase moved this many spreads (pooled); 0: off.",
