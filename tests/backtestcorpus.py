@@ -7,7 +7,9 @@ and for level_shift, whose 6 transitions are embed's queue median growing with i
 the other 22 unchanged; those 6 are gone since level_shift's CUSUM is scaled by the
 held-out spread, which counts a 3-day reference's own error: the queue's +23–38 % for 6–12
 runs reads 10.5 and 6.7 nats against it (13.7, 13.5 before; the threshold 12), and the
-service's tail_shift tells that change from 01-08 00:30 — the other 19 unchanged).
+service's tail_shift tells that change from 01-08 00:30 — the other 19 unchanged; and for
+dominant_shift's one-round lane, which fires chat's collapse on its first round at both
+vantages, 12:00, where it was pending at 12:15 and firing at 12:30 — the other 17 unchanged).
 
 A detector change that means to change alerts re-records the file, with the changed code:
 

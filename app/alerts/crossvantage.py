@@ -21,6 +21,7 @@ from app.alerts.combine import KIND, Alerts, Found, Round, agreement, combine
 from app.alerts.history import History
 from app.alerts.identity import Alert, Identity
 from app.alerts.memory import EvaluatorView
+from app.alerts.oneround import one_round
 from app.alerts.pooling import grown, pooled_lane
 from app.analysis import detectors as d
 from app.analysis.dominance import phase_mix
@@ -64,6 +65,13 @@ class CrossVantage:
         seen = Round(present, late)
         combined = combine(view.alerts, target, seen, per_vantage, pooled)
         quiet = all(open_at(view.alerts, target, v) is None for v in present)
+        if quiet and not any(f.confirmed for f in combined.values()):
+            # One round of overwhelming evidence at every vantage (app.alerts.oneround):
+            # told now, in place of what the two-run lanes would confirm a round later.
+            moved = one_round(view, self.history, target, seen, params)
+            if moved is not None:  # it covers this round's other findings: those are dropped
+                held = {i: d.Finding(d.Signal.HOLD, f.numbers) for i, f in combined.items()}
+                return held | {moved[0]: moved[1]}
         if quiet and not any(f.signal is d.Signal.HIT for f in combined.values()):
             lane = pooled_lane(view, self.history, target, present, params, pooled)
             if lane is not None:  # one vantage's newest runs, the pooled growth behind them

@@ -54,7 +54,7 @@ def grown(
             starts = [window[0].at for window in windows if window]
             # A level_shift told before these runs: the hours' levels predate that change,
             # and a burst on top of it would read as the growth of one phase.
-            stale = bool(starts) and _level_told(view, target, min(starts))
+            stale = bool(starts) and level_told(view, target, min(starts))
             raw[phase] = None if stale else pooled_z(references, windows, phase)
         return raw[phase]
 
@@ -81,7 +81,7 @@ def grown(
     return ask
 
 
-def _level_told(view: EvaluatorView, target: str, before: datetime) -> bool:
+def level_told(view: EvaluatorView, target: str, before: datetime) -> bool:
     """A ``level_shift`` of ``target`` is active and fired before ``before``."""
     return any(
         identity.kind == "level_shift"

@@ -125,6 +125,15 @@ class DetectorParams(BaseModel):
     dominant_fast_runs: int = Field(
         2, ge=1, le=100, description="The newest runs that judge a lead that large."
     )
+    # A leader change every vantage shows in one run, its server-side phase moved this many
+    # one-run spreads (pooled) and materially at each: told on that round
+    # (app/alerts/oneround.py). A generation collapse or regrowth reads ~30.
+    dominant_round_z: float = Field(
+        12.0,
+        ge=0,
+        description="One round is enough when every vantage's newest run shows the leader"
+        " change and its server-side phase moved this many spreads (pooled); 0: off.",
+    )
     # Windows of two or three runs move together when whole runs do (shared load, busy
     # hours); the bootstrap over those runs cannot see it, the reference's runs can.
     dominant_spread_z: float = Field(
