@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -97,6 +98,13 @@ def page(browser: Any, base: str, allowed: list[str]) -> Iterator[Any]:
     assert unexpected == [], f"script errors: {unexpected}"
 
 
+def percent(share: float) -> str:
+    """A share as whatif.js writes it: ``(100 * v).toFixed(1)``, which takes the larger of
+    two equally near decimals of the exact double (76.25 -> 76.3) where Python's format
+    takes the even one (76.2)."""
+    return f"{Decimal(100 * share).quantize(Decimal('0.1'), ROUND_HALF_UP)} %"
+
+
 def cell(tab: Any, row: str, side: str) -> str:
     text: str = tab.locator(f'#whatif-table tr[data-row="{row}"] [data-side="{side}"]').inner_text()
     return text
@@ -125,7 +133,7 @@ def test_a_change_typed_in_the_panel_shows_the_numbers_and_draws_both_curves(
     for metric, found in objectives.items():
         for side in ("before", "after"):
             shown = cell(page, f"objective-{metric}", side)
-            assert shown == f"{100 * found[side]:.1f} %", (metric, side)
+            assert shown == percent(found[side]), (metric, side)
     before = page.evaluate(SERIES_PIXELS, ["[data-chart=whatif] canvas", [BEFORE]])
     after = page.evaluate(SERIES_PIXELS, ["[data-chart=whatif] canvas", [AFTER]])
     shoot(page, "whatif")
