@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from collections.abc import Iterator
@@ -67,9 +68,13 @@ def samples_csv(
     if target is not None:
         target_id_or_404(session, target)
     chunks = _exported(service.sessions, target, window.start, window.end)
+    # The first chunk before the headers: a database away then is a 503 (app.web.unavailable),
+    # not a 200 whose body is cut after it began.
+    first = next(chunks, None)
+    body = chunks if first is None else itertools.chain([first], chunks)
     name = f"phasewatch-{target or 'all'}-{window.start:%Y%m%dT%H%M%SZ}.csv"
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
-    return StreamingResponse(chunks, media_type="text/csv; charset=utf-8", headers=headers)
+    return StreamingResponse(body, media_type="text/csv; charset=utf-8", headers=headers)
 
 
 class _Pipe:
