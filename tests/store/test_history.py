@@ -49,19 +49,6 @@ def replace_id(run: RunData) -> RunData:
     )  # fmt: skip
 
 
-@pytest.fixture
-def sample_queries(engine: Engine) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.startswith("SELECT") and "FROM samples" in statement:
-            seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", count)
-    yield seen
-    event.remove(engine, "before_cursor_execute", count)
-
-
 def test_a_stored_run_comes_back_as_it_was_measured(sessions: sessionmaker[Session]) -> None:
     rng = np.random.default_rng(1)
     original = replace_id(make_run(rng, T0, censored=3, failed=2))
@@ -118,25 +105,25 @@ def test_a_run_without_any_timed_sample_is_kept(sessions: sessionmaker[Session])
 
 
 def test_runs_are_built_once_and_new_ones_found_even_when_they_arrive_late(
-    sessions: sessionmaker[Session], sample_queries: list[str]
+    sessions: sessionmaker[Session], sample_reads: list[str]
 ) -> None:
     runs = series(5, 6)
     store(sessions, *runs[:3], *runs[4:])
     history = DatabaseHistory(sessions)
     history.last("chat", "eu", 4)
-    assert len(sample_queries) == 1
+    assert len(sample_reads) == 1
     for count in (4, 2, 1, 4):
         history.last("chat", "eu", count)
-    assert len(sample_queries) == 1  # nothing new: nothing rebuilt
+    assert len(sample_reads) == 1  # nothing new: nothing rebuilt
     # A run flushed from the spool late, older than the newest already seen.
     store(sessions, runs[3])
     latest = history.last("chat", "eu", 4)
     assert [run.run_id for run in latest] == [run.run_id for run in runs[2:]]
-    assert len(sample_queries) == 2
+    assert len(sample_reads) == 2
     # The reference window reuses what is built and is kept for the same bounds.
     history.window("chat", "eu", T0, runs[5].at)
     history.window("chat", "eu", T0, runs[5].at)
-    assert len(sample_queries) == 3
+    assert len(sample_reads) == 3
 
 
 def test_vantages_are_those_with_a_run_in_the_last_seven_days(
@@ -157,7 +144,7 @@ def test_vantages_are_those_with_a_run_in_the_last_seven_days(
 
 
 def test_the_window_skips_runs_it_cannot_rebuild_without_asking_again(
-    sessions: sessionmaker[Session], sample_queries: list[str]
+    sessions: sessionmaker[Session], sample_reads: list[str]
 ) -> None:
     runs = series(10, 3)
     store(sessions, *runs)
@@ -166,21 +153,21 @@ def test_the_window_skips_runs_it_cannot_rebuild_without_asking_again(
     history = DatabaseHistory(sessions)
     assert history.window("chat", "eu", T0, T0 + timedelta(days=1)) == []
     assert history.last("chat", "eu", 3) == []
-    assert len(sample_queries) == 1
+    assert len(sample_reads) == 1
 
 
 def test_a_reference_window_longer_than_the_bound_is_not_kept(
-    sessions: sessionmaker[Session], sample_queries: list[str]
+    sessions: sessionmaker[Session], sample_reads: list[str]
 ) -> None:
     runs = series(11, 6)
     store(sessions, *runs)
     history = DatabaseHistory(sessions, kept_window_runs=4)
     for _ in range(2):
         history.window("chat", "eu", T0, runs[4].at)  # 4 runs: kept, read once
-    assert len(sample_queries) == 1
+    assert len(sample_reads) == 1
     for _ in range(2):
         history.window("chat", "eu", T0, runs[5].at + EVERY)  # 6 runs: read every time
-    assert len(sample_queries) == 3
+    assert len(sample_reads) == 3
 
 
 @pytest.fixture
@@ -197,7 +184,7 @@ def run_queries(engine: Engine) -> Iterator[list[str]]:
 
 
 def test_runs_the_store_hands_over_are_answered_from_memory_without_a_query(
-    sessions: sessionmaker[Session], run_queries: list[str], sample_queries: list[str]
+    sessions: sessionmaker[Session], run_queries: list[str], sample_reads: list[str]
 ) -> None:
     runs = series(12, 6)
     records = [record_of(run) for run in runs]
@@ -216,7 +203,7 @@ def test_runs_the_store_hands_over_are_answered_from_memory_without_a_query(
     assert [run.run_id for run in latest] == [run.run_id for run in runs[2:]]
     # Every answer from memory, after one seek for the newest run's id each.
     assert len(run_queries) == asked + 2 * len(records[3:])
-    assert sample_queries == []  # the runs handed over were never read back
+    assert sample_reads == []  # the runs handed over were never read back
     np.testing.assert_allclose(latest[-1].phases, runs[-1].phases)
     assert history.vantages("chat", runs[-1].at) == ["eu"]
 
@@ -355,7 +342,7 @@ def test_a_stored_run_comes_back_with_its_objective_values(
 
 
 def test_windows_of_twenty_lengths_read_samples_with_six_statements(
-    sessions: sessionmaker[Session], sample_queries: list[str]
+    sessions: sessionmaker[Session], sample_reads: list[str]
 ) -> None:
     # Each IN-list length is a statement SQLite prepares and caches apart (app.store.inlists).
     runs = series(12, 20)
@@ -363,8 +350,8 @@ def test_windows_of_twenty_lengths_read_samples_with_six_statements(
     for count in range(1, 21):
         window = DatabaseHistory(sessions).window("chat", "eu", T0, runs[count - 1].at + EVERY)
         assert [run.run_id for run in window] == [run.run_id for run in runs[:count]]
-    assert len(sample_queries) == 20
-    assert len(set(sample_queries)) == 6  # 1, 2, 4, 8, 16 and 32 parameters
+    assert len(sample_reads) == 20
+    assert len(set(sample_reads)) == 6  # 1, 2, 4, 8, 16 and 32 parameters
 
 
 def test_a_stored_streamed_run_comes_back_with_its_tpot_and_stall(

@@ -4,14 +4,13 @@ reading them back, on SQLite and PostgreSQL: the same digests and rollups either
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import Engine, delete, event, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.runs.dbsink import DatabaseSink
@@ -31,19 +30,6 @@ def _runs(count: int, vantage: str, seed: int) -> list[RunRecord]:
         record_of(make_run(rng, T0 + i * every, target="chat", vantage=vantage))
         for i in range(count)
     ]
-
-
-@pytest.fixture
-def sample_reads(engine: Engine) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.startswith("SELECT") and "FROM samples" in statement:
-            seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", count)
-    yield seen
-    event.remove(engine, "before_cursor_execute", count)
 
 
 def _stored(sessions: sessionmaker[Session]) -> tuple[list[Any], list[Any]]:
