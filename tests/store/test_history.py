@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import Engine, delete, event
+from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts.evaluate import Evaluator
@@ -170,21 +168,8 @@ def test_a_reference_window_longer_than_the_bound_is_not_kept(
     assert len(sample_reads) == 3
 
 
-@pytest.fixture
-def run_queries(engine: Engine) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.startswith("SELECT") and "FROM runs" in statement:
-            seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", count)
-    yield seen
-    event.remove(engine, "before_cursor_execute", count)
-
-
 def test_runs_the_store_hands_over_are_answered_from_memory_without_a_query(
-    sessions: sessionmaker[Session], run_queries: list[str], sample_reads: list[str]
+    sessions: sessionmaker[Session], run_reads: list[str], sample_reads: list[str]
 ) -> None:
     runs = series(12, 6)
     records = [record_of(run) for run in runs]
@@ -193,7 +178,7 @@ def test_runs_the_store_hands_over_are_answered_from_memory_without_a_query(
     for record in records[:3]:
         history.add(record)
     history.last("chat", "eu", 4)  # read once from the database
-    asked = len(run_queries)
+    asked = len(run_reads)
     for record in records[3:]:
         store_records(sessions, [record], T0)
         history.add(record)
@@ -202,7 +187,7 @@ def test_runs_the_store_hands_over_are_answered_from_memory_without_a_query(
         assert history.last("chat", "eu", 2) == latest[-2:]
     assert [run.run_id for run in latest] == [run.run_id for run in runs[2:]]
     # Every answer from memory, after one seek for the newest run's id each.
-    assert len(run_queries) == asked + 2 * len(records[3:])
+    assert len(run_reads) == asked + 2 * len(records[3:])
     assert sample_reads == []  # the runs handed over were never read back
     np.testing.assert_allclose(latest[-1].phases, runs[-1].phases)
     assert history.vantages("chat", runs[-1].at) == ["eu"]
@@ -224,7 +209,7 @@ def test_a_newer_run_stored_by_another_process_is_found_at_once(
 
 
 def test_an_evaluation_seeks_the_newest_run_once_and_the_next_finds_a_newer_one(
-    sessions: sessionmaker[Session], run_queries: list[str]
+    sessions: sessionmaker[Session], run_reads: list[str]
 ) -> None:
     runs = series(17, 4)
     records = [record_of(run) for run in runs]
@@ -233,25 +218,25 @@ def test_an_evaluation_seeks_the_newest_run_once_and_the_next_finds_a_newer_one(
     for record in records[:2]:
         history.add(record)
     history.last("chat", "eu", 3)  # read once from the database
-    asked = len(run_queries)
+    asked = len(run_reads)
     with history.evaluation():
         first = history.last("chat", "eu", 3)
         assert history.last("chat", "eu", 2) == first[-2:]
         store_records(sessions, records[2:3], T0)  # not handed over: another replica's
         assert history.last("chat", "eu", 3) == first  # this evaluation looked already
-    assert len(run_queries) == asked + 1  # one seek for the three
+    assert len(run_reads) == asked + 1  # one seek for the three
     with history.evaluation():
         found = history.last("chat", "eu", 3)
         assert history.last("chat", "eu", 1) == found[-1:]
     assert [r.run_id for r in found] == [r.run_id for r in runs[:3]]
-    asked = len(run_queries)
+    asked = len(run_reads)
     for _ in range(2):
         assert history.last("chat", "eu", 3) == found
-    assert len(run_queries) == asked + 2  # outside an evaluation: a seek every time
+    assert len(run_reads) == asked + 2  # outside an evaluation: a seek every time
 
 
 def test_a_steady_evaluation_asks_the_database_one_seek(
-    sessions: sessionmaker[Session], run_queries: list[str]
+    sessions: sessionmaker[Session], run_reads: list[str]
 ) -> None:
     runs = series(18, 12)
     records = [record_of(run) for run in runs]
@@ -261,10 +246,10 @@ def test_a_steady_evaluation_asks_the_database_one_seek(
     for record, run in zip(records, runs, strict=True):
         store_records(sessions, [record], T0)
         history.add(record)
-        asked = len(run_queries)
+        asked = len(run_reads)
         evaluator.evaluate("chat", "eu", run.at + timedelta(seconds=1))
         # ``last``'s statements: the seek for the newest run's id, or reading the newest runs
-        newest = [q for q in run_queries[asked:] if "ORDER BY runs.started_at DESC" in q]
+        newest = [q for q in run_reads[asked:] if "ORDER BY runs.started_at DESC" in q]
         seeks.append(len(newest))
     assert seeks[-4:] == [1, 1, 1, 1]  # once warm: one seek an evaluation, read nothing
 
@@ -298,7 +283,7 @@ def test_a_longer_tail_than_was_read_is_asked_of_the_database(
 
 
 def test_the_database_sink_hands_each_run_it_stored_to_the_history_once(
-    sessions: sessionmaker[Session], run_queries: list[str]
+    sessions: sessionmaker[Session], run_reads: list[str]
 ) -> None:
     runs = series(15, 3)
     records = [record_of(run) for run in runs]
@@ -312,12 +297,12 @@ def test_the_database_sink_hands_each_run_it_stored_to_the_history_once(
     sink = DatabaseSink(sessions, clock=lambda: runs[-1].at + EVERY, stored=stored)
     assert sink.store(records[0])
     history.last("chat", "eu", 3)
-    asked = len(run_queries)
+    asked = len(run_reads)
     assert sink.store_batch(records[1:]) == [True, True]
     assert sink.store(records[2]) is False  # stored already: not handed over again
     assert handed == [str(record.id) for record in records]
     assert [r.run_id for r in history.last("chat", "eu", 3)] == [r.run_id for r in runs]
-    assert len(run_queries) == asked + 1  # the seek for the newest run's id; no run read
+    assert len(run_reads) == asked + 1  # the seek for the newest run's id; no run read
 
 
 def test_a_stored_run_comes_back_with_its_objective_values(
