@@ -226,7 +226,7 @@ def has_llm_facts(details: Mapping[str, Any]) -> bool:
     by one (a plain HTTP sample's ``tokens`` are all null). Every metric reads the imported
     ``llm`` values, the stream, or the usage's prompt, completion or reasoning count."""
     get = details.get
-    if get("stream") or get("llm") is not None and isinstance(get("llm"), Mapping):
+    if get("stream") or isinstance(get("llm"), Mapping):
         return True
     usage = get("tokens")
     if not usage or not isinstance(usage, Mapping):

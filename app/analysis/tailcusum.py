@@ -197,6 +197,7 @@ def caps(channel: Channel, threshold: float) -> Array:
     if found is None:  # the same for every run against this reference: worked out once
         quick = WIND_DOWN * channel.fall >= threshold / 2
         found = channel.ceilings[threshold] = np.where(quick, threshold, 0.0).astype(np.float64)
+        found.flags.writeable = False  # shared by every run's step
     return found
 
 
