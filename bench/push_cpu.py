@@ -133,7 +133,9 @@ def main() -> None:
     parser.add_argument(
         "--runs", type=int, default=4000, help="runs a mode (1,000 series: 4 runs each)"
     )
-    parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument(
+        "--batch", type=int, default=10, help="runs a push, batched; 0: single only"
+    )
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--db-name", default="pw_bench_push_cpu")
     args = parser.parse_args()
@@ -144,7 +146,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "phasewatch.yaml"
         targets_file(config, agents, {a: f"bench-token-of-{a}" for a in agents}, TARGETS, True)
-        for batch in (0, args.batch):
+        for batch in (0, args.batch) if args.batch else (0,):
             create_database(url, args.pg)
             try:
                 rows.append(_measure(url, config, batch, args.runs))

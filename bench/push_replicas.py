@@ -25,6 +25,7 @@ from typing import IO
 
 import httpx
 
+START_S = 120.0  # at most, for a serve to answer (a busy machine starts it slowly)
 SETTLE_S = 60.0  # at most, for the replicas to share the targets out
 _METRIC = re.compile(r'^(phasewatch_replicas?_\w+?)(?:_total)?(?:\{way="(\w+)"\})? (\S+)$')
 LIVE, TARGETS = "phasewatch_replicas_live", "phasewatch_replica_targets"
@@ -108,7 +109,7 @@ class Servers:
     def wait_ready(self, targets: int) -> None:
         """Every replica answers /healthz and, with several, every one reads all leases and
         their shares add up to ``targets``."""
-        deadline = time.monotonic() + 30 + (SETTLE_S if self.count > 1 else 0)
+        deadline = time.monotonic() + START_S + (SETTLE_S if self.count > 1 else 0)
         while time.monotonic() < deadline:
             if self._ready(targets):
                 return
