@@ -21,8 +21,19 @@ sent (p99 behind each push's due time): a rate not offered on time is the genera
 limit, not the server's. Loopback only; every loop is bounded by its phase's time and a
 count.
 
+``--replicas N`` starts N ``serve`` replicas on the one PostgreSQL database
+(``bench.push_replicas``) and waits until they share the targets out; each agent pushes to
+one of them (``--spread agent``: agent k to replica k mod N) or to each in turn
+(``--spread request``). Each replica's row says the pushes it took, their latency, its CPU
+a run it stored and the evaluations it asked of a target's owner or claimed as one; the
+``all`` row, everything, with the database's backends' CPU a run beside. ``--profile S``
+records py-spy (``--gil``) on each serve for S seconds of each phase; ``--app-tree`` runs
+serve from another checkout (the other side of a before/after pair).
+
     .venv/bin/python -m bench.agents_ingest --backends postgresql
     .venv/bin/python -m bench.agents_ingest --backends postgresql --phases paced,batched --batch 10
+    .venv/bin/python -m bench.agents_ingest --backends postgresql --phases paced --rate 10000 \
+        --replicas 2
 """
 
 from __future__ import annotations
@@ -33,9 +44,6 @@ import gzip
 import json
 import os
 import secrets
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,10 +51,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
-
 from app.agents.wire import BATCH_PATH, RUNS_PATH, SENT_AT_HEADER, VANTAGE_HEADER
 from bench.common import RunClock, machine_info, pct, print_table
+from bench.push_replicas import Profiles, Servers, backends_cpu_s, cpu_s, metrics_of
 from bench.rawpush import PushError, RawPusher, request_head
 from bench.store_common import (
     Synth,
@@ -126,35 +133,60 @@ def requests(
 @dataclass
 class Window:
     """The phase's time, opened when every agent holds its connection (making twenty
-    clients took part of a 20 s window and showed as a lower rate than the one offered)."""
+    clients took part of a 20 s window and showed as a lower rate than the one offered);
+    the servers' CPU and their database backends' at its start."""
 
     seconds: float
-    pid: int
+    pids: list[int]
+    database: str
     began: float = 0.0
     until: float = 0.0
-    cpu_before: float = 0.0
+    cpu_before: list[float] = field(default_factory=list)
+    backends_before: dict[int, float] = field(default_factory=dict)
 
     def open(self) -> None:
-        self.cpu_before, self.began = server_cpu_s(self.pid), time.monotonic()
+        self.cpu_before = [cpu_s(pid) for pid in self.pids]
+        self.backends_before = backends_cpu_s(self.database)
+        self.began = time.monotonic()
         self.until = self.began + self.seconds
+
+    def servers_cpu_s(self) -> list[float]:
+        return [cpu_s(pid) - was for pid, was in zip(self.pids, self.cpu_before, strict=True)]
+
+    def backends_cpu_s(self) -> float:
+        """The database's backends, those of the window's start and those opened since."""
+        now = backends_cpu_s(self.database)
+        return sum(cpu - self.backends_before.get(pid, 0.0) for pid, cpu in now.items())
+
+
+@dataclass
+class Agent:
+    """One agent's connections (one, or one to each replica) and which replica each is to;
+    its ``k``-th push goes to ``pushers[(first + k) % len(pushers)]``."""
+
+    pushers: list[RawPusher]
+    replicas: list[int]
+    first: int = 0
 
 
 async def push_all(
-    pusher: RawPusher,
+    agent: Agent,
     payloads: list[Payload],
     every_s: float,
     window: Window,
-    tally: Tally,
+    tallies: list[Tally],
     offset_s: float = 0.0,
 ) -> None:
     due, until = window.began + offset_s, window.until
-    for head, body, runs in payloads:
+    for k, (head, body, runs) in enumerate(payloads):
         if every_s:
             ahead = due - time.monotonic()
             if ahead > 0:
                 await asyncio.sleep(ahead)
         if time.monotonic() >= until:
             return
+        which = (agent.first + k) % len(agent.pushers)
+        pusher, tally = agent.pushers[which], tallies[agent.replicas[which]]
         began = time.monotonic()
         if every_s:
             tally.late.append(max(0.0, began - due))
@@ -172,26 +204,34 @@ async def push_all(
             tally.latencies.append(took)
 
 
+async def connect(ports: list[int], k: int, spread: str) -> Agent:
+    """Agent ``k``'s connections: to replica ``k % N`` alone (``agent``), or to every
+    replica, its pushes taken in turn beginning at ``k % N`` (``request``: a balancer that
+    sends each request elsewhere)."""
+    if spread == "agent":
+        mine = [k % len(ports)]
+    else:
+        mine = list(range(len(ports)))
+    pushers = [await RawPusher.connect("127.0.0.1", ports[r]) for r in mine]
+    return Agent(pushers, mine, 0 if spread == "agent" else k % len(ports))
+
+
 async def drive(
-    port: int, payloads: dict[str, list[Payload]], every_s: float, window: Window,
-    tally: Tally, starts: list[float],
+    ports: list[int], payloads: dict[str, list[Payload]], every_s: float, window: Window,
+    tallies: list[Tally], starts: list[float], spread: str,
 ) -> None:  # fmt: skip
     """Every agent connected before the window opens, then all of them pushing."""
-    pushers = [await RawPusher.connect("127.0.0.1", port) for _ in payloads]
+    agents = [await connect(ports, k, spread) for k in range(len(payloads))]
     window.open()
     try:
         await asyncio.gather(*(
-            push_all(pusher, mine, every_s, window, tally, offset)
-            for pusher, mine, offset in zip(pushers, payloads.values(), starts, strict=True)
+            push_all(agent, mine, every_s, window, tallies, offset)
+            for agent, mine, offset in zip(agents, payloads.values(), starts, strict=True)
         ))  # fmt: skip
     finally:
-        for pusher in pushers:
-            await pusher.close()
-
-
-def server_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        for agent in agents:
+            for pusher in agent.pushers:
+                await pusher.close()
 
 
 PHASES = ("paced", "flat", "batched")
@@ -203,9 +243,9 @@ def offsets(agents: int, every_s: float, aligned: bool) -> list[float]:
     return [0.0 if aligned else k * every_s / agents for k in range(agents)]
 
 
-def phase(
-    name: str, port: int, pid: int, tokens: dict[str, str], args: argparse.Namespace
-) -> list[str]:
+def phase(name: str, servers: Servers, tokens: dict[str, str], args: argparse.Namespace,
+          database: str) -> list[list[str]]:  # fmt: skip
+    """The phase's rows: one a replica, then (several) all of them."""
     agents = sorted(tokens)
     paced = name != "flat"
     batch = args.batch if name == "batched" else 0
@@ -213,79 +253,104 @@ def phase(
     count = int(args.seconds / per_agent_s) + 2 if paced else args.flat_count
     count = min(count, MAX_PUSHES // len(agents))
     seed = PHASES.index(name) + 1
-    host = f"127.0.0.1:{port}"
+    host = "127.0.0.1"  # every replica's: the Host header names no port
     payloads = {
         a: requests(host, a, tokens[a], batch,
                     bodies(a, args.targets, count, seed * 1000 + i, batch))
         for i, a in enumerate(agents)
     }  # fmt: skip
     per_agent_s *= max(batch, 1)
-    tally, window = Tally(batch), Window(args.seconds, pid)
+    tallies = [Tally(batch) for _ in servers.ports]
+    window = Window(args.seconds, servers.pids, database)
     starts = offsets(len(agents), per_agent_s, args.aligned)
+    before = [metrics_of(port) for port in servers.ports]
     own_cpu = time.process_time()
+    spy = Profiles(servers.pids, min(args.profile, args.seconds), args.profile_dir, name)
     asyncio.run(
-        asyncio.wait_for(drive(port, payloads, per_agent_s, window, tally, starts),
-                         args.seconds + 60)
+        asyncio.wait_for(drive(servers.ports, payloads, per_agent_s, window, tallies, starts,
+                               args.spread), args.seconds + 60)
     )  # fmt: skip
     wall = time.monotonic() - window.began
-    cpu = server_cpu_s(pid) - window.cpu_before
+    cpu, pg_cpu = window.servers_cpu_s(), window.backends_cpu_s()
     own_cpu = time.process_time() - own_cpu
-    stored = tally.stored
+    spy.wait()
+    after = [metrics_of(port) for port in servers.ports]
+    evaluations = [_asked_claimed(was, now) for was, now in zip(before, after, strict=True)]
+    label = f"batched ({batch} a push)" if batch else {"flat": "flat out"}.get(name, name)
+    if len(tallies) == 1:
+        return [
+            [label, "1", *_numbers(tallies[0], wall, cpu[0], evaluations[0], (pg_cpu, own_cpu))]
+        ]
+    rows = [[label, f"{k + 1} of {len(tallies)}", *_numbers(tally, wall, cpu[k], evaluations[k])]
+            for k, tally in enumerate(tallies)]  # fmt: skip
+    asked = sum(e[0] for e in evaluations), sum(e[1] for e in evaluations)
+    whole = _numbers(_merged(tallies), wall, sum(cpu), asked, (pg_cpu, own_cpu))
+    return [*rows, [label, "all", *whole]]
+
+
+def _asked_claimed(before: dict[str, float], after: dict[str, float]) -> tuple[int, int]:
+    """Evaluations this replica asked of an owner, and claimed as the owner, in the phase."""
+    asked = after.get("asked", 0) - before.get("asked", 0)
+    return int(asked), int(after.get("claimed", 0) - before.get("claimed", 0))
+
+
+def _merged(tallies: list[Tally]) -> Tally:
+    merged = Tally(tallies[0].batch)
+    for tally in tallies:
+        merged.latencies += tally.latencies
+        merged.late += tally.late
+        merged.offered += tally.offered
+        merged.stored += tally.stored
+        merged.failed += tally.failed
+    return merged
+
+
+def _numbers(tally: Tally, wall: float, cpu: float, evaluations: tuple[int, int],
+             shared: tuple[float, float] | None = None) -> list[str]:  # fmt: skip
+    """offered/min, sent late p99, runs/min, p50, p99, max, the server's CPU a run, then
+    (``shared``: the database's backends' CPU and the agents', on the phase's whole row
+    only) theirs a run, the evaluations asked / claimed, failed."""
     ms = [x * 1000 for x in tally.latencies] or [0.0]
     late = [x * 1000 for x in tally.late] or [0.0]
+    per_run = 1000 / max(tally.stored, 1)
     return [
-        f"batched ({batch} a push)" if batch else {"flat": "flat out"}.get(name, name),
         f"{tally.offered / wall * 60:,.0f}",
         f"{pct(late, 99):.1f}",
-        f"{stored / wall * 60:,.0f}",
+        f"{tally.stored / wall * 60:,.0f}",
         f"{pct(ms, 50):.1f}",
         f"{pct(ms, 99):.1f}",
         f"{max(ms):.1f}",
-        f"{cpu / max(stored, 1) * 1000:.2f}",
-        f"{own_cpu / max(tally.offered, 1) * 1000:.2f}",
+        f"{cpu * per_run:.2f}",
+        "–" if shared is None else f"{shared[0] * per_run:.2f}",
+        "–" if shared is None else f"{shared[1] * 1000 / max(tally.offered, 1):.2f}",
+        f"{evaluations[0]:,} / {evaluations[1]:,}",
         str(tally.failed),
     ]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def run_backend(backend: str, args: argparse.Namespace) -> list[list[str]]:
     url = database_url(backend, args.db_name, args.pg, args.sqlite_dir)
+    if backend == "sqlite" and args.replicas > 1:
+        raise SystemExit("replicas share PostgreSQL only: SQLite serves one process")
     create_database(url, args.pg)
     agents = [f"agent-{k:02d}" for k in range(1, args.agents + 1)]
     tokens = {name: secrets.token_urlsafe(24) for name in agents}
-    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "phasewatch.yaml"
         targets_file(config, agents, tokens, args.targets, not args.no_detectors)
-        env = os.environ | {"PHASEWATCH_DATABASE_URL": url, "PHASEWATCH_SPOOL_DIR": f"{tmp}/spool"}
+        env = os.environ | {"PHASEWATCH_DATABASE_URL": url}
+        if args.app_tree is not None:  # the serve's app from another checkout (a pair)
+            env["PYTHONPATH"] = str(args.app_tree.resolve())
         command = [sys.executable, "-m", "app", "serve", "--config", str(config)]
-        log = Path(tmp, "serve.log").open("w")
-        server = subprocess.Popen(
-            [*command, "--port", str(port), "--log-level", "warning"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        base = f"http://127.0.0.1:{port}"
+        servers = Servers(command, env, Path(tmp), args.replicas)
         label = f"{backend}{' (no detectors)' if args.no_detectors else ''}"
         try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
-            rows = [[label, *phase(name, port, server.pid, tokens, args)] for name in args.phases]
+            servers.start()
+            servers.wait_ready(args.targets)
+            rows = [[label, *row] for name in args.phases
+                    for row in phase(name, servers, tokens, args, args.db_name)]  # fmt: skip
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(15)
-            log.close()
+            servers.stop()
             if not args.keep:
                 drop_database(url, args.pg)
     return rows
@@ -313,6 +378,25 @@ def main() -> None:
         action="store_true",
         help="paced agents all push at the same instant (a burst each interval), not spread",
     )
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="serve replicas on the one PostgreSQL database"
+    )
+    parser.add_argument(
+        "--spread",
+        choices=("agent", "request"),
+        default="agent",
+        help="with replicas: each agent to one replica (agent k to replica k mod N), or each"
+        " agent's pushes to every replica in turn",
+    )
+    parser.add_argument(
+        "--profile", type=float, default=0.0, help="seconds of py-spy on each serve a phase"
+    )
+    parser.add_argument("--profile-dir", type=Path, default=Path("/tmp/pw-agents-ingest"))
+    parser.add_argument(
+        "--app-tree",
+        type=Path,
+        help="run serve with this checkout's app (PYTHONPATH): the other side of a pair",
+    )
     args = parser.parse_args()
     args.phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     unknown = set(args.phases) - set(PHASES)
@@ -323,9 +407,10 @@ def main() -> None:
     rows = []
     for backend in backends(args.backends):
         rows += run_backend(backend, args)
-    headers = ["backend", "phase", "offered/min", "sent late p99 ms", "runs/min", "push p50 ms",
-               "p99 ms", "max ms"]  # fmt: skip
-    print_table([*headers, "server CPU ms/run", "agents' CPU ms/run", "failed"], rows)
+    headers = ["backend", "phase", "replica", "offered/min", "sent late p99 ms", "runs/min",
+               "push p50 ms", "p99 ms", "max ms", "server CPU ms/run", "PostgreSQL CPU ms/run",
+               "agents' CPU ms/run", "evaluations asked / claimed", "failed"]  # fmt: skip
+    print_table(headers, rows)
     print(clock.report())
 
 

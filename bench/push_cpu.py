@@ -1,6 +1,8 @@
 """The CPU a pushed run costs the server without HTTP: its push stored (gunzip, parse, the
 door, the store: ``store_one`` / ``store_many`` on the service's own sink, as
-``app.agents.server`` calls them), then the rollups' catch-up of those runs, each timed by
+``app.agents.server`` calls them), each stored run evaluated right after its push (the
+service's ``after_store``: alert evaluation by the target's owner, then /metrics, as a
+quiet server does it, every run), then the rollups' catch-up of those runs, each timed by
 the CPU clock of the thread doing it (``time.thread_time``), per run.
 
 The service is built as ``serve`` builds it (``app.main.build_service``: its sink hands
@@ -18,14 +20,19 @@ import argparse
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy import Engine, event
 
 from app.agents.server.access import PushCheck
 from app.agents.server.ingest import Database, store_many, store_one
 from app.config import Settings
 from app.main import build_service
+from app.store.records import RunRecord
 from app.store.rollups.catchup import catch_up
 from bench.agents_ingest import bodies, targets_file
 from bench.common import machine_info, print_table
@@ -52,12 +59,16 @@ def _measure(url: str, config: Path, batch: int, runs: int) -> list[str]:
     names = frozenset(f"t{k:03d}" for k in range(TARGETS))
     store = store_many if batch else store_one
     pushes = _pushes(batch, runs)
-    stored = 0
-    began = time.thread_time()
+    stored, storing = 0, 0.0
+    evaluations = _Evaluations(service.after_store, _Statements(service.engine))
     for agent, body in pushes:
-        answer: Any = store(database, PushCheck(agent, names), lambda _run: None, body, True)
+        fresh: list[RunRecord] = []
+        began = time.thread_time()
+        answer: Any = store(database, PushCheck(agent, names), fresh.append, body, True)
+        storing += time.thread_time() - began
         stored += len(answer) if batch else int(answer)
-    storing = time.thread_time() - began
+        for run in fresh:
+            evaluations.after(run)
     in_hand = getattr(service.upkeep, "in_hand", None)  # None: a tree without it
     began = time.thread_time()
     since, now = datetime.now(UTC) - timedelta(days=1), datetime.now(UTC)
@@ -67,15 +78,64 @@ def _measure(url: str, config: Path, batch: int, runs: int) -> list[str]:
     catching = time.thread_time() - began
     service.engine.dispose()
     label = f"batches of {batch}" if batch else "one run a push"
-    return [label, str(stored), f"{storing / stored * 1000:.3f}", str(added),
-            f"{catching / max(added, 1) * 1000:.3f}",
-            f"{(storing / stored + catching / max(added, 1)) * 1000:.3f}"]  # fmt: skip
+    later = max(evaluations.runs[1], 1)
+    each = [storing / stored, evaluations.cpu[1] / later, catching / max(added, 1)]
+    first = evaluations.cpu[0] / max(evaluations.runs[0], 1)
+    return [label, str(stored), *(f"{ms * 1000:.3f}" for ms in each), str(added),
+            f"{sum(each) * 1000:.3f}", f"{first * 1000:.3f}",
+            f"{evaluations.statements.count / later:.1f}"]  # fmt: skip
+
+
+class _Evaluations:
+    """``after_store`` of each stored run, timed: the first of its (target, vantage) apart
+    (its series and the target's alert memory read from the database: once a series in
+    ``serve``), then the later ones, whose statements are counted."""
+
+    def __init__(self, after_store: Callable[[RunRecord], object], statements: _Statements):
+        self.after_store, self.statements = after_store, statements
+        self.seen: set[tuple[str, str]] = set()
+        self.cpu, self.runs = [0.0, 0.0], [0, 0]
+
+    def after(self, run: RunRecord) -> None:
+        later = int((run.target, run.vantage) in self.seen)
+        self.seen.add((run.target, run.vantage))
+        began = time.thread_time()
+        if later:
+            with self.statements.counting():
+                self.after_store(run)
+        else:
+            self.after_store(run)
+        self.cpu[later] += time.thread_time() - began
+        self.runs[later] += 1
+
+
+class _Statements:
+    """Statements sent to the database while ``counting`` (the evaluations')."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.count, self._on = 0, False
+        event.listen(engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, *_args: object) -> None:
+        self.count += self._on
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        self._on = True
+        try:
+            yield
+        finally:
+            self._on = False
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=2000, help="runs a mode")
-    parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument(
+        "--runs", type=int, default=4000, help="runs a mode (1,000 series: 4 runs each)"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=10, help="runs a push, batched; 0: single only"
+    )
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--db-name", default="pw_bench_push_cpu")
     args = parser.parse_args()
@@ -86,14 +146,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "phasewatch.yaml"
         targets_file(config, agents, {a: f"bench-token-of-{a}" for a in agents}, TARGETS, True)
-        for batch in (0, args.batch):
+        for batch in (0, args.batch) if args.batch else (0,):
             create_database(url, args.pg)
             try:
                 rows.append(_measure(url, config, batch, args.runs))
             finally:
                 drop_database(url, args.pg)
-    headers = ["mode", "runs stored", "store CPU ms/run", "caught up", "catch-up ms/run"]
-    print_table([*headers, "both ms/run"], rows)
+    headers = ["mode", "runs stored", "store CPU ms/run", "evaluation ms/run", "catch-up ms/run"]
+    headers += ["caught up", "all ms/run", "a series' first evaluation ms", "statements/evaluation"]
+    print_table(headers, rows)
 
 
 if __name__ == "__main__":

@@ -34,12 +34,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunCount, RunData, run_from_samples
-from app.store.historyrows import heads_of, samples_of
-from app.store.models import RunRow, TargetRow
+from app.store.historyrows import (
+    heads_of,
+    newest_by_vantage,
+    newest_of_each,
+    run_counts,
+    samples_of,
+)
+from app.store.models import RunRow
 from app.store.records import RunRecord, RunStatus
 
 # The contract's 7 days (app.alerts.history, not imported: alerts already import store).
@@ -52,12 +57,6 @@ FED_VANTAGES_TTL = timedelta(seconds=RESYNC_S)
 UNASKED_KEPT = 16
 
 Key = tuple[str, str]
-# The newest complete run of a (target, vantage): built once, asked at every evaluation.
-_NEWEST = (
-    heads_of(bindparam("target"), bindparam("vantage"))
-    .order_by(RunRow.started_at.desc(), RunRow.id.desc())
-    .limit(1)
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +81,7 @@ class DatabaseHistory:
         # Per target: when asked, and each vantage's newest run in the 7 days before.
         self._newest: dict[str, tuple[datetime, dict[str, datetime]]] = {}
         self._unbuildable: set[uuid.UUID] = set()
+        self._series: dict[str, set[str]] = {}  # each target's vantages whose runs are kept
         # Fed by ``add``: per key, when (monotonic) the newest ``n`` runs were read, so
         # that the last ``n`` kept are the database's own.
         self._fed: set[Key] = set()
@@ -103,6 +103,7 @@ class DatabaseHistory:
         with self._lock:
             self._fed.add(key)
             self._fed_targets.add(record.target)
+            self._series.setdefault(record.target, set()).add(record.vantage)
             recent = self._recent.setdefault(key, [])
             if any(kept.run_id == run.run_id for kept in recent):
                 return
@@ -184,21 +185,31 @@ class DatabaseHistory:
     def _still_newest(self, key: Key) -> bool:
         """The database's newest complete run of ``key`` is the newest kept: no other
         process (another replica taking an agent's pushes, an import) stored a newer one
-        since. One index seek (once an ``evaluation``); the runs kept are never read again."""
+        since. One index seek, once an ``evaluation`` (``_ask_newest``); the runs kept are never
+        read again."""
         looked = self._looks()
         if looked is not None and key in looked:
             newest = looked[key]
         else:
-            engine = self.sessions.kw["bind"]
-            with engine.connect() as connection:  # a Core connection: no Session to set up
-                row = connection.execute(_NEWEST, {"target": key[0], "vantage": key[1]}).first()
-            newest = None if row is None else str(row[0])
+            found = self._ask_newest(key, looked)
+            newest = found[key]
             if looked is not None:
-                looked[key] = newest
+                looked.update(found)
         recent = self._recent.get(key, [])
         if newest is None or not recent:
             return newest is None and not recent
         return newest == recent[-1].run_id
+
+    def _ask_newest(self, key: Key, looked: dict[Key, str | None] | None) -> dict[Key, str | None]:
+        """``key``'s newest run id; once a second series of its target is asked in one
+        evaluation, also every other series of it kept here, in the same statement: the
+        vantages judged together ask for each (one round trip, not one a vantage)."""
+        wanted = {key[1]}
+        if looked is not None and any(asked[0] == key[0] for asked in looked):
+            wanted |= {v for v in self._series.get(key[0], ()) if (key[0], v) not in looked}
+        with self.sessions.kw["bind"].connect() as connection:  # Core: no Session to set up
+            found = newest_of_each(connection, key[0], sorted(wanted))
+        return {(key[0], vantage): run for vantage, run in found.items()}
 
     def _looks(self) -> dict[Key, str | None] | None:
         """This thread's ``evaluation``'s newest run id by series; None outside one."""
@@ -224,33 +235,12 @@ class DatabaseHistory:
         """From the run rows alone: every column read is in ``ix_runs_chart``, so this is
         an index-only range scan; no sample is read."""
         with self.sessions() as session:
-            rows = session.execute(
-                select(RunRow.started_at, RunRow.n_ok, RunRow.n_deadline_exceeded, RunRow.n_samples)
-                .join(TargetRow, RunRow.target_id == TargetRow.id)
-                .where(
-                    TargetRow.name == target,
-                    RunRow.vantage == vantage,
-                    RunRow.status == RunStatus.COMPLETE,
-                    RunRow.started_at >= start,
-                    RunRow.started_at < end,
-                )
-            ).all()
+            rows = run_counts(session, target, vantage, start, end)
         return sorted(RunCount(at, ok + missed, missed, n) for at, ok, missed, n in rows)
 
     def _newest_runs(self, target: str, now: datetime) -> dict[str, datetime]:
         with self.sessions() as session:
-            found = session.execute(
-                select(RunRow.vantage, func.max(RunRow.started_at))
-                .join(TargetRow, RunRow.target_id == TargetRow.id)
-                .where(
-                    TargetRow.name == target,
-                    RunRow.status == RunStatus.COMPLETE,
-                    RunRow.started_at >= now - PRESENT_FOR,
-                    RunRow.started_at <= now,
-                )
-                .group_by(RunRow.vantage)
-            ).all()
-        return dict(found)
+            return newest_by_vantage(session, target, now - PRESENT_FOR, now)
 
     # Building runs ------------------------------------------------------------------------
 
@@ -283,6 +273,7 @@ class DatabaseHistory:
         return runs
 
     def _keep_recent(self, key: Key, runs: list[RunData], count: int) -> None:
+        self._series.setdefault(key[0], set()).add(key[1])
         capacity = self._capacity[key] = max(self._capacity.get(key, 0), count)
         if len(runs) >= capacity:
             self._recent[key] = runs[-capacity:]

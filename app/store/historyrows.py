@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import BindParameter, Select, select
+from sqlalchemy import (
+    BindParameter,
+    Connection,
+    Select,
+    String,
+    TextualSelect,
+    Uuid,
+    column,
+    func,
+    select,
+    text,
+)
 from sqlalchemy.orm import Session
 
 from app.store.inlists import padded
@@ -66,3 +79,71 @@ def samples_of(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, li
             sample = StoredSample(status, total_ms, phases, marks, details)
             found.setdefault(run_id, []).append(sample)
     return found
+
+
+def run_counts(
+    session: Session, target: str, vantage: str, start: datetime, end: datetime
+) -> Sequence[tuple[datetime, int, int, int]]:
+    """A series' complete runs in [start, end): start, ok, deadline missed, samples. Every
+    column read is in ``ix_runs_chart``: an index-only range scan, no sample read."""
+    return session.execute(
+        select(RunRow.started_at, RunRow.n_ok, RunRow.n_deadline_exceeded, RunRow.n_samples)
+        .join(TargetRow, RunRow.target_id == TargetRow.id)
+        .where(
+            TargetRow.name == target,
+            RunRow.vantage == vantage,
+            RunRow.status == RunStatus.COMPLETE,
+            RunRow.started_at >= start,
+            RunRow.started_at < end,
+        )
+    ).all()
+
+
+def newest_by_vantage(
+    session: Session, target: str, since: datetime, until: datetime
+) -> dict[str, datetime]:
+    """Each vantage's newest complete run of ``target`` started in [since, until]: when."""
+    found = session.execute(
+        select(RunRow.vantage, func.max(RunRow.started_at))
+        .join(TargetRow, RunRow.target_id == TargetRow.id)
+        .where(
+            TargetRow.name == target,
+            RunRow.status == RunStatus.COMPLETE,
+            RunRow.started_at >= since,
+            RunRow.started_at <= until,
+        )
+        .group_by(RunRow.vantage)
+    ).all()
+    return dict(found)
+
+
+# Each vantage asked of, as rows: a list bound as one parameter (an array; JSON on SQLite).
+_VANTAGES = {
+    "postgresql": "unnest(CAST(:vantages AS varchar[])) AS v (vantage)",
+    "sqlite": "(SELECT value AS vantage FROM json_each(:vantages)) AS v",
+}
+_NEWEST_OF_EACH = """SELECT v.vantage, (
+    SELECT runs.id FROM runs
+    WHERE runs.target_id = t.id AND runs.vantage = v.vantage AND runs.status = :complete
+    ORDER BY runs.started_at DESC, runs.id DESC LIMIT 1
+) AS id FROM targets t, {vantages} WHERE t.name = :target"""
+
+
+def newest_of_each(
+    connection: Connection, target: str, vantages: Sequence[str]
+) -> dict[str, str | None]:
+    """Each of ``vantages``' newest complete run of ``target`` (its id; None: it has none),
+    in one statement: an index seek a vantage, one round trip for them all."""
+    dialect = connection.dialect.name
+    listed = list(vantages) if dialect == "postgresql" else json.dumps(list(vantages))
+    bound = {"target": target, "vantages": listed, "complete": RunStatus.COMPLETE.value}
+    rows = connection.execute(_newest_of_each(dialect), bound)
+    found = {vantage: None if run_id is None else str(run_id) for vantage, run_id in rows}
+    return {vantage: found.get(vantage) for vantage in vantages}
+
+
+@cache
+def _newest_of_each(dialect: str) -> TextualSelect:
+    return text(_NEWEST_OF_EACH.format(vantages=_VANTAGES[dialect])).columns(
+        column("vantage", String), column("id", Uuid)
+    )

@@ -254,6 +254,31 @@ def test_a_steady_evaluation_asks_the_database_one_seek(
     assert seeks[-4:] == [1, 1, 1, 1]  # once warm: one seek an evaluation, read nothing
 
 
+def test_a_targets_vantages_judged_together_ask_their_newest_runs_in_two_statements(
+    sessions: sessionmaker[Session], run_reads: list[str]
+) -> None:
+    vantages = ["ap", "eu", "us", "za"]
+    runs = {v: series(40 + k, 3, vantage=v) for k, v in enumerate(vantages)}
+    history = DatabaseHistory(sessions)
+    for v in vantages:
+        for record in [record_of(run) for run in runs[v][:2]]:
+            store_records(sessions, [record], T0)
+            history.add(record)
+        history.last("chat", v, 2)  # read once from the database
+    asked = len(run_reads)
+    with history.evaluation():
+        found = {v: history.last("chat", v, 2) for v in vantages}
+    seeks = [q for q in run_reads[asked:] if "ORDER BY runs.started_at DESC" in q]
+    assert len(seeks) == 2  # the first series alone, then every other one at once
+    assert all([r.run_id for r in found[v]] == [r.run_id for r in runs[v][:2]] for v in vantages)
+    # Not handed over: another replica took this push; the next evaluation finds it.
+    store_records(sessions, [record_of(runs["us"][2])], T0)
+    with history.evaluation():
+        found = {v: history.last("chat", v, 2) for v in vantages}
+    assert [r.run_id for r in found["us"]] == [r.run_id for r in runs["us"][1:]]
+    assert [r.run_id for r in found["za"]] == [r.run_id for r in runs["za"][:2]]
+
+
 def test_an_older_run_stored_by_another_process_is_found_at_the_next_resync(
     sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
 ) -> None:
