@@ -28,7 +28,7 @@ from app.export.environment import exporter_from_environment
 from app.export.exporter import RunExporter
 from app.notifiers import build_notifiers
 from app.replicas.evaluation import OwnerEvaluation
-from app.replicas.membership import Replicas
+from app.replicas.membership import Replicas, now_ms
 from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.spool import Spool
@@ -106,8 +106,9 @@ def build_service(
     )
     refused = None if observed is None else observed.observe_refusal
     # Each run stored goes on in hand: to the evaluator's history, and to the rollups'
-    # catch-up, which then need not read its samples back.
-    in_hand = InHand()
+    # catch-up, which then need not read its samples back (the runs of targets this replica
+    # owns: it keeps their rollups, app.replicas.rollups).
+    in_hand = InHand(wanted=lambda target: replicas.owns(target, now_ms()))
     sink = DatabaseSink(sessions, refused=refused, stored=then(history.add, in_hand.keep))
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
     pipeline = Pipeline(writer, resolved.vantage)
@@ -159,6 +160,7 @@ def build_service(
             quarantine=quarantine,
             leading=lambda: leadership.leading,
             in_hand=in_hand,
+            owned=replicas.share,
         ),
         sender=sender,
         exporter=exporter,
@@ -249,6 +251,8 @@ def create_app(
     workers = Workers(settings.whatif_workers, settings.whatif_queue)
     observed.registry.register(WorkersCollector(workers))
     observed.registry.register(readscrape.runs_lost(service.writer.spool.losses))
+    if service.upkeep.in_hand is not None:
+        observed.registry.register(readscrape.caught_up(service.upkeep.in_hand))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

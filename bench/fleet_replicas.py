@@ -66,7 +66,8 @@ def share(serve: Serve) -> dict[str, object]:
 
 
 def doubled(serve: Serve) -> float:
-    text = httpx.get(f"{serve.base_url}/metrics", timeout=60).text
+    # Long: a starved serve (a loaded machine, nice 19) answered a scrape in over 60 s.
+    text = httpx.get(f"{serve.base_url}/metrics", timeout=300).text
     prefix = "phasewatch_runs_duplicate_slot_total{"
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
 

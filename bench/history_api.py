@@ -92,7 +92,7 @@ def prepare(url: str, pg: str, layout: Layout) -> datetime:
         }
     for name, target in ids.items():
         began = time.monotonic()
-        added = catch_up(sessions, first, end, batch=500, target=target)
+        added = catch_up(sessions, first, end, batch=500, targets=[target])
         print(
             f"rollups of {name}: {added:,} runs added in {time.monotonic() - began:.1f} s",
             flush=True,

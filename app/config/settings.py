@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     leader_check_s: float = Field(
         5.0,
         gt=0,
-        description="Seconds between leadership checks: the leader keeps rollups, retention and"
+        description="Seconds between leadership checks: the leader keeps retention and"
         " silent-vantage checks; another replica takes them over this soon after it dies.",
     )
     max_runs_in_flight: int = Field(

@@ -3,8 +3,9 @@ read from the part at each scrape (never copied into prometheus-client's own met
 the part stays the one place the number lives).
 
 The quarantine of the background loops (``app.store.quarantine``), the runs kept nowhere
-(``app.runs.losses``), the runs turned away from a taken slot (``app.runs.slots``) and
-this replica's share of the targets (``app.replicas``).
+(``app.runs.losses``), the runs turned away from a taken slot (``app.runs.slots``),
+this replica's share of the targets (``app.replicas``) and where the rollups' catch-up
+found its runs' samples (``app.store.rollups.inhand``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from app.replicas.membership import Replicas
 from app.runs.losses import Losses
 from app.runs.slots import TakenSlots
 from app.store.quarantine import Quarantine
+from app.store.rollups.inhand import InHand
 
 Samples = Mapping[tuple[str, ...], float]  # label values → value
 
@@ -86,6 +88,22 @@ def quarantined(quarantine: Quarantine) -> ReadAtScrape:
 
 def runs_lost(losses: Losses) -> ReadAtScrape:
     return ReadAtScrape(RUNS_LOST, lambda: {(): losses.total})
+
+
+ROLLUP_CAUGHT_UP = Family(
+    "phasewatch_rollup_runs_caught_up",
+    "Runs this replica's rollup catch-up took up (of the targets it owns), by where their"
+    " samples came from: in_hand (stored by this process, kept in memory) or read (back"
+    " from the database: stored by another replica or an agent's push, or before a start).",
+    labels=("samples",),
+    counter=True,
+)
+
+
+def caught_up(in_hand: InHand) -> ReadAtScrape:
+    return ReadAtScrape(
+        ROLLUP_CAUGHT_UP, lambda: {("in_hand",): in_hand.hits, ("read",): in_hand.misses}
+    )
 
 
 def duplicate_slots(taken: TakenSlots) -> ReadAtScrape:

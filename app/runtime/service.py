@@ -1,7 +1,7 @@
 """The running service: the pieces ``create_app`` wires, and their background loops.
 
-Loops: the replica's lease (which targets it probes and evaluates: ``app.replicas``),
-leadership (who keeps rollups and retention), the spool flusher (runs waiting for the
+Loops: the replica's lease (which targets it probes, evaluates and keeps the rollups of:
+``app.replicas``), leadership (who keeps retention), the spool flusher (runs waiting for the
 database, and journals left by dead processes), the targets-file reloader (SIGHUP or a
 change on disk), health (is the spool writable), and, once the database has the schema
 (``readiness``), the upkeep (``app.runtime.upkeep``) and the claim of evaluations other
@@ -178,9 +178,9 @@ class Service:
         was = self.leadership.leading
         now = await self._check_lead()
         if now and not was:
-            log.info("took the lead: rollups, retention and silent-vantage checks run here")
+            log.info("took the lead: retention and silent-vantage checks run here")
         elif was and not now:
-            log.warning("lost the lead: another replica keeps rollups and retention")
+            log.warning("lost the lead: another replica keeps retention")
 
     def _check_lead(self) -> asyncio.Future[bool]:
         """One check at a time: one stuck on a frozen database is waited on, not doubled."""

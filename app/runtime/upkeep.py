@@ -1,9 +1,11 @@
 """The service's upkeep once the database is ready: rollups, retention, the outbox sender,
 the check for silent vantages.
 
-Rollups and retention run on the leader alone (``leading``; the silent-vantage check asks
-the same), the outbox sender on every replica (a delivery row is claimed with SKIP LOCKED:
-sent once, and a replica's death never stalls the outbox).
+The rollups run on every replica, each for the targets it owns (``app.replicas.rollups``:
+it catches up their runs and folds their closed periods); retention, fleet-wide, on the
+leader alone (``leading``; the silent-vantage check asks the same); the outbox sender on
+every replica (a delivery row is claimed with SKIP LOCKED: sent once, and a replica's death
+never stalls the outbox).
 
 Each is one step of a loop the service runs for ever (``_forever``); a database that is
 away makes a step log and give up until the next, never fail the service. One bad item
@@ -27,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.alerts.sender import Sender
 from app.alerts.silent import Heard
 from app.clock import utcnow
+from app.replicas.rollups import Owned, RollupShare
 from app.runtime.foreground import Foreground
 from app.store.db import describe, is_transient
 from app.store.quarantine import LoopQuarantine, Quarantine
@@ -67,13 +70,19 @@ class Upkeep:
     # What waits for the catch-up to yield between its batches (agents' pushes).
     foreground: Foreground = field(default_factory=Foreground)
     quarantine: Quarantine = field(default_factory=Quarantine)
-    # Whether this replica keeps the rollups and retention (the leader, app.store.leader):
-    # once is enough, and replicas doing both at once would contend on the same rows.
+    # Whether this replica keeps retention (the leader, app.store.leader): once is enough,
+    # and replicas pruning at once would contend on the same rows.
     leading: Callable[[], bool] = field(default=lambda: True)
     # The runs this process stored, whose samples the catch-up then need not read back.
     in_hand: InHand | None = None
+    # Which targets this replica owns (``Replicas.share``): it keeps their rollups.
+    owned: Owned = list
     # When the coarse rollups were last folded (app.store.rollups.folds); None: not yet.
     folded: datetime | None = field(default=None, init=False)
+    rollups: RollupShare = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rollups = RollupShare(self.sessions, self.owned)
 
     def loops(self) -> list[Callable[[], Awaitable[None]]]:
         loops: list[Callable[[], Awaitable[None]]] = [self.rollup_loop, self.prune_loop]
@@ -86,21 +95,16 @@ class Upkeep:
     # Rollups and retention ----------------------------------------------------------
 
     async def rollup_loop(self) -> None:
-        # The first pass reaches back over all raw samples: runs stored while no process
-        # kept rollups (an upgrade, an import) are added while their samples are there.
-        reach = self._retention()
         while True:
-            if self.leading():
-                await self._catch_up(utcnow() - reach)
-                reach = ROLLUP_LOOKBACK
+            await self._catch_up(self.keep_rollups)
             await asyncio.sleep(CATCH_UP_EVERY_S)
 
-    async def _catch_up(self, since: datetime) -> None:
-        """Runs added since ``since``; a pass that fails for something no run of it can be
+    async def _catch_up(self, work: Callable[[datetime, LoopQuarantine], int]) -> None:
+        """``work``'s runs added; a pass that fails for something no run of it can be
         blamed for (a query the database refuses) is held as the pass, until one passes."""
         aside = self.quarantine.loop(LOOP)
         try:
-            added = await asyncio.to_thread(self._keep_rollups, since, utcnow(), aside)
+            added = await asyncio.to_thread(work, utcnow(), aside)
         except Exception as exc:
             if not is_transient(exc):
                 aside.hold("pass", f"{type(exc).__name__}: {describe(exc)}")
@@ -111,20 +115,45 @@ class Upkeep:
         if added:
             log.debug("%d run(s) added to the rollups", added)
 
-    def _keep_rollups(self, since: datetime, now: datetime, aside: LoopQuarantine) -> int:
-        """The runs caught up, then the coarse rollups folded if a period has closed."""
-        added = catch_up(
+    def keep_rollups(self, now: datetime, aside: LoopQuarantine) -> int:
+        """The runs of this replica's targets caught up, then their coarse rollups folded
+        if a period has closed. A target new here is caught up over all raw samples (runs
+        stored while nobody kept its rollups: an upgrade, an import, a replica that died)
+        and its closed periods folded back ``FOLD_LOOKBACK``, once."""
+        share = self.rollups.now()
+        added = self._caught_up(now - self._retention(), now, share.fresh, aside)
+        added += self._caught_up(now - ROLLUP_LOOKBACK, now, share.kept, aside)
+        if fold_due(self.folded, now):
+            fold_closed(self.sessions, self.folded or now - FOLD_LOOKBACK, now, share.kept)
+            self.folded = now
+        fold_closed(self.sessions, now - FOLD_LOOKBACK, now, share.fresh)
+        self.rollups.reached(share)
+        return added
+
+    def _caught_up(
+        self, since: datetime, now: datetime, targets: frozenset[int], aside: LoopQuarantine
+    ) -> int:
+        return catch_up(
             self.sessions,
             since,
             now,
+            targets=targets,
             between=self.foreground.quiet,
             aside=aside,
             in_hand=self.in_hand,
         )
-        if fold_due(self.folded, now):
-            fold_closed(self.sessions, self.folded or now - FOLD_LOOKBACK, now)
-            self.folded = now
-        return added
+
+    def _before_prune(self, cutoff: datetime) -> Callable[[datetime, LoopQuarantine], int]:
+        """Every target's runs whose samples the prune at ``cutoff`` deletes (a day's
+        worth: older ones were pruned before), whoever owns them: a run's digest must exist
+        before its samples go, or history loses it. Their owners have counted them long
+        ago unless nobody kept their rollups then; newer runs are left to their owners."""
+
+        def work(now: datetime, aside: LoopQuarantine) -> int:
+            since = cutoff - timedelta(days=1)
+            return catch_up(self.sessions, since, now, aside=aside, before=cutoff)
+
+        return work
 
     def _retention(self) -> timedelta:
         return timedelta(days=self.raw_retention_days)
@@ -140,8 +169,7 @@ class Upkeep:
         """Raw samples past the retention (on PostgreSQL whole days, made ahead too), the
         fine rollups past theirs, and summaries past theirs when they have one."""
         cutoff = now - self._retention()
-        # A run's samples are about to go: its digest must exist first, or history loses it.
-        await self._catch_up(cutoff - timedelta(days=1))
+        await self._catch_up(self._before_prune(cutoff))
         if deleted := await self._pruned("prune_raw", lambda e: prune_raw(e, now, cutoff)):
             log.info("pruned %d raw samples older than %s", deleted, cutoff.date())
         # The coarse rows of what it deletes first: a fold missed must not lose its numbers.

@@ -37,7 +37,7 @@ async def healthz(service: ServiceDep) -> dict[str, Any]:
         "version": __version__,
         "vantage": service.resolved.vantage,
         "database": report["database"],
-        "leader": service.leadership.leading,  # keeps rollups and retention
+        "leader": service.leadership.leading,  # keeps retention
         "replica": replica_share(service),
         # The targets file's: a standby probes none of them, nor does the demo's web app.
         "targets": len(service.targets.targets),

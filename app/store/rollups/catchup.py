@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -49,13 +49,15 @@ def catch_up(
     since: datetime,
     now: datetime,
     batch: int = CATCH_UP_BATCH,
-    target: int | None = None,
+    targets: Collection[int] | None = None,
     between: Callable[[], object] | None = None,
     aside: SetAside | None = None,
     in_hand: InHand | None = None,
+    before: datetime | None = None,
 ) -> int:
-    """Add complete runs started since ``since`` (of one target id, or all) that have no
-    digest yet; returns how many. The samples of runs ``in_hand`` holds are not read.
+    """Add complete runs started since ``since`` (and before ``before``, if given) of the
+    target ids ``targets`` (None: of every target) that have no digest yet; returns how
+    many. The samples of runs ``in_hand`` holds are not read.
 
     A transaction per ``batch`` runs, oldest first, ``between()`` called before each (to
     yield to pushes). A run whose samples were pruned, wholly or in part, is passed over:
@@ -63,13 +65,16 @@ def catch_up(
     there (without one: to a quarantine of this call's own, which logs it).
     """
     added, cursor = 0, None
+    if targets is not None and not targets:
+        return 0  # a replica that owns no target yet
     aside = aside if aside is not None else Quarantine().loop(LOOP)
     sqlite = sessions.kw["bind"].dialect.name == "sqlite"
     while True:
         if between is not None:
             between()
         with sessions() as session:
-            heads = session.execute(_undigested(since, cursor, target).limit(batch)).all()
+            found = _undigested(since, cursor, targets, before)
+            heads = session.execute(found.limit(batch)).all()
             if not heads:
                 return added
             digests = _digests(session, heads, aside, in_hand)
@@ -202,7 +207,10 @@ def _added(sessions: sessionmaker[Session], digests: list[RunDigest], now: datet
 
 
 def _undigested(
-    since: datetime, cursor: tuple[datetime, uuid.UUID] | None, target: int | None
+    since: datetime,
+    cursor: tuple[datetime, uuid.UUID] | None,
+    targets: Collection[int] | None,
+    before: datetime | None = None,
 ) -> Select[uuid.UUID, int, str, datetime, int, str]:
     query = (
         select(
@@ -219,8 +227,10 @@ def _undigested(
         .where(RunRow.started_at >= since)
         .order_by(RunRow.started_at, RunRow.id)
     )
-    if target is not None:
-        query = query.where(RunRow.target_id == target)
+    if targets is not None:
+        query = query.where(RunRow.target_id.in_(padded(sorted(targets))))
+    if before is not None:
+        query = query.where(RunRow.started_at < before)
     if cursor is not None:
         at, run_id = cursor
         later = or_(RunRow.started_at > at, and_(RunRow.started_at == at, RunRow.id > run_id))

@@ -136,39 +136,61 @@ def _within(starts: list[datetime], period: int) -> ColumnElement[bool]:
 Insert = Callable[[Session, dict[RollupKey, Digest], datetime], None]
 
 
-def fold(session: Session, since: datetime, now: datetime, insert: Insert) -> list[RollupKey]:
+def fold(
+    session: Session,
+    since: datetime,
+    now: datetime,
+    insert: Insert,
+    targets: Collection[int] | None = None,
+) -> list[RollupKey]:
     """Build the coarse rows of periods closed by ``now`` that hold ``since`` or begin after
     it and have finer rows but no row yet, finest period first (an hour is built from the
     quarters built just before it), each period's rows ``insert``-ed before the next is
-    built from them; the keys built. In a write transaction."""
+    built from them; the keys built. Of the target ids ``targets`` (None: every target's).
+    In a write transaction."""
+    if targets is not None and not targets:
+        return []
     serialized(session)
     built = []
     for period in COARSE:
         lo, hi = period_start(since, period), period_start(now, period)
         if lo >= hi:
             continue
-        under = _under(session, FINER[period], period, lo, hi)
-        digests = resolved(session, under - _keys(session, period, lo, hi))
+        under = _under(session, FINER[period], period, lo, hi, targets)
+        digests = resolved(session, under - _keys(session, period, lo, hi, targets))
         insert(session, digests, now)
         built += sorted(digests)
     return built
 
 
-def _under(session: Session, finer: int, period: int, lo: datetime, hi: datetime) -> set[RollupKey]:
+Targets = Collection[int] | None  # target ids; None: every target
+
+
+def _under(
+    session: Session, finer: int, period: int, lo: datetime, hi: datetime, targets: Targets
+) -> set[RollupKey]:
     """The keys of ``period`` that have rows of ``finer`` in [lo, hi)."""
     return {
         (t, v, period, period_start(start, period))
-        for t, v, start in session.execute(_key_query(finer, lo, hi))
+        for t, v, start in session.execute(_key_query(finer, lo, hi, targets))
     }
 
 
-def _keys(session: Session, period: int, lo: datetime, hi: datetime) -> set[RollupKey]:
-    return {(t, v, period, start) for t, v, start in session.execute(_key_query(period, lo, hi))}
+def _keys(
+    session: Session, period: int, lo: datetime, hi: datetime, targets: Targets
+) -> set[RollupKey]:
+    query = _key_query(period, lo, hi, targets)
+    return {(t, v, period, start) for t, v, start in session.execute(query)}
 
 
-def _key_query(period: int, lo: datetime, hi: datetime) -> Select[int, str, datetime]:
-    return select(RollupRow.target_id, RollupRow.vantage, RollupRow.period_start).where(
+def _key_query(
+    period: int, lo: datetime, hi: datetime, targets: Targets
+) -> Select[int, str, datetime]:
+    query = select(RollupRow.target_id, RollupRow.vantage, RollupRow.period_start).where(
         RollupRow.period_s == period,
         RollupRow.period_start >= lo,
         RollupRow.period_start < hi,
     )
+    if targets is not None:
+        query = query.where(RollupRow.target_id.in_(padded(sorted(targets))))
+    return query

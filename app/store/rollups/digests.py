@@ -131,8 +131,9 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
 def add_coarse(session: Session, parts: dict[RollupKey, list[Digest]], now: datetime) -> None:
     """The coarse rows' share of a batch (``app.store.rollups.coarse``), after its finer
     rows are written: merged into the coarse rows that exist; where a closed period has
-    none, every closed period from it on is folded (from finer rows, which hold the
-    batch); an open period's is left to the fold. In the batch's write transaction."""
+    none, every closed period from it on is folded, of the batch's targets (from finer
+    rows, which hold the batch); an open period's is left to the fold. In the batch's
+    write transaction."""
     keys = sorted(key for key in parts if coarse.is_coarse(key))
     if not keys:
         return
@@ -141,9 +142,11 @@ def add_coarse(session: Session, parts: dict[RollupKey, list[Digest]], now: date
     values = RowValues(now)
     merged = {key: values.part(parts[key]) for key in keys if key in present}
     _merge_into(session, list(merged), merged, values)
-    missing = [key[3] for key in keys if key not in present and coarse.closed(key, now)]
+    missing = [key for key in keys if key not in present and coarse.closed(key, now)]
     if missing:  # every closed period from the oldest on: the fold's order (folds.py)
-        coarse.fold(session, min(missing), now, insert_built)
+        # Of the batch's targets only: the others' are their owners' (app.replicas.rollups).
+        targets = {key[0] for key in missing}
+        coarse.fold(session, min(key[3] for key in missing), now, insert_built, targets)
 
 
 def insert_built(session: Session, digests: dict[RollupKey, Digest], now: datetime) -> None:

@@ -12,6 +12,7 @@ finer ones, and the fine rows' prune folds their closed periods before it delete
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
@@ -54,12 +55,22 @@ def fold_before_prune(sessions: sessionmaker[Session], now: datetime) -> int:
     return fold_closed(sessions, min(found), cut) if found else 0
 
 
-def fold_closed(sessions: sessionmaker[Session], since: datetime, now: datetime) -> int:
+def fold_closed(
+    sessions: sessionmaker[Session],
+    since: datetime,
+    now: datetime,
+    targets: Collection[int] | None = None,
+) -> int:
     """``fold`` in a write transaction of its own; how many rows it built."""
+    if targets is not None and not targets:
+        return 0
     with write_transaction(sessions) as session:
-        return len(fold(session, since, now))
+        return len(fold(session, since, now, targets))
 
 
-def fold(session: Session, since: datetime, now: datetime) -> list[RollupKey]:
-    """``coarse.fold``, the rows built inserted. In a write transaction."""
-    return coarse.fold(session, since, now, insert_built)
+def fold(
+    session: Session, since: datetime, now: datetime, targets: Collection[int] | None = None
+) -> list[RollupKey]:
+    """``coarse.fold`` (of the target ids ``targets``; None: of every target), the rows
+    built inserted. In a write transaction."""
+    return coarse.fold(session, since, now, insert_built, targets)

@@ -5,8 +5,14 @@ from the database a few seconds after the store wrote them (bench/fleet.py). The
 sink hands each run it stored to ``keep`` (as it does to the evaluator's history), and the
 catch-up ``take``s those it has instead of reading them: the same fields, as stored. Runs
 it does not hold (stored by another process, or before this one started, or pushed out
-by newer ones) are read as before. Bounded: a replica that does not keep the rollups (not
-the leader) holds the newest ``capacity`` runs' few fields and no more.
+by newer ones) are read as before.
+
+Each replica catches up the runs of the targets it owns (``app.replicas.rollups``), which it
+probed and stored itself: those are kept. A run whose target another replica owns (an
+agent's push taken here) is not (``wanted``): its owner reads it back, and it would only
+push this replica's own runs out. Bounded: the newest ``capacity`` runs' few fields.
+``hits`` and ``misses`` count the runs the catch-up found here and those it had to read
+(``phasewatch_rollup_runs_caught_up_total``).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,15 +42,21 @@ class HeldSample:
 class InHand:
     """Safe to share between threads: the store keeps, the rollup loop takes."""
 
-    def __init__(self, capacity: int = KEPT_RUNS) -> None:
+    def __init__(
+        self, capacity: int = KEPT_RUNS, wanted: Callable[[str], bool] = lambda _: True
+    ) -> None:
         self.capacity = capacity
+        self.wanted = wanted  # whether this process catches up a target's runs (by name)
+        self.hits = 0  # runs the catch-up took from here
+        self.misses = 0  # runs it asked for and had to read back
         self._runs: OrderedDict[uuid.UUID, list[HeldSample]] = OrderedDict()
         self._lock = threading.Lock()
 
     def keep(self, record: RunRecord) -> None:
-        """``record`` is stored: hold its samples' timed fields if it is complete."""
-        if record.status != RunStatus.COMPLETE:
-            return  # the catch-up counts complete runs only
+        """``record`` is stored: hold its samples' timed fields if it is complete and its
+        target ``wanted``."""
+        if record.status != RunStatus.COMPLETE or not self.wanted(record.target):
+            return  # the catch-up counts complete runs only, here those of its targets
         samples = [HeldSample(s.status, s.total_ms, s.phases, s.provenance) for s in record.samples]
         with self._lock:
             self._runs[record.id] = samples
@@ -53,8 +65,12 @@ class InHand:
 
     def take(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, list[HeldSample]]:
         """The samples held of ``ids``, no longer held."""
+        asked = list(ids)
         with self._lock:
-            return {i: found for i in ids if (found := self._runs.pop(i, None)) is not None}
+            taken = {i: found for i in asked if (found := self._runs.pop(i, None)) is not None}
+            self.hits += len(taken)
+            self.misses += len(asked) - len(taken)
+        return taken
 
     def __len__(self) -> int:
         return len(self._runs)
