@@ -49,6 +49,7 @@ from app.store.leader import Leadership
 from app.store.quarantine import Quarantine, isolated
 from app.store.records import RunRecord
 from app.store.rollups.inhand import InHand
+from app.store.wakeups import EVALUATIONS, OUTBOX, Doorbell, Listener
 from app.web import api as web_api
 from app.web import deps, errors, healthz, pages, scrape, unavailable
 from app.web.auth import document_open_writes
@@ -77,12 +78,14 @@ def build_service(
     maintenance = Maintenance(sessions, lambda: rules.targets.maintenance, utcnow)
     history = DatabaseHistory(sessions)
     evaluator = Evaluator(history, rules.params_for, maintenance=maintenance.spans)
+    queued = Doorbell()  # the outbox sender's: rung once a delivery is committed
     alerts = AlertEngine(
         sessions,
         evaluator,
         rules.notifiers_for,
         wants_refresh=rules.wants_refresh,
         maintenance=maintenance,
+        queued=queued.ring,
     )
     # What a background loop cannot handle, set aside (/healthz, /metrics).
     quarantine = Quarantine()
@@ -112,7 +115,11 @@ def build_service(
     sink = DatabaseSink(sessions, refused=refused, stored=then(history.add, in_hand.keep))
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
     pipeline = Pipeline(writer, resolved.vantage)
-    sender = Sender(sessions, build_notifiers(targets.notifiers), aside=quarantine.loop("outbox"))
+    outbox = quarantine.loop("outbox")
+    sender = Sender(sessions, build_notifiers(targets.notifiers), aside=outbox, bell=queued)
+    # Other replicas' deliveries and evaluation requests wake this one's loops (PostgreSQL).
+    bells = {OUTBOX: queued, EVALUATIONS: owned.requested}
+    listener = Listener(engine.url, bells).loop if contested else None
     watch = Watch(
         pipeline.run,
         resolved.vantage,
@@ -161,6 +168,7 @@ def build_service(
             leading=lambda: leadership.leading,
             in_hand=in_hand,
             owned=replicas.share,
+            listener=listener,
         ),
         sender=sender,
         exporter=exporter,

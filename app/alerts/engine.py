@@ -88,8 +88,10 @@ class AlertEngine:
         clock: Callable[[], datetime] = utcnow,
         wants_refresh: Callable[[str], bool] = lambda _notifier: True,
         maintenance: Maintenance | None = None,
+        queued: Callable[[], None] = lambda: None,
     ) -> None:
         self.sessions = sessions
+        self.queued = queued  # told once notifications are committed (the sender's doorbell)
         self.evaluator = evaluator
         self.notifiers_for = notifiers_for
         # Only some notifiers hear "still firing" (Alertmanager, whose endsAt it moves on);
@@ -121,7 +123,7 @@ class AlertEngine:
                 # On SQLite: in turn with the runs being stored, never polling for the lock.
                 with write_transaction(self.sessions) as session:
                     self._persist(session, target, transitions, alerts, now)
-        log_announced(transitions)
+        self._announced(transitions)
         return transitions
 
     def adopt(self, target: str) -> None:
@@ -146,7 +148,7 @@ class AlertEngine:
                 transitions = self._settle_silences(list(heard), since, now, after)
                 with write_transaction(self.sessions) as session:
                     self._persist(session, silent.TARGET, transitions, alerts, now)
-        log_announced(transitions)
+        self._announced(transitions)
         return transitions
 
     def _settle_silences(
@@ -180,7 +182,7 @@ class AlertEngine:
                 with write_transaction(self.sessions) as session:
                     self._persist(session, alert.identity.target, [transition], alerts, now)
                     alertwrites.mark_acknowledged(session, uuid.UUID(alert.id), now, by)
-        log_announced([transition])
+        self._announced([transition])
         return transition
 
     def restore(self) -> None:
@@ -241,6 +243,11 @@ class AlertEngine:
                     rows.add_delivery(session, alert, step, notifier, payload, silenced, now)
         for vantage, memory in self.evaluator.memories(target).items():
             rows.save_memory(session, target, vantage, memory, now)
+
+    def _announced(self, transitions: list[Transition]) -> None:
+        log_announced(transitions)
+        if any(rows.notified(t) for t in transitions):
+            self.queued()
 
     def _in_window(self, identity: Identity, now: datetime) -> bool:
         if self.maintenance is None:

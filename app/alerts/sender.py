@@ -47,6 +47,7 @@ from app.notifiers.base import Delivery, Notifier, TransportError, scrub
 from app.store import outbox
 from app.store.db import Session, Sessions, describe, is_transient
 from app.store.quarantine import SetAside
+from app.store.wakeups import Doorbell
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,8 @@ class Sender:
     clock: Callable[[], datetime] = utcnow
     rng: random.Random = field(default_factory=random.Random)
     aside: SetAside | None = None  # where a row that cannot be handled goes
+    # Rung when a delivery is committed (here, or announced by another replica).
+    bell: Doorbell = field(default_factory=Doorbell)
     _passed_over: set[int] = field(default_factory=set, repr=False)
     _claimed: int | None = field(default=None, repr=False)
     _stopping: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -102,6 +105,14 @@ class Sender:
     async def run_once(self) -> int:
         """Send what is due, at most ``batch`` rows; returns how many rows were handled."""
         return await asyncio.to_thread(self._drain, asyncio.get_running_loop())
+
+    async def next_due(self) -> datetime | None:
+        """When the next pending row falls due (None: none is pending)."""
+        return await asyncio.to_thread(self._next_due)
+
+    def _next_due(self) -> datetime | None:
+        with self.sessions() as session:
+            return outbox.next_due(session, self._passed_over)
 
     def stop(self) -> None:
         """No new row is claimed; a send in flight is abandoned and its row left pending."""

@@ -3,7 +3,11 @@
 A run probed here was probed by the owner of its slot; a run an agent pushed may reach any
 replica. Either way it is evaluated here only if this replica owns its target now; else the
 owner is asked, through the database (``app.store.replicarows.request``), and evaluates
-it at its next claim (``CLAIM_EVERY_S``). A run finished just after its target moved is
+it at once: the request is announced (``app.store.wakeups``), and the owner's listener
+rings ``requested``, its claim's doorbell. A claim also follows each renewal that gave this
+replica targets (requests its last owner left), and one looks at least every
+``SAFETY_POLL_S``; while requests for other replicas' targets wait (an owner dead, its lease
+not over yet), every ``CLAIM_EVERY_S``. A run finished just after its target moved is
 thus evaluated by the new owner, never by two.
 
 The evaluator keeps each target's memory (open alerts, the detectors' state) in the process
@@ -30,10 +34,12 @@ from app.store import replicarows
 from app.store.db import is_transient
 from app.store.reads.alertreads import alert_by_id
 from app.store.records import RunRecord, RunStatus
+from app.store.wakeups import Doorbell
 
 log = logging.getLogger(__name__)
 
-CLAIM_EVERY_S = 1.0
+CLAIM_EVERY_S = 1.0  # while requests for other replicas' targets wait
+SAFETY_POLL_S = 30.0  # a claim at least this often, woken or not
 READ_BACK = ""  # a request's vantage when the owner is only to read its memory back
 
 
@@ -47,6 +53,9 @@ class OwnerEvaluation:
         self.asked = 0  # runs whose evaluation was asked of another replica
         self.claimed = 0  # evaluations other replicas asked of this one, done
         self._adopted: set[str] = set()  # targets whose memory was read since taken
+        self._owned: set[str] = set()  # this replica's share at the last renewal
+        self.requested = Doorbell()  # rung when a replica asks this one for an evaluation
+        self.others_waiting = False  # the last claim left requests for other replicas
         self._lock = threading.Lock()
 
     def evaluate_after(self, run: RunRecord) -> list[Transition]:
@@ -100,19 +109,25 @@ class OwnerEvaluation:
         return None if row is None else row.target
 
     def forget_lost(self) -> None:
-        """After each renewal: targets owned no more are read back if taken again."""
+        """After each renewal: targets owned no more are read back if taken again, and
+        targets taken have their waiting requests claimed now."""
         owned = set(self.replicas.share(self.targets()))
         with self._lock:
             self._adopted &= owned
+            taken, self._owned = bool(owned - self._owned), owned
+        if taken and self.replicas.contested:
+            self.requested.ring()
 
     def claim_once(self) -> int:
         """Evaluate what other replicas asked of this one; how many were evaluated."""
         with self.replicas.sessions.kw["bind"].connect() as connection:
             if not replicarows.any_requested(connection):
+                self.others_waiting = False
                 return 0
         mine = self.replicas.share(self.targets())
         with self.replicas.sessions.begin() as session:
             asked = replicarows.claim(session, mine)
+            self.others_waiting = replicarows.any_requested(session.connection())
         for target, vantage in asked:
             if vantage == READ_BACK:
                 with self._lock:
@@ -126,9 +141,10 @@ class OwnerEvaluation:
         return len(asked)
 
     async def claim_loop(self) -> None:
-        """For ever, on PostgreSQL: a claim every ``CLAIM_EVERY_S``."""
+        """For ever, on PostgreSQL: a claim when ``requested`` rings, else every
+        ``SAFETY_POLL_S`` (``CLAIM_EVERY_S`` while other replicas' requests wait)."""
         while True:
-            await asyncio.sleep(CLAIM_EVERY_S)
+            await self.requested.wait(CLAIM_EVERY_S if self.others_waiting else SAFETY_POLL_S)
             try:
                 await asyncio.to_thread(self.claim_once)
             except Exception as exc:

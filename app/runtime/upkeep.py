@@ -5,7 +5,9 @@ The rollups run on every replica, each for the targets it owns (``app.replicas.r
 it catches up their runs and folds their closed periods); retention, fleet-wide, on the
 leader alone (``leading``; the silent-vantage check asks the same); the outbox sender on
 every replica (a delivery row is claimed with SKIP LOCKED: sent once, and a replica's death
-never stalls the outbox).
+never stalls the outbox). The sender sleeps until a delivery is committed (its doorbell,
+rung here and, on PostgreSQL, by ``listener`` when another replica announces one:
+``app.store.wakeups``) or the next retry falls due.
 
 Each is one step of a loop the service runs for ever (``_forever``); a database that is
 away makes a step log and give up until the next, never fail the service. One bad item
@@ -43,7 +45,8 @@ log = logging.getLogger(__name__)
 
 PRUNE_EVERY_S = 3600.0
 ROLLUP_LOOKBACK = timedelta(days=2)
-SEND_EVERY_S = 2.0
+SEND_EVERY_S = 2.0  # at least between two looks at the outbox
+SEND_SAFETY_S = 30.0  # at most, woken or not (a row written by a process that told nobody)
 
 
 class VantageCheck(Protocol):
@@ -77,6 +80,8 @@ class Upkeep:
     in_hand: InHand | None = None
     # Which targets this replica owns (``Replicas.share``): it keeps their rollups.
     owned: Owned = list
+    # PostgreSQL's notifications heard (app.store.wakeups.Listener.loop); None: SQLite.
+    listener: Callable[[], Awaitable[None]] | None = None
     # When the coarse rollups were last folded (app.store.rollups.folds); None: not yet.
     folded: datetime | None = field(default=None, init=False)
     rollups: RollupShare = field(init=False)
@@ -90,6 +95,8 @@ class Upkeep:
             loops.append(self.send_loop)
         if self.vantages is not None:
             loops.append(self.vantages.loop)
+        if self.listener is not None:
+            loops.append(self.listener)
         return loops
 
     # Rollups and retention ----------------------------------------------------------
@@ -201,13 +208,25 @@ class Upkeep:
     # Notifications ----------------------------------------------------------------
 
     async def send_loop(self) -> None:
+        """What is due sent, then a wait: until a delivery is committed (the sender's bell),
+        the next retry falls due, or ``SEND_SAFETY_S`` at most; never less than
+        ``SEND_EVERY_S`` (a due row another sender holds, the database away)."""
         assert self.sender is not None
         try:
-            handled = await self.sender.run_once()
+            if await self.sender.run_once() >= self.sender.batch:
+                return  # a full batch: more may be due at once
+            wait_s = send_wait_s(await self.sender.next_due(), self.sender.clock())
         except Exception as exc:
             if not is_transient(exc):
                 raise
             log.warning("outbox not sent, database unreachable: %s", exc)
-            handled = 0
-        if handled < self.sender.batch:  # a full batch: more may be due at once
-            await asyncio.sleep(SEND_EVERY_S)
+            wait_s = SEND_EVERY_S
+        await self.sender.bell.wait(wait_s)
+
+
+def send_wait_s(due: datetime | None, now: datetime) -> float:
+    """How long the sender sleeps, unless rung, when the next row falls due at ``due``
+    (None: no row is pending)."""
+    if due is None:
+        return SEND_SAFETY_S
+    return min(SEND_SAFETY_S, max(SEND_EVERY_S, (due - now).total_seconds()))

@@ -14,6 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from app.store import outbox, wakeups
 from app.store.models import AlertRow, AlertTransitionRow, DeliveryRow, DetectorStateRow
 from app.store.reads.alertreads import AlertRecord, TransitionRecord
 
@@ -89,7 +90,8 @@ def save_transition(session: Session, alert_id: uuid.UUID, values: TransitionRec
 
 
 def add_delivery(session: Session, values: DeliveryValues) -> None:
-    """An outbox row, due at once (``created_at``) with no attempt yet."""
+    """An outbox row, due at once (``created_at``) with no attempt yet; one to be sent is
+    announced, so every replica's sender hears of it at commit (``app.store.wakeups``)."""
     session.add(
         DeliveryRow(
             alert_id=values.alert_id,
@@ -102,6 +104,8 @@ def add_delivery(session: Session, values: DeliveryValues) -> None:
             created_at=values.created_at,
         )
     )
+    if values.status == outbox.PENDING:
+        wakeups.announce(session, wakeups.OUTBOX)
 
 
 def mark_acknowledged(session: Session, alert_id: uuid.UUID, now: datetime, by: str) -> None:

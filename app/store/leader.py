@@ -59,11 +59,13 @@ class Leadership:
         return self.leading
 
     def _take(self) -> bool:
-        connection = self.engine.connect()
+        # Autocommit: the lock is the session's, no transaction stays open, and the check
+        # that the connection lives (``_alive``, every ``leader_check_s``) is one round trip
+        # (not BEGIN, SELECT, COMMIT).
+        connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
             query = text("SELECT pg_try_advisory_lock(:key)")
             got = bool(connection.scalar(query, {"key": LOCK_KEY}))
-            connection.commit()  # the lock is the session's: no transaction stays open
         except DBAPIError:
             connection.close()
             raise
@@ -77,7 +79,6 @@ class Leadership:
     def _alive(connection: Connection) -> bool:
         try:
             connection.execute(text("SELECT 1"))
-            connection.commit()
         except DBAPIError:
             return False
         return True
@@ -94,6 +95,5 @@ class Leadership:
     def release(self) -> None:
         if self.connection is not None and self._alive(self.connection):
             self.connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": LOCK_KEY})
-            self.connection.commit()
         self._drop()
         self.leading = not self.contested

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, bindparam, exists, select, update
+from sqlalchemy import Select, bindparam, exists, func, select, update
 from sqlalchemy.orm import Session, aliased
 
 from app.store.models import AlertRow, DeliveryRow
@@ -94,6 +94,32 @@ def claim_due(
         row.transition_id,
         row.fired_at,
     )
+
+
+def _next() -> Select[datetime]:
+    """When the first pending row that waits behind no older one falls due."""
+    older = aliased(DeliveryRow)
+    waits = exists().where(
+        older.alert_id == DeliveryRow.alert_id,
+        older.notifier == DeliveryRow.notifier,
+        older.status == PENDING,
+        older.id < DeliveryRow.id,
+    )
+    return select(func.min(DeliveryRow.next_attempt_at)).where(
+        DeliveryRow.status == PENDING, ~waits
+    )
+
+
+_NEXT = _next()
+_NEXT_PASSING_OVER = _NEXT.where(DeliveryRow.id.not_in(bindparam("passed", expanding=True)))
+
+
+def next_due(session: Session, passed_over: Collection[int] = ()) -> datetime | None:
+    """When the next row ``claim_due`` could take falls due (None: no row is pending); in
+    the past when one is due now (or locked by another sender)."""
+    if passed_over:
+        return session.scalar(_NEXT_PASSING_OVER, {"passed": list(passed_over)})
+    return session.scalar(_NEXT)
 
 
 def finish_attempt(session: Session, delivery_id: int, values: dict[str, Any]) -> bool:

@@ -32,6 +32,7 @@ from sqlalchemy import Connection, String, delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from app.store import wakeups
 from app.store.leader import LOCK_KEY
 from app.store.models import Base
 
@@ -89,26 +90,65 @@ def renew(
     """Renew (or take) ``replica``'s lease; every lease as it stands after. ``leading``:
     this replica holds the leader lock. ``dead``: whether a lease's replica is known dead
     (a crashed process this one restarts: ``app.replicas.membership.predecessor_dead``);
-    joining, such leases are ended first, as their replicas would have ended them stopping."""
+    joining, such leases are ended first, as their replicas would have ended them stopping.
+
+    A lease held (and not forgotten) is renewed in one statement, without the join lock:
+    a renewal changes no lease's counting, which is all a join reads. Leases forgotten are
+    deleted when a join or the read finds one."""
+    now = _renewed(session, replica, lease_s)
+    if now is None:
+        now = _join(session, replica, lease_s, settle_s, leading, dead)
+    rows = session.execute(_LEASES).all()
+    cutoff = now - FORGOTTEN_AFTER
+    if any(row.expires_at < cutoff for row in rows):
+        session.execute(delete(ReplicaRow).where(ReplicaRow.expires_at < cutoff))
+    kept = (row for row in rows if row.expires_at >= cutoff)
+    return Leases(now, tuple(Lease(row.id, row.effective_at, row.expires_at) for row in kept))
+
+
+_LEASES = select(ReplicaRow.id, ReplicaRow.effective_at, ReplicaRow.expires_at).order_by(
+    ReplicaRow.id
+)
+_RENEW = text(
+    "WITH t AS (SELECT clock_timestamp() AS now) UPDATE replicas"
+    " SET renewed_at = t.now, expires_at = t.now + make_interval(secs => :lease_s)"
+    " FROM t WHERE id = :id AND expires_at >= t.now - make_interval(secs => :forgotten_s)"
+    " RETURNING t.now"
+)
+
+
+def _renewed(session: Session, replica: str, lease_s: float) -> datetime | None:
+    """The database's time of the renewal of ``replica``'s lease; None if it has none (or
+    one forgotten: it joins again, as a newcomer)."""
+    forgotten_s = FORGOTTEN_AFTER.total_seconds()
+    now = session.scalar(_RENEW, {"id": replica, "lease_s": lease_s, "forgotten_s": forgotten_s})
+    assert now is None or isinstance(now, datetime)
+    return now
+
+
+def _join(
+    session: Session,
+    replica: str,
+    lease_s: float,
+    settle_s: float,
+    leading: bool,
+    dead: Callable[[str], bool],
+) -> datetime:
+    """``replica``'s lease taken, one join at a time; the database's time then."""
     session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": JOIN_LOCK_KEY})
     now = _database_now(session)
-    expires = now + timedelta(seconds=lease_s)
     session.execute(delete(ReplicaRow).where(ReplicaRow.expires_at < now - FORGOTTEN_AFTER))
-    row = session.get(ReplicaRow, replica)
-    if row is None:
-        _end_dead(session, now, dead)
-        counting = select(func.count()).where(
-            ReplicaRow.effective_at <= now, ReplicaRow.expires_at > ReplicaRow.renewed_at
-        )
-        first = session.scalar(counting) == 0 and (leading or not _led(session))
-        effective = now if first else now + timedelta(seconds=settle_s)
-        session.add(ReplicaRow(id=replica, joined_at=now, effective_at=effective,
-                               renewed_at=now, expires_at=expires))  # fmt: skip
-    else:
-        row.renewed_at, row.expires_at = now, expires
+    _end_dead(session, now, dead)
+    counting = select(func.count()).where(
+        ReplicaRow.effective_at <= now, ReplicaRow.expires_at > ReplicaRow.renewed_at
+    )
+    first = session.scalar(counting) == 0 and (leading or not _led(session))
+    effective = now if first else now + timedelta(seconds=settle_s)
+    expires = now + timedelta(seconds=lease_s)
+    session.add(ReplicaRow(id=replica, joined_at=now, effective_at=effective,
+                           renewed_at=now, expires_at=expires))  # fmt: skip
     session.flush()
-    rows = session.scalars(select(ReplicaRow).order_by(ReplicaRow.id))
-    return Leases(now, tuple(Lease(r.id, r.effective_at, r.expires_at) for r in rows))
+    return now
 
 
 def _end_dead(session: Session, now: datetime, dead: Callable[[str], bool]) -> list[str]:
@@ -154,6 +194,7 @@ def request(session: Session, target: str, vantage: str, now: datetime) -> None:
     """Ask ``target``'s owner to evaluate ``vantage`` (once, however often asked)."""
     values = {"target": target, "vantage": vantage, "requested_at": now}
     session.execute(pg_insert(EvaluationDueRow).values(values).on_conflict_do_nothing())
+    wakeups.announce(session, wakeups.EVALUATIONS)  # the owner claims it at once
 
 
 _ANY_REQUESTED = select(EvaluationDueRow.target).limit(1)
@@ -161,8 +202,8 @@ _ANY_REQUESTED = select(EvaluationDueRow.target).limit(1)
 
 def any_requested(connection: Connection) -> bool:
     """Whether any replica has asked for an evaluation: one row read, so a claim that
-    would find nothing (almost every second, and always for a lone replica) neither works
-    out this replica's share nor sends every target it owns (``claim``)."""
+    would find nothing (a safety poll, and always for a lone replica) neither works out
+    this replica's share nor sends every target it owns (``claim``)."""
     return connection.execute(_ANY_REQUESTED).first() is not None
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts import sender as sender_module
@@ -21,10 +21,15 @@ from app.config import Settings, load_targets
 from app.main import build_service
 from app.notifiers.base import Delivery, Notifier
 from app.notifiers.webhook import Webhook, WebhookConfig
+from app.runtime import upkeep
+from app.runtime.upkeep import Upkeep
+from app.store import wakeups
 from app.store.db import make_engine, make_sessions
 from app.store.models import DeliveryRow
 from app.store.quarantine import Quarantine
+from app.store.wakeups import Listener
 from tests.alertmanager import HANG, Outbox, Receiver, identity, receiving, wait_until
+from tests.alerts.test_engine import NOTIFIERS, Watch
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -246,3 +251,115 @@ async def test_the_service_sends_the_outbox_in_the_background(db_url: str, tmp_p
         finally:
             await service.stop()
     assert sent and receiver.received[0].path == "/hook"
+
+
+# --- Woken when a delivery is put in, not polling ----------------------------------------------
+
+NEVER_S = 3600.0  # a poll that never comes within the test's time
+
+
+@pytest.mark.parametrize(
+    ("due_in_s", "wait_s"),
+    [
+        (None, upkeep.SEND_SAFETY_S),  # nothing pending: only a ring or the safety poll
+        (-5.0, upkeep.SEND_EVERY_S),  # due, yet not claimed (another sender holds it)
+        (0.5, upkeep.SEND_EVERY_S),  # never sooner than SEND_EVERY_S
+        (12.0, 12.0),  # a retry: woken when it falls due
+        (3600.0, upkeep.SEND_SAFETY_S),  # never later than the safety poll
+    ],
+)
+def test_the_sender_sleeps_until_the_next_row_falls_due_within_its_bounds(
+    due_in_s: float | None, wait_s: float
+) -> None:
+    now = datetime(2026, 12, 7, tzinfo=UTC)
+    due = None if due_in_s is None else now + timedelta(seconds=due_in_s)
+    assert upkeep.send_wait_s(due, now) == wait_s
+
+
+def test_the_engine_rings_the_sender_once_a_notification_is_committed(
+    sessions: sessionmaker[Session],
+) -> None:
+    watch = Watch(sessions)
+    seen: list[int] = []  # the outbox as another session sees it, at each ring
+    watch.engine.queued = lambda: seen.append(len(rows_of(sessions)))
+    for _ in range(3):
+        watch.failed()  # pending: nothing to send, no ring
+    assert seen == []
+    watch.failed()  # firing: its delivery committed before the ring
+    assert seen == [len(NOTIFIERS)]
+
+
+def rows_of(sessions: sessionmaker[Session]) -> list[DeliveryRow]:
+    with sessions() as session:
+        return list(session.scalars(select(DeliveryRow)))
+
+
+async def forever(step: Callable[[], Awaitable[None]]) -> None:
+    while True:
+        await step()
+
+
+def sleeping(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits the sender chose, each appended as it goes to sleep (for ever)."""
+    waits: list[float] = []
+
+    def chosen(due: datetime | None, now: datetime) -> float:
+        waits.append(NEVER_S)
+        return NEVER_S
+
+    monkeypatch.setattr(upkeep, "send_wait_s", chosen)
+    return waits
+
+
+async def until(check: Callable[[], object], what: str) -> None:
+    await asyncio.to_thread(wait_until, check, what)
+
+
+@pytest.mark.postgres
+async def test_a_delivery_another_replica_announces_is_sent_without_waiting_for_the_poll(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits = sleeping(monkeypatch)
+    engine, other = make_engine(postgres_url), make_engine(postgres_url)
+    sessions = make_sessions(engine)
+    with receiving() as receiver:
+        sender = Sender(sessions, {"ops": hook(receiver.url)})
+        listener = Listener(engine.url, {wakeups.OUTBOX: sender.bell})
+        tasks = [asyncio.create_task(listener.loop())]
+        try:
+            await until(lambda: listener.listening, "listening")
+            await sender.bell.wait(0.0)  # the connection's ring taken: only a notice wakes it
+            sending = Upkeep(sessions, engine, 30, sender=sender).send_loop
+            tasks.append(asyncio.create_task(forever(sending)))
+            await until(lambda: waits, "the sender found nothing and sleeps")
+            elsewhere = make_sessions(other)
+            _, row_id = await asyncio.to_thread(Outbox(elsewhere).fire, identity(), "ops")
+            with elsewhere.begin() as session:  # the other replica's announcement
+                wakeups.announce(session, wakeups.OUTBOX)
+            await until(lambda: Outbox(sessions).row(row_id).status == "sent", "row sent")
+            await until(lambda: len(waits) == 2, "asleep again")
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            sender.stop()
+            engine.dispose()
+            other.dispose()
+
+
+async def test_the_safety_poll_sends_a_delivery_nobody_announced(
+    sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(upkeep, "SEND_SAFETY_S", 0.05)
+    monkeypatch.setattr(upkeep, "SEND_EVERY_S", 0.01)
+    with receiving() as receiver:
+        sender = Sender(sessions, {"ops": hook(receiver.url)})
+        sending = Upkeep(sessions, sessions.kw["bind"], 30, sender=sender).send_loop
+        task = asyncio.create_task(forever(sending))
+        try:
+            _, row_id = await asyncio.to_thread(Outbox(sessions).fire, identity(), "ops")
+            await until(lambda: Outbox(sessions).row(row_id).status == "sent", "row sent")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            sender.stop()

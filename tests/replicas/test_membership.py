@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from app.replicas.assign import owner
 from app.replicas.membership import Replicas
@@ -71,6 +71,41 @@ def test_a_renewal_extends_the_lease_and_keeps_the_effective_time(engine: Engine
     assert first is not None and again is not None
     assert again.members[0].effective_ms == first.members[0].effective_ms
     assert again.members[0].expires_ms >= first.members[0].expires_ms
+
+
+def forgotten(engine: Engine, name: str) -> None:
+    """``name``'s lease ran out longer ago than a lease is remembered."""
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "UPDATE replicas SET renewed_at = now() - interval '3 hours',"
+                " expires_at = now() - interval '2 hours' WHERE id = :id"
+            ),
+            {"id": name},
+        )
+
+
+def test_a_replica_whose_lease_was_forgotten_joins_again_as_a_newcomer(engine: Engine) -> None:
+    staying, returning = replica(engine, "a"), replica(engine, "b")
+    staying.renew()
+    returning.renew()
+    forgotten(engine, "b")  # frozen for hours, say
+    view = returning.renew()
+    assert view is not None
+    b = {m.id: m for m in view.members}["b"]
+    # Not renewed in place (it would count at once): it waits to settle like any joiner.
+    assert b.effective_ms == view.read_ms + round(returning.settle_s * 1000)
+
+
+def test_a_renewal_deletes_a_forgotten_lease_it_reads(engine: Engine) -> None:
+    one, gone = replica(engine, "a"), replica(engine, "b")
+    one.renew()
+    gone.renew()
+    forgotten(engine, "b")
+    view = one.renew()
+    assert view is not None and [m.id for m in view.members] == ["a"]
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT id FROM replicas")).scalars().all() == ["a"]
 
 
 def test_a_replica_that_leaves_ends_its_lease_and_the_other_takes_everything(
