@@ -463,7 +463,7 @@ def ensure_targets(engine: Engine, layout: Layout) -> dict[str, int]:
     with make_sessions(engine).begin() as session:
         targets = [layout.target(t) for t in range(layout.targets)]
         sync_targets(session, target_values(targets), datetime.now(UTC))
-        rows = session.execute(select(TargetRow.name, TargetRow.id)).tuples()
+        rows = session.execute(select(TargetRow.name, TargetRow.id))
         return dict(rows.all())
 
 

@@ -71,7 +71,7 @@ def _digested(sessions: sessionmaker[Session]) -> dict[int, int]:
     """Run digests by target id."""
     with sessions() as session:
         query = select(RunDigestRow.target_id, func.count()).group_by(RunDigestRow.target_id)
-        return {int(target): int(count) for target, count in session.execute(query).tuples()}
+        return {int(target): int(count) for target, count in session.execute(query)}
 
 
 def _rows(sessions: sessionmaker[Session]) -> tuple[list[Any], list[Any]]:
