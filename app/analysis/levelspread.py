@@ -12,12 +12,11 @@ dispersion is scored (app/analysis/tailcusum.py).
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from numpy.typing import NDArray
 
 from app.analysis.runs import Array, nan_column_medians
+from app.analysis.slottables import slot_tables
 
 # Fewer reference runs than this at an hour (and kind of day): the neighbouring hours join.
 MIN_MATCHED = 6
@@ -30,7 +29,6 @@ MAX_RHO = 0.95
 # 15 min), each only from this many blocks or more.
 BLOCKS = (8, 32)
 MIN_BLOCKS = 6
-SLOTS = 48  # hours of a weekday, then of a weekend day
 
 
 def expected_by_slot(
@@ -45,53 +43,9 @@ def expected_by_slot(
     day is no normal: a weekend of the reference before a change says nothing of after."""
     if days is None:
         days = np.arange(len(rows), dtype=np.int64)  # rows from as many days as rows
-    # Which rows each slot widens to depends on the slots and days alone: counted per slot
-    # in plain Python (a numpy mask and np.unique for each of 48 slots × 4 widenings were
-    # the largest part of a level reference's cost), and a set of slots chosen twice gives
-    # its medians once.
-    seen: list[set[int]] = [set() for _ in range(SLOTS)]
-    for at_slot, day in zip(slots.tolist(), days.tolist(), strict=True):
-        seen[at_slot].add(day)
-    counts = np.bincount(slots, minlength=SLOTS).tolist()
-    medians: dict[tuple[int, ...] | None, Array] = {}
-    table = np.empty((SLOTS, rows.shape[1]))
-    for index in range(SLOTS):
-        chosen = _widened(index, counts, seen, min_days)
-        found = medians.get(chosen)
-        if found is None:
-            picked = rows if chosen is None else rows[_among(chosen)[slots]]
-            found = medians[chosen] = nan_column_medians(picked)
-        table[index] = found
+    # Counted and taken for every slot at once (app/analysis/slottables.py).
+    table: Array = slot_tables(rows, slots, days, False, MIN_MATCHED, min_days)[0]
     return table
-
-
-@functools.lru_cache(maxsize=512)
-def _among(chosen: tuple[int, ...]) -> NDArray[np.bool_]:
-    """Which of the 48 slots are ``chosen`` (a row's slot indexes it: ``np.isin``'s rows,
-    in their order, without its sort)."""
-    member = np.zeros(SLOTS, dtype=bool)
-    member[list(chosen)] = True
-    member.flags.writeable = False  # shared by every caller
-    return member
-
-
-def _widened(
-    index: int, counts: list[int], seen: list[set[int]], min_days: int
-) -> tuple[int, ...] | None:
-    """The slots ``expected_by_slot`` reads for slot ``index``: its own, ±1 hour of its kind
-    of day, its hour of any day, ±1 hour of any day; None for every row."""
-    hour, kind = index % 24, index // 24
-    near = [(hour + step) % 24 for step in (-1, 0, 1)]
-    for chosen in (
-        (index,),
-        tuple(24 * kind + h for h in near),
-        (hour, hour + 24),
-        tuple(24 * k + h for k in (0, 1) for h in near),
-    ):
-        if sum(counts[s] for s in chosen) >= MIN_MATCHED:
-            if len(set().union(*(seen[s] for s in chosen))) >= min_days:
-                return chosen
-    return None
 
 
 def honest_spread(rows: Array, slots: NDArray[np.int64], days: NDArray[np.int64]) -> Array:
@@ -110,13 +64,13 @@ def held_out(rows: Array, slots: NDArray[np.int64], days: NDArray[np.int64]) -> 
     """Each row minus the expected at its slot from the other days' rows (one day of them
     is enough here: a weekend day is told by the other weekend day, as the reference's
     two tell the next); with one day only, from its own."""
-    outside = np.empty_like(rows)
-    unique = np.unique(days)
-    for day in unique:
-        mine = days == day
-        others = ~mine if len(unique) > 1 else mine
-        table = expected_by_slot(rows[others], slots[others], days[others], min_days=1)
-        outside[mine] = rows[mine] - table[slots[mine]]
+    if len(np.unique(days)) <= 1:
+        outside: Array = rows - expected_by_slot(rows, slots, days, min_days=1)[slots]
+        return outside
+    # Every day's table from one count and one sort (app/analysis/slottables.py).
+    tables = slot_tables(rows, slots, days, True, MIN_MATCHED, 1)
+    day_of = np.unique(days, return_inverse=True)[1].reshape(-1)
+    outside = rows - tables[day_of, slots]
     return outside
 
 

@@ -161,3 +161,43 @@ def test_expected_by_slot_is_the_masks_spelling(
     days = rng.integers(0, day_count, runs).astype(np.int64) if day_count else None
     found = ls.expected_by_slot(rows, slots, days, min_days)
     np.testing.assert_array_equal(found, _expected_by_masks(rows, slots, days, min_days))
+
+
+def _held_out_by_masks(rows: np.ndarray, slots: np.ndarray, days: np.ndarray) -> np.ndarray:
+    """``held_out`` spelled a day at a time: each day's rows against the masks' table of
+    the other days' rows (with one day only, its own)."""
+    outside = np.empty_like(rows)
+    unique = np.unique(days)
+    for day in unique:
+        mine = days == day
+        others = ~mine if len(unique) > 1 else mine
+        table = _expected_by_masks(rows[others], slots[others], days[others], 1)
+        outside[mine] = rows[mine] - table[slots[mine]]
+    return outside
+
+
+@pytest.mark.parametrize(
+    ("runs", "hours", "day_count", "nan_share", "rounded"),
+    [
+        (0, 48, 1, 0.0, False),  # no row
+        (7, 48, 3, 0.0, False),  # too few anywhere: every row of the other days
+        (400, 48, 1, 0.0, False),  # one day: told by its own
+        (672, 48, 7, 0.0, False),  # a week of every slot, as a reference holds
+        (672, 48, 7, 0.0, True),  # ties among the rows (numbers to one decimal)
+        (500, 48, 8, 0.2, False),  # NaNs (a phase a run lacks)
+        (90, 4, 5, 0.0, False),  # a few slots: widened, then every row
+        (300, 20, 2, 0.1, False),  # two days, each told by the other alone
+        (700, 48, 7, 0.9, False),  # mostly NaN: columns with none left
+    ],
+)
+def test_held_out_is_the_day_by_day_spelling(
+    runs: int, hours: int, day_count: int, nan_share: float, rounded: bool
+) -> None:
+    rng = np.random.default_rng(runs + 7 * hours + day_count)
+    rows = rng.normal(0, 1, (runs, 4))
+    rows = np.round(rows, 1) if rounded else rows
+    rows[rng.random(rows.shape) < nan_share] = np.nan
+    slots = rng.choice(rng.choice(48, hours, replace=False), runs).astype(np.int64)
+    days = (738000 + rng.integers(0, day_count, runs)).astype(np.int64)
+    found = ls.held_out(rows, slots, days)
+    np.testing.assert_array_equal(found, _held_out_by_masks(rows, slots, days))
