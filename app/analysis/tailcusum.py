@@ -93,7 +93,7 @@ def member_llr(counts: Array, tails: Array) -> tuple[Array, Array]:
     mass beyond each edge is ``tails`` (runs × edges), and its variance per run under no
     change (multinomial): both runs × ``MEMBERS``."""
     logs, p = weights(tails)
-    llr = np.einsum("rb,rmb->rm", counts, logs)
+    llr = (logs * counts[:, None, :]).sum(axis=-1)  # as ``increments`` sums a run's
     n = counts.sum(axis=1, keepdims=True)
     mean = (p * logs).sum(axis=-1)
     variance = n * ((p * logs**2).sum(axis=-1) - mean**2)
@@ -154,7 +154,7 @@ def increments(run: RunData, channel: Channel) -> Array | None:
     values = ratios(run, channel.name)
     if not len(values):
         return None
-    llr = _slot_logs(channel, slot(run.at)) @ bin_counts(values, channel.edges)
+    llr = (_slot_logs(channel, slot(run.at)) * bin_counts(values, channel.edges)).sum(axis=-1)
     return np.asarray(llr / channel.dispersion, dtype=np.float64)
 
 
