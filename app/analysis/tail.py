@@ -170,9 +170,7 @@ class Channel:
     dispersion: Array = field(default_factory=lambda: np.empty(0))  # per member (tailcusum)
     fall: Array = field(default_factory=lambda: np.empty(0))  # per member, per run, no change
     # tailcusum's members' per-bin log ratios by slot, filled as runs ask (once a slot).
-    terms: dict[int, Array] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    terms: dict[int, Array] = field(default_factory=dict, init=False, repr=False, compare=False)
     # tailcusum's members' ceilings by threshold (``caps``: every run asked for the same).
     ceilings: dict[float, Array] = field(
         default_factory=dict, init=False, repr=False, compare=False
