@@ -169,10 +169,8 @@ class Channel:
     body_ms: float  # the median of the reference runs' medians
     dispersion: Array = field(default_factory=lambda: np.empty(0))  # per member (tailcusum)
     fall: Array = field(default_factory=lambda: np.empty(0))  # per member, per run, no change
-    # tailcusum's per-member terms by slot, filled as runs ask (worked out once a slot).
-    terms: dict[int, tuple[Array, Array, Array]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    # tailcusum's members' per-bin log ratios by slot, filled as runs ask (once a slot).
+    terms: dict[int, Array] = field(default_factory=dict, init=False, repr=False, compare=False)
     # tailcusum's members' ceilings by threshold (``caps``: every run asked for the same).
     ceilings: dict[float, Array] = field(
         default_factory=dict, init=False, repr=False, compare=False

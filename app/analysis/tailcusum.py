@@ -1,13 +1,11 @@
-"""Has a tail got heavier? A likelihood-ratio CUSUM over a family of tail inflations.
+"""Has a tail got heavier? A likelihood-ratio CUSUM over a family of heavier tails.
 
 The counts of a run's ratios in the reference's bins (app/analysis/tail.py) are
 multinomial under no change, with the reference's probabilities for the run's slot. What a
-heavier tail looks like is not known beforehand, so the alternative is a small **family**:
-the mass beyond the reference's p90, p95, p99 or p99.9 × ``RATIOS`` (1.5 to 8), the shape
-of the bins beyond the edge kept and the bins below it scaled down to make room. Each
-member's per-run log-likelihood ratio needs only the count beyond its edge:
-
-    k · ln r + (n − k) · ln((1 − r·T) / (1 − T)),   T: the slot's mass beyond the edge
+heavier tail looks like is not known beforehand, so the alternative is a small **family**
+(app/analysis/tailfamily.py): the mass beyond one edge × 1.5 to 8, and tails heavier from
+the p90 or p95 on, growing most at the p99.9. Each member's per-run log-likelihood ratio
+is the run's bin counts times the member's per-bin log ratios for the run's slot.
 
 Each member runs its own CUSUM and the detector reads the highest: a GLR over the family,
 whose few members cost a fraction of a nat of threshold (they are strongly correlated) where
@@ -37,6 +35,7 @@ from app.analysis.tail import (
     QUANTILES,
     Channel,
     TailReference,
+    bin_counts,
     channel_reference,
     channels,
     ratios,
@@ -44,13 +43,16 @@ from app.analysis.tail import (
     smoothed,
     times,
 )
+from app.analysis.tailfamily import (
+    MAX_MASS,
+    MEMBER_EDGES,
+    MEMBER_RATIOS,
+    MEMBER_SHOWN,
+    MEMBERS,
+    weights,
+)
 
-EDGES = (2, 3, 4, 5)  # the family's edges, as indices of tail.QUANTILES: p90 … p99.9
-RATIOS = (1.5, 2.0, 3.0, 5.0, 8.0)
-MEMBERS = len(EDGES) * len(RATIOS)
-MEMBER_EDGES = np.repeat(np.array(EDGES, dtype=np.int64), len(RATIOS))
-MEMBER_RATIOS = np.tile(np.array(RATIOS, dtype=np.float64), len(EDGES))
-MAX_MASS = 0.9  # an inflation that would put more than this beyond its edge is capped there
+__all__ = ["MAX_MASS", "MEMBER_EDGES", "MEMBER_RATIOS", "MEMBERS"]  # the family, read here
 BLOCK = 8  # runs summed for the dispersion: two hours at 15 minutes
 MAX_DISPERSION = 8.0
 # Runs of an ordinary tail that bring a member's CUSUM from its threshold to half of it, at
@@ -90,25 +92,12 @@ def member_llr(counts: Array, tails: Array) -> tuple[Array, Array]:
     """Each member's log-likelihood ratio for runs' ``counts`` (runs × BINS) whose slots'
     mass beyond each edge is ``tails`` (runs × edges), and its variance per run under no
     change (multinomial): both runs × ``MEMBERS``."""
-    mass, up, down = member_terms(tails)
+    logs, p = weights(tails)
+    llr = (logs * counts[:, None, :]).sum(axis=-1)  # as ``increments`` sums a run's
     n = counts.sum(axis=1, keepdims=True)
-    llr = _llr(counts, n, up, down)
-    variance = n * mass * (1 - mass) * (up - down) ** 2
-    return llr, np.asarray(variance, dtype=np.float64)
-
-
-def member_terms(tails: Array) -> tuple[Array, Array, Array]:
-    """Per member, for slots' mass beyond each edge ``tails`` (… × edges): its mass beyond
-    its edge, and the log-likelihood ratio of one sample beyond it (``up``) and of one
-    below it (``down``)."""
-    mass = tails[:, MEMBER_EDGES]
-    ratio = np.minimum(MEMBER_RATIOS, MAX_MASS / mass)
-    return mass, np.log(ratio), np.log((1 - ratio * mass) / (1 - mass))
-
-
-def _llr(counts: Array, n: Array, up: Array, down: Array) -> Array:
-    k = beyond(counts)[:, MEMBER_EDGES]
-    return np.asarray(k * up + (n - k) * down, dtype=np.float64)
+    mean = (p * logs).sum(axis=-1)
+    variance = n * ((p * logs**2).sum(axis=-1) - mean**2)
+    return np.asarray(llr, dtype=np.float64), np.asarray(variance, dtype=np.float64)
 
 
 def dispersion(channel: Channel) -> Array:
@@ -165,22 +154,19 @@ def increments(run: RunData, channel: Channel) -> Array | None:
     values = ratios(run, channel.name)
     if not len(values):
         return None
-    _, up, down = _slot_terms(channel, slot(run.at))
-    # The samples beyond each member's edge, as bin_counts counts them (a value on an edge
-    # is beyond it, a NaN beyond every edge: both sort so), from one sort of ten or so.
-    n = len(values)
-    k = n - np.searchsorted(np.sort(values), channel.edges[MEMBER_EDGES], side="left")
-    llr = k * up + (n - k) * down
-    return np.asarray(llr[0] / channel.dispersion, dtype=np.float64)
+    llr = (_slot_logs(channel, slot(run.at)) * bin_counts(values, channel.edges)).sum(axis=-1)
+    return np.asarray(llr / channel.dispersion, dtype=np.float64)
 
 
-def _slot_terms(channel: Channel, at_slot: int) -> tuple[Array, Array, Array]:
-    """``member_terms`` of the slot's probabilities, worked out once per reference and
-    slot (every run of a day asks, and the slot's 48 answers are all there are)."""
-    terms = channel.terms.get(at_slot)
-    if terms is None:
-        terms = channel.terms[at_slot] = member_terms(beyond(channel.probs[at_slot])[None, :])
-    return terms
+def _slot_logs(channel: Channel, at_slot: int) -> Array:
+    """The members' per-bin log ratios (``MEMBERS`` × BINS) for the slot's probabilities,
+    worked out once per reference and slot (every run of a day asks, and the slot's 48
+    answers are all there are)."""
+    logs = channel.terms.get(at_slot)
+    if logs is None:
+        logs = channel.terms[at_slot] = weights(beyond(channel.probs[at_slot])[None, :])[0][0]
+        logs.flags.writeable = False
+    return logs
 
 
 def cusum(scores: Sequence[float], steps: Array, cap: Array | float) -> list[float]:
@@ -219,12 +205,13 @@ class Shape:
 
 
 def shape(best: int, recent: Sequence[RunData], channel: Channel) -> Shape | None:
-    """Member ``best`` on ``recent``'s ratios; None when they have none."""
+    """Member ``best`` on ``recent``'s ratios, at the quantile it is told at (an inflation's
+    edge; a heavier tail's p99); None when they have none."""
     parts = [(run, ratios(run, channel.name)) for run in recent]
     parts = [(run, values) for run, values in parts if len(values)]
     if not parts:
         return None
-    edge = int(MEMBER_EDGES[best])
+    edge = int(MEMBER_SHOWN[best])
     values = np.concatenate([values for _, values in parts])
     weights = np.array([len(values) for _, values in parts], dtype=np.float64)
     tails = beyond(channel.probs[[slot(run.at) for run, _ in parts]])[:, edge]

@@ -11,7 +11,7 @@ import pytest
 
 from app.analysis.runs import median_of, nan_column_medians
 from app.analysis.tail import SLOTS, Channel, bin_counts, binned_runs, ratios, slot, slot_sums
-from app.analysis.tailcusum import beyond, increments, member_llr
+from app.analysis.tailcusum import MEMBERS, beyond, increments, member_llr
 from tests.runfactory import T0, make_run
 
 NAN = float("nan")
@@ -97,7 +97,7 @@ def test_an_increment_is_the_member_llr_over_the_dispersion(slow: float, seed: i
     run = make_run(np.random.default_rng(seed), T0, n=10, slow=slow, slow_ms=400.0)
     edges = np.array([0.9, 1.0, 1.2, 1.5, 2.0, 3.5])
     probs = np.tile(np.array([0.5, 0.25, 0.15, 0.05, 0.04, 0.009, 0.001]), (SLOTS, 1))
-    phi = np.linspace(1.0, 3.0, 20)
+    phi = np.linspace(1.0, 3.0, MEMBERS)
     empty = np.zeros(0, dtype=np.int64)
     channel = Channel("total", edges, probs, np.zeros((0, 7)), empty, empty, 100.0, phi)
     counts = bin_counts(ratios(run, "total"), edges)[None, :]
