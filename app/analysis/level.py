@@ -201,46 +201,19 @@ def pooled_z(
     in each run (one wild run is no change). None where no vantage has the series."""
     zs, growths, least = [], [], []
     for reference, window in zip(references, windows, strict=True):
-        found = _residuals(reference, window, series)
-        if found is None:
+        if series not in reference.series or not window:
             continue
-        values, spread = found
+        column = reference.series.index(series)
+        values = [reference.residuals(run)[column] for run in window if run.timed >= MIN_TIMED]
+        if not values:
+            continue
+        n, rho = len(values), float(reference.rho[column])
+        # The variance of a mean of n AR(1) values, in units of one value's.
+        factor = (1 + 2 * sum((1 - k / n) * rho**k for k in range(1, n))) / n
+        spread = float(reference.sigma[column]) * math.sqrt(factor)
         zs.append(float(np.mean(values)) / spread)
         growths.append(float(np.mean(values)))
         least.append(min(values))
     if not zs:
         return None
     return float(np.mean(zs)), float(np.mean(growths)), float(min(least))
-
-
-def steady_z(
-    references: Sequence[LevelReference], windows: Sequence[Sequence[RunData]], series: str
-) -> float | None:
-    """Vantages' evidence that ``series`` grew in every run of their windows: each
-    vantage's least residual in units of its window mean's spread (as ``pooled_z``), then
-    averaged over vantages. Never above ``pooled_z``'s z (a window's least is at most its
-    mean): a wild run beside ordinary ones counts as the ordinary ones. None where no
-    vantage has the series."""
-    zs = []
-    for reference, window in zip(references, windows, strict=True):
-        found = _residuals(reference, window, series)
-        if found is not None:
-            zs.append(min(found[0]) / found[1])
-    return float(np.mean(zs)) if zs else None
-
-
-def _residuals(
-    reference: LevelReference, window: Sequence[RunData], series: str
-) -> tuple[list[float], float] | None:
-    """The window's residuals of ``series`` (runs with timed samples), and the spread of
-    their mean: the residuals' spread, their lag-1 autocorrelation counted."""
-    if series not in reference.series or not window:
-        return None
-    column = reference.series.index(series)
-    values = [float(reference.residuals(run)[column]) for run in window if run.timed >= MIN_TIMED]
-    if not values:
-        return None
-    n, rho = len(values), float(reference.rho[column])
-    # The variance of a mean of n AR(1) values, in units of one value's.
-    factor = (1 + 2 * sum((1 - k / n) * rho**k for k in range(1, n))) / n
-    return values, float(reference.sigma[column]) * math.sqrt(factor)

@@ -308,37 +308,3 @@ def test_a_crossing_fires_only_where_the_current_reference_sees_the_slowdown(
     finding = level_finding(scores, lengths, reference, lambda k: runs[-k:], params)
     assert finding.signal is signal
     assert finding.numbers["crossed"] == ["queue"]
-
-
-@pytest.mark.parametrize(
-    ("near", "far", "low", "high"),
-    [
-        ([3.0, 3.0], [3.0, 3.0], 4.0, math.inf),  # grown alike in every run: the mean's z
-        ([3.0, 4.5], [3.0, 3.0], 4.0, math.inf),  # grown in every run, by more in one
-        ([20.0, 1.0], [20.0, 1.0], -math.inf, 1.0),  # one wild run beside an ordinary one
-        ([1.2, 20.0], [1.2, 20.0], -math.inf, 3.0),  # a wild run after a little busier one
-    ],
-)
-def test_the_steady_evidence_is_the_least_run_of_each_window(
-    near: list[float], far: list[float], low: float, high: float
-) -> None:
-    reference = lv.LevelReference.build(week(load_sigma=0.2, rho=0.7))
-    assert reference is not None
-    at = T0 + timedelta(days=7, hours=10)
-    windows = [
-        [scaled(at + i * EVERY, 1.0, queue=factor) for i, factor in enumerate(factors)]
-        for factors in (near, far)
-    ]
-    steady = lv.steady_z([reference, reference], windows, "queue")
-    pooled = lv.pooled_z([reference, reference], windows, "queue")
-    assert steady is not None and pooled is not None
-    assert low <= steady <= high
-    assert steady <= pooled[0] + 1e-9  # a window's least is never above its mean
-
-
-def test_no_steady_evidence_without_the_series() -> None:
-    reference = lv.LevelReference.build(week())
-    assert reference is not None
-    window = [scaled(T0 + timedelta(days=7, hours=10), 2.0)]
-    assert lv.steady_z([reference], [window], "nothing") is None
-    assert lv.steady_z([reference], [[]], "queue") is None
