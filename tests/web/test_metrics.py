@@ -36,6 +36,7 @@ ALLOWED_LABELS = {"target", "vantage", "phase", "status", "error_class", "state"
 ALLOWED_LABELS |= {"version", "loop"}  # loop: one of app.store.quarantine.LOOPS
 ALLOWED_LABELS |= {"way"}  # way: asked or claimed (app.replicas.evaluation, two values)
 ALLOWED_LABELS |= {"maintenance"}  # true or false: whether a window held the run
+ALLOWED_LABELS |= {"samples"}  # in_hand or read: where a caught-up run's samples came from
 
 
 @pytest.fixture
