@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, bindparam, exists, func, select, update
+from sqlalchemy import Exists, Select, bindparam, exists, func, select, update
 from sqlalchemy.orm import Session, aliased
 
 from app.store.models import AlertRow, DeliveryRow
@@ -37,16 +37,20 @@ class UnreadableDelivery(Exception):
         self.reason = reason
 
 
-def _due() -> Select[int, str, Any, int, datetime, int | None, datetime]:
-    """The claim's statement, built once (the sender asks every few seconds, nearly always
-    for nothing: building it was most of that work)."""
+def _waits_behind_older() -> Exists:
+    """A row's older pending delivery of the same alert to the same notifier: it goes first."""
     older = aliased(DeliveryRow)
-    waits = exists().where(
+    return exists().where(
         older.alert_id == DeliveryRow.alert_id,
         older.notifier == DeliveryRow.notifier,
         older.status == PENDING,
         older.id < DeliveryRow.id,
     )
+
+
+def _due() -> Select[int, str, Any, int, datetime, int | None, datetime]:
+    """The claim's statement, built once (the sender asks every few seconds, nearly always
+    for nothing: building it was most of that work)."""
     return (
         select(
             DeliveryRow.id,
@@ -59,7 +63,7 @@ def _due() -> Select[int, str, Any, int, datetime, int | None, datetime]:
         )
         .join(AlertRow, AlertRow.id == DeliveryRow.alert_id)
         .where(DeliveryRow.status == PENDING, DeliveryRow.next_attempt_at <= bindparam("now"))
-        .where(~waits)
+        .where(~_waits_behind_older())
         .order_by(DeliveryRow.id)
         .limit(1)
         .with_for_update(skip_locked=True, of=DeliveryRow)
@@ -98,15 +102,8 @@ def claim_due(
 
 def _next() -> Select[datetime]:
     """When the first pending row that waits behind no older one falls due."""
-    older = aliased(DeliveryRow)
-    waits = exists().where(
-        older.alert_id == DeliveryRow.alert_id,
-        older.notifier == DeliveryRow.notifier,
-        older.status == PENDING,
-        older.id < DeliveryRow.id,
-    )
     return select(func.min(DeliveryRow.next_attempt_at)).where(
-        DeliveryRow.status == PENDING, ~waits
+        DeliveryRow.status == PENDING, ~_waits_behind_older()
     )
 
 
