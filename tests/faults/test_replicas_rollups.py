@@ -31,7 +31,7 @@ from app.store.rollups.catchup import catch_up
 from app.store.rollups.coarse import COARSE
 from app.store.rollups.folds import fold_closed
 from tests.faults.support import stop
-from tests.faults.test_replicas_share import INTERVAL_S, replica_env, share
+from tests.faults.test_replicas_share import INTERVAL_S, fleet_file, replica_env, share
 from tests.helpers import eventually
 from tests.pgcluster import Serve
 
@@ -40,16 +40,6 @@ pytestmark = [pytest.mark.process, pytest.mark.postgres, pytest.mark.timeout(600
 TARGETS = [f"rolled-{k:02d}" for k in range(12)]
 CAUGHT_UP = "phasewatch_rollup_runs_caught_up_total{"
 START_S = 300.0  # three serves starting on a loaded machine (nice 19, load 30: over 90 s)
-
-
-def fleet_file(tmp_path: Path, sim: SimServer) -> Path:
-    entries = "".join(
-        f"  - {{name: {name}, url: '{sim.url}/health', interval: {INTERVAL_S}s, samples: 2}}\n"
-        for name in TARGETS
-    )
-    path = tmp_path / "phasewatch.yaml"
-    path.write_text(f"targets:\n{entries}")
-    return path
 
 
 def caught_up(replica: Serve) -> dict[str, float]:
@@ -115,7 +105,7 @@ def assert_rollups_are_a_rebuilds(sessions: sessionmaker[Session]) -> None:
 def test_each_replica_catches_up_its_own_targets_and_the_survivors_a_killed_ones(
     tmp_path: Path, postgres_url: str, sim: SimServer, serve: Callable[..., Serve]
 ) -> None:
-    config = fleet_file(tmp_path, sim)
+    config = fleet_file(tmp_path, sim, TARGETS, samples=2)
     replicas = [serve(name, config, **replica_env(postgres_url)) for name in "abc"]
     for replica in replicas:
         replica.wait_ready(START_S)

@@ -40,10 +40,13 @@ INTERVAL_MS = round(INTERVAL_S * 1000)
 WATCHED_SLOTS = 4  # of each target while the three share them
 
 
-def fleet_file(tmp_path: Path, sim: SimServer) -> Path:
+def fleet_file(
+    tmp_path: Path, sim: SimServer, targets: list[str] = TARGETS, samples: int = 1
+) -> Path:
     entries = "".join(
-        f"  - {{name: {name}, url: '{sim.url}/health', interval: {INTERVAL_S}s, samples: 1}}\n"
-        for name in TARGETS
+        f"  - {{name: {name}, url: '{sim.url}/health', interval: {INTERVAL_S}s,"
+        f" samples: {samples}}}\n"
+        for name in targets
     )
     path = tmp_path / "phasewatch.yaml"
     path.write_text(f"targets:\n{entries}")
