@@ -110,9 +110,10 @@ def build_service(
     refused = None if observed is None else observed.observe_refusal
     # Each run stored goes on in hand: to the evaluator's history, and to the rollups'
     # catch-up, which then need not read its samples back (the runs of targets this replica
-    # owns: it keeps their rollups, app.replicas.rollups).
+    # owns: it keeps their rollups, app.replicas.rollups). The catch-up's copy is handed
+    # over before the write: the catch-up may count the run the moment it commits.
     in_hand = InHand(wanted=lambda target: replicas.owns(target, now_ms()))
-    sink = DatabaseSink(sessions, refused=refused, stored=then(history.add, in_hand.keep))
+    sink = DatabaseSink(sessions, refused=refused, stored=history.add, writing=in_hand.keep)
     writer = Writer(sink, Spool(settings.spool_dir), after_store=after_store)
     pipeline = Pipeline(writer, resolved.vantage)
     outbox = quarantine.loop("outbox")

@@ -7,7 +7,10 @@ each run passes the door (``app.runs.validate``): a run it refuses is ``SinkRefu
 its reason (a spooled one is set aside, a pushed one answered 422 or ``refused``), counted
 through ``refused`` and never stored. A run whose slot another run holds is answered False,
 as a replay is, and counted in ``taken`` (``app.runs.slots.TakenSlots``). Each run stored
-is handed to ``stored`` once committed (``serve``: the evaluator's history keeps it).
+is handed to ``stored`` once committed (``serve``: the evaluator's history keeps it), and
+each run about to be written to ``writing`` first: another thread that finds the run the
+moment it commits (the rollups' catch-up) then finds it in hand too. A run handed to
+``writing`` may still fail to be stored; its follower holds it until newer ones push it out.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class DatabaseSink:
         clock: Callable[[], datetime] = utcnow,
         refused: Counted | None = None,
         stored: Callable[[RunRecord], None] | None = None,
+        writing: Callable[[RunRecord], None] | None = None,
     ) -> None:
         self.name = "the database"
         self.sessions = sessions
@@ -44,6 +48,7 @@ class DatabaseSink:
         self.door = Door(clock, refused)
         self.taken = TakenSlots()
         self.stored = stored
+        self.writing = writing
         self._last = LastAttempt()
 
     @property
@@ -66,6 +71,7 @@ class DatabaseSink:
         return [next(stored) if refusal is None else refusal for refusal in refusals]
 
     def _store(self, record: RunRecord) -> bool:
+        self._hand_over([record])
         with translated(), write_connection(self.sessions) as connection:
             ingested = ingest_run_on(connection, record, self.clock())
         return self._answer(record, ingested)  # counted once committed
@@ -73,6 +79,7 @@ class DatabaseSink:
     def _store_batch(self, records: Sequence[RunRecord]) -> list[Stored]:
         if not records:
             return []
+        self._hand_over(records)
         try:
             # A Core connection, as ``_store``'s: an agent's single push comes this way, and
             # a Session's own work was a large share of storing it.
@@ -84,6 +91,15 @@ class DatabaseSink:
                 return [str(exc)]
             return [answer(self._store, record) for record in records]
         return [self._answer(r, i) for r, i in zip(records, ingested, strict=True)]
+
+    def _hand_over(self, records: Sequence[RunRecord]) -> None:
+        if self.writing is None:
+            return
+        for record in records:
+            try:
+                self.writing(record)
+            except Exception:  # any: storing the run matters more than its follower
+                log.exception("run %s of %s: not kept in hand", record.id, record.target)
 
     def _answer(self, record: RunRecord, ingested: Ingested) -> bool:
         if ingested is Ingested.SLOT_TAKEN and record.slot is not None:

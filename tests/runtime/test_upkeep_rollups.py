@@ -46,7 +46,7 @@ class Replica:
         self, sessions: sessionmaker[Session], engine: Engine, owns: Callable[[], set[str]]
     ) -> None:
         self.hand = InHand(wanted=lambda target: target in owns())
-        self.sink = DatabaseSink(sessions, clock=lambda: STORED, stored=self.hand.keep)
+        self.sink = DatabaseSink(sessions, clock=lambda: STORED, writing=self.hand.keep)
         self.upkeep = Upkeep(
             sessions,
             engine,

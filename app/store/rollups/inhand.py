@@ -2,8 +2,10 @@
 
 The catch-up digests each run it counts from its samples; in ``serve`` it read them back
 from the database a few seconds after the store wrote them (bench/fleet.py). The database
-sink hands each run it stored to ``keep`` (as it does to the evaluator's history), and the
-catch-up ``take``s those it has instead of reading them: the same fields, as stored. Runs
+sink hands each run to ``keep`` just before writing it (so a catch-up that counts the run
+the moment it commits finds it here), and the catch-up ``take``s those it has instead of
+reading them: the same fields, as stored. A run kept and then refused is never asked for;
+newer runs push it out. Runs
 it does not hold (stored by another process, or before this one started, or pushed out
 by newer ones) are read as before.
 
