@@ -30,8 +30,8 @@ from tests.clirun import run_cli
 
 pytestmark = pytest.mark.process
 
-# A bound against a hang, not a timing claim: the story takes ~30 s of CPU at --speed 0, and
-# on a 2-core machine with other work it has taken over 110 s of wall time.
+# A bound against a hang, not a timing claim: on a 2-core machine busy with other work the
+# story at --speed 0 has taken over 110 s of wall time.
 WAIT_FOR_ALERTS_S = 300.0
 FIRING = re.compile(
     r"hour (?P<hour>\d+\.\d), \d\d:\d\dZ\] FIRING (?P<kind>\w+) (?P<target>\S+)"
