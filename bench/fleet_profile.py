@@ -49,7 +49,7 @@ def record(pid: int, seconds: float, out: Path) -> str:
     """py-spy's raw samples of ``pid`` for ``seconds`` (empty if py-spy cannot attach)."""
     spy = Path(sys.executable).with_name("py-spy")
     command = [str(spy), "record", "--pid", str(pid), "--duration", str(int(seconds))]
-    command += ["--rate", "50", "--format", "raw", "--output", str(out), "--nonblocking", "--gil"]
+    command += ["--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking", "--gil"]
     try:
         subprocess.run(command, capture_output=True, timeout=seconds + 60, check=True)
     except (OSError, subprocess.SubprocessError) as exc:
