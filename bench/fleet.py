@@ -7,7 +7,9 @@ runs it (bench/soak.py's pieces). After ``--warmup`` minutes (every target has r
 evaluated once) the CPU serve spent (/proc/<pid>/stat, all its threads) and the runs it
 stored are read, and again ``--minutes`` later: CPU a run is the one over the other. Then
 py-spy samples serve for ``--profile`` seconds (bench/fleet_profile.py) to split that CPU
-by component. Reported: the slots due on each target's grid against those stored, doubled,
+by component. Once serve is stopped, the probe alone (bench/probe_floor.py) probes the same
+targets on the same sims for ``--floor`` minutes: the floor serve's CPU a run is held to.
+Reported: the slots due on each target's grid against those stored, doubled,
 and skipped (serve's log), lateness (a run's start minus its due time) p50/p99 in the
 measured window, CPU a run in all and by component, RSS over time, and what 10,000
 targets at the same interval would need on paper from the measured CPU a run.
@@ -41,6 +43,7 @@ from app.store.db import make_sessions
 from app.store.models import RunRow
 from bench.common import RunClock, machine_info, pct, print_table
 from bench.fleet_profile import COMPONENTS, OTHER, record, shares
+from bench.probe_floor import Floor, floor_in_process
 from bench.soak import (
     END_MARGIN_INTERVALS,
     Slots,
@@ -72,12 +75,14 @@ class Measured:
     runs: int
     by_component: dict[str, float]
     readings: list[Reading]
+    floor: Floor | None
     load: str
 
 
 def run_one(args: argparse.Namespace, size: int) -> Measured:
     url = database_url("postgresql", args.db_name, args.pg, SQLITE_DIR)
-    total_s = READY_S + (args.warmup + args.minutes) * 60 + args.profile + 300
+    floor_s = (args.interval + args.floor * 60) if args.floor > 0 else 0.0
+    total_s = READY_S + (args.warmup + args.minutes) * 60 + args.profile + floor_s + 300
     with (
         bench_database(url, args.pg, keep=False),
         ExitStack() as stack,
@@ -101,6 +106,8 @@ def run_one(args: argparse.Namespace, size: int) -> Measured:
         finally:
             serve.kill()
             log = serve.output()
+        # The probe alone, on the same sims, once serve is gone: the floor of the ratio.
+        floor = floor_in_process(path, args.interval, args.floor * 60) if floor_s else None
         names = [f"soak-{k:03d}" for k in range(size)]
         counted = slots(due_times(url), names, args.interval, until)
         late = lateness_ms(url, measured.window)
@@ -117,6 +124,7 @@ def run_one(args: argparse.Namespace, size: int) -> Measured:
         measured.runs,
         measured.by_component,
         measured.readings,
+        floor,
         " ".join(f"{v:.2f}" for v in os.getloadavg()),
     )
 
@@ -210,6 +218,10 @@ def report(results: list[Measured], args: argparse.Namespace) -> None:
         late = f"{pct(m.late_ms, 50):.0f} / {pct(m.late_ms, 99):.0f}" if m.late_ms else "-"
         parts = " · ".join(f"{n} {m.by_component.get(n, 0.0):.1f}" for n in names)
         rss = f"{m.readings[0].rss_mb:.0f} → {m.readings[-1].rss_mb:.0f}"
+        floor = "-"
+        if m.floor is not None:
+            ratio = m.cpu_ms_per_run / m.floor.cpu_ms_per_run
+            floor = f"{m.floor.cpu_ms_per_run:.1f} ({m.floor.runs:,} runs): ×{ratio:.2f}"
         rows.append(
             [
                 f"{m.size:,}",
@@ -219,13 +231,15 @@ def report(results: list[Measured], args: argparse.Namespace) -> None:
                 str(m.slots.doubled),
                 late,
                 f"{m.cpu_ms_per_run:.1f} ({m.runs:,} runs; {m.cpu_s_per_min:.1f} s a min)",
+                floor,
                 parts,
                 rss,
                 m.load,
             ]
         )
     headers = ["targets", "slots due", "stored", "skipped (log)", "doubled", "late p50/p99 ms"]
-    headers += ["CPU ms a run", "by component, ms a run", "RSS MB", "load after"]
+    headers += ["CPU ms a run", "probe alone ms a run: serve ×", "by component, ms a run"]
+    headers += ["RSS MB", "load after"]
     print_table(headers, rows)
     per_s = PROJECTED / args.interval
     for m in results:
@@ -244,6 +258,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=2.0, help="minutes before measuring")
     parser.add_argument("--minutes", type=float, default=3.0, help="minutes measured")
     parser.add_argument("--profile", type=float, default=60.0, help="seconds of py-spy; 0: none")
+    parser.add_argument(
+        "--floor", type=float, default=3.0, help="minutes of the probe alone after; 0: none"
+    )
     parser.add_argument("--every", type=float, default=30.0, help="seconds between readings")
     parser.add_argument(
         "--profile-dir", type=Path, default=Path("/tmp/pw-fleet"), help="py-spy's raw output"
@@ -251,8 +268,8 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pg", default=PG_SERVER, help="a PostgreSQL server's maintenance URL")
     parser.add_argument("--db-name", default="pw_bench_fleet", help="database to create, drop")
     args = parser.parse_args(argv)
-    if args.warmup + args.minutes > MAX_MINUTES:
-        parser.error(f"--warmup + --minutes: at most {MAX_MINUTES:g}")
+    if args.warmup + args.minutes + args.floor > MAX_MINUTES:
+        parser.error(f"--warmup + --minutes + --floor: at most {MAX_MINUTES:g}")
     return args
 
 
