@@ -30,7 +30,9 @@ AT = T0 + timedelta(days=7, hours=10)  # a quiet hour after the week of referenc
         ([-0.5, -0.5, 1.0], 0.0, math.sqrt(1.5)),
     ],
 )
-def test_the_ar1_spread_of_a_weighted_sum(weights: list[float], rho: float, expected: float) -> None:
+def test_the_ar1_spread_of_a_weighted_sum(
+    weights: list[float], rho: float, expected: float
+) -> None:
     assert st.ar1_spread(weights, rho) == pytest.approx(expected)
 
 
