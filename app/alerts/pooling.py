@@ -91,9 +91,9 @@ def levels(
 ) -> Levels | None:
     """The hours' levels of each present vantage that has them (known as level_shift knows
     them: days since the last change), and its newest ``runs`` runs, as the pooled evidence
-    reads them; None when a level_shift told before the newest ``dominant_fast_runs`` of
-    them is active: the hours' levels predate that change, and a burst on top of it would
-    read as the growth of one phase."""
+    reads them; None when a level_shift told before the newest of them that the pooled
+    growth judges is active: the hours' levels predate that change, and a burst on top of
+    it would read as the growth of one phase."""
     references: list[LevelReference] = []
     windows: list[list[RunData]] = []
     for vantage in present:
