@@ -22,8 +22,17 @@ from app.alerts.memory import EvaluatorView
 from app.analysis import detectors as d
 from app.analysis.dominance import phase_mix
 from app.analysis.level import LevelReference, pooled_z
+from app.analysis.levelstep import BEFORE, steady_z, step_z
+from app.analysis.runs import RunData
 
 Grown = Callable[[str, str | None], dict[str, Any] | None]
+# A new leader in a vantage's newest run only (not in each of its newest runs) is the
+# service's change when, beside the pooled mean's ``pooled_min_z``, each vantage's least
+# run grew by this many spreads of the window's mean (averaged over vantages): a wild run
+# beside an ordinary one reads ~1 there, however wild (app.analysis.levelstep.steady_z) —
+# and when the newest runs stepped up from the runs before them by ``pooled_min_z`` spreads
+# of that step (``step_z``): a load that climbed for hours has its mean, not its step.
+STEADY_Z = 3.0
 
 
 def grown(
@@ -42,20 +51,8 @@ def grown(
 
     def pooled(phase: str) -> tuple[float, float, float] | None:
         if phase not in raw:
-            references: list[LevelReference] = []
-            windows = []
-            for vantage in present:
-                reference = view.memory(target, vantage).reference
-                level = None if reference is None else reference.level
-                # Hours' levels known as level_shift knows them (days since the last change).
-                if level is not None and level.span >= timedelta(days=params.level_min_days):
-                    references.append(level)
-                    windows.append(history.last(target, vantage, runs))
-            starts = [window[0].at for window in windows if window]
-            # A level_shift told before these runs: the hours' levels predate that change,
-            # and a burst on top of it would read as the growth of one phase.
-            stale = bool(starts) and level_told(view, target, min(starts))
-            raw[phase] = None if stale else pooled_z(references, windows, phase)
+            found = levels(view, history, target, present, params, runs)
+            raw[phase] = None if found is None else pooled_z(*found, phase)
         return raw[phase]
 
     def ask(phase: str, against: str | None) -> dict[str, Any] | None:
@@ -81,6 +78,37 @@ def grown(
     return ask
 
 
+Levels = tuple[list[LevelReference], list[list[RunData]]]
+
+
+def levels(
+    view: EvaluatorView,
+    history: History,
+    target: str,
+    present: list[str],
+    params: d.DetectorParams,
+    runs: int,
+) -> Levels | None:
+    """The hours' levels of each present vantage that has them (known as level_shift knows
+    them: days since the last change), and its newest ``runs`` runs, as the pooled evidence
+    reads them; None when a level_shift told before the newest of them that the pooled
+    growth judges is active: the hours' levels predate that change, and a burst on top of
+    it would read as the growth of one phase."""
+    references: list[LevelReference] = []
+    windows: list[list[RunData]] = []
+    for vantage in present:
+        reference = view.memory(target, vantage).reference
+        level = None if reference is None else reference.level
+        if level is not None and level.span >= timedelta(days=params.level_min_days):
+            references.append(level)
+            windows.append(history.last(target, vantage, runs))
+    newest = min(params.dominant_runs, params.dominant_fast_runs)
+    starts = [window[-newest:][0].at for window in windows if window]
+    if starts and level_told(view, target, min(starts)):
+        return None
+    return references, windows
+
+
 def level_told(view: EvaluatorView, target: str, before: datetime) -> bool:
     """A ``level_shift`` of ``target`` is active and fired before ``before``."""
     return any(
@@ -101,34 +129,83 @@ def pooled_lane(
     params: d.DetectorParams,
     pooled: Grown,
 ) -> tuple[str, str | None, d.Finding] | None:
-    """A server-side phase that now leads each of a vantage's newest
-    ``dominant_fast_runs`` runs over its reference's leader, and that grew as every vantage
-    saw it in each: the service's change, a run or two before one vantage's lead is
-    confirmed by a bootstrap of its own (a queue that grew 4.5× may lead the near vantage's
-    network by a few points only). The pooled growth is the evidence; the lead only says
-    which phase leads now. The vantage, the old leader (None where the vantages' differ),
-    and the finding."""
+    """A server-side phase that now leads a vantage's newest run over its reference's
+    leader, and that grew as every vantage saw it in each of their newest
+    ``dominant_fast_runs`` runs: the service's change, a run or two before one vantage's
+    lead is confirmed by a bootstrap of its own (a queue that grew 4.5× may lead the near
+    vantage's network by a few points only, and not in every run). Where it led each of
+    that vantage's newest runs, their pooled mean growth is the evidence; where it led the
+    newest alone, also every run's growth and the step up from the runs before them
+    (``stepped``). The pooled growth is the evidence; the lead only says which phase leads
+    now. The vantage, the old leader (None where the vantages' differ), and the finding."""
     leaders = set()
     for vantage in present:
         reference = view.memory(target, vantage).reference
         leaders.add(None if reference is None else reference.mix.dominant)
-    for vantage in present:
-        reference = view.memory(target, vantage).reference
-        newest = history.last(target, vantage, params.dominant_fast_runs)
-        if reference is None or len(newest) < params.dominant_fast_runs:
-            continue
-        # Which phase leads: the same in each of the newest runs (the growth is judged on
-        # all of them too: one wild run leads, and grew, alone).
-        tops = {phase_mix([run]).dominant for run in newest}
-        leader, top = reference.mix.dominant, tops.pop() if len(tops) == 1 else None
-        if leader is None or top is None or top == leader:
-            continue
-        grew = pooled(top, leader)
-        if grew is None:
-            continue
-        # Its numbers as dominant_shift gives them (a lead under δ has no bootstrap).
-        found = d.dominant_finding(newest, leader, top, params, view.rng(target))
-        before = {"from_share_before_pct": round(100 * reference.mix.shares.get(leader, 0.0), 1)}
-        old = leader if leaders == {leader} else None
-        return vantage, old, d.Finding(d.Signal.HIT, found.numbers | grew | before)
+    for each_run in (True, False):  # a vantage whose every newest run shows the lead first
+        for vantage in present:
+            found = _lane_at(view, history, target, present, vantage, params, pooled, each_run)
+            if found is not None:
+                finding, leader = found
+                return vantage, leader if leaders == {leader} else None, finding
     return None
+
+
+def _lane_at(
+    view: EvaluatorView,
+    history: History,
+    target: str,
+    present: list[str],
+    vantage: str,
+    params: d.DetectorParams,
+    pooled: Grown,
+    each_run: bool,
+) -> tuple[d.Finding, str] | None:
+    """``pooled_lane`` at one vantage, its new leader leading each of its newest runs
+    (``each_run``) or the newest alone; the finding and the reference's leader."""
+    reference = view.memory(target, vantage).reference
+    newest = history.last(target, vantage, params.dominant_fast_runs)
+    if reference is None or len(newest) < params.dominant_fast_runs:
+        return None
+    tops = [phase_mix([run]).dominant for run in newest]
+    leader, top = reference.mix.dominant, tops[-1]
+    if leader is None or top is None or top == leader or (len(set(tops)) == 1) != each_run:
+        return None
+    grew = pooled(top, leader)
+    if grew is None:
+        return None
+    if not each_run:
+        guards = stepped(view, history, target, present, params, top)
+        if guards is None:
+            return None
+        grew = grew | guards
+        newest = newest[-1:]  # the lead is the newest run's
+    # Its numbers as dominant_shift gives them (a lead under δ has no bootstrap).
+    found = d.dominant_finding(newest, leader, top, params, view.rng(target))
+    before = {"from_share_before_pct": round(100 * reference.mix.shares.get(leader, 0.0), 1)}
+    return d.Finding(d.Signal.HIT, found.numbers | grew | before), leader
+
+
+def stepped(
+    view: EvaluatorView,
+    history: History,
+    target: str,
+    present: list[str],
+    params: d.DetectorParams,
+    phase: str,
+) -> dict[str, Any] | None:
+    """The evidence that ``phase`` grew in every one of the vantages' newest runs
+    (``steady_z`` ≥ ``STEADY_Z``) and stepped up at them from the runs before
+    (``step_z`` ≥ ``pooled_min_z``): their numbers, else None (app.analysis.levelstep)."""
+    runs = min(params.dominant_runs, params.dominant_fast_runs)
+    found = levels(view, history, target, present, params, runs + BEFORE)
+    if found is None:
+        return None
+    references, windows = found
+    least = steady_z(references, [window[-runs:] for window in windows], phase)
+    if least is None or least < STEADY_Z:
+        return None
+    step = step_z(references, windows, phase, runs)
+    if step is None or step < params.pooled_min_z:
+        return None
+    return {"pooled_least_z": round(least, 1), "pooled_step_z": round(step, 1)}

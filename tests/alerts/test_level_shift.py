@@ -7,6 +7,9 @@ import math
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+import pytest
+
+from app.alerts.pooling import STEADY_Z
 from app.analysis.detectors import DetectorParams
 from tests.alerts.test_evaluator import LLM, Mix, Replay, states, switch, timeline
 from tests.runfactory import EVERY, T0
@@ -113,6 +116,56 @@ def test_a_queue_grown_at_every_vantage_but_leading_at_one_is_the_services_chang
     assert firing.numbers["pooled_phase"] == "queue"
     assert firing.numbers["pooled_z"] >= params.pooled_min_z
     assert firing.numbers["vantages_agreeing"] == 1
+
+
+def queue_by_run(factors: list[float], mix: Mix) -> Callable[[datetime], Mix]:
+    """The queue × ``factors[i]`` in the i-th run from CHANGE (the last one after them),
+    × 1 before."""
+
+    def at(when: datetime) -> Mix:
+        if when < CHANGE:
+            return mix
+        i = min(math.floor((when - CHANGE) / EVERY), len(factors) - 1)
+        return times(1.0, mix, queue=factors[i])
+
+    return at
+
+
+@pytest.mark.parametrize(
+    ("factors", "runs"),
+    [
+        # × 4.5 (270 ms, past the near network's 200) and × 3 (180, not) in turn: grown in
+        # every run at both vantages, leading the near one's newest run every other run.
+        ([4.5, 3.0] * 12, 3),
+        ([3.0, 4.5] * 12, 2),
+    ],
+)
+def test_a_queue_grown_in_every_run_leading_in_the_newest_is_the_services_change(
+    factors: list[float], runs: int
+) -> None:
+    params = DetectorParams(enabled=("dominant_shift",), resamples=200)
+    replay = Replay(params)
+    near, far = queue_by_run(factors, NET), queue_by_run(factors, FAR)
+    replay.feed(timeline(7, {"eu": near, "us": far}, end=END))
+    firing = [t for t in replay.changes() if t.after.value == "firing"]
+    assert runs_to_fire(replay, "dominant_shift")[:1] == [runs]
+    assert (firing[0].identity.scope, firing[0].identity.to_phase) == ("service", "queue")
+    assert float(firing[0].numbers["pooled_least_z"]) >= STEADY_Z
+    assert float(firing[0].numbers["pooled_step_z"]) >= params.pooled_min_z
+
+
+@pytest.mark.parametrize(
+    "factors",
+    [
+        [20.0, 1.0],  # one wild run of the queue at both vantages
+        [1.2, 20.0, 1.0],  # a wild run after a run a little busier at both
+    ],
+)
+def test_a_wild_run_of_the_queue_is_no_services_change(factors: list[float]) -> None:
+    replay = Replay(DetectorParams(enabled=("dominant_shift",), resamples=200))
+    near, far = queue_by_run(factors, NET), queue_by_run(factors, FAR)
+    replay.feed(timeline(7, {"eu": near, "us": far}, end=END))
+    assert [t for t in replay.changes() if t.identity.scope == "service"] == []
 
 
 def test_without_pooling_the_far_vantage_is_waited_for() -> None:
