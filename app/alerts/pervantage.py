@@ -174,8 +174,7 @@ class PerVantage:
         """What the newest run adds to the detectors' memory, before they judge."""
         if reference is not None:
             others = [sibling.cusums for sibling in siblings]
-            tails = [sibling.reference.tail if sibling.reference else None for sibling in siblings]
-            state = d.advance_tail(memory.cusums, others, run, reference, params, tails)
+            state = d.advance_tail(memory.cusums, others, run, reference, params)
             memory.tail = state or memory.tail
         built = memory.misses_built_at
         if memory.misses is None or built is None or now - built >= REBUILD_EVERY:

@@ -169,24 +169,12 @@ class Channel:
     body_ms: float  # the median of the reference runs' medians
     dispersion: Array = field(default_factory=lambda: np.empty(0))  # per member (tailcusum)
     fall: Array = field(default_factory=lambda: np.empty(0))  # per member, per run, no change
-    # The load phase's reference runs' member steps (runs × members, held out, over the
-    # dispersion): app/analysis/tailthreshold.py's material for the pooled threshold.
-    steps: NDArray[np.float32] = field(default_factory=lambda: np.empty((0, 0), dtype=np.float32))
     # tailcusum's members' per-bin log ratios by slot, filled as runs ask (once a slot).
     terms: dict[int, Array] = field(default_factory=dict, init=False, repr=False, compare=False)
     # tailcusum's members' ceilings by threshold (``caps``: every run asked for the same).
     ceilings: dict[float, Array] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    # tailthreshold's pooled thresholds by the vantages' channels pooled (``Channel.key``).
-    thresholds: dict[tuple[tuple[float, ...], ...], float | None] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-
-    def key(self) -> tuple[float, ...]:
-        """This reference told from another vantage's or a rebuilt one: its edges, body and
-        runs (a new day's quantiles are never all the same)."""
-        return (*self.edges.tolist(), self.body_ms, float(len(self.steps)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,6 @@ from app.analysis.tail import (
     BINS,
     NAMES,
     QUANTILES,
-    TOTAL,
     Channel,
     TailReference,
     bin_counts,
@@ -63,7 +62,6 @@ MAX_DISPERSION = 8.0
 WIND_DOWN = 48
 _NO_COUNTS = np.zeros((0, BINS))  # a built reference's Channel.counts (its calibration done)
 _NO_RUNS = np.zeros(0, dtype=np.int64)
-_NO_STEPS = np.zeros((0, MEMBERS), dtype=np.float32)
 
 
 def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
@@ -75,20 +73,11 @@ def tail_reference(runs: Sequence[RunData]) -> TailReference | None:
     for name in channels(runs[-1]):
         channel = channel_reference(runs, name)
         if channel is not None:
-            llr = held_out(channel)
-            phi, fall = calibrate(channel, llr)
+            phi, fall = calibrate(channel)
             # The runs' counts, slots and days are the calibration's material only: kept,
-            # they were most of a reference's memory (a fleet keeps one per series). The
-            # load phase keeps its runs' steps (float32) for its threshold.
-            steps = _NO_STEPS if name == TOTAL else (llr / phi).astype(np.float32)
+            # they were most of a reference's memory (a fleet keeps one per series).
             built[name] = replace(
-                channel,
-                dispersion=phi,
-                fall=fall,
-                counts=_NO_COUNTS,
-                slots=_NO_RUNS,
-                days=_NO_RUNS,
-                steps=steps,
+                channel, dispersion=phi, fall=fall, counts=_NO_COUNTS, slots=_NO_RUNS, days=_NO_RUNS
             )
     return TailReference(built, len(runs)) if built else None
 
@@ -116,7 +105,7 @@ def dispersion(channel: Channel) -> Array:
     return calibrate(channel)[0]
 
 
-def calibrate(channel: Channel, llr: Array | None = None) -> tuple[Array, Array]:
+def calibrate(channel: Channel) -> tuple[Array, Array]:
     """Per member, what its increments are divided by so that its CUSUM runs as long
     between false alarms as a true log-likelihood ratio's would (≥ 1, ≤ ``MAX_DISPERSION``).
 
@@ -129,9 +118,8 @@ def calibrate(channel: Channel, llr: Array | None = None) -> tuple[Array, Array]
     blocks, or a mean that does not fall, say too little, and the most is assumed.
 
     Also returns how far each member's divided steps fall per run under no change: how fast
-    its CUSUM winds down once a tail is back. ``llr``: ``held_out(channel)``, when the
-    caller has it already."""
-    llr = held_out(channel) if llr is None else llr
+    its CUSUM winds down once a tail is back."""
+    llr = _held_out(channel)
     blocks = len(llr) // BLOCK
     if blocks < 3:
         # As a multinomial would fall, at the most dispersion.
@@ -147,7 +135,7 @@ def calibrate(channel: Channel, llr: Array | None = None) -> tuple[Array, Array]
     return phi, np.asarray(np.maximum(fall / phi, 0.0), dtype=np.float64)
 
 
-def held_out(channel: Channel) -> Array:
+def _held_out(channel: Channel) -> Array:
     """Each reference run's member LLRs against the other days' probabilities (runs ×
     members, in the reference's order); with one day only, against its own."""
     llr = np.empty((len(channel.counts), MEMBERS))

@@ -12,14 +12,9 @@ Two channels, each a CUSUM per member of the family:
   its own reference) to the same CUSUM, kept alike in every vantage's memory. With two or
   more vantages its alert is the service's (scope ``service``).
 
-The load phase's threshold is the target's own (app/analysis/tailthreshold.py: the
-false-alarm budget simulated from the pooled vantages' reference runs), end-to-end's is
-``tail_threshold_end_to_end``.
-
 The state, in ``DetectorMemory.cusums["tail_shift"]``: the vantages pooled when it was
 last advanced, each channel's runs since its CUSUM left 0, then each channel's members'
-CUSUMs (end-to-end first), then each channel's threshold when last advanced (0: none yet,
-the settings' stands in; a state stored without them reads so).
+CUSUMs (end-to-end first).
 """
 
 from __future__ import annotations
@@ -43,7 +38,6 @@ from app.analysis.detectors.base import (
 from app.analysis.runs import RunData
 from app.analysis.tail import TOTAL, Channel, TailReference, TailState
 from app.analysis.tailcusum import MEMBER_RATIOS, MEMBERS, caps, cusum, increments, shape
-from app.analysis.tailthreshold import pooled_threshold
 
 if TYPE_CHECKING:
     from app.analysis.detectors.params import DetectorParams
@@ -55,36 +49,26 @@ ONSET_WINDOWS = 4  # the sentence reads the runs since the CUSUM left 0, at most
 
 @dataclass(slots=True)
 class Cusums:
-    """``cusums["tail_shift"]`` read: the vantages pooled, runs, scores and thresholds per
-    channel."""
+    """``cusums["tail_shift"]`` read: the vantages pooled, runs and scores per channel."""
 
     vantages: int
     runs: list[int]
     scores: list[list[float]]
-    thresholds: list[float]
 
     @classmethod
     def of(cls, values: Sequence[float] | None) -> Cusums:
-        known = 1 + CHANNELS * (1 + MEMBERS)
-        if values is None or len(values) not in (known, known + CHANNELS):
-            return cls(
-                1, [0] * CHANNELS, [[0.0] * MEMBERS for _ in range(CHANNELS)], [0.0] * CHANNELS
-            )
-        scores = values[1 + CHANNELS : known]
+        if values is None or len(values) != 1 + CHANNELS * (1 + MEMBERS):
+            return cls(1, [0] * CHANNELS, [[0.0] * MEMBERS for _ in range(CHANNELS)])
+        scores = values[1 + CHANNELS :]
         return cls(
             int(values[0]),
             [int(v) for v in values[1 : 1 + CHANNELS]],
             [list(scores[i * MEMBERS : (i + 1) * MEMBERS]) for i in range(CHANNELS)],
-            [float(v) for v in values[known:]] or [0.0] * CHANNELS,
         )
 
     def values(self) -> list[float]:
         flat = [float(v) for channel in self.scores for v in channel]
-        return [float(self.vantages), *map(float, self.runs), *flat, *map(float, self.thresholds)]
-
-    def threshold(self, index: int, params: DetectorParams) -> float:
-        """Channel ``index``'s threshold when it was last advanced, else the settings'."""
-        return self.thresholds[index] or _setting(index, params)
+        return [float(self.vantages), *map(float, self.runs), *flat]
 
 
 def advance_tail(
@@ -93,13 +77,11 @@ def advance_tail(
     run: RunData,
     reference: Reference,
     params: DetectorParams,
-    siblings: Sequence[TailReference | None] = (),
 ) -> TailState | None:
     """The CUSUMs after a new run (before the detectors judge it): the end-to-end one in
     ``own`` (this vantage's memory), the load phase's in ``own`` and in every other vantage's
-    memory of the target (``others``; ``siblings``: their tail references, the pooled
-    threshold's material). Returns what the store keeps of it; None while the reference is
-    too short to judge against (hours seen on one day only: no evidence yet)."""
+    memory of the target (``others``). Returns what the store keeps of it; None while the
+    reference is too short to judge against (hours seen on one day only: no evidence yet)."""
     tail = reference.tail
     if tail is None or reference.span < timedelta(days=params.tail_min_days):
         return None
@@ -110,44 +92,19 @@ def advance_tail(
         steps = None if channel is None else increments(run, channel)
         if channel is None or steps is None:
             continue
-        threshold = pooled(channel, siblings, params) if index else _setting(0, params)
+        threshold = params.tail_threshold if index else params.tail_threshold_end_to_end
         state.scores[index] = cusum(state.scores[index], steps, caps(channel, threshold))
-        state.thresholds[index] = threshold
         state.runs[index] = state.runs[index] + 1 if max(state.scores[index]) > 0 else 0
     own[NAME] = state.values()
     for memory in others:
         other = Cusums.of(memory.get(NAME))
-        other.vantages, other.runs[1], other.scores[1], other.thresholds[1] = (
+        other.vantages, other.runs[1], other.scores[1] = (
             state.vantages,
             state.runs[1],
             state.scores[1],
-            state.thresholds[1],
         )
         memory[NAME] = other.values()
     return TailState((max(max(s) for s in state.scores),), max(state.runs))
-
-
-def pooled(
-    channel: Channel, siblings: Sequence[TailReference | None], params: DetectorParams
-) -> float:
-    """The load phase's threshold, simulated from this vantage's channel and the same
-    channel at the other vantages (in one order whoever asks: every vantage gets the same
-    number); ``tail_threshold`` where their runs are too few to resample. Worked out once
-    per set of references."""
-    found = [s.channels[channel.name] for s in siblings if s and channel.name in s.channels]
-    chosen = sorted([channel, *found], key=Channel.key)
-    key = tuple(c.key() for c in chosen)
-    if key not in channel.thresholds:
-        live = MEMBER_RATIOS >= params.tail_min_ratio - 1e-9
-        for c in chosen:
-            live &= caps(c, params.tail_threshold) > 0
-        channel.thresholds[key] = pooled_threshold([c.steps for c in chosen], live)
-    threshold = channel.thresholds[key]
-    return params.tail_threshold if threshold is None else threshold
-
-
-def _setting(index: int, params: DetectorParams) -> float:
-    return params.tail_threshold if index else params.tail_threshold_end_to_end
 
 
 def _names(reference: TailReference) -> tuple[str | None, str | None]:
@@ -184,12 +141,12 @@ def judge(inputs: Inputs) -> list[Finding]:
                 best,
                 inputs.onset(since),
                 reference.tail.channels[name],
-                state.threshold(index, params),
+                params.tail_threshold if index else params.tail_threshold_end_to_end,
                 state.vantages if index == 1 else 1,
                 "service" if pooled else None,
             )
         )
-    if len(found) == 2 and float(found[1].numbers["cusum"]) >= state.threshold(1, params) / 2:
+    if len(found) == 2 and float(found[1].numbers["cusum"]) >= params.tail_threshold / 2:
         # The load phase's tail explains the end-to-end one: one story, told once.
         found[0] = Finding(Signal.HOLD, found[0].numbers, scope=found[0].scope)
     if len(found) == 2 and found[1].scope is None:
