@@ -110,7 +110,7 @@ class Service:
         self.writer.start()  # from now on a run is stored on the writer's thread
         await self.writer.recover_orphans()
         self.watch.apply(self._scheduled(self.targets))
-        ready = asyncio.create_task(self._when_ready())
+        ready = asyncio.create_task(self._when_ready(), name="when_ready")
         self.tasks.append(ready)
         lead = self._check_lead()
         both: list[asyncio.Future[Any]] = [ready, lead]
@@ -122,9 +122,8 @@ class Service:
         self.watch.start(paused=False)  # a slot not this replica's is passed (``owns``)
         log.info("%s; %d target(s)", self._role(), len(self.watch.targets))
         loops = (self._leader_loop, self._share_loop, self._flush_loop, self._reload_loop)
-        for loop in (*loops, self._health_loop):
-            self.tasks.append(asyncio.create_task(_forever(loop)))
-        self.tasks.append(asyncio.create_task(trim_loop(malloc_trim())))
+        self.tasks.extend(_forever_task(loop) for loop in (*loops, self._health_loop))
+        self.tasks.append(asyncio.create_task(trim_loop(malloc_trim()), name="trim_loop"))
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             # Only the main thread may own signals (tests build the app in other threads).
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload_requested.set)
@@ -148,7 +147,7 @@ class Service:
         loops = self.upkeep.loops()
         if self.replicas.contested:
             loops.append(self.evaluation.claim_loop)
-        self.tasks.extend(asyncio.create_task(_forever(loop)) for loop in loops)
+        self.tasks.extend(_forever_task(loop) for loop in loops)
 
     def begin_stop(self) -> None:
         """Start stopping now (SIGTERM), beside the web server's own drain. Not before
@@ -228,8 +227,11 @@ class Service:
         path = self.settings.config
         seen = _stamp(path)
         while _stamp(path) == seen and not self.reload_requested.is_set():
+            # asyncio.timeout, not wait_for: on Python 3.11 a SIGHUP landing with a stop's
+            # cancellation would drop the cancellation (Doorbell.wait says more).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.reload_requested.wait(), RELOAD_POLL_S)
+                async with asyncio.timeout(RELOAD_POLL_S):
+                    await self.reload_requested.wait()
         self.reload_requested.clear()
         await self.reload()
 
@@ -275,6 +277,11 @@ class Service:
     async def prune(self, now: datetime) -> None:
         """Raw samples past the retention, and the fine rollups past theirs."""
         await self.upkeep.prune(now)
+
+
+def _forever_task(step: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
+    """``step`` run for ever, as a task named after it (as a stop names a loop left)."""
+    return asyncio.create_task(_forever(step), name=step.__name__)
 
 
 async def _forever(step: Callable[[], Awaitable[None]]) -> None:
