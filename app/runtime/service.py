@@ -174,12 +174,7 @@ class Service:
 
     async def _leader_loop(self) -> None:
         await asyncio.sleep(self.settings.leader_check_s)
-        was = self.leadership.leading
-        now = await self._check_lead()
-        if now and not was:
-            log.info("took the lead: retention and silent-vantage checks run here")
-        elif was and not now:
-            log.warning("lost the lead: another replica keeps retention")
+        await self._check_lead()  # whichever check takes or loses the lead says so
 
     def _check_lead(self) -> asyncio.Future[bool]:
         """One check at a time: one stuck on a frozen database is waited on, not doubled."""
