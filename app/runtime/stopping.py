@@ -4,9 +4,9 @@
 (``app.cli.serving``). Each step has a budget: runs in flight get ``RUNS_GRACE_S`` and are
 then cut (stored as aborted), the background loops ``LOOPS_GRACE_S`` to end once cancelled
 (one that does not is named and left running), the writer gets ``STORE_GRACE_S`` for what
-it holds, and whatever it could not store by then is spooled; the lead and the replica's lease get
-``RELEASE_GRACE_S`` (first: the other replicas take the targets over at once), and the
-connection pool ``POOL_GRACE_S``. A call stuck on a frozen database is left behind on its
+it holds, and whatever it could not store by then is spooled; the lead and the replica's
+lease get ``RELEASE_GRACE_S`` (first: the other replicas take the targets over at once),
+and the connection pool ``POOL_GRACE_S``. A call stuck on a frozen database is left behind on its
 daemon thread.
 """
 
