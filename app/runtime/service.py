@@ -99,6 +99,7 @@ class Service:
     probing: bool = True
     # Apply migrations once the database answers (``serve``); else wait for the schema.
     migrate: bool = False
+    _ready: asyncio.Task[None] | None = None  # the start-up's database work
     _lead_check: asyncio.Future[bool] | None = None
     _renewal: asyncio.Future[Any] | None = None
     _shown: tuple[int, int] | None = None  # (live replicas, targets owned) last logged
@@ -110,7 +111,7 @@ class Service:
         self.writer.start()  # from now on a run is stored on the writer's thread
         await self.writer.recover_orphans()
         self.watch.apply(self._scheduled(self.targets))
-        ready = asyncio.create_task(self._when_ready(), name="when_ready")
+        ready = self._ready = asyncio.create_task(self._when_ready(), name="when_ready")
         self.tasks.append(ready)
         lead = self._check_lead()
         both: list[asyncio.Future[Any]] = [ready, lead]
@@ -122,7 +123,8 @@ class Service:
         self.watch.start(paused=False)  # a slot not this replica's is passed (``owns``)
         log.info("%s; %d target(s)", self._role(), len(self.watch.targets))
         loops = (self._leader_loop, self._share_loop, self._flush_loop, self._reload_loop)
-        self.tasks.extend(_forever_task(loop) for loop in (*loops, self._health_loop))
+        for loop in (*loops, self._health_loop):  # named: a stop names a loop left running
+            self.tasks.append(asyncio.create_task(_forever(loop), name=loop.__name__))
         self.tasks.append(asyncio.create_task(trim_loop(malloc_trim()), name="trim_loop"))
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             # Only the main thread may own signals (tests build the app in other threads).
@@ -147,7 +149,12 @@ class Service:
         loops = self.upkeep.loops()
         if self.replicas.contested:
             loops.append(self.evaluation.claim_loop)
-        self.tasks.extend(_forever_task(loop) for loop in loops)
+        self.tasks.extend(asyncio.create_task(_forever(f), name=f.__name__) for f in loops)
+
+    async def until_ready(self) -> None:
+        """The start-up's database work awaited, or its error (``start`` waits less)."""
+        if self._ready is not None:
+            await asyncio.shield(self._ready)
 
     def begin_stop(self) -> None:
         """Start stopping now (SIGTERM), beside the web server's own drain. Not before
@@ -222,8 +229,7 @@ class Service:
         path = self.settings.config
         seen = _stamp(path)
         while _stamp(path) == seen and not self.reload_requested.is_set():
-            # asyncio.timeout, not wait_for: on Python 3.11 a SIGHUP landing with a stop's
-            # cancellation would drop the cancellation (Doorbell.wait says more).
+            # Not wait_for: on 3.11 it may drop a stop's cancellation (see Doorbell.wait).
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(RELOAD_POLL_S):
                     await self.reload_requested.wait()
@@ -272,11 +278,6 @@ class Service:
     async def prune(self, now: datetime) -> None:
         """Raw samples past the retention, and the fine rollups past theirs."""
         await self.upkeep.prune(now)
-
-
-def _forever_task(step: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
-    """``step`` run for ever, as a task named after it (as a stop names a loop left)."""
-    return asyncio.create_task(_forever(step), name=step.__name__)
 
 
 async def _forever(step: Callable[[], Awaitable[None]]) -> None:

@@ -217,6 +217,9 @@ def start_together(services: list[Service]) -> list[Exception]:
         together.wait()
         try:
             await service.start()
+            # Not START_WAIT_S: on a loaded machine start returns before the targets are
+            # written (into the spool meanwhile, as designed), and the stop cancelled it.
+            await service.until_ready()
         finally:
             await service.stop()
 
