@@ -99,6 +99,7 @@ class Service:
     probing: bool = True
     # Apply migrations once the database answers (``serve``); else wait for the schema.
     migrate: bool = False
+    _ready: asyncio.Task[None] | None = None  # the start-up's database work
     _lead_check: asyncio.Future[bool] | None = None
     _renewal: asyncio.Future[Any] | None = None
     _shown: tuple[int, int] | None = None  # (live replicas, targets owned) last logged
@@ -110,7 +111,7 @@ class Service:
         self.writer.start()  # from now on a run is stored on the writer's thread
         await self.writer.recover_orphans()
         self.watch.apply(self._scheduled(self.targets))
-        ready = asyncio.create_task(self._when_ready())
+        ready = self._ready = asyncio.create_task(self._when_ready(), name="when_ready")
         self.tasks.append(ready)
         lead = self._check_lead()
         both: list[asyncio.Future[Any]] = [ready, lead]
@@ -122,9 +123,9 @@ class Service:
         self.watch.start(paused=False)  # a slot not this replica's is passed (``owns``)
         log.info("%s; %d target(s)", self._role(), len(self.watch.targets))
         loops = (self._leader_loop, self._share_loop, self._flush_loop, self._reload_loop)
-        for loop in (*loops, self._health_loop):
-            self.tasks.append(asyncio.create_task(_forever(loop)))
-        self.tasks.append(asyncio.create_task(trim_loop(malloc_trim())))
+        for loop in (*loops, self._health_loop):  # named: a stop names a loop left running
+            self.tasks.append(asyncio.create_task(_forever(loop), name=loop.__name__))
+        self.tasks.append(asyncio.create_task(trim_loop(malloc_trim()), name="trim_loop"))
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             # Only the main thread may own signals (tests build the app in other threads).
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload_requested.set)
@@ -148,7 +149,12 @@ class Service:
         loops = self.upkeep.loops()
         if self.replicas.contested:
             loops.append(self.evaluation.claim_loop)
-        self.tasks.extend(asyncio.create_task(_forever(loop)) for loop in loops)
+        self.tasks.extend(asyncio.create_task(_forever(f), name=f.__name__) for f in loops)
+
+    async def until_ready(self) -> None:
+        """The start-up's database work awaited, or its error (``start`` waits less)."""
+        if self._ready is not None:
+            await asyncio.shield(self._ready)
 
     def begin_stop(self) -> None:
         """Start stopping now (SIGTERM), beside the web server's own drain. Not before
@@ -175,12 +181,7 @@ class Service:
 
     async def _leader_loop(self) -> None:
         await asyncio.sleep(self.settings.leader_check_s)
-        was = self.leadership.leading
-        now = await self._check_lead()
-        if now and not was:
-            log.info("took the lead: retention and silent-vantage checks run here")
-        elif was and not now:
-            log.warning("lost the lead: another replica keeps retention")
+        await self._check_lead()  # whichever check takes or loses the lead says so
 
     def _check_lead(self) -> asyncio.Future[bool]:
         """One check at a time: one stuck on a frozen database is waited on, not doubled."""
@@ -228,8 +229,10 @@ class Service:
         path = self.settings.config
         seen = _stamp(path)
         while _stamp(path) == seen and not self.reload_requested.is_set():
+            # Not wait_for: on 3.11 it may drop a stop's cancellation (see Doorbell.wait).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.reload_requested.wait(), RELOAD_POLL_S)
+                async with asyncio.timeout(RELOAD_POLL_S):
+                    await self.reload_requested.wait()
         self.reload_requested.clear()
         await self.reload()
 

@@ -15,11 +15,19 @@ during one would all probe every slot. It waits, probing nothing, until the data
 answers and elects one of them (``elected``; ``/healthz`` says it is waiting). No slot is
 probed twice; the price is that a lone replica started during an outage probes only
 once the database is back.
+
+A change of lead is logged by the check that makes it, whichever caller asked (the
+service asks at start, once the schema is there, and every ``leader_check_s``): a log
+line written by one caller after comparing before and after missed a lead another
+caller's check had taken meanwhile. Checks and the release are serialized (they run on
+different threads), and a released lead is not taken again: a check still running in a
+stopping service would otherwise take the lock back, on a connection nobody releases.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
@@ -36,6 +44,8 @@ class Leadership:
         # Whether a check has reached the database; until then nobody leads on PostgreSQL.
         self.elected = not self.contested
         self.leading = not self.contested
+        self.released = False  # given up for good: the process is stopping
+        self._lock = threading.Lock()
 
     @property
     def contested(self) -> bool:
@@ -45,8 +55,19 @@ class Leadership:
         """Keep, take or lose the lead; returns whether this process leads now."""
         if not self.contested:
             return True
+        with self._lock:
+            was = self.leading
+            if not self.released:
+                self._check()
+            if self.leading and not was:
+                log.info("took the lead: retention and silent-vantage checks run here")
+            elif was and not self.leading:
+                log.warning("lost the lead: another replica keeps retention")
+            return self.leading
+
+    def _check(self) -> None:
         if self.connection is not None and self._alive(self.connection):
-            return True
+            return
         self._drop()
         try:
             self.leading = self._take()
@@ -56,7 +77,6 @@ class Leadership:
             log.warning("leadership not verifiable (%s); leading=%s", exc.orig, self.leading)
         else:
             self.elected = True
-        return self.leading
 
     def _take(self) -> bool:
         # Autocommit: the lock is the session's, no transaction stays open, and the check
@@ -93,7 +113,11 @@ class Leadership:
             self.connection = None
 
     def release(self) -> None:
-        if self.connection is not None and self._alive(self.connection):
-            self.connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": LOCK_KEY})
-        self._drop()
-        self.leading = not self.contested
+        """Give the lead up for good (stopping): another process may take it at once."""
+        with self._lock:
+            self.released = True
+            if self.connection is not None and self._alive(self.connection):
+                query = text("SELECT pg_advisory_unlock(:key)")
+                self.connection.execute(query, {"key": LOCK_KEY})
+            self._drop()
+            self.leading = not self.contested

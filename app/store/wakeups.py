@@ -56,11 +56,17 @@ class Doorbell:
                 loop.call_soon_threadsafe(event.set)
 
     async def wait(self, timeout_s: float) -> bool:
-        """Until rung, or ``timeout_s`` passed; whether it was rung (since the last wait)."""
+        """Until rung, or ``timeout_s`` passed; whether it was rung (since the last wait).
+
+        A cancellation always ends the wait, even one landing as the bell rings: Python
+        3.11's ``wait_for`` returns the inner result then and drops the cancel, which kept a
+        loop waiting here from stopping (the listener rings every bell as it connects,
+        just when a quick start-then-stop cancels the loops)."""
         event = self._bound()
         if not self._take():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), max(0.0, timeout_s))
+                async with asyncio.timeout(max(0.0, timeout_s)):
+                    await event.wait()
             event.clear()
             return self._take()
         event.clear()

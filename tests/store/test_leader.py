@@ -5,6 +5,7 @@ share the probing: tests/faults/test_replicas_share.py."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -138,6 +139,41 @@ def test_a_leader_whose_connection_is_killed_takes_the_lock_again_if_nobody_did(
         other.release()
 
 
+def test_the_check_that_takes_or_loses_the_lead_says_so_whoever_asked(
+    engines: Callable[[], Engine], admin: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The service checks at start, once the schema is there and in its loop: a line
+    # written by one of them after comparing before and after missed the others' takes.
+    caplog.set_level(logging.INFO, "app.store.leader")
+    leader, other = Leadership(engines()), Leadership(engines())
+    try:
+        assert (leader.check(), other.check(), leader.check()) == (True, False, True)
+        assert caplog.text.count("took the lead") == 1  # by the check that took it, once
+        killed = lock_holder(admin)
+        assert killed is not None
+        terminate(admin, killed)
+
+        assert (other.check(), leader.check()) == (True, False)
+        assert caplog.text.count("took the lead") == 2
+        assert caplog.text.count("lost the lead") == 1
+    finally:
+        leader.release()
+        other.release()
+
+
+def test_a_released_lead_is_not_taken_again(engines: Callable[[], Engine], admin: Engine) -> None:
+    # A stopping service gives the lead up first; its leader loop may check once more
+    # before it is cancelled, and must not take the lock back on a connection nobody frees.
+    leadership = Leadership(engines())
+    try:
+        assert leadership.check() is True
+        leadership.release()
+        assert (leadership.check(), leadership.leading) == (False, False)
+        assert lock_holder(admin) is None
+    finally:
+        leadership.release()
+
+
 def test_a_process_that_never_reached_the_database_does_not_lead(refused_port: int) -> None:
     engine = make_engine(f"postgresql+psycopg://postgres@127.0.0.1:{refused_port}/none")
     leadership = Leadership(engine)
@@ -181,6 +217,9 @@ def start_together(services: list[Service]) -> list[Exception]:
         together.wait()
         try:
             await service.start()
+            # Not START_WAIT_S: on a loaded machine start returns before the targets are
+            # written (into the spool meanwhile, as designed), and the stop cancelled it.
+            await service.until_ready()
         finally:
             await service.stop()
 

@@ -40,6 +40,19 @@ async def test_a_wait_nobody_rings_ends_after_its_timeout_unrung() -> None:
     assert await Doorbell().wait(0.01) is False
 
 
+async def test_a_wait_cancelled_as_its_bell_rings_ends_cancelled() -> None:
+    # A listener rings every bell as it connects: a service stopped just then cancels the
+    # loops waiting on them in the same turn of the event loop, and each must end.
+    bell = Doorbell()
+    waiting = asyncio.create_task(bell.wait(NEVER_S))
+    await asyncio.sleep(0)  # the wait has begun
+    bell.ring()
+    await asyncio.sleep(0)  # the ring has reached the wait, not yet the waiting task
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+
+
 # --- PostgreSQL's notifications -----------------------------------------------------------
 
 
