@@ -394,13 +394,15 @@ def test_run_chart_refuses_a_naive_window(sessions: sessionmaker[Session]) -> No
 
 
 def kill_pooled_connections(engine: Engine) -> None:
-    """Ends, from another connection, the server processes of the engine's pooled ones."""
+    """Ends, from another connection, the server processes of the engine's pooled ones,
+    and waits until they are gone (``pg_terminate_backend`` only signals them without a
+    timeout): their connections are dropped, not being dropped."""
     with engine.connect() as connection:
         mine = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar()
     admin = make_engine(engine.url.render_as_string(hide_password=False), poolclass=NullPool)
     with admin.connect() as connection:
         connection.exec_driver_sql(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %(pid)s",
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid = %(pid)s",
             {"pid": mine},
         )
     admin.dispose()
