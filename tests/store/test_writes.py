@@ -411,7 +411,7 @@ def kill_pooled_connections(engine: Engine) -> None:
 def test_an_idle_connection_the_server_dropped_is_replaced_before_use(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("app.store.db.PING_AFTER_IDLE_S", 0.0)
+    monkeypatch.setattr("app.store.pooled.PING_AFTER_IDLE_S", 0.0)
     engine = make_engine(postgres_url, pool_size=1)
     try:
         kill_pooled_connections(engine)
@@ -425,7 +425,7 @@ def test_an_idle_connection_the_server_dropped_is_replaced_before_use(
 def test_a_connection_in_steady_use_is_not_pinged_and_its_loss_is_transient(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("app.store.db.PING_AFTER_IDLE_S", 3600.0)
+    monkeypatch.setattr("app.store.pooled.PING_AFTER_IDLE_S", 3600.0)
     engine = make_engine(postgres_url, pool_size=1)
     sessions = make_sessions(engine)
     try:
