@@ -12,6 +12,7 @@ everything worth keeping is stored or spooled (fsynced) by then.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import sys
 from types import FrameType
@@ -30,12 +31,41 @@ HTTP_GRACE_S = 1  # uvicorn takes whole seconds
 DEFAULT_EXECUTOR_THREADS = 32
 
 
+# uvicorn's main loop wakes ten times a second to see whether it should stop, and renews
+# its Date header at every tenth: an idle serve's most frequent wakeup (600 a minute, each
+# two turns of the event loop). Here it is woken when told to stop, and once a second for
+# the header.
+TICK_S = 1.0
+
+
 class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, service: Service, workers: Workers) -> None:
+        self._stop_now = asyncio.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
         super().__init__(config)
         self.service = service
         self.workers = workers
-        self.loop: asyncio.AbstractEventLoop | None = None
+
+    @property  # uvicorn's is an attribute; this one wakes main_loop too
+    def should_exit(self) -> bool:
+        return self._should_exit
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        self._should_exit = value
+        if value and self.loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                self.loop.call_soon_threadsafe(self._stop_now.set)
+
+    async def main_loop(self) -> None:
+        """uvicorn's, with a tick a second (every tick a tenth in uvicorn's count, so
+        each renews the Date header) unless told to stop sooner."""
+        ticks = 0
+        while not await self.on_tick(ticks):
+            ticks = (ticks + 10) % 864_000
+            with contextlib.suppress(TimeoutError):  # not wait_for: see Doorbell.wait
+                async with asyncio.timeout(TICK_S):
+                    await self._stop_now.wait()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)

@@ -120,8 +120,9 @@ class OwnerEvaluation:
 
     def claim_once(self) -> int:
         """Evaluate what other replicas asked of this one; how many were evaluated."""
-        with self.replicas.sessions.kw["bind"].connect() as connection:
-            if not replicarows.any_requested(connection):
+        engine = self.replicas.sessions.kw["bind"]
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            if not replicarows.any_requested(connection):  # one round trip, no BEGIN
                 self.others_waiting = False
                 return 0
         mine = self.replicas.share(self.targets())

@@ -128,10 +128,7 @@ class Replicas:
         if not self.contested:
             return None
         try:
-            with self.sessions.begin() as session:
-                leases = replicarows.renew(
-                    session, self.me, self.lease_s, self.settle_s, self.leading(), self._dead
-                )
+            leases = self._renewed_held() or self._renewed()
         except Exception as exc:  # any: the database away, or without the table yet
             self.no_table = isinstance(exc, ProgrammingError)
             if self.problem is None:
@@ -147,6 +144,19 @@ class Replicas:
             self._read_at = self._monotonic()
         self.problem, self.no_table = None, False
         return self._view
+
+    def _renewed_held(self) -> replicarows.Leases | None:
+        """The lease this replica holds renewed in one round trip; None: not held."""
+        engine = self.sessions.kw["bind"]
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            return replicarows.renew_held(connection, self.me, self.lease_s)
+
+    def _renewed(self) -> replicarows.Leases:
+        """Renewed or joined (the join lock, forgotten leases deleted), in a transaction."""
+        with self.sessions.begin() as session:
+            return replicarows.renew(
+                session, self.me, self.lease_s, self.settle_s, self.leading(), self._dead
+            )
 
     def _dead(self, lease_id: str) -> bool:
         return predecessor_dead(lease_id, self.me)

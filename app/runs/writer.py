@@ -102,7 +102,11 @@ class Writer:
     async def recover_orphans(self) -> int:
         """Hand over the runs journalled by processes that died: one cut mid-run as an
         aborted run, one that was finished and waiting to be stored as it was."""
-        orphans = await asyncio.to_thread(self.spool.adopt_orphans)
+        return await self.hand_over(await asyncio.to_thread(self.spool.adopt_orphans))
+
+    async def hand_over(self, orphans: list[RunRecord]) -> int:
+        """``recover_orphans``' second half: the runs the spool adopted (``adopt_orphans``,
+        on a thread of the caller's), logged and submitted."""
         for orphan in orphans:
             n = len(orphan.samples)
             log.warning(ORPHAN, orphan.id, orphan.target, orphan.status, n)

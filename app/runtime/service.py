@@ -63,10 +63,10 @@ from app.store.records import RunRecord
 
 log = logging.getLogger(__name__)
 
-FLUSH_EVERY_S = 5.0
+# Spool upkeep: is it writable (health), journals dead processes left, runs to flush.
+SPOOL_EVERY_S = 5.0
 RELOAD_POLL_S = 2.0
 START_WAIT_S = 2.0  # for the database at start; then a leader probes, into the spool
-HEALTH_EVERY_S = 5.0
 
 
 @dataclass
@@ -122,8 +122,8 @@ class Service:
             log.warning("database not ready within %.0f s; probing into the spool", START_WAIT_S)
         self.watch.start(paused=False)  # a slot not this replica's is passed (``owns``)
         log.info("%s; %d target(s)", self._role(), len(self.watch.targets))
-        loops = (self._leader_loop, self._share_loop, self._flush_loop, self._reload_loop)
-        for loop in (*loops, self._health_loop):  # named: a stop names a loop left running
+        loops = (self._leader_loop, self._share_loop, self._spool_loop, self._reload_loop)
+        for loop in loops:  # named: a stop names a loop left running
             self.tasks.append(asyncio.create_task(_forever(loop), name=loop.__name__))
         self.tasks.append(asyncio.create_task(trim_loop(malloc_trim()), name="trim_loop"))
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
@@ -211,19 +211,18 @@ class Service:
             return WAITING_FOR_ELECTION
         return f"owning {len(self.replicas.share(self.rules.names()))} of the targets"
 
-    # Spool and health -------------------------------------------------------------
-
-    async def _flush_loop(self) -> None:
-        await asyncio.sleep(FLUSH_EVERY_S)
-        await self.writer.recover_orphans()  # a replica that died beside this one leaves some
+    async def _spool_loop(self) -> None:
+        """Is the spool writable, and journals left by a replica that died beside this one
+        (one hop to a thread for both); then a flush if runs wait."""
+        await self.writer.hand_over(await asyncio.to_thread(self._spool_checked))
         if self.writer.waiting():
             self.writer.request_flush()
+        await asyncio.sleep(SPOOL_EVERY_S)
 
-    async def _health_loop(self) -> None:
-        await asyncio.to_thread(self.health.check_spool)
-        await asyncio.sleep(HEALTH_EVERY_S)
-
-    # Reload -----------------------------------------------------------------------
+    def _spool_checked(self) -> list[RunRecord]:
+        """Blocking: the spool's check (a small write and fsync), then its orphans adopted."""
+        self.health.check_spool()
+        return self.writer.spool.adopt_orphans()
 
     async def _reload_loop(self) -> None:
         path = self.settings.config

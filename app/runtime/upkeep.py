@@ -33,7 +33,7 @@ from app.alerts.silent import Heard
 from app.clock import utcnow
 from app.replicas.rollups import Owned, RollupShare
 from app.runtime.foreground import Foreground
-from app.store.db import describe, is_transient
+from app.store.db import describe, is_transient, read_sessions
 from app.store.quarantine import LoopQuarantine, Quarantine
 from app.store.retention import prune_raw, prune_summaries, summaries_cutoff
 from app.store.rollups.catchup import LOOP, catch_up
@@ -87,7 +87,7 @@ class Upkeep:
     rollups: RollupShare = field(init=False)
 
     def __post_init__(self) -> None:
-        self.rollups = RollupShare(self.sessions, self.owned)
+        self.rollups = RollupShare(read_sessions(self.sessions), self.owned)
 
     def loops(self) -> list[Callable[[], Awaitable[None]]]:
         loops: list[Callable[[], Awaitable[None]]] = [self.rollup_loop, self.prune_loop]

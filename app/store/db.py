@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +17,6 @@ from sqlalchemy import Connection, Engine, create_engine, event, pool
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
     DBAPIError,
-    DisconnectionError,
     InterfaceError,
     OperationalError,
     SQLAlchemyError,
@@ -26,6 +24,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.store.pooled import replace_if_dropped, stamp_checkin
 from app.store.samplepack import json_text
 
 log = logging.getLogger(__name__)
@@ -133,8 +132,8 @@ def make_engine(url: str, **options: Any) -> Engine:
     options.setdefault("json_serializer", json_dumps)
     engine = create_engine(url, connect_args=connect_args, **options)
     event.listen(engine, "connect", _require_utf8)
-    event.listen(engine, "checkin", _stamp_checkin)
-    event.listen(engine, "checkout", _ping_if_idle)
+    event.listen(engine, "checkin", stamp_checkin)
+    event.listen(engine, "checkout", replace_if_dropped)
     return engine
 
 
@@ -149,28 +148,6 @@ def _require_utf8(dbapi_connection: Any, _record: Any) -> None:
             f"database {name!r} is encoded {encoding}; phasewatch needs UTF8: "
             f"CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0"
         )
-
-
-# A pooled connection may have died while idle (the server restarted): one that idled
-# longer than this is pinged before use, and replaced if the ping fails. Pinging every
-# checkout (pool_pre_ping) would cost each stored run a round trip; a connection in
-# steady use that dies fails its statement instead, which a store takes as transient.
-PING_AFTER_IDLE_S = 2.0
-
-
-def _stamp_checkin(_dbapi_connection: Any, record: Any) -> None:
-    record.info["checked_in_at"] = time.monotonic()
-
-
-def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-    idle_since = record.info.get("checked_in_at")
-    if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
-        return
-    try:
-        dbapi_connection.execute("SELECT 1")
-        dbapi_connection.rollback()
-    except Exception as exc:  # the driver's error, whatever broke: the pool tries another
-        raise DisconnectionError(f"idle connection lost: {exc}") from exc
 
 
 # Storing a run encodes four JSON documents per sample: orjson does it several times faster
@@ -213,6 +190,17 @@ __all__ = ["Session", "Sessions"]
 
 def make_sessions(engine: Engine) -> Sessions:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def read_sessions(sessions: Sessions) -> Sessions:
+    """``sessions`` for reads alone. On PostgreSQL each statement is a transaction of its
+    own (autocommit): a read is spared its BEGIN and ROLLBACK round trips and sees the same
+    rows, READ COMMITTED giving each statement a snapshot of its own either way. On SQLite
+    ``sessions`` (there a read transaction holds one snapshot for all its statements)."""
+    engine: Engine = sessions.kw["bind"]
+    if engine.dialect.name != "postgresql":
+        return sessions
+    return make_sessions(engine.execution_options(isolation_level="AUTOCOMMIT"))
 
 
 def unpooled_sessions(url: str) -> Sessions:

@@ -121,6 +121,26 @@ class Listener:
             self.listening, self._told = True, False
             for bell in self.bells.values():
                 bell.ring()
-            async for notice in conn.notifies():
-                if (heard := self.bells.get(notice.channel)) is not None:
-                    heard.ring()
+            while True:
+                await _readable(conn.fileno())
+                async for notice in conn.notifies(timeout=0):  # what arrived, then back
+                    if (heard := self.bells.get(notice.channel)) is not None:
+                        heard.ring()
+
+
+async def _readable(fd: int) -> None:
+    """Until ``fd`` has something to read (a notification, or the connection's end), on
+    the event loop's selector alone: psycopg's own ``notifies()`` wakes every 0.1 s to
+    look (its wait interval), 600 times a minute for nothing."""
+    loop = asyncio.get_running_loop()
+    readable: asyncio.Future[None] = loop.create_future()
+
+    def heard() -> None:
+        if not readable.done():
+            readable.set_result(None)
+
+    loop.add_reader(fd, heard)
+    try:
+        await readable
+    finally:
+        loop.remove_reader(fd)

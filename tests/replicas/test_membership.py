@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, event, text
 
 from app.replicas.assign import owner
 from app.replicas.membership import Replicas
@@ -83,6 +83,26 @@ def forgotten(engine: Engine, name: str) -> None:
             ),
             {"id": name},
         )
+
+
+def test_a_held_lease_is_renewed_and_every_lease_read_in_one_statement(engine: Engine) -> None:
+    one, other = replica(engine, "a"), replica(engine, "b")
+    one.renew()
+    theirs = other.renew()
+    sent: list[str] = []
+
+    def count(*args: object) -> None:
+        sent.append(str(args[2]))
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        view = one.renew()
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert len(sent) == 1, sent
+    assert view is not None and theirs is not None
+    assert {m.id: m for m in view.members}["b"] == {m.id: m for m in theirs.members}["b"]
+    assert [m.id for m in view.members] == ["a", "b"]
 
 
 def test_a_replica_whose_lease_was_forgotten_joins_again_as_a_newcomer(engine: Engine) -> None:

@@ -394,13 +394,15 @@ def test_run_chart_refuses_a_naive_window(sessions: sessionmaker[Session]) -> No
 
 
 def kill_pooled_connections(engine: Engine) -> None:
-    """Ends, from another connection, the server processes of the engine's pooled ones."""
+    """Ends, from another connection, the server processes of the engine's pooled ones,
+    and waits until they are gone (``pg_terminate_backend`` only signals them without a
+    timeout): their connections are dropped, not being dropped."""
     with engine.connect() as connection:
         mine = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar()
     admin = make_engine(engine.url.render_as_string(hide_password=False), poolclass=NullPool)
     with admin.connect() as connection:
         connection.exec_driver_sql(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %(pid)s",
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid = %(pid)s",
             {"pid": mine},
         )
     admin.dispose()
@@ -409,7 +411,7 @@ def kill_pooled_connections(engine: Engine) -> None:
 def test_an_idle_connection_the_server_dropped_is_replaced_before_use(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("app.store.db.PING_AFTER_IDLE_S", 0.0)
+    monkeypatch.setattr("app.store.pooled.PING_AFTER_IDLE_S", 0.0)
     engine = make_engine(postgres_url, pool_size=1)
     try:
         kill_pooled_connections(engine)
@@ -423,7 +425,7 @@ def test_an_idle_connection_the_server_dropped_is_replaced_before_use(
 def test_a_connection_in_steady_use_is_not_pinged_and_its_loss_is_transient(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("app.store.db.PING_AFTER_IDLE_S", 3600.0)
+    monkeypatch.setattr("app.store.pooled.PING_AFTER_IDLE_S", 3600.0)
     engine = make_engine(postgres_url, pool_size=1)
     sessions = make_sessions(engine)
     try:

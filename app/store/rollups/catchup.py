@@ -30,7 +30,7 @@ from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.digest import Digest, digest_of, flaw
-from app.store.db import describe, is_transient, write_transaction
+from app.store.db import describe, is_transient, read_sessions, write_transaction
 from app.store.inlists import padded
 from app.store.models import RunDigestRow, RunRow, SampleRow, TargetRow
 from app.store.partitions import days_of_runs
@@ -69,10 +69,11 @@ def catch_up(
         return 0  # a replica that owns no target yet
     aside = aside if aside is not None else Quarantine().loop(LOOP)
     sqlite = sessions.kw["bind"].dialect.name == "sqlite"
+    reads = read_sessions(sessions)
     while True:
         if between is not None:
             between()
-        with sessions() as session:
+        with reads() as session:
             found = _undigested(since, cursor, targets, before)
             heads = session.execute(found.limit(batch)).all()
             if not heads:
