@@ -31,6 +31,7 @@ import numpy as np
 from app.analysis.runs import Array, RunData
 from app.analysis.tail import (
     BINS,
+    HOURS,
     NAMES,
     QUANTILES,
     Channel,
@@ -168,11 +169,13 @@ def _slot_logs(channel: Channel, at_slot: int) -> Array:
     answers are all there are)."""
     logs = channel.terms.get(at_slot)
     if logs is None:
-        # Every slot's at once, on the first ask: ``weights`` works row by row, so each
-        # slot's numbers are those of its row alone, for one call instead of ~48.
-        every = weights(beyond(channel.probs))[0]
-        every.flags.writeable = False
-        channel.terms.update(enumerate(every))
+        # The 24 slots of its kind of day at once (a reference lives a day, so it is asked
+        # for all of them, or of both kinds across a weekend's edge): ``weights`` works
+        # row by row, so each slot's numbers are those of its row alone.
+        first = at_slot - at_slot % HOURS
+        kind = weights(beyond(channel.probs[first : first + HOURS]))[0]
+        kind.flags.writeable = False
+        channel.terms.update(zip(range(first, first + HOURS), kind, strict=True))
         logs = channel.terms[at_slot]
     return logs
 
