@@ -46,6 +46,9 @@ class Packed(list[float]):
     (a plain list) is unpacked afresh. Packed again after every run, the frozen profile's
     floats (about half) are taken from ``previous`` while its baseline is the same."""
 
+    drift: Drift
+    profile: list[float]
+
     def __init__(self, drift: Drift, previous: object = None) -> None:
         base = drift.baseline
         if isinstance(previous, Packed) and previous.drift.baseline is base:
