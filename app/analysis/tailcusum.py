@@ -31,7 +31,6 @@ import numpy as np
 from app.analysis.runs import Array, RunData
 from app.analysis.tail import (
     BINS,
-    HOURS,
     NAMES,
     QUANTILES,
     Channel,
@@ -169,14 +168,8 @@ def _slot_logs(channel: Channel, at_slot: int) -> Array:
     answers are all there are)."""
     logs = channel.terms.get(at_slot)
     if logs is None:
-        # The 24 slots of its kind of day at once (a reference lives a day, so it is asked
-        # for all of them, or of both kinds across a weekend's edge): ``weights`` works
-        # row by row, so each slot's numbers are those of its row alone.
-        first = at_slot - at_slot % HOURS
-        kind = weights(beyond(channel.probs[first : first + HOURS]))[0]
-        kind.flags.writeable = False
-        channel.terms.update(zip(range(first, first + HOURS), kind, strict=True))
-        logs = channel.terms[at_slot]
+        logs = channel.terms[at_slot] = weights(beyond(channel.probs[at_slot])[None, :])[0][0]
+        logs.flags.writeable = False
     return logs
 
 
