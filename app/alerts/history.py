@@ -160,8 +160,13 @@ class MemoryHistory:
         self._series: dict[tuple[str, str], _Series] = {}
         self._by_target: dict[str, list[str]] = {}
         self._rules: dict[str, Retention] = {}
+        # ``vantages``' answers since the last ``add`` (they read the counts alone): an
+        # evaluation asks the same several times (each vantage's siblings, the round, the
+        # pooled level lane).
+        self._present: dict[tuple[str, datetime], list[str]] = {}
 
     def add(self, run: RunData) -> None:
+        self._present.clear()
         rules = self._rules.get(run.target)
         if rules is None and self.retention is not None:
             rules = self._rules[run.target] = self.retention(run.target)
@@ -196,12 +201,14 @@ class MemoryHistory:
         return series.between(max(len(series.ats) - count, 0), len(series.ats))
 
     def vantages(self, target: str, now: datetime) -> list[str]:
-        present = [
-            vantage
-            for vantage in self._by_target.get(target, [])
-            if self._started_between(self._series[(target, vantage)], now - PRESENT_FOR, now)
-        ]
-        return sorted(present)
+        present = self._present.get((target, now))
+        if present is None:
+            present = self._present[(target, now)] = sorted(
+                vantage
+                for vantage in self._by_target.get(target, [])
+                if self._started_between(self._series[(target, vantage)], now - PRESENT_FOR, now)
+            )
+        return list(present)
 
     def counts(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunCount]:
         series = self._series.get((target, vantage))

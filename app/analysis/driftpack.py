@@ -17,32 +17,46 @@ NO_PIN = -1.0  # a pin's place in the packed floats when there is none
 
 def pack(drift: Drift) -> list[float]:
     """``drift`` as the floats ``DetectorMemory.cusums`` keeps (``unpack`` reads them)."""
+    return _head(drift) + baseline_floats(drift.baseline) + _runs_floats(drift)
+
+
+def _head(drift: Drift) -> list[float]:
     base = drift.baseline
     head = [VERSION, len(base.phases), *(KNOWN.index(name) for name in base.phases)]
     pin = NO_PIN if math.isnan(drift.pin) else drift.pin  # the store keeps JSON: no NaN
     head += [base.start, base.end, drift.frozen_at, pin, len(drift.days)]
-    parts = (
-        base.shares,
-        base.tail0,
-        base.spread,
-        base.counting,
-        base.means,
-        base.tail_q,
-        drift.bins,
-        drift.days,
-    )
-    body: list[float] = np.concatenate([p.ravel() for p in parts]).tolist()
-    return [float(x) for x in head] + body
+    return [float(x) for x in head]
+
+
+def baseline_floats(base: Baseline) -> list[float]:
+    """The frozen profile's part of the floats (the same until the next freeze)."""
+    parts = (base.shares, base.tail0, base.spread, base.counting, base.means, base.tail_q)
+    found: list[float] = np.concatenate([p.ravel() for p in parts]).tolist()
+    return found
+
+
+def _runs_floats(drift: Drift) -> list[float]:
+    found: list[float] = np.concatenate((drift.bins.ravel(), drift.days.ravel())).tolist()
+    return found
 
 
 class Packed(list[float]):
     """The packed floats, with the ``Drift`` they were packed from: read back after every
     run, so a replay does not unpack a thousand floats each time. A copy of the memory
-    (a plain list) is unpacked afresh."""
+    (a plain list) is unpacked afresh. Packed again after every run, the frozen profile's
+    floats (about half) are taken from ``previous`` while its baseline is the same."""
 
-    def __init__(self, drift: Drift) -> None:
-        super().__init__(pack(drift))
-        self.drift = drift
+    drift: Drift
+    profile: list[float]
+
+    def __init__(self, drift: Drift, previous: object = None) -> None:
+        base = drift.baseline
+        if isinstance(previous, Packed) and previous.drift.baseline is base:
+            profile = previous.profile
+        else:
+            profile = baseline_floats(base)
+        super().__init__(_head(drift) + profile + _runs_floats(drift))
+        self.drift, self.profile = drift, profile
 
 
 def unpack(floats: Sequence[float] | None) -> Drift | None:

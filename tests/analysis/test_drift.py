@@ -294,3 +294,16 @@ def test_a_change_another_alert_tells_of_is_not_told_twice(
     (finding,) = judge_after(drift, run, dominant_open, active)
     assert finding.signal is signal
     assert finding.numbers["leading"] == "generation"
+
+
+def test_packed_again_after_a_run_reuses_the_profile_to_the_same_floats() -> None:
+    drift = follow(week(), T0 + timedelta(days=14), 1, lambda _: {"generation": 1.2})
+    before = dp.Packed(drift)
+    for run in runs(8, T0 + timedelta(days=15), 0.2, lambda _: {}):
+        dr.observe(drift, run)
+    after = dp.Packed(drift, before)  # as the detector packs it after every run
+    assert after.profile is before.profile and after == dp.pack(drift)
+    fresh = dr.Drift.start(week(2), 0.0)  # a new freeze: its own profile
+    assert dp.Packed(fresh, after) == dp.pack(fresh) and dp.Packed(fresh, list(after)) == dp.pack(
+        fresh
+    )

@@ -18,11 +18,13 @@ from app.analysis.tailcusum import (
     MEMBER_RATIOS,
     MEMBERS,
     beyond,
+    calibrate,
     cusum,
     dispersion,
+    increments,
     member_llr,
 )
-from app.analysis.tailfamily import MEMBER_SLOPES
+from app.analysis.tailfamily import MEMBER_SLOPES, weights
 from tests.runfactory import T0, make_run
 
 EDGES = np.array([1.0, 1.2, 1.5, 1.8, 2.5, 8.0])
@@ -181,3 +183,53 @@ def test_the_family_covers_each_edge_with_each_ratio() -> None:
     assert len(pairs) == int(inflation.sum()) == 20
     assert min(MEMBER_RATIOS) == 1.5
     assert T0 + timedelta(0) == T0  # the runfactory's clock, imported for make_run
+
+
+def _varied_channel(seed: int) -> Channel:
+    """Three days of runs every 15 minutes, each slot with probabilities of its own."""
+    rng = np.random.default_rng(seed)
+    runs = 3 * 96
+    slots = (np.arange(runs) // 4 % HOURS + HOURS * (np.arange(runs) >= 2 * 96)).astype(np.int64)
+    probs = rng.dirichlet(100 * P + 0.5, size=SLOTS)
+    counts = np.array([rng.multinomial(10, probs[s]) for s in slots], dtype=float)
+    days = np.arange(runs, dtype=np.int64) // 96
+    return Channel("total", EDGES, probs, counts, slots, days, 100.0)
+
+
+def _calibrate_run_by_run(channel: Channel) -> tuple[np.ndarray, np.ndarray]:
+    """``calibrate`` as first written: each run's member LLRs against the other days'
+    probabilities at its own slot, worked out run by run."""
+    llr = np.empty((len(channel.counts), MEMBERS))
+    for day in np.unique(channel.days):
+        mine = channel.days == day
+        probs = smoothed(channel.counts[~mine], channel.slots[~mine])
+        llr[mine] = member_llr(channel.counts[mine], beyond(probs[channel.slots[mine]]))[0]
+    blocks = len(llr) // BLOCK
+    sums = llr[: blocks * BLOCK].reshape(blocks, BLOCK, MEMBERS).sum(axis=1)
+    variance = sums.var(axis=0, ddof=1) / BLOCK
+    fall = -llr.mean(axis=0)
+    ratio = np.where(fall > 0, variance / np.maximum(2 * fall, 1e-12), MAX_DISPERSION)
+    phi = np.clip(ratio, 1.0, MAX_DISPERSION)
+    return phi, np.maximum(fall / phi, 0.0)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_held_out_scoring_per_slot_is_the_run_by_run_spelling(seed: int) -> None:
+    channel = _varied_channel(seed)
+    for found, expected in zip(calibrate(channel), _calibrate_run_by_run(channel), strict=True):
+        np.testing.assert_array_equal(found, expected)
+
+
+@pytest.mark.parametrize("hour", [0, 13, 23, 24 + 5, 24 + 23])  # weekdays, then weekend hours
+def test_a_run_s_increments_use_its_own_slot_s_log_ratios(hour: int) -> None:
+    channel = _varied_channel(4)
+    channel = Channel(
+        "total", EDGES, channel.probs, channel.counts, channel.slots, channel.days, 100.0,
+        dispersion=np.full(MEMBERS, 1.5),
+    )  # fmt: skip
+    saturday = T0 + timedelta(days=(5 - T0.weekday()) % 7)
+    day = saturday if hour >= HOURS else saturday - timedelta(days=2)
+    run = make_run(np.random.default_rng(hour), day.replace(hour=hour % HOURS), n=20)
+    logs = weights(beyond(channel.probs[hour])[None, :])[0][0]
+    expected = (logs * bin_counts(ratios(run, "total"), EDGES)).sum(axis=-1) / 1.5
+    np.testing.assert_array_equal(increments(run, channel), expected)

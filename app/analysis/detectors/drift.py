@@ -73,7 +73,7 @@ def judge(inputs: Inputs) -> list[Finding]:
     value = today(drift, inputs.recent[-1].at)
     if value is not None:
         keep_day(drift, inputs.recent[-1].at, value)
-    inputs.cusums[KIND] = Packed(drift)
+    inputs.cusums[KIND] = Packed(drift, inputs.cusums.get(KIND))
     if value is None:
         return []
     finding = drift_finding(drift, value, params, now)

@@ -50,7 +50,19 @@ def kept_steps(memory: MutableMapping[str, list[float]], level: LevelReference, 
     kept = memory.get(NAME)
     if kept is None or len(kept) != runs * width:
         return np.zeros((runs, width))
+    if type(kept) is KeptSteps:
+        return kept.steps.reshape(runs, width)
     return np.array(kept, dtype=np.float64).reshape(runs, width)
+
+
+class KeptSteps(list[float]):
+    """The kept increments as Python floats (as the store keeps them), with the array they
+    were made from: read back after every run, so a replay does not convert them back. A
+    copy of the memory (a plain list) is read afresh, to the same numbers."""
+
+    def __init__(self, steps: Array) -> None:
+        super().__init__(steps.ravel().tolist())
+        self.steps = steps
 
 
 def advance(
@@ -63,7 +75,7 @@ def advance(
     cap = params.level_cap * params.level_threshold
     step = increments(level, run, params.level_min_relative, params.level_min_ms, cap)
     steps = np.vstack((kept_steps(memory, level, params.level_window_runs)[1:], step))
-    memory[NAME] = steps.ravel().tolist()  # Python floats, as the store keeps them
+    memory[NAME] = KeptSteps(steps)  # Python floats, as the store keeps them
     return steps
 
 
