@@ -128,6 +128,7 @@ def pooled_lane(
     present: list[str],
     params: d.DetectorParams,
     pooled: Grown,
+    guarded: bool = False,
 ) -> tuple[str, str | None, d.Finding] | None:
     """A server-side phase that now leads a vantage's newest run over its reference's
     leader, and that grew as every vantage saw it in each of their newest
@@ -136,15 +137,18 @@ def pooled_lane(
     vantage's network by a few points only, and not in every run). Where it led each of
     that vantage's newest runs, their pooled mean growth is the evidence; where it led the
     newest alone, also every run's growth and the step up from the runs before them
-    (``stepped``). The pooled growth is the evidence; the lead only says which phase leads
-    now. The vantage, the old leader (None where the vantages' differ), and the finding."""
+    (``stepped``); with ``guarded``, those guards in either case. The pooled growth is the
+    evidence; the lead only says which phase leads now. The vantage, the old leader (None
+    where the vantages' differ), and the finding."""
     leaders = set()
     for vantage in present:
         reference = view.memory(target, vantage).reference
         leaders.add(None if reference is None else reference.mix.dominant)
     for each_run in (True, False):  # a vantage whose every newest run shows the lead first
         for vantage in present:
-            found = _lane_at(view, history, target, present, vantage, params, pooled, each_run)
+            found = _lane_at(
+                view, history, target, present, vantage, params, pooled, each_run, guarded
+            )
             if found is not None:
                 finding, leader = found
                 return vantage, leader if leaders == {leader} else None, finding
@@ -160,6 +164,7 @@ def _lane_at(
     params: d.DetectorParams,
     pooled: Grown,
     each_run: bool,
+    guarded: bool,
 ) -> tuple[d.Finding, str] | None:
     """``pooled_lane`` at one vantage, its new leader leading each of its newest runs
     (``each_run``) or the newest alone; the finding and the reference's leader."""
@@ -174,11 +179,12 @@ def _lane_at(
     grew = pooled(top, leader)
     if grew is None:
         return None
-    if not each_run:
+    if not each_run or guarded:
         guards = stepped(view, history, target, present, params, top)
         if guards is None:
             return None
         grew = grew | guards
+    if not each_run:
         newest = newest[-1:]  # the lead is the newest run's
     # Its numbers as dominant_shift gives them (a lead under δ has no bootstrap).
     found = d.dominant_finding(newest, leader, top, params, view.rng(target))
