@@ -33,6 +33,10 @@ Grown = Callable[[str, str | None], dict[str, Any] | None]
 # and when the newest runs stepped up from the runs before them by ``pooled_min_z`` spreads
 # of that step (``step_z``): a load that climbed for hours has its mean, not its step.
 STEADY_Z = 3.0
+# A target seen from one vantage has no second to see the growth too: its pooled z must
+# reach ``pooled_min_z`` × this, the bar two vantages' mean z meets where their noise is
+# their own (bench/detection/README.md, "fleetq": one vantage's near ties read 4.0–4.5).
+ALONE_Z = math.sqrt(2)
 
 
 def grown(
@@ -48,6 +52,7 @@ def grown(
     raw: dict[str, tuple[float, float, float] | None] = {}
     runs = min(params.dominant_runs, params.dominant_fast_runs)
     material = math.log1p(params.level_min_relative)
+    bar = params.pooled_min_z * (ALONE_Z if len(present) == 1 else 1.0)
 
     def pooled(phase: str) -> tuple[float, float, float] | None:
         if phase not in raw:
@@ -63,7 +68,7 @@ def grown(
             return None
         z, growth, least = found
         # Grown as every vantage saw it: one vantage's phase alone is no server's change.
-        if z < params.pooled_min_z or least < material:
+        if z < bar or least < material:
             return None
         old = pooled(against) if against else None
         if old is not None and growth - old[1] < material:
