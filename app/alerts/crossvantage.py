@@ -55,7 +55,7 @@ class CrossVantage:
             return {}
         present, late = self._present_vantages(target, now)
         if len(present) + len(late) <= 1:
-            return self._at(view, target, vantage, "vantage", params)
+            return self._alone(view, target, vantage, params)
         # One vantage on time while the others are late is still one of several: its
         # change is a path change, or waits for a second to agree (never scope vantage).
         if not present or not self._new_round(target, present):
@@ -80,6 +80,30 @@ class CrossVantage:
                 at = {vantage: (identity, finding)}
                 combined[identity] = agreement(at, [vantage], seen, finding.numbers)
         return combined
+
+    def _alone(
+        self, view: EvaluatorView, target: str, vantage: str, params: d.DetectorParams
+    ) -> Found:
+        """A target seen from one vantage: its own lanes, then, while nothing is open or
+        hit, the pooled lane over that one vantage (app.alerts.pooling): a server-side
+        phase that leads the newest run and grew in it with its step guards is the change
+        a run or two before a bootstrap of 10 samples a run confirms the lead, which may
+        wait for the busy hours (bench/detection/README.md, "fleetq")."""
+        found = self._at(view, target, vantage, "vantage", params)
+        if open_at(view.alerts, target, vantage) is not None:
+            return found
+        if any(f.signal is d.Signal.HIT for f in found.values()):
+            return found
+        pooled = grown(view, self.history, target, [vantage], params)
+        # No second vantage to see the growth too: the step guards hold in either case (a
+        # near tie's wander and a correlated burst lead two runs with a pooled z over 4).
+        lane = pooled_lane(view, self.history, target, [vantage], params, pooled, guarded=True)
+        if lane is None:
+            return found
+        _, old, finding = lane
+        identity = Identity(KIND, target, vantage, "vantage", old, finding.numbers["to_phase"])
+        held = {i: d.Finding(d.Signal.HOLD, f.numbers) for i, f in found.items()}
+        return held | {identity: replace(finding, confirmed=True)}
 
     def _at(
         self, view: EvaluatorView, target: str, vantage: str, scope: str, params: d.DetectorParams

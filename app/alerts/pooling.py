@@ -33,6 +33,10 @@ Grown = Callable[[str, str | None], dict[str, Any] | None]
 # and when the newest runs stepped up from the runs before them by ``pooled_min_z`` spreads
 # of that step (``step_z``): a load that climbed for hours has its mean, not its step.
 STEADY_Z = 3.0
+# A target seen from one vantage has no second to see the growth too: its pooled z must
+# reach ``pooled_min_z`` × this, the bar two vantages' mean z meets where their noise is
+# their own (bench/detection/README.md, "fleetq": one vantage's near ties read 4.0–4.5).
+ALONE_Z = math.sqrt(2)
 
 
 def grown(
@@ -48,6 +52,7 @@ def grown(
     raw: dict[str, tuple[float, float, float] | None] = {}
     runs = min(params.dominant_runs, params.dominant_fast_runs)
     material = math.log1p(params.level_min_relative)
+    bar = params.pooled_min_z * (ALONE_Z if len(present) == 1 else 1.0)
 
     def pooled(phase: str) -> tuple[float, float, float] | None:
         if phase not in raw:
@@ -63,7 +68,7 @@ def grown(
             return None
         z, growth, least = found
         # Grown as every vantage saw it: one vantage's phase alone is no server's change.
-        if z < params.pooled_min_z or least < material:
+        if z < bar or least < material:
             return None
         old = pooled(against) if against else None
         if old is not None and growth - old[1] < material:
@@ -128,6 +133,7 @@ def pooled_lane(
     present: list[str],
     params: d.DetectorParams,
     pooled: Grown,
+    guarded: bool = False,
 ) -> tuple[str, str | None, d.Finding] | None:
     """A server-side phase that now leads a vantage's newest run over its reference's
     leader, and that grew as every vantage saw it in each of their newest
@@ -136,15 +142,18 @@ def pooled_lane(
     vantage's network by a few points only, and not in every run). Where it led each of
     that vantage's newest runs, their pooled mean growth is the evidence; where it led the
     newest alone, also every run's growth and the step up from the runs before them
-    (``stepped``). The pooled growth is the evidence; the lead only says which phase leads
-    now. The vantage, the old leader (None where the vantages' differ), and the finding."""
+    (``stepped``); with ``guarded``, those guards in either case. The pooled growth is the
+    evidence; the lead only says which phase leads now. The vantage, the old leader (None
+    where the vantages' differ), and the finding."""
     leaders = set()
     for vantage in present:
         reference = view.memory(target, vantage).reference
         leaders.add(None if reference is None else reference.mix.dominant)
     for each_run in (True, False):  # a vantage whose every newest run shows the lead first
         for vantage in present:
-            found = _lane_at(view, history, target, present, vantage, params, pooled, each_run)
+            found = _lane_at(
+                view, history, target, present, vantage, params, pooled, each_run, guarded
+            )
             if found is not None:
                 finding, leader = found
                 return vantage, leader if leaders == {leader} else None, finding
@@ -160,6 +169,7 @@ def _lane_at(
     params: d.DetectorParams,
     pooled: Grown,
     each_run: bool,
+    guarded: bool,
 ) -> tuple[d.Finding, str] | None:
     """``pooled_lane`` at one vantage, its new leader leading each of its newest runs
     (``each_run``) or the newest alone; the finding and the reference's leader."""
@@ -174,11 +184,12 @@ def _lane_at(
     grew = pooled(top, leader)
     if grew is None:
         return None
-    if not each_run:
+    if not each_run or guarded:
         guards = stepped(view, history, target, present, params, top)
         if guards is None:
             return None
         grew = grew | guards
+    if not each_run:
         newest = newest[-1:]  # the lead is the newest run's
     # Its numbers as dominant_shift gives them (a lead under δ has no bootstrap).
     found = d.dominant_finding(newest, leader, top, params, view.rng(target))
