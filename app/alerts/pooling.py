@@ -45,14 +45,17 @@ def grown(
     target: str,
     present: list[str],
     params: d.DetectorParams,
+    alone: bool = False,
 ) -> Grown:
     """Asked of a phase and the phase it took the lead from: the pooled numbers when it
     grew, and by more than that one (everything × 1.25 is no leader change); None when
-    not, or when it is not the server's. Lazy and remembered: most rounds never ask."""
+    not, or when it is not the server's. Lazy and remembered: most rounds never ask.
+    ``alone``: the target is seen from one vantage only, its bar ``ALONE_Z`` higher (a
+    target of several with one vantage on time keeps the usual bar)."""
     raw: dict[str, tuple[float, float, float] | None] = {}
     runs = min(params.dominant_runs, params.dominant_fast_runs)
     material = math.log1p(params.level_min_relative)
-    bar = params.pooled_min_z * (ALONE_Z if len(present) == 1 else 1.0)
+    bar = params.pooled_min_z * (ALONE_Z if alone else 1.0)
 
     def pooled(phase: str) -> tuple[float, float, float] | None:
         if phase not in raw:
