@@ -31,7 +31,7 @@ from app.store.rollups.catchup import catch_up
 from app.store.rollups.coarse import COARSE
 from app.store.rollups.folds import fold_closed
 from tests.faults.support import stop
-from tests.faults.test_replicas_share import INTERVAL_S, fleet_file, replica_env, share
+from tests.faults.test_replicas_share import INTERVAL_S, fleet_file, share, sharing
 from tests.helpers import eventually
 from tests.pgcluster import Serve
 
@@ -106,17 +106,7 @@ def test_each_replica_catches_up_its_own_targets_and_the_survivors_a_killed_ones
     tmp_path: Path, postgres_url: str, sim: SimServer, serve: Callable[..., Serve]
 ) -> None:
     config = fleet_file(tmp_path, sim, TARGETS, samples=2)
-    replicas = [serve(name, config, **replica_env(postgres_url)) for name in "abc"]
-    for replica in replicas:
-        replica.wait_ready(START_S)
-
-    def shared() -> bool:
-        shares = [share(replica) for replica in replicas]
-        return all(s["live"] == 3 for s in shares) and sum(
-            int(str(s["targets"])) for s in shares
-        ) == len(TARGETS)
-
-    eventually(shared, 60, "three replicas sharing the targets")
+    replicas = sharing(serve, config, postgres_url, TARGETS, START_S)
     shared_at = datetime.now(UTC) + timedelta(seconds=INTERVAL_S)
     engine = make_engine(postgres_url, poolclass=pool.NullPool)
     sessions = make_sessions(engine)

@@ -26,7 +26,7 @@ from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, TargetRow
 from tests.faults.support import stop
 from tests.helpers import eventually
-from tests.pgcluster import Serve
+from tests.pgcluster import READY_S, Serve
 
 pytestmark = [pytest.mark.process, pytest.mark.postgres, pytest.mark.timeout(400)]
 
@@ -68,6 +68,25 @@ def share(replica: Serve) -> dict[str, object]:
     found = health["replica"]
     assert isinstance(found, dict)
     return found
+
+
+def sharing(
+    serve: Callable[..., Serve], config: Path, url: str, targets: list[str], ready_s: float
+) -> list[Serve]:
+    """Three replicas started on ``config``, once each reads three live leases and their
+    shares add up to ``targets``."""
+    replicas = [serve(name, config, **replica_env(url)) for name in "abc"]
+    for replica in replicas:
+        replica.wait_ready(ready_s)
+
+    def shared() -> bool:
+        shares = [share(replica) for replica in replicas]
+        return all(s["live"] == 3 for s in shares) and sum(
+            int(str(s["targets"])) for s in shares
+        ) == len(targets)
+
+    eventually(shared, 60, "three replicas sharing the targets")
+    return replicas
 
 
 def slots_stored(url: str) -> dict[str, list[int]]:
@@ -114,18 +133,7 @@ def assert_every_slot_once(slots: list[int], since_ms: int, until_ms: int) -> No
 def test_three_replicas_share_the_targets_and_a_killed_ones_move_to_the_others(
     tmp_path: Path, postgres_url: str, sim: SimServer, serve: Callable[..., Serve]
 ) -> None:
-    config = fleet_file(tmp_path, sim)
-    replicas = [serve(name, config, **replica_env(postgres_url)) for name in "abc"]
-    for replica in replicas:
-        replica.wait_ready()
-
-    def shared() -> bool:
-        shares = [share(replica) for replica in replicas]
-        return all(s["live"] == 3 for s in shares) and sum(
-            int(str(s["targets"])) for s in shares
-        ) == len(TARGETS)
-
-    eventually(shared, 60, "three replicas sharing the targets")
+    replicas = sharing(serve, fleet_file(tmp_path, sim), postgres_url, TARGETS, READY_S)
     ids = {str(share(r)["id"]): r for r in replicas}
     owners = {target: owner(target, list(ids)) for target in TARGETS}
     for replica_id, replica in ids.items():

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.runs.dbsink import DatabaseSink
 from app.runtime.upkeep import ROLLUP_LOOKBACK, Upkeep
-from app.store.models import RollupRow, RunDigestRow, TargetRow
+from app.store.models import RunDigestRow, TargetRow
 from app.store.records import RunRecord
-from app.store.rollups.catchup import LOOP, catch_up
-from app.store.rollups.folds import fold_closed
+from app.store.rollups.catchup import LOOP
 from app.store.rollups.inhand import InHand
+from tests.rolluprows import rebuilt, rollup_rows
 from tests.runfactory import T0, make_run, record_of
 
 FIRST = T0 + timedelta(hours=2)  # the first pass: the first runs' early periods closed
@@ -74,27 +73,6 @@ def _digested(sessions: sessionmaker[Session]) -> dict[int, int]:
         return {int(target): int(count) for target, count in session.execute(query)}
 
 
-def _rows(sessions: sessionmaker[Session]) -> tuple[list[Any], list[Any]]:
-    with sessions() as session:
-        digests = session.execute(
-            select(RunDigestRow.run_id, RunDigestRow.digest).order_by(RunDigestRow.run_id)
-        ).all()
-        key = (RollupRow.target_id, RollupRow.vantage, RollupRow.period_s, RollupRow.period_start)
-        rollups = session.execute(
-            select(*key, RollupRow.runs, RollupRow.n, RollupRow.digest).order_by(*key)
-        ).all()
-    return [tuple(row) for row in digests], [tuple(row) for row in rollups]
-
-
-def _rebuilt(sessions: sessionmaker[Session], now: datetime) -> tuple[list[Any], list[Any]]:
-    with sessions.begin() as session:
-        session.execute(delete(RollupRow))
-        session.execute(delete(RunDigestRow))
-    catch_up(sessions, T0 - timedelta(days=1), now)
-    fold_closed(sessions, T0 - timedelta(days=1), now)
-    return _rows(sessions)
-
-
 def test_each_replica_keeps_its_own_targets_rollups_and_takes_over_a_dead_ones(
     sessions: sessionmaker[Session], engine: Engine
 ) -> None:
@@ -120,8 +98,8 @@ def test_each_replica_keeps_its_own_targets_rollups_and_takes_over_a_dead_ones(
     assert (x.hand.hits, x.hand.misses) == (24, 5)  # the dead one's runs read back
     assert x.keep(LATER) == 0
 
-    shared = _rows(sessions)
-    assert _rebuilt(sessions, LATER) == shared
+    shared = rollup_rows(sessions)
+    assert rebuilt(sessions, T0 - timedelta(days=1), LATER, LATER) == shared
 
 
 def test_a_replica_keeps_in_hand_only_the_runs_of_its_targets(
@@ -140,5 +118,5 @@ def test_a_replica_that_owns_nothing_yet_touches_no_rollup(
     x = Replica(sessions, engine, set)
     x.store(_runs(T0, 3, ("a",), seed=5))
     assert x.keep(FIRST) == 0
-    assert _rows(sessions) == ([], [])
+    assert rollup_rows(sessions) == ([], [])
     assert x.upkeep.rollups.kept == set()  # when it owns a, a is new to it: caught up in full

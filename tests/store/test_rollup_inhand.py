@@ -6,18 +6,18 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.runs.dbsink import DatabaseSink
-from app.store.models import RollupRow, RunDigestRow
+from app.store.models import RollupRow
 from app.store.records import RunRecord
 from app.store.rollups.catchup import catch_up
 from app.store.rollups.inhand import InHand
+from tests.rolluprows import rollup_rows, thrown_away
 from tests.runfactory import T0, make_run, record_of
 
 NOW = T0 + timedelta(hours=1)
@@ -32,26 +32,6 @@ def _runs(count: int, vantage: str, seed: int) -> list[RunRecord]:
     ]
 
 
-def _stored(sessions: sessionmaker[Session]) -> tuple[list[Any], list[Any]]:
-    with sessions() as session:
-        digests = session.execute(
-            select(RunDigestRow.run_id, RunDigestRow.digest).order_by(RunDigestRow.run_id)
-        ).all()
-        rollups = session.execute(
-            select(
-                RollupRow.target_id,
-                RollupRow.vantage,
-                RollupRow.period_s,
-                RollupRow.period_start,
-                RollupRow.runs,
-                RollupRow.n,
-                RollupRow.total_p50,
-                RollupRow.digest,
-            ).order_by(RollupRow.vantage, RollupRow.period_s, RollupRow.period_start)
-        ).all()
-    return [tuple(row) for row in digests], [tuple(row) for row in rollups]
-
-
 def test_runs_in_hand_are_rolled_up_as_if_read_back_without_reading_them(
     sessions: sessionmaker[Session], sample_reads: list[str]
 ) -> None:
@@ -64,13 +44,11 @@ def test_runs_in_hand_are_rolled_up_as_if_read_back_without_reading_them(
     assert catch_up(sessions, T0, NOW, in_hand=hand) == len(records)
     assert sample_reads == []
     assert len(hand) == 0  # taken
-    in_hand = _stored(sessions)
-    with sessions.begin() as session:
-        session.execute(delete(RollupRow))
-        session.execute(delete(RunDigestRow))
+    in_hand = rollup_rows(sessions)
+    thrown_away(sessions)
     assert catch_up(sessions, T0, NOW) == len(records)  # read back this time
     assert sample_reads != []
-    assert _stored(sessions) == in_hand
+    assert rollup_rows(sessions) == in_hand
 
 
 def test_a_run_not_in_hand_is_read_back_beside_those_that_are(

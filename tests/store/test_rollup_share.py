@@ -9,15 +9,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.runs.dbsink import DatabaseSink
-from app.store.models import RollupRow, RunDigestRow, TargetRow
+from app.store.models import RollupRow, TargetRow
 from app.store.records import RunRecord
 from app.store.rollups.catchup import catch_up
 from app.store.rollups.coarse import COARSE
 from app.store.rollups.folds import fold_closed
+from tests.rolluprows import rebuilt, rollup_rows
 from tests.runfactory import T0, make_run, record_of
 
 NOW = T0 + timedelta(hours=3)  # the first two hours' periods closed
@@ -44,42 +45,8 @@ def _stored(sessions: sessionmaker[Session], records: Iterable[RunRecord]) -> di
         return {name: id_ for id_, name in session.execute(select(TargetRow.id, TargetRow.name))}
 
 
-def _rows(sessions: sessionmaker[Session]) -> tuple[list[Any], list[Any]]:
-    with sessions() as session:
-        digests = session.execute(
-            select(RunDigestRow.run_id, RunDigestRow.target_id, RunDigestRow.digest).order_by(
-                RunDigestRow.run_id
-            )
-        ).all()
-        rollups = session.execute(
-            select(
-                RollupRow.target_id,
-                RollupRow.vantage,
-                RollupRow.period_s,
-                RollupRow.period_start,
-                RollupRow.runs,
-                RollupRow.n,
-                RollupRow.total_p50,
-                RollupRow.digest,
-            ).order_by(
-                RollupRow.target_id, RollupRow.vantage, RollupRow.period_s, RollupRow.period_start
-            )
-        ).all()
-    return [tuple(row) for row in digests], [tuple(row) for row in rollups]
-
-
 def _targets_of(rows: list[Any]) -> set[int]:
     return {row[1] for row in rows}
-
-
-def _rebuilt(sessions: sessionmaker[Session]) -> tuple[list[Any], list[Any]]:
-    """Every row thrown away and made again by one pass over every target."""
-    with sessions.begin() as session:
-        session.execute(delete(RollupRow))
-        session.execute(delete(RunDigestRow))
-    catch_up(sessions, T0 - timedelta(days=1), OPEN)
-    fold_closed(sessions, T0 - timedelta(days=1), NOW)
-    return _rows(sessions)
 
 
 def test_each_share_caught_up_and_folded_apart_gives_the_rows_of_one_pass_over_all(
@@ -89,18 +56,18 @@ def test_each_share_caught_up_and_folded_apart_gives_the_rows_of_one_pass_over_a
     ids = _stored(sessions, records)
     mine = {ids["a"], ids["c"]}
     assert catch_up(sessions, T0, OPEN, targets=mine) == len(records) * 2 // 3
-    digests, rollups = _rows(sessions)
+    digests, rollups = rollup_rows(sessions)
     assert _targets_of(digests) == mine
     assert {row[0] for row in rollups} == mine  # no other target's rows, coarse ones neither
     assert fold_closed(sessions, T0, NOW, targets=mine) > 0
-    assert {row[0] for row in _rows(sessions)[1]} == mine
+    assert {row[0] for row in rollup_rows(sessions)[1]} == mine
     theirs = {ids["b"]}
     assert catch_up(sessions, T0, OPEN, targets=theirs) == len(records) // 3
     assert fold_closed(sessions, T0, NOW, targets=theirs) > 0
     assert catch_up(sessions, T0, NOW) == 0  # nothing left, nothing counted twice
-    apart = _rows(sessions)
+    apart = rollup_rows(sessions)
     assert any(row[2] in COARSE for row in apart[1])
-    assert _rebuilt(sessions) == apart
+    assert rebuilt(sessions, T0 - timedelta(days=1), OPEN, NOW) == apart
 
 
 def test_a_late_run_of_a_closed_period_folds_its_own_targets_periods_only(
@@ -123,11 +90,11 @@ def test_runs_started_before_a_time_are_caught_up_and_no_later_one(
     early = [r for r in records if r.started_at < cut]
     assert 0 < len(early) < len(records)
     assert catch_up(sessions, T0 - timedelta(days=1), NOW, before=cut) == len(early)
-    assert {row[0] for row in _rows(sessions)[0]} == {r.id for r in early}
+    assert {row[0] for row in rollup_rows(sessions)[0]} == {r.id for r in early}
 
 
 def test_an_empty_share_touches_nothing(sessions: sessionmaker[Session]) -> None:
     _stored(sessions, _runs(T0, 4, seed=4))
     assert catch_up(sessions, T0, NOW, targets=set()) == 0
     assert fold_closed(sessions, T0, NOW, targets=set()) == 0
-    assert _rows(sessions) == ([], [])
+    assert rollup_rows(sessions) == ([], [])
