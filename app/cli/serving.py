@@ -25,6 +25,7 @@ from app.cli.common import exit_now
 from app.runs.threads import NoWaitThreadPool
 from app.runtime.service import Service
 from app.runtime.workers import Workers
+from app.store.wakeups import waited
 from app.web.deps import service_of, workers_of
 
 HTTP_GRACE_S = 1  # uvicorn takes whole seconds
@@ -63,9 +64,7 @@ class _Server(uvicorn.Server):
         ticks = 0
         while not await self.on_tick(ticks):
             ticks = (ticks + 10) % 864_000
-            with contextlib.suppress(TimeoutError):  # not wait_for: see Doorbell.wait
-                async with asyncio.timeout(TICK_S):
-                    await self._stop_now.wait()
+            await waited(self._stop_now, TICK_S)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)

@@ -60,6 +60,7 @@ from app.runtime.upkeep import Upkeep
 from app.store.db import Sessions, is_transient
 from app.store.leader import Leadership
 from app.store.records import RunRecord
+from app.store.wakeups import waited
 
 log = logging.getLogger(__name__)
 
@@ -227,11 +228,9 @@ class Service:
     async def _reload_loop(self) -> None:
         path = self.settings.config
         seen = _stamp(path)
-        while _stamp(path) == seen and not self.reload_requested.is_set():
-            # Not wait_for: on 3.11 it may drop a stop's cancellation (see Doorbell.wait).
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(RELOAD_POLL_S):
-                    await self.reload_requested.wait()
+        while _stamp(path) == seen:
+            if await waited(self.reload_requested, RELOAD_POLL_S):
+                break
         self.reload_requested.clear()
         await self.reload()
 

@@ -37,6 +37,19 @@ RETRY_S = 5.0  # between a listener's tries to (re)connect
 _NOTIFY = text("SELECT pg_notify(:channel, '')")
 
 
+async def waited(event: asyncio.Event, timeout_s: float) -> bool:
+    """Until ``event`` is set, or ``timeout_s`` passed; whether it is set.
+
+    Not ``asyncio.wait_for``: on Python 3.11 a cancellation landing as the inner wait ends
+    is dropped (the inner result returned), which kept a loop waiting on a doorbell from
+    stopping (the listener rings every bell as it connects, just when a quick
+    start-then-stop cancels the loops). Here a cancellation always ends the wait."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(max(0.0, timeout_s)):
+            await event.wait()
+    return event.is_set()
+
+
 class Doorbell:
     """Rung from any thread; waited on by one loop. A ring is never lost (one rung while
     nobody waits wakes the next wait at once); a wake may be spurious."""
@@ -56,17 +69,10 @@ class Doorbell:
                 loop.call_soon_threadsafe(event.set)
 
     async def wait(self, timeout_s: float) -> bool:
-        """Until rung, or ``timeout_s`` passed; whether it was rung (since the last wait).
-
-        A cancellation always ends the wait, even one landing as the bell rings: Python
-        3.11's ``wait_for`` returns the inner result then and drops the cancel, which kept a
-        loop waiting here from stopping (the listener rings every bell as it connects,
-        just when a quick start-then-stop cancels the loops)."""
+        """Until rung, or ``timeout_s`` passed; whether it was rung (since the last wait)."""
         event = self._bound()
         if not self._take():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, timeout_s)):
-                    await event.wait()
+            await waited(event, timeout_s)
             event.clear()
             return self._take()
         event.clear()
