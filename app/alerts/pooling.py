@@ -39,6 +39,11 @@ STEADY_Z = 3.0
 ALONE_Z = math.sqrt(2)
 
 
+def newest_runs(params: d.DetectorParams) -> int:
+    """How many of each vantage's newest runs the pooled evidence judges."""
+    return min(params.dominant_runs, params.dominant_fast_runs)
+
+
 def grown(
     view: EvaluatorView,
     history: History,
@@ -53,7 +58,7 @@ def grown(
     ``alone``: the target is seen from one vantage only, its bar ``ALONE_Z`` higher (a
     target of several with one vantage on time keeps the usual bar)."""
     raw: dict[str, tuple[float, float, float] | None] = {}
-    runs = min(params.dominant_runs, params.dominant_fast_runs)
+    runs = newest_runs(params)
     material = math.log1p(params.level_min_relative)
     bar = params.pooled_min_z * (ALONE_Z if alone else 1.0)
 
@@ -110,7 +115,7 @@ def levels(
         if level is not None and level.span >= timedelta(days=params.level_min_days):
             references.append(level)
             windows.append(history.last(target, vantage, runs))
-    newest = min(params.dominant_runs, params.dominant_fast_runs)
+    newest = newest_runs(params)
     starts = [window[-newest:][0].at for window in windows if window]
     if starts and level_told(view, target, min(starts)):
         return None
@@ -211,7 +216,7 @@ def stepped(
     """The evidence that ``phase`` grew in every one of the vantages' newest runs
     (``steady_z`` ≥ ``STEADY_Z``) and stepped up at them from the runs before
     (``step_z`` ≥ ``pooled_min_z``): their numbers, else None (app.analysis.levelstep)."""
-    runs = min(params.dominant_runs, params.dominant_fast_runs)
+    runs = newest_runs(params)
     found = levels(view, history, target, present, params, runs + BEFORE)
     if found is None:
         return None

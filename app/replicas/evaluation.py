@@ -31,7 +31,7 @@ from app.alerts.identity import Transition
 from app.clock import utcnow
 from app.replicas.membership import Replicas, now_ms
 from app.store import replicarows
-from app.store.db import is_transient
+from app.store.db import autocommit, is_transient
 from app.store.reads.alertreads import alert_by_id
 from app.store.records import RunRecord, RunStatus
 from app.store.wakeups import Doorbell
@@ -121,7 +121,7 @@ class OwnerEvaluation:
     def claim_once(self) -> int:
         """Evaluate what other replicas asked of this one; how many were evaluated."""
         engine = self.replicas.sessions.kw["bind"]
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        with autocommit(engine) as connection:
             if not replicarows.any_requested(connection):  # one round trip, no BEGIN
                 self.others_waiting = False
                 return 0

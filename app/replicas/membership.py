@@ -37,7 +37,7 @@ from app import clock
 from app.replicas.assign import Member, View
 from app.runs.slots import epoch_ms
 from app.store import replicarows
-from app.store.db import Sessions, describe
+from app.store.db import Sessions, autocommit, describe
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class Replicas:
     def _renewed_held(self) -> replicarows.Leases | None:
         """The lease this replica holds renewed in one round trip; None: not held."""
         engine = self.sessions.kw["bind"]
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        with autocommit(engine) as connection:
             return replicarows.renew_held(connection, self.me, self.lease_s)
 
     def _renewed(self) -> replicarows.Leases:

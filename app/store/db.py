@@ -192,6 +192,13 @@ def make_sessions(engine: Engine) -> Sessions:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+def autocommit(engine: Engine) -> Connection:
+    """A PostgreSQL connection whose every statement is its own transaction: one round trip
+    a statement, no BEGIN or COMMIT around it (a lease's renewal, a look for requests, the
+    leader's lock)."""
+    return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
 def read_sessions(sessions: Sessions) -> Sessions:
     """``sessions`` for reads alone. On PostgreSQL each statement is a transaction of its
     own (autocommit): a read is spared its BEGIN and ROLLBACK round trips and sees the same

@@ -32,6 +32,8 @@ import threading
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
+from app.store.db import autocommit
+
 log = logging.getLogger(__name__)
 
 LOCK_KEY = 0x7068_6173_6577_6174 & 0x7FFF_FFFF_FFFF_FFFF  # "phasewat", as a bigint
@@ -82,7 +84,7 @@ class Leadership:
         # Autocommit: the lock is the session's, no transaction stays open, and the check
         # that the connection lives (``_alive``, every ``leader_check_s``) is one round trip
         # (not BEGIN, SELECT, COMMIT).
-        connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        connection = autocommit(self.engine)
         try:
             query = text("SELECT pg_try_advisory_lock(:key)")
             got = bool(connection.scalar(query, {"key": LOCK_KEY}))

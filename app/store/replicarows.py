@@ -109,27 +109,30 @@ def renew(
 _LEASES = select(ReplicaRow.id, ReplicaRow.effective_at, ReplicaRow.expires_at).order_by(
     ReplicaRow.id
 )
-_RENEW = text(
-    "WITH t AS (SELECT clock_timestamp() AS now) UPDATE replicas"
+# A lease held and not forgotten renewed at the database's time ``t.now``.
+_UPDATE = (
+    "UPDATE replicas"
     " SET renewed_at = t.now, expires_at = t.now + make_interval(secs => :lease_s)"
     " FROM t WHERE id = :id AND expires_at >= t.now - make_interval(secs => :forgotten_s)"
-    " RETURNING t.now"
 )
+_NOW = "WITH t AS (SELECT clock_timestamp() AS now)"
+_RENEW = text(f"{_NOW} {_UPDATE} RETURNING t.now")
+
+
+def _renewal(replica: str, lease_s: float) -> dict[str, object]:
+    return {"id": replica, "lease_s": lease_s, "forgotten_s": FORGOTTEN_AFTER.total_seconds()}
 
 
 def _renewed(session: Session, replica: str, lease_s: float) -> datetime | None:
     """The database's time of the renewal of ``replica``'s lease; None if it has none (or
     one forgotten: it joins again, as a newcomer)."""
-    forgotten_s = FORGOTTEN_AFTER.total_seconds()
-    now = session.scalar(_RENEW, {"id": replica, "lease_s": lease_s, "forgotten_s": forgotten_s})
+    now = session.scalar(_RENEW, _renewal(replica, lease_s))
     assert now is None or isinstance(now, datetime)
     return now
 
 
 _RENEW_AND_READ = text(
-    "WITH t AS (SELECT clock_timestamp() AS now), renewed AS (UPDATE replicas"
-    " SET renewed_at = t.now, expires_at = t.now + make_interval(secs => :lease_s)"
-    " FROM t WHERE id = :id AND expires_at >= t.now - make_interval(secs => :forgotten_s)"
+    f"{_NOW}, renewed AS ({_UPDATE}"
     " RETURNING replicas.id, replicas.effective_at, replicas.expires_at, t.now)"
     " SELECT id, effective_at, expires_at, now FROM renewed"
     " UNION ALL SELECT r.id, r.effective_at, r.expires_at, NULL FROM replicas AS r, renewed"
@@ -142,9 +145,7 @@ def renew_held(connection: Connection, replica: str, lease_s: float) -> Leases |
     round trip where ``renew`` takes four): the lease renewed and every lease read (the
     others as the statement found them, its own as renewed). None when ``replica`` holds
     no lease to renew (it joins) or a forgotten lease is read (deleted): ``renew`` then."""
-    forgotten_s = FORGOTTEN_AFTER.total_seconds()
-    params = {"id": replica, "lease_s": lease_s, "forgotten_s": forgotten_s}
-    rows = connection.execute(_RENEW_AND_READ, params).all()
+    rows = connection.execute(_RENEW_AND_READ, _renewal(replica, lease_s)).all()
     now = next((row.now for row in rows if row.id == replica), None)
     if now is None or any(row.expires_at < now - FORGOTTEN_AFTER for row in rows):
         return None
