@@ -217,6 +217,7 @@ def report(results: list[Measured], args: argparse.Namespace) -> None:
     for m in results:
         late = f"{pct(m.late_ms, 50):.0f} / {pct(m.late_ms, 99):.0f}" if m.late_ms else "-"
         parts = " · ".join(f"{n} {m.by_component.get(n, 0.0):.1f}" for n in names)
+        parts = parts if m.by_component else "- (no profile)"
         rss = f"{m.readings[0].rss_mb:.0f} → {m.readings[-1].rss_mb:.0f}"
         floor = "-"
         if m.floor is not None:

@@ -22,7 +22,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from app import clock
@@ -37,43 +37,48 @@ class Floor:
     cpu_ms_per_run: float
 
 
-async def _probe_on_schedule(target: Target, offset_s: float, idle: dict[str, float]) -> None:
+@dataclass
+class Probing:
+    """What the fleet's probes share: each target's last probe (monotonic), runs finished."""
+
+    idle: dict[str, float] = field(default_factory=dict)
+    finished: int = 0
+
+
+async def _probe_on_schedule(target: Target, offset_s: float, probing: Probing) -> None:
     await asyncio.sleep(offset_s)
     loop = asyncio.get_running_loop()
     due = loop.time()
     while True:
-        asyncio.create_task(_one(target, idle))  # runs overlap, as serve's may
+        asyncio.create_task(_one(target, probing))  # runs overlap, as serve's may
         due += target.interval
         await asyncio.sleep(max(0.0, due - loop.time()))
 
 
-async def _one(target: Target, idle: dict[str, float]) -> None:
+async def _one(target: Target, probing: Probing) -> None:
     try:
         await probe_run(
             target.probe_spec(),
             target.samples,
             spacing_s=target.spacing,
-            idle_since=idle.get(target.name),
+            idle_since=probing.idle.get(target.name),
         )
     finally:
-        idle[target.name] = clock.monotonic()
-        _FINISHED[0] += 1
-
-
-_FINISHED = [0]
+        probing.idle[target.name] = clock.monotonic()
+        probing.finished += 1
 
 
 async def measure(targets: list[Target], warmup_s: float, seconds: float) -> Floor:
     interval = max(t.interval for t in targets)
-    idle: dict[str, float] = {}
+    probing = Probing()
     loops = [
-        asyncio.create_task(_probe_on_schedule(t, k * interval / len(targets), idle))
+        asyncio.create_task(_probe_on_schedule(t, k * interval / len(targets), probing))
         for k, t in enumerate(targets)
     ]
     await asyncio.sleep(warmup_s)
-    runs, cpu = _FINISHED[0], time.process_time()
+    runs, cpu = probing.finished, time.process_time()
     await asyncio.sleep(seconds)
-    runs, cpu = _FINISHED[0] - runs, time.process_time() - cpu
+    runs, cpu = probing.finished - runs, time.process_time() - cpu
     for task in loops:
         task.cancel()
     return Floor(runs, cpu * 1000 / runs if runs else float("nan"))
