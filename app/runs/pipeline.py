@@ -25,6 +25,7 @@ from app.config import Target
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from app.runs.spool import Spool
+from app.runs.threads import within
 from app.runs.writer import Writer
 from app.store.records import RunRecord, RunStatus, SampleRecord
 
@@ -138,9 +139,7 @@ class Pipeline:
             return False
         stored = False
         try:
-            stored = await asyncio.wait_for(
-                asyncio.to_thread(self.writer.deliver, record), budget_s
-            )
+            stored = await within(asyncio.to_thread(self.writer.deliver, record), budget_s)
         except TimeoutError:
             log.warning("storing run %s took over %s s; spooled", record.id, budget_s)
             if not await asyncio.to_thread(self._spooled, record):

@@ -13,7 +13,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
@@ -48,11 +48,22 @@ def on_daemon_thread(fn: Callable[[], T], name: str) -> concurrent.futures.Futur
     return future
 
 
+async def within(awaitable: Awaitable[T], budget_s: float) -> T:
+    """``awaitable``'s result, or TimeoutError once ``budget_s`` has passed (it is cancelled).
+
+    Not ``asyncio.wait_for``: on Python 3.11 a cancellation that lands as the awaited thing
+    finishes is dropped (its result returned), so a loop being stopped carried on past its
+    cancel; here a cancellation always ends the wait.
+    """
+    async with asyncio.timeout(max(0.0, budget_s)):
+        return await awaitable
+
+
 async def bounded(fn: Callable[[], T], budget_s: float, what: str) -> T | None:
     """``fn()`` on a daemon thread, waited for at most ``budget_s``; None (logged) after that."""
     future = on_daemon_thread(fn, what)
     try:
-        return await asyncio.wait_for(asyncio.wrap_future(future), budget_s)
+        return await within(asyncio.wrap_future(future), budget_s)
     except TimeoutError:
         log.warning("%s: no answer within %.1f s; left behind", what, budget_s)
         return None
@@ -88,7 +99,7 @@ class Check(Generic[T]):
         # Past the budget nobody awaits it: its error, when it comes, is read here, not
         # logged by asyncio as "never retrieved" (the caller has said it already).
         future.add_done_callback(_read_outcome)
-        return await asyncio.wait_for(asyncio.shield(future), budget_s)
+        return await within(asyncio.shield(future), budget_s)
 
     def wait(self, budget_s: float) -> T:
         return self._current().result(timeout=budget_s)
