@@ -25,7 +25,7 @@ from app.config import Target
 from app.probe.run import probe_run
 from app.probe.sample import Sample
 from app.runs.spool import Spool
-from app.runs.threads import within
+from app.runs.waits import within
 from app.runs.writer import Writer
 from app.store.records import RunRecord, RunStatus, SampleRecord
 

@@ -13,8 +13,10 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
+
+from app.runs.waits import within
 
 log = logging.getLogger(__name__)
 
@@ -46,17 +48,6 @@ def on_daemon_thread(fn: Callable[[], T], name: str) -> concurrent.futures.Futur
 
     threading.Thread(target=work, name=name, daemon=True).start()
     return future
-
-
-async def within(awaitable: Awaitable[T], budget_s: float) -> T:
-    """``awaitable``'s result, or TimeoutError once ``budget_s`` has passed (it is cancelled).
-
-    Not ``asyncio.wait_for``: on Python 3.11 a cancellation that lands as the awaited thing
-    finishes is dropped (its result returned), so a loop being stopped carried on past its
-    cancel; here a cancellation always ends the wait.
-    """
-    async with asyncio.timeout(max(0.0, budget_s)):
-        return await awaitable
 
 
 async def bounded(fn: Callable[[], T], budget_s: float, what: str) -> T | None:

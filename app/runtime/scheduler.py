@@ -32,6 +32,7 @@ from apscheduler.triggers.base import BaseTrigger
 from app import clock
 from app.config import Target
 from app.runs.slots import Grid, slot_time
+from app.runs.waits import cancelled
 
 log = logging.getLogger(__name__)
 
@@ -285,8 +286,6 @@ class Watch:
         running = set(self.running)
         if running:
             done, pending = await asyncio.wait(running, timeout=grace_s)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            await cancelled(pending, what="run")
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)

@@ -2,7 +2,7 @@
 
 ``serve`` starts this at the signal, beside the web server's drain of open requests
 (``app.cli.serving``). Each step has a budget: runs in flight get ``RUNS_GRACE_S`` and are
-then cut (stored as aborted), the background loops ``LOOPS_GRACE_S`` to end once cancelled
+then cut (stored as aborted), the background loops ``CANCEL_GRACE_S`` to end once cancelled
 (one that does not is named and left running), the writer gets ``STORE_GRACE_S`` for what
 it holds, and whatever it could not store by then is spooled; the lead and the replica's
 lease get ``RELEASE_GRACE_S`` (first: the other replicas take the targets over at once),
@@ -23,6 +23,7 @@ from app.alerts.sender import Sender
 from app.export.exporter import RunExporter
 from app.replicas.membership import Replicas
 from app.runs.threads import bounded
+from app.runs.waits import CANCEL_GRACE_S, cancelled
 from app.runs.writer import Writer
 from app.runtime.scheduler import Watch
 from app.store.leader import Leadership
@@ -30,7 +31,6 @@ from app.store.leader import Leadership
 log = logging.getLogger(__name__)
 
 RUNS_GRACE_S = 2.0
-LOOPS_GRACE_S = 0.25  # a cancelled loop ends at its next await: microseconds
 STORE_GRACE_S = 1.0  # and 0.25 s more to spool what the writer still holds
 RELEASE_GRACE_S = 0.4
 POOL_GRACE_S = 0.3
@@ -53,22 +53,6 @@ def _release(service: Stoppable) -> None:
     """The lead, then the lease: the other replicas take this one's targets at once."""
     service.leadership.release()
     service.replicas.leave()
-
-
-async def cancelled(tasks: list[asyncio.Task[None]], budget_s: float) -> None:
-    """Cancel ``tasks`` and wait ``budget_s`` at most for them to end. One still running
-    then has swallowed its cancellation (Python 3.11's ``wait_for`` drops one landing as
-    its inner wait ends): it is named and left, and never holds the stop up."""
-    for task in tasks:
-        task.cancel()
-    if not tasks:
-        return
-    done, running = await asyncio.wait(tasks, timeout=budget_s)
-    for task in done:
-        if not task.cancelled():
-            task.exception()  # retrieved, as gather(return_exceptions=True) did
-    for task in running:
-        log.warning("stopping: loop %s did not end when cancelled; left", task.get_name())
 
 
 class Stoppable(Protocol):
@@ -109,7 +93,7 @@ async def stop_within_budget(service: Stoppable) -> None:
     # The lease ends as the watch stops: the others take this one's slots from now on.
     await bounded(lambda: _release(service), RELEASE_GRACE_S, "releasing the lead and lease")
     await service.watch.stop(RUNS_GRACE_S)
-    await cancelled(service.tasks, LOOPS_GRACE_S)
+    await cancelled(service.tasks, CANCEL_GRACE_S)
     spooled = await bounded(
         lambda: service.writer.close(STORE_GRACE_S), STORE_GRACE_S + 0.25, "storing the last runs"
     )

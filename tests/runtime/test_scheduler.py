@@ -4,6 +4,7 @@ overlapping, reloadable."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -13,6 +14,7 @@ from apscheduler.schedulers.base import STATE_PAUSED
 
 from app.config import Target
 from app.runs.slots import Grid, epoch_ms
+from app.runs.waits import within
 from app.runtime.scheduler import MISFIRE_GRACE_S, Changes, GridTrigger, Watch, first_run_offset
 from tests.helpers import until
 
@@ -227,6 +229,28 @@ async def test_stop_cancels_a_run_still_in_flight_after_the_grace(
     # One line that says so; no job error with a CancelledError traceback (APScheduler's).
     assert "target long: the run in flight was cut at stop" in caplog.messages
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+async def test_stop_leaves_a_run_that_swallows_its_cancellation(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    began, release = asyncio.Event(), asyncio.Event()
+
+    async def stubborn(_run: Target, _due: datetime | None, _slot: int | None) -> None:
+        began.set()
+        with contextlib.suppress(asyncio.CancelledError):  # as 3.11's wait_for could
+            await asyncio.sleep(3600)
+        await release.wait()
+
+    watch = Watch(stubborn, VANTAGE)
+    watch.apply([target("stubborn", interval=0.05)])
+    watch.start(paused=False)
+    await until(began.is_set, what="a run in flight")
+    try:
+        await within(watch.stop(grace_s=0.05), 30.0)  # ends: the run is left, named
+        assert "stopping: run" in caplog.text and "did not end when cancelled" in caplog.text
+    finally:
+        release.set()
 
 
 async def test_the_scheduler_keeps_to_its_schedule_until_a_due_run_is_a_grace_overdue() -> None:
