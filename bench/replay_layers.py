@@ -1,0 +1,129 @@
+"""What a backtest's replay costs a run, layer by layer: the floor of the per-run design.
+
+Each layer runs in a process of its own over the same CSV, and its CPU is the process's
+own (``time.process_time`` around the loop, the modules imported before it):
+
+* ``floor``: a bare ``csv.reader`` pass (what ``bench.backtest_speed`` divides by);
+* ``read``: the backtest's reader, every run built (``read_runs``);
+* ``history``: and each run added to the backtest's history (its retention and packing);
+* ``evaluator``: and the evaluator after every run with no detector enabled: what every
+  run costs whatever is judged (the daily references, the tail CUSUM's step, the SLO
+  ledgers, the evaluation's own walk);
+* one row per detector: the evaluator with that detector alone (``enabled``);
+* ``all``: the default detectors, as ``phasewatch backtest`` replays.
+
+Each row says its CPU, its ms a run and its multiple of the floor; a detector's row says
+what it adds to ``evaluator``. The multiples are of one floor measured in the same minutes,
+so the rows compare; the machine's load is printed before and after.
+
+    PYTHONPATH=. .venv/bin/python -m bench.replay_layers --csv /tmp/fleet12.csv
+    PYTHONPATH=. .venv/bin/python -m bench.replay_layers --csv F --only read,history
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from app.alerts.backtest.csvruns import read_runs
+from app.alerts.backtest.jobs import ParamsTable, collecting_rarely
+from app.alerts.backtest.replay import replay, retention
+from app.alerts.history import MemoryHistory
+from app.analysis.detectors import DetectorParams
+from app.analysis.detectors.registry import default_enabled
+from app.analysis.runs import RunData
+
+BASE = ("floor", "read", "history", "evaluator")
+SLO_KINDS = ("availability_slo", "end_to_end_ms_slo", "ttft_ms_slo", "tpot_ms_slo", "stall_ms_slo")
+
+
+def layers() -> list[tuple[str, tuple[str, ...]]]:
+    """Each detector row's name and its ``enabled`` (the objectives' five as one row)."""
+    alone = [name for name in default_enabled() if name not in SLO_KINDS]
+    slos = tuple(name for name in default_enabled() if name in SLO_KINDS)
+    return [(name, (name,)) for name in alone] + ([("objectives", slos)] if slos else [])
+
+
+def run_layer(path: Path, layer: str) -> tuple[int, float]:
+    """``layer`` over ``path`` in this process: (runs, CPU seconds)."""
+    enabled = dict(layers()).get(layer)
+    started = time.process_time()
+    with path.open(newline="") as rows, collecting_rarely():
+        if layer == "floor":
+            count = sum(1 for _ in csv.reader(rows)) - 1
+        elif layer in ("read", "history"):
+            count = sum(1 for _ in _kept(read_runs(rows), layer == "history"))
+        else:
+            params = DetectorParams() if layer == "all" else DetectorParams(enabled=enabled or ())
+            count = 0
+            for _ in replay(_counted(read_runs(rows)), ParamsTable(params)):
+                pass
+            count = _counted.runs
+    return count, time.process_time() - started
+
+
+def _kept(runs: Iterator[RunData], keep: bool) -> Iterator[RunData]:
+    history = MemoryHistory(lambda _target: retention(DetectorParams()))
+    for run in runs:
+        if keep:
+            history.add(run)
+        yield run
+
+
+class _Counter:
+    """The runs a replay was given (``replay`` yields transitions, not runs)."""
+
+    runs = 0
+
+    def __call__(self, runs: Iterator[RunData]) -> Iterator[RunData]:
+        self.runs = 0
+        for run in runs:
+            self.runs += 1
+            yield run
+
+
+_counted = _Counter()
+
+
+def measure(path: Path, layer: str) -> tuple[int, float]:
+    """``layer`` in a process of its own: (runs or rows, CPU seconds)."""
+    command = [sys.executable, "-m", "bench.replay_layers", "--csv", str(path), "--one", layer]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    count, seconds = done.stdout.split()
+    return int(count), float(seconds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--csv", type=Path, required=True)
+    parser.add_argument("--only", help="comma-separated layers (default: all of them)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: one layer, two numbers
+    args = parser.parse_args()
+    if args.one:
+        print(*run_layer(args.csv, args.one))  # noqa: T201
+        return
+    names = [*BASE, *(name for name, _ in layers()), "all"]
+    if args.only:
+        names = ["floor", *(n for n in args.only.split(",") if n != "floor")]
+    print(f"load average before {os.getloadavg()[0]:.2f}")  # noqa: T201
+    measured = {name: measure(args.csv, name) for name in names}
+    floor = measured["floor"][1]
+    runs = max(count for name, (count, _) in measured.items() if name != "floor")
+    evaluator = measured.get("evaluator", (0, None))[1]
+    print("| layer | CPU s | ms a run | × floor | over evaluator |")  # noqa: T201
+    print("|---|---:|---:|---:|---:|")  # noqa: T201
+    for name, (_, seconds) in measured.items():
+        extra = "" if evaluator is None or name in BASE else f"{seconds - evaluator:+.2f} s"
+        per_run = 1000 * seconds / runs
+        print(f"| {name} | {seconds:.2f} | {per_run:.3f} | {seconds / floor:.1f}× | {extra} |")  # noqa: T201
+    print(f"runs {runs:,}; load average after {os.getloadavg()[0]:.2f}")  # noqa: T201
+
+
+if __name__ == "__main__":
+    main()
