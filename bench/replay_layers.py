@@ -16,8 +16,15 @@ Each row says its CPU, its ms a run and its multiple of the floor; a detector's 
 what it adds to ``evaluator``. The multiples are of one floor measured in the same minutes,
 so the rows compare; the machine's load is printed before and after.
 
+``--parts``: the default replay once, in this process, each part's CPU timed where it runs
+(``time.process_time`` around it; the parts are disjoint): the daily references, the
+memory's step before judging (the tail CUSUM, the ledgers), each detector's judging, the
+pooled level lane, the vantages judged together, applying the findings, the history's
+``add``; what is left of the whole is the reading and the evaluation's own walk.
+
     PYTHONPATH=. .venv/bin/python -m bench.replay_layers --csv /tmp/fleet12.csv
     PYTHONPATH=. .venv/bin/python -m bench.replay_layers --csv F --only read,history
+    PYTHONPATH=. .venv/bin/python -m bench.replay_layers --csv F --parts
 """
 
 from __future__ import annotations
@@ -28,13 +35,20 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+from app.alerts import pervantage
 from app.alerts.backtest.csvruns import read_runs
 from app.alerts.backtest.jobs import ParamsTable, collecting_rarely
 from app.alerts.backtest.replay import replay, retention
+from app.alerts.crossvantage import CrossVantage
+from app.alerts.evaluate import Evaluator
 from app.alerts.history import MemoryHistory
+from app.analysis import detectors as d
 from app.analysis.detectors import DetectorParams
 from app.analysis.detectors.registry import default_enabled
 from app.analysis.runs import RunData
@@ -91,6 +105,50 @@ class _Counter:
 _counted = _Counter()
 
 
+def timed(spent: Counter[str], name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, its CPU added to ``spent[name]`` at every call."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        started = time.process_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent[name] += time.process_time() - started
+
+    return call
+
+
+def parts(path: Path) -> tuple[int, float, Counter[str]]:
+    """The default replay of ``path`` with its parts timed: (runs, CPU, CPU by part)."""
+    spent: Counter[str] = Counter()
+    places: list[tuple[Any, str, str]] = [
+        (pervantage, "current_reference", "references (daily)"),
+        (pervantage.PerVantage, "_advance", "memory's step (tail CUSUM, ledgers)"),
+        (pervantage.PerVantage, "_pooled_level", "pooled level lane"),
+        (CrossVantage, "signals", "vantages together (dominant_shift)"),
+        (Evaluator, "apply", "findings applied"),
+        (MemoryHistory, "add", "history's add"),
+    ]
+    for owner, attribute, name in places:
+        setattr(owner, attribute, timed(spent, name, getattr(owner, attribute)))
+    for kind, detector in list(d.DETECTORS.items()):
+        if detector.judge is not None:
+            judge = timed(spent, f"judge: {kind}", detector.judge)
+            d.DETECTORS[kind] = replace(detector, judge=judge)
+    runs, seconds = run_layer(path, "all")
+    return runs, seconds, spent
+
+
+def print_parts(path: Path) -> None:
+    runs, seconds, spent = parts(path)
+    print("| part | CPU s | ms a run | share |")  # noqa: T201
+    print("|---|---:|---:|---:|")  # noqa: T201
+    rest = seconds - sum(spent.values())
+    for name, cpu in [*spent.most_common(), ("reading and the walk (the rest)", rest)]:
+        print(f"| {name} | {cpu:.2f} | {1000 * cpu / runs:.3f} | {100 * cpu / seconds:.1f} % |")  # noqa: T201
+    print(f"| all | {seconds:.2f} | {1000 * seconds / runs:.3f} | |")  # noqa: T201
+
+
 def measure(path: Path, layer: str) -> tuple[int, float]:
     """``layer`` in a process of its own: (runs or rows, CPU seconds)."""
     command = [sys.executable, "-m", "bench.replay_layers", "--csv", str(path), "--one", layer]
@@ -103,8 +161,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--csv", type=Path, required=True)
     parser.add_argument("--only", help="comma-separated layers (default: all of them)")
+    parser.add_argument("--parts", action="store_true", help="the replay's parts, timed")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: one layer, two numbers
     args = parser.parse_args()
+    if args.parts:
+        print_parts(args.csv)
+        return
     if args.one:
         print(*run_layer(args.csv, args.one))  # noqa: T201
         return
