@@ -35,7 +35,7 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -75,10 +75,14 @@ def run_layer(path: Path, layer: str) -> tuple[int, float]:
             count = sum(1 for _ in _kept(read_runs(rows), layer == "history"))
         else:
             params = DetectorParams() if layer == "all" else DetectorParams(enabled=enabled or ())
-            count = 0
-            for _ in replay(_counted(read_runs(rows)), ParamsTable(params)):
+            done = [0]  # the runs replayed (``replay`` yields transitions, not runs)
+
+            def progress(runs: int) -> None:
+                done[0] = runs
+
+            for _ in replay(read_runs(rows), ParamsTable(params), progress=progress):
                 pass
-            count = _counted.runs
+            count = done[0]
     return count, time.process_time() - started
 
 
@@ -90,22 +94,10 @@ def _kept(runs: Iterator[RunData], keep: bool) -> Iterator[RunData]:
         yield run
 
 
-class _Counter:
-    """The runs a replay was given (``replay`` yields transitions, not runs)."""
-
-    runs = 0
-
-    def __call__(self, runs: Iterator[RunData]) -> Iterator[RunData]:
-        self.runs = 0
-        for run in runs:
-            self.runs += 1
-            yield run
+Spent = defaultdict[str, float]  # CPU seconds by part
 
 
-_counted = _Counter()
-
-
-def timed(spent: Counter[str], name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+def timed(spent: Spent, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     """``function``, its CPU added to ``spent[name]`` at every call."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -118,9 +110,9 @@ def timed(spent: Counter[str], name: str, function: Callable[..., Any]) -> Calla
     return call
 
 
-def parts(path: Path) -> tuple[int, float, Counter[str]]:
+def parts(path: Path) -> tuple[int, float, Spent]:
     """The default replay of ``path`` with its parts timed: (runs, CPU, CPU by part)."""
-    spent: Counter[str] = Counter()
+    spent: Spent = defaultdict(float)
     places: list[tuple[Any, str, str]] = [
         (pervantage, "current_reference", "references (daily)"),
         (pervantage.PerVantage, "_advance", "memory's step (tail CUSUM, ledgers)"),
@@ -144,7 +136,8 @@ def print_parts(path: Path) -> None:
     print("| part | CPU s | ms a run | share |")  # noqa: T201
     print("|---|---:|---:|---:|")  # noqa: T201
     rest = seconds - sum(spent.values())
-    for name, cpu in [*spent.most_common(), ("reading and the walk (the rest)", rest)]:
+    ranked = sorted(spent.items(), key=lambda item: -item[1])
+    for name, cpu in [*ranked, ("reading and the walk (the rest)", rest)]:
         print(f"| {name} | {cpu:.2f} | {1000 * cpu / runs:.3f} | {100 * cpu / seconds:.1f} % |")  # noqa: T201
     print(f"| all | {seconds:.2f} | {1000 * seconds / runs:.3f} | |")  # noqa: T201
 
