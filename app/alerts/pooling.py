@@ -20,7 +20,7 @@ from typing import Any
 from app.alerts.history import History
 from app.alerts.memory import EvaluatorView
 from app.analysis import detectors as d
-from app.analysis.dominance import phase_mix
+from app.analysis.dominance import leader_of
 from app.analysis.level import LevelReference, pooled_z
 from app.analysis.levelstep import BEFORE, steady_z, step_z
 from app.analysis.runs import RunData
@@ -185,7 +185,7 @@ def _lane_at(
     newest = history.last(target, vantage, params.dominant_fast_runs)
     if reference is None or len(newest) < params.dominant_fast_runs:
         return None
-    tops = [phase_mix([run]).dominant for run in newest]
+    tops = [leader_of(run) for run in newest]
     leader, top = reference.mix.dominant, tops[-1]
     if leader is None or top is None or top == leader or (len(set(tops)) == 1) != each_run:
         return None

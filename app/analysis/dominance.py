@@ -51,6 +51,25 @@ def phase_mix(runs: Sequence[RunData], *, keep: bool = True) -> Mix:
     return mix if kept == ids else _mix(runs)
 
 
+def leader_of(run: RunData) -> str | None:
+    """``phase_mix([run]).dominant``, the same phase, without building the mix: the pooled
+    lane asks it of a series' newest runs after every run (the same sum, shares and first
+    largest share as ``shares`` and ``dominant_phase``)."""
+    if not run.timed:
+        return None
+    names = common_phases([run])
+    found = run.medians(names).tolist()
+    whole = sum(found)
+    if whole <= 0:
+        return None
+    ratios = [median / whole for median in found]
+    best = 0
+    for index in range(1, len(ratios)):
+        if ratios[index] > ratios[best]:  # max()'s own comparison: the first largest stays
+            best = index
+    return names[best] if ratios and not ratios[best] <= 0 else None
+
+
 def _kept_mix(ids: tuple[int, ...], runs: Sequence[RunData]) -> tuple[tuple[int, ...], Mix]:
     return ids, _mix(runs)
 

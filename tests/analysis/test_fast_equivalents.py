@@ -9,7 +9,8 @@ import warnings
 import numpy as np
 import pytest
 
-from app.analysis.runs import median_of, nan_column_medians
+from app.analysis.dominance import leader_of, phase_mix
+from app.analysis.runs import RunData, median_of, nan_column_medians
 from app.analysis.tail import SLOTS, Channel, bin_counts, binned_runs, ratios, slot, slot_sums
 from app.analysis.tailcusum import MEMBERS, beyond, increments, member_llr
 from tests.runfactory import T0, make_run
@@ -105,3 +106,34 @@ def test_an_increment_is_the_member_llr_over_the_dispersion(slow: float, seed: i
     found = increments(run, channel)
     assert found is not None
     np.testing.assert_array_equal(found, llr[0] / phi)
+
+
+def _run_of(
+    rows: list[list[float]], names: tuple[str, ...] = ("network", "queue", "generation")
+) -> RunData:
+    phases = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))
+    return RunData("r", "t", "v", T0, names, phases, phases.sum(axis=1), 0, 0, len(rows))
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [[1.0, 5.0, 2.0], [1.0, 6.0, 2.0]],  # one leader
+        [[3.0, 3.0, 1.0], [3.0, 3.0, 1.0]],  # a tie: the first in phase order
+        [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],  # nothing took time: no leader
+        [[1e-300, 1e-300 * (1 + 2e-16), 0.0]],  # shares that round together
+        [[NAN, 1.0, 2.0], [NAN, 1.0, 2.0]],  # a NaN median
+        [],  # no timed sample
+    ],
+)
+def test_leader_of_is_the_dominant_of_one_runs_mix(rows: list[list[float]]) -> None:
+    run = _run_of(rows)
+    assert leader_of(run) == phase_mix([run]).dominant
+
+
+def test_leader_of_agrees_on_random_runs() -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        medians = {"connect": 1.0, "network": 30.0, "queue": float(rng.uniform(1, 60))}
+        run = make_run(rng, medians=medians | {"generation": 35.0}, n=int(rng.integers(1, 12)))
+        assert leader_of(run) == phase_mix([run]).dominant

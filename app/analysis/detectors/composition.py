@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from app.analysis.composition import clr_rows, clr_shift, first_of_permutations
 from app.analysis.detectors.base import WARNING, Detector, Finding, Inputs, Named, Signal
-from app.analysis.dominance import phase_mix
+from app.analysis.dominance import leader_of, phase_mix
 from app.analysis.runs import Array, RunData, common_phases
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def composition_finding(
 ) -> Finding:
     """The mix moved (Aitchison distance, permutation over runs) while the leader did not."""
     mix = phase_mix(recent)
-    leaders = {phase_mix([run]).dominant for run in recent}
+    leaders = {leader_of(run) for run in recent}
     if mix.dominant is None or leaders != {reference.leader}:
         # A leader change, even in one run of the window, is dominant_shift's business.
         return Finding(Signal.CLEAR)
