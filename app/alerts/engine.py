@@ -2,7 +2,7 @@
 
     evaluate_after(run) ─▶ Evaluator.evaluate ─▶ transitions ─▶ one transaction:
         alerts (upserted) · alert_transitions (changes of state) ·
-        deliveries (the outbox the sender drains) · detector_state
+        deliveries (the outbox the sender drains) · detector_state (alone if none moved)
 
 Notified: transitions into ``firing``, refreshes of a firing alert (which keep
 Alertmanager's ``endsAt`` ahead), and ``resolved`` for an alert that fired. A delivery
@@ -44,8 +44,7 @@ from app.store.silencerows import SilenceRecord
 
 log = logging.getLogger(__name__)
 
-# Resolved alerts this recent are read back as held back from firing again; longer
-# hold times than this are cut short by a restart.
+# Resolved alerts this recent are read back as held back (longer holds: cut by a restart).
 COOLING_LOOKBACK = timedelta(days=2)
 
 
@@ -120,9 +119,11 @@ class AlertEngine:
             now = self.clock()
             with self._undo_on_error(target) as alerts:
                 transitions = self.evaluator.evaluate(target, vantage, now)
-                # On SQLite: in turn with the runs being stored, never polling for the lock.
-                with write_transaction(self.sessions) as session:
-                    self._persist(session, target, transitions, alerts, now)
+                memories = self.evaluator.memories(target)  # alone: what most runs write
+                if transitions or not rows.save_memory_alone(self.sessions, target, memories, now):
+                    # On SQLite: in turn with the runs being stored, never polling for the lock.
+                    with write_transaction(self.sessions) as session:
+                        self._persist(session, target, transitions, alerts, now)
         self._announced(transitions)
         return transitions
 

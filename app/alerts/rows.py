@@ -5,6 +5,7 @@ back: the conversions ``AlertEngine`` writes in its transactions and reads on a 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,7 +15,7 @@ from app.alerts.state import Cooling, Position, State
 from app.analysis.tail import TailState
 from app.store import alertwrites
 from app.store.alertwrites import DetectorState
-from app.store.db import Session
+from app.store.db import Session, Sessions
 from app.store.reads.alertreads import AlertRecord, TransitionRecord
 from app.store.targets import interval_by_name
 
@@ -109,8 +110,24 @@ def note_acknowledgement(session: Session, alert_id: uuid.UUID, note: dict[str, 
 def save_memory(
     session: Session, target: str, vantage: str, memory: DetectorMemory, now: datetime
 ) -> None:
+    alertwrites.save_detector_state(session.connection(), _state(target, vantage, memory, now))
+
+
+def save_memory_alone(
+    sessions: Sessions, target: str, memories: Mapping[str, DetectorMemory], now: datetime
+) -> bool:
+    """The memory of a target seen from one vantage, for an evaluation that moved no alert:
+    one upsert, its own transaction (``alertwrites.save_detector_state_alone``). False,
+    nothing written, for a target of several vantages or where that is not done."""
+    if len(memories) != 1:
+        return False
+    ((vantage, memory),) = memories.items()
+    return alertwrites.save_detector_state_alone(sessions, _state(target, vantage, memory, now))
+
+
+def _state(target: str, vantage: str, memory: DetectorMemory, now: datetime) -> DetectorState:
     spans = {"spans": [[_iso(start), _iso(end)] for start, end in memory.excluded]}
-    stored = DetectorState(
+    return DetectorState(
         target,
         vantage,
         float(memory.tail.scores[0]),
@@ -121,7 +138,6 @@ def save_memory(
         now,
         memory.cusums,
     )
-    alertwrites.save_detector_state(session, stored)
 
 
 def cooling_of(row: AlertRecord) -> Cooling:

@@ -65,7 +65,12 @@ class Marks:
     cut: int | None = None
 
     def as_dict(self) -> dict[str, int]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        # What ``dataclasses.asdict`` gave, minus the None marks: its deep copy of plain
+        # ints was a share of each run's CPU in ``serve`` (bench/README.md).
+        return {name: v for name in _MARK_NAMES if (v := getattr(self, name)) is not None}
+
+
+_MARK_NAMES = tuple(f.name for f in dataclasses.fields(Marks))
 
 
 @dataclass(slots=True)
@@ -101,6 +106,10 @@ class Tokens:
     prompt: int | None = None
     completion: int | None = None
     reasoning: int | None = None
+
+    def as_dict(self) -> dict[str, int | None]:
+        """``dataclasses.asdict``'s dict, without its deep copy of three ints."""
+        return {"prompt": self.prompt, "completion": self.completion, "reasoning": self.reasoning}
 
     def merge(self, other: Tokens) -> None:
         self.prompt = other.prompt if other.prompt is not None else self.prompt
@@ -144,6 +153,7 @@ class Sample:
     stream: StreamStats | None = None
 
     def to_json(self) -> dict[str, Any]:
+        details = self.details()
         return {
             "index": self.index,
             "started_at": self.started_at.isoformat(),
@@ -153,9 +163,28 @@ class Sample:
             "total_ms": round(self.total_ms, 4),
             "phases": {k: round(v, 4) for k, v in self.phases.items()},
             "provenance": {k: v.value for k, v in self.provenance.items()},
-            "unsplit": list(self.unsplit),
-            "flags": list(self.flags),
+            "unsplit": details["unsplit"],
+            "flags": details["flags"],
             "http_status": self.http_status,
+            "http_version": details["http_version"],
+            "connection_reused": details["connection_reused"],
+            "cold_start": details["cold_start"],
+            "remote_address": details["remote_address"],
+            "address_family": details["address_family"],
+            "connect_split": details["connect_split"],
+            "request_id": details["request_id"],
+            "traceparent": details["traceparent"],
+            "stream": details["stream"],
+            "rtt_ms": details["rtt_ms"],
+            "tokens": details["tokens"],
+            "server_timing": details["server_timing"],
+            "marks_ns": self.marks.as_dict(),
+        }
+
+    def details(self) -> dict[str, Any]:
+        """``to_json``'s values beyond the outcome, phases and marks (what a stored sample
+        keeps in its ``details``), without building the rest of it."""
+        return {
             "http_version": self.http_version,
             "connection_reused": self.connection_reused,
             "cold_start": self.cold_start,
@@ -163,12 +192,13 @@ class Sample:
             "address_family": self.address_family,
             "connect_split": _rounded(self.connect_split),
             "request_id": self.request_id,
+            "rtt_ms": self.rtt_ms,
+            "tokens": self.tokens.as_dict(),
+            "server_timing": self.server_timing.raw,
+            "unsplit": list(self.unsplit),
+            "flags": list(self.flags),
             "traceparent": self.traceparent,
             "stream": None if self.stream is None else self.stream.to_json(),
-            "rtt_ms": self.rtt_ms,
-            "tokens": dataclasses.asdict(self.tokens),
-            "server_timing": self.server_timing.raw,
-            "marks_ns": self.marks.as_dict(),
         }
 
 

@@ -34,9 +34,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunCount, RunData, run_from_samples
+from app.store.db import read_sessions
 from app.store.historyrows import (
     heads_of,
     newest_by_vantage,
@@ -73,6 +75,9 @@ class DatabaseHistory:
         self, sessions: sessionmaker[Session], kept_window_runs: int = KEPT_WINDOW_RUNS
     ) -> None:
         self.sessions = sessions
+        # The seek an evaluation makes, one statement: on PostgreSQL in autocommit, spared
+        # a BEGIN and a ROLLBACK round trip each (app.store.db.read_sessions).
+        self._seeks: Engine = read_sessions(sessions).kw["bind"]
         self.kept_window_runs = kept_window_runs
         self._lock = threading.Lock()
         self._recent: dict[Key, list[RunData]] = {}
@@ -207,7 +212,7 @@ class DatabaseHistory:
         wanted = {key[1]}
         if looked is not None and any(asked[0] == key[0] for asked in looked):
             wanted |= {v for v in self._series.get(key[0], ()) if (key[0], v) not in looked}
-        with self.sessions.kw["bind"].connect() as connection:  # Core: no Session to set up
+        with self._seeks.connect() as connection:  # Core: no Session to set up
             found = newest_of_each(connection, key[0], sorted(wanted))
         return {(key[0], vantage): run for vantage, run in found.items()}
 

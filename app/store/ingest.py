@@ -111,9 +111,8 @@ def ingest_run(session: Session, record: RunRecord, now: datetime) -> Ingested:
 
 
 def ingest_run_on(connection: Connection, record: RunRecord, now: datetime) -> Ingested:
-    """``ingest_run`` on a Core connection in a transaction, which the database sink's write
-    uses: a Session's begin, connection and commit cost about as much as storing a
-    20-sample run on SQLite (``bench.store_ingest``)."""
+    """``ingest_run`` on a Core connection in a transaction, the database sink's (a Session's
+    begin and commit cost about a 20-sample run's store on SQLite, ``bench.store_ingest``)."""
 
     def create_target() -> None:
         # Rare (a target known only by its runs): a Session joining this transaction.
@@ -126,11 +125,20 @@ def ingest_run_on(connection: Connection, record: RunRecord, now: datetime) -> I
 _RUN_KNOWN = select(_RUNS.c.id).where(_RUNS.c.id == bindparam("id"))
 
 
+def store_alone_on(connection: Connection, record: RunRecord) -> bool:
+    """PostgreSQL's one statement, on an autocommit connection: True when the run went in;
+    False when nothing was written (``ingest_run_on`` in a transaction then says why)."""
+    return _store_postgres(connection, record, _params(record))[0]
+
+
+def _params(record: RunRecord) -> dict[str, Any]:
+    return {f"run_{k}": v for k, v in _run_values(record, 0).items()} | {"target": record.target}
+
+
 def _store(
     connection: Connection, record: RunRecord, create_target: Callable[[], object]
 ) -> Ingested:
-    params = {f"run_{name}": value for name, value in _run_values(record, 0).items()}
-    params["target"] = record.target
+    params = _params(record)
     insert = _store_postgres if connection.dialect.name == "postgresql" else _store_sqlite
     stored, target_known = insert(connection, record, params)
     if not target_known:
@@ -146,9 +154,8 @@ def _store(
 def _store_postgres(
     connection: Connection, record: RunRecord, params: dict[str, Any]
 ) -> tuple[bool, bool]:
-    """Compiled once per engine and run as driver SQL: SQLAlchemy's per-execution work on
-    the statement (cache lookup, parameter processing, result set-up) was a large part of
-    the client's share of storing a run (``bench.store_ingest``)."""
+    """Compiled once per engine and run as driver SQL: SQLAlchemy's per-execution work (cache
+    lookup, parameters, result set-up) was much of storing a run (``bench.store_ingest``)."""
     params["samples"] = _sample_documents(record.samples)
     statement = driver_statement(connection.dialect, _POSTGRES_RUN_INSERT)
     result = connection.exec_driver_sql(statement.sql, statement.bind(params))

@@ -315,6 +315,20 @@ def test_a_restart_keeps_a_pending_alert_s_streak(watch: Watch) -> None:
     assert len(rows(watch.sessions, AlertRow)) == 1
 
 
+@pytest.mark.parametrize("vantages", [("eu",), ("eu", "us")])
+def test_a_run_that_moves_no_alert_saves_its_memory_for_the_next_process(
+    watch: Watch, vantages: tuple[str, ...]
+) -> None:
+    for vantage in vantages:
+        assert watch.ok(vantage) == []
+    stored = {row.vantage: row.last_run_id for row in rows(watch.sessions, DetectorStateRow)}
+    evaluator = watch.engine.evaluator
+    assert stored == {v: evaluator.memory("chat", v).last_run for v in vantages}
+    assert None not in stored.values()
+    watch.restart().restore()
+    assert {v: watch.engine.evaluator.memory("chat", v).last_run for v in vantages} == stored
+
+
 def test_detector_state_is_stored_and_read_back(watch: Watch) -> None:
     watch.firing()
     (state,) = rows(watch.sessions, DetectorStateRow)

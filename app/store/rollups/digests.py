@@ -115,9 +115,7 @@ def add_digests(session: Session, digests: Sequence[RunDigest], now: datetime) -
     """Write the run digests not written yet and merge those into the rollups."""
     if not digests:
         return 0
-    statement = insert_unless_present(session, DIGESTS, ["run_id"]).returning(DIGESTS.c.run_id)
-    rows = padded([digest_values(d) for d in digests])  # a repeated row conflicts: skipped
-    inserted = set(session.scalars(statement, rows).all())
+    inserted = _new_digests(session, [digest_values(d) for d in digests])
     fresh = [d for d in digests if d.run_id in inserted]
     parts = by_rollup(fresh)
     values = RowValues(now)
@@ -191,10 +189,22 @@ def _insert_new(
     ]
     if not rows:
         return set()
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":  # one JSON parameter: see pgrows
+        return pgrows.new_rows(connection, rows)
     statement = insert_unless_present(session, ROLLUPS, list(KEY_COLUMNS)).returning(
         *(ROLLUPS.c[name] for name in KEY_COLUMNS)
     )
     return {(t, v, p, start) for t, v, p, start in session.execute(statement, padded(rows))}
+
+
+def _new_digests(session: Session, rows: list[dict[str, Any]]) -> set[uuid.UUID]:
+    """Insert the run digests not there yet; the run ids inserted."""
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":  # one JSON parameter: see pgrows
+        return pgrows.new_digests(connection, rows)
+    statement = insert_unless_present(session, DIGESTS, ["run_id"]).returning(DIGESTS.c.run_id)
+    return set(session.scalars(statement, padded(rows)).all())  # a repeated row: skipped
 
 
 def _present(session: Session, keys: list[RollupKey]) -> set[RollupKey]:

@@ -50,6 +50,41 @@ _UPDATE = f"""
               runs integer, n integer, total_p50 float8, digest jsonb)
     WHERE {_MATCH}"""
 
+# New rows likewise, one JSON array whatever the batch (a many-row INSERT's text of hundreds
+# of parameters was parsed again by psycopg at every batch): as ``insert_unless_present``,
+# a row already there (or listed twice) is skipped and not returned.
+_NEW_DIGESTS = """
+    INSERT INTO run_digests (run_id, target_id, vantage, started_at, digest)
+    SELECT k.run_id, k.target_id, k.vantage, k.started_at, k.digest
+    FROM jsonb_to_recordset(%(rows)s::jsonb)
+         AS k(run_id uuid, target_id integer, vantage text, started_at timestamptz, digest jsonb)
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING run_id"""
+_NEW_ROWS = """
+    INSERT INTO rollups (target_id, vantage, period_s, period_start, runs, n, total_p50,
+                         digest, updated_at)
+    SELECT k.target_id, k.vantage, k.period_s, k.period_start, k.runs, k.n, k.total_p50,
+           k.digest, k.updated_at
+    FROM jsonb_to_recordset(%(rows)s::jsonb)
+         AS k(target_id integer, vantage text, period_s integer, period_start timestamptz,
+              runs integer, n integer, total_p50 float8, digest jsonb, updated_at timestamptz)
+    ON CONFLICT (target_id, vantage, period_s, period_start) DO NOTHING
+    RETURNING target_id, vantage, period_s, period_start"""
+
+
+def new_digests(connection: Connection, rows: Sequence[dict[str, Any]]) -> set[Any]:
+    """Insert run digests (``digests.digest_values``) not there yet; the run ids inserted."""
+    return {run_id for (run_id,) in connection.exec_driver_sql(_NEW_DIGESTS, _rows(rows))}
+
+
+def new_rows(connection: Connection, rows: Sequence[dict[str, Any]]) -> set[RollupKey]:
+    """Insert rollup rows (key columns and ``rollup_values``) not there yet; their keys."""
+    return {(t, v, p, s) for t, v, p, s in connection.exec_driver_sql(_NEW_ROWS, _rows(rows))}
+
+
+def _rows(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    return {"rows": json_dumps_text(list(rows))}
+
 
 def _arrays(keys: Sequence[RollupKey]) -> dict[str, list[Any]]:
     return {
