@@ -30,12 +30,12 @@ FAR = CLOSE | {"network": 400.0}
     ("late", "factor", "seed", "runs"),
     [
         # Two vantages, the far one silent from the change: late, not waited for. The
-        # growth's pooled z (4.3–5.3) clears 4, not 4 × √2: with that bar these fired on
-        # run 5–10, when the far vantage was away and the target counted as one vantage's.
-        (True, 1.25, 1, 3),
+        # growth's pooled z (4.9–5.3) clears 4, not 4 × √2: with that bar these fired on
+        # run 5–12, when the far vantage was away and the target counted as one vantage's.
         (True, 1.25, 2, 3),
         (True, 1.25, 5, 3),
         (True, 1.25, 7, 3),
+        (True, 1.25, 8, 3),
         # Seen from one vantage ever: the bar is 4 × √2. This growth's z of 5.0 on run 2
         # fires there without it.
         (False, 1.15, 7, None),
