@@ -34,7 +34,7 @@ Grown = Callable[[str, str | None], dict[str, Any] | None]
 # climbed for hours has its mean, not its step.
 STEADY_Z = 3.0
 # Where the new leader led each of a vantage's newest runs (two runs' lead, not one's), the
-# step need only tell a step from a climb: correlated runs that led so read 1.5–2.2, the
+# step need only tell a step from a climb: correlated runs that led so read 1.4–2.2, the
 # queue growths 4.1–6.0 (bench/detection/README.md, "eachrun"); a target seen from one
 # vantage keeps ``pooled_min_z`` there too (its near ties read 4.2: "fleetq").
 EACH_RUN_STEP_Z = 3.0
