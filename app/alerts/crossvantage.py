@@ -94,10 +94,9 @@ class CrossVantage:
             return found
         if any(f.signal is d.Signal.HIT for f in found.values()):
             return found
+        # No second vantage to see the growth too: higher bars (app.alerts.pooling).
         pooled = grown(view, self.history, target, [vantage], params, alone=True)
-        # No second vantage to see the growth too: the step guards hold in either case (a
-        # near tie's wander and a correlated burst lead two runs with a pooled z over 4).
-        lane = pooled_lane(view, self.history, target, [vantage], params, pooled, guarded=True)
+        lane = pooled_lane(view, self.history, target, [vantage], params, pooled, alone=True)
         if lane is None:
             return found
         _, old, finding = lane

@@ -26,13 +26,18 @@ from app.analysis.levelstep import BEFORE, steady_z, step_z
 from app.analysis.runs import RunData
 
 Grown = Callable[[str, str | None], dict[str, Any] | None]
-# A new leader in a vantage's newest run only (not in each of its newest runs) is the
-# service's change when, beside the pooled mean's ``pooled_min_z``, each vantage's least
-# run grew by this many spreads of the window's mean (averaged over vantages): a wild run
-# beside an ordinary one reads ~1 there, however wild (app.analysis.levelstep.steady_z) —
-# and when the newest runs stepped up from the runs before them by ``pooled_min_z`` spreads
-# of that step (``step_z``): a load that climbed for hours has its mean, not its step.
+# A new server-side leader is the service's change when, beside the pooled mean's
+# ``pooled_min_z``, each vantage's least newest run grew by this many spreads of the
+# window's mean (averaged over vantages): a wild run beside an ordinary one reads ~1 there,
+# however wild (app.analysis.levelstep.steady_z) — and when the newest runs stepped up from
+# the runs before them by ``pooled_min_z`` spreads of that step (``step_z``): a load that
+# climbed for hours has its mean, not its step.
 STEADY_Z = 3.0
+# Where the new leader led each of a vantage's newest runs (two runs' lead, not one's), the
+# step need only tell a step from a climb: correlated runs that led so read 1.4–2.2, the
+# queue growths 4.1–6.0 (bench/detection/README.md, "eachrun"); a target seen from one
+# vantage keeps ``pooled_min_z`` there too (its near ties read 4.2: "fleetq").
+EACH_RUN_STEP_Z = 3.0
 # A target seen from one vantage has no second to see the growth too: its pooled z must
 # reach ``pooled_min_z`` × this, the bar two vantages' mean z meets where their noise is
 # their own (bench/detection/README.md, "fleetq": one vantage's near ties read 4.0–4.5).
@@ -141,18 +146,18 @@ def pooled_lane(
     present: list[str],
     params: d.DetectorParams,
     pooled: Grown,
-    guarded: bool = False,
+    alone: bool = False,
 ) -> tuple[str, str | None, d.Finding] | None:
     """A server-side phase that now leads a vantage's newest run over its reference's
     leader, and that grew as every vantage saw it in each of their newest
     ``dominant_fast_runs`` runs: the service's change, a run or two before one vantage's
     lead is confirmed by a bootstrap of its own (a queue that grew 4.5× may lead the near
-    vantage's network by a few points only, and not in every run). Where it led each of
-    that vantage's newest runs, their pooled mean growth is the evidence; where it led the
-    newest alone, also every run's growth and the step up from the runs before them
-    (``stepped``); with ``guarded``, those guards in either case. The pooled growth is the
-    evidence; the lead only says which phase leads now. The vantage, the old leader (None
-    where the vantages' differ), and the finding."""
+    vantage's network by a few points only, and not in every run). The evidence is the
+    pooled mean growth of the newest runs, every run's growth and the step up from the
+    runs before them (``stepped``), whether the phase led each of that vantage's newest
+    runs or the newest alone (there the step's bar is ``EACH_RUN_STEP_Z``, unless the
+    target is seen from one vantage: ``alone``): the lead only says which phase leads now.
+    The vantage, the old leader (None where the vantages' differ), and the finding."""
     leaders = set()
     for vantage in present:
         reference = view.memory(target, vantage).reference
@@ -160,7 +165,7 @@ def pooled_lane(
     for each_run in (True, False):  # a vantage whose every newest run shows the lead first
         for vantage in present:
             found = _lane_at(
-                view, history, target, present, vantage, params, pooled, each_run, guarded
+                view, history, target, present, vantage, params, pooled, each_run, alone
             )
             if found is not None:
                 finding, leader = found
@@ -177,7 +182,7 @@ def _lane_at(
     params: d.DetectorParams,
     pooled: Grown,
     each_run: bool,
-    guarded: bool,
+    alone: bool,
 ) -> tuple[d.Finding, str] | None:
     """``pooled_lane`` at one vantage, its new leader leading each of its newest runs
     (``each_run``) or the newest alone; the finding and the reference's leader."""
@@ -192,11 +197,13 @@ def _lane_at(
     grew = pooled(top, leader)
     if grew is None:
         return None
-    if not each_run or guarded:
-        guards = stepped(view, history, target, present, params, top)
-        if guards is None:
-            return None
-        grew = grew | guards
+    step_min = params.pooled_min_z
+    if each_run and not alone:
+        step_min = min(EACH_RUN_STEP_Z, step_min)
+    guards = stepped(view, history, target, present, params, top, step_min)
+    if guards is None:
+        return None
+    grew = grew | guards
     if not each_run:
         newest = newest[-1:]  # the lead is the newest run's
     # Its numbers as dominant_shift gives them (a lead under δ has no bootstrap).
@@ -212,10 +219,11 @@ def stepped(
     present: list[str],
     params: d.DetectorParams,
     phase: str,
+    step_min: float,
 ) -> dict[str, Any] | None:
     """The evidence that ``phase`` grew in every one of the vantages' newest runs
     (``steady_z`` ≥ ``STEADY_Z``) and stepped up at them from the runs before
-    (``step_z`` ≥ ``pooled_min_z``): their numbers, else None (app.analysis.levelstep)."""
+    (``step_z`` ≥ ``step_min``): their numbers, else None (app.analysis.levelstep)."""
     runs = newest_runs(params)
     found = levels(view, history, target, present, params, runs + BEFORE)
     if found is None:
@@ -225,6 +233,6 @@ def stepped(
     if least is None or least < STEADY_Z:
         return None
     step = step_z(references, windows, phase, runs)
-    if step is None or step < params.pooled_min_z:
+    if step is None or step < step_min:
         return None
     return {"pooled_least_z": round(least, 1), "pooled_step_z": round(step, 1)}
