@@ -22,9 +22,9 @@ from app.alerts.history import History
 from app.alerts.identity import Alert, Identity
 from app.alerts.memory import EvaluatorView
 from app.alerts.oneround import one_round
-from app.alerts.pooling import grown, pooled_lane
+from app.alerts.pooling import alone_spans, grown, pooled_lane
 from app.analysis import detectors as d
-from app.analysis.dominance import phase_mix
+from app.analysis.dominance import Mix, phase_mix
 
 # A round waits for a vantage's next run until it is this many of its intervals late (its
 # latest run more than 1 + this many intervals old); then it is left out of the round, and
@@ -94,16 +94,21 @@ class CrossVantage:
             return found
         if any(f.signal is d.Signal.HIT for f in found.values()):
             return found
-        pooled = grown(view, self.history, target, [vantage], params, alone=True)
-        # No second vantage to see the growth too: the step guards hold in either case (a
-        # near tie's wander and a correlated burst lead two runs with a pooled z over 4).
-        lane = pooled_lane(view, self.history, target, [vantage], params, pooled, guarded=True)
-        if lane is None:
-            return found
-        _, old, finding = lane
-        identity = Identity(KIND, target, vantage, "vantage", old, finding.numbers["to_phase"])
-        held = {i: d.Finding(d.Signal.HOLD, f.numbers) for i, f in found.items()}
-        return held | {identity: replace(finding, confirmed=True)}
+        for runs in alone_spans(params):  # the newest two runs, then up to an hour of them
+            pooled = grown(view, self.history, target, [vantage], params, True, runs)
+            # No second vantage to see the growth too: the step guards hold in either case
+            # (a near tie's wander and a correlated burst lead two runs with a pooled z over 4).
+            lane = pooled_lane(
+                view, self.history, target, [vantage], params, pooled, guarded=True, runs=runs
+            )
+            if lane is not None:
+                _, old, finding = lane
+                to = finding.numbers["to_phase"]
+                identity = Identity(KIND, target, vantage, "vantage", old, to)
+                held = {i: d.Finding(d.Signal.HOLD, f.numbers) for i, f in found.items()}
+                finding.numbers["pooled_runs"] = runs
+                return held | {identity: replace(finding, confirmed=True)}
+        return found
 
     def _at(
         self, view: EvaluatorView, target: str, vantage: str, scope: str, params: d.DetectorParams
@@ -127,7 +132,10 @@ class CrossVantage:
             leader = new or phase_mix(window).dominant
         if leader is None:
             return found
-        candidate = d.challenger(phase_mix(window), leader, params)
+        mix = phase_mix(window)
+        candidate = d.challenger(mix, leader, params)
+        if shift is None and candidate is not None:
+            candidate = _kept_winner(view.alerts, target, vantage, leader, mix, params) or candidate
         # The old leader coming back is the open shift's resolution, not a new shift.
         reverting = shift is not None and candidate == old
         if candidate is not None and not reverting:
@@ -189,6 +197,24 @@ def lateness(age: timedelta, spacing: timedelta) -> str:
     if age <= (1 + LATE_AFTER_INTERVALS) * interval:
         return PRESENT
     return LATE if age <= AWAY_AFTER_INTERVALS * interval else AWAY
+
+
+def _kept_winner(
+    alerts: Alerts, target: str, vantage: str, leader: str, mix: Mix, params: d.DetectorParams
+) -> str | None:
+    """The phase a pending shift from ``leader`` at ``vantage`` names, while it still leads
+    ``leader`` by δ in ``mix``: a collapse that leaves two phases near each other (the queue
+    and prefill after generation's) would otherwise restart the confirmation each time they
+    swap places (bench/detection/README.md, "fleetq2")."""
+    for identity, alert in alerts.items():
+        if identity.kind != KIND or identity.target != target or identity.from_phase != leader:
+            continue
+        if identity.vantage not in (vantage, None) or not alert.position.open:
+            continue
+        winner = identity.to_phase
+        if winner is not None and d.leads_by(mix, winner, leader, params):
+            return winner
+    return None
 
 
 def _before(finding: d.Finding, reference: d.Reference, leader: str) -> d.Finding:
