@@ -22,7 +22,7 @@ from app.alerts.history import History
 from app.alerts.identity import Alert, Identity
 from app.alerts.memory import EvaluatorView
 from app.alerts.oneround import one_round
-from app.alerts.pooling import alone_spans, grown, pooled_lane
+from app.alerts.pooling import grown, pooled_lane
 from app.analysis import detectors as d
 from app.analysis.dominance import Mix, phase_mix
 
@@ -95,23 +95,18 @@ class CrossVantage:
         if open_at(view.alerts, target, vantage) is not None:
             return found
         hits = {i for i, f in found.items() if f.signal is d.Signal.HIT}
-        for runs in alone_spans(params):  # the newest two runs, then up to an hour of them
-            pooled = grown(view, self.history, target, [vantage], params, True, runs)
-            # No second vantage to see the growth too: the step guards hold in either case
-            # (a near tie's wander and a correlated burst lead two runs with a pooled z over 4).
-            lane = pooled_lane(
-                view, self.history, target, [vantage], params, pooled, guarded=True, runs=runs
-            )
-            if lane is not None:
-                _, old, finding = lane
-                to = finding.numbers["to_phase"]
-                identity = Identity(KIND, target, vantage, "vantage", old, to)
-                if hits and identity not in hits:
-                    return found
-                held = {i: d.Finding(d.Signal.HOLD, f.numbers) for i, f in found.items()}
-                finding.numbers["pooled_runs"] = runs
-                return held | {identity: replace(finding, confirmed=True)}
-        return found
+        pooled = grown(view, self.history, target, [vantage], params, alone=True)
+        # No second vantage to see the growth too: the step guards hold in either case (a
+        # near tie's wander and a correlated burst lead two runs with a pooled z over 4).
+        lane = pooled_lane(view, self.history, target, [vantage], params, pooled, guarded=True)
+        if lane is None:
+            return found
+        _, old, finding = lane
+        identity = Identity(KIND, target, vantage, "vantage", old, finding.numbers["to_phase"])
+        if hits and identity not in hits:
+            return found
+        held = {i: d.Finding(d.Signal.HOLD, f.numbers) for i, f in found.items()}
+        return held | {identity: replace(finding, confirmed=True)}
 
     def _at(
         self, view: EvaluatorView, target: str, vantage: str, scope: str, params: d.DetectorParams

@@ -37,24 +37,11 @@ STEADY_Z = 3.0
 # reach ``pooled_min_z`` × this, the bar two vantages' mean z meets where their noise is
 # their own (bench/detection/README.md, "fleetq": one vantage's near ties read 4.0–4.5).
 ALONE_Z = math.sqrt(2)
-# At one vantage the growth is also judged over its newest runs up to this many more than
-# ``newest_runs``, each span's step measured from the runs before that span: a queue grown
-# 4.5× whose newest two runs read under ``ALONE_Z`` (one of them ×2.4) is past it over
-# four, and by then the two newest runs' step from the eight before them has decayed (its
-# first runs are among them; bench/detection/README.md, "fleetq2").
-ALONE_MORE_RUNS = 2
 
 
 def newest_runs(params: d.DetectorParams) -> int:
     """How many of each vantage's newest runs the pooled evidence judges."""
     return min(params.dominant_runs, params.dominant_fast_runs)
-
-
-def alone_spans(params: d.DetectorParams) -> range:
-    """The spans of newest runs a target seen from one vantage is judged over, shortest
-    first (``ALONE_MORE_RUNS``)."""
-    first = newest_runs(params)
-    return range(first, first + ALONE_MORE_RUNS + 1)
 
 
 def grown(
@@ -64,16 +51,14 @@ def grown(
     present: list[str],
     params: d.DetectorParams,
     alone: bool = False,
-    runs: int | None = None,
 ) -> Grown:
     """Asked of a phase and the phase it took the lead from: the pooled numbers when it
     grew, and by more than that one (everything × 1.25 is no leader change); None when
     not, or when it is not the server's. Lazy and remembered: most rounds never ask.
     ``alone``: the target is seen from one vantage only, its bar ``ALONE_Z`` higher (a
-    target of several with one vantage on time keeps the usual bar). ``runs``: the
-    newest runs judged (``newest_runs`` unless given)."""
+    target of several with one vantage on time keeps the usual bar)."""
     raw: dict[str, tuple[float, float, float] | None] = {}
-    runs = newest_runs(params) if runs is None else runs
+    runs = newest_runs(params)
     material = math.log1p(params.level_min_relative)
     bar = params.pooled_min_z * (ALONE_Z if alone else 1.0)
 
@@ -157,7 +142,6 @@ def pooled_lane(
     params: d.DetectorParams,
     pooled: Grown,
     guarded: bool = False,
-    runs: int | None = None,
 ) -> tuple[str, str | None, d.Finding] | None:
     """A server-side phase that now leads a vantage's newest run over its reference's
     leader, and that grew as every vantage saw it in each of their newest
@@ -167,9 +151,8 @@ def pooled_lane(
     that vantage's newest runs, their pooled mean growth is the evidence; where it led the
     newest alone, also every run's growth and the step up from the runs before them
     (``stepped``); with ``guarded``, those guards in either case. The pooled growth is the
-    evidence (over the newest ``runs``, as ``pooled`` was asked); the lead only says which
-    phase leads now. The vantage, the old leader (None where the vantages' differ), and
-    the finding."""
+    evidence; the lead only says which phase leads now. The vantage, the old leader (None
+    where the vantages' differ), and the finding."""
     leaders = set()
     for vantage in present:
         reference = view.memory(target, vantage).reference
@@ -177,7 +160,7 @@ def pooled_lane(
     for each_run in (True, False):  # a vantage whose every newest run shows the lead first
         for vantage in present:
             found = _lane_at(
-                view, history, target, present, vantage, params, pooled, (each_run, guarded), runs
+                view, history, target, present, vantage, params, pooled, each_run, guarded
             )
             if found is not None:
                 finding, leader = found
@@ -193,13 +176,11 @@ def _lane_at(
     vantage: str,
     params: d.DetectorParams,
     pooled: Grown,
-    paths: tuple[bool, bool],
-    runs: int | None,
+    each_run: bool,
+    guarded: bool,
 ) -> tuple[d.Finding, str] | None:
     """``pooled_lane`` at one vantage, its new leader leading each of its newest runs
-    (``paths``: each_run) or the newest alone, the step guards on that path or on both
-    (guarded); the finding and the reference's leader."""
-    each_run, guarded = paths
+    (``each_run``) or the newest alone; the finding and the reference's leader."""
     reference = view.memory(target, vantage).reference
     newest = history.last(target, vantage, params.dominant_fast_runs)
     if reference is None or len(newest) < params.dominant_fast_runs:
@@ -212,7 +193,7 @@ def _lane_at(
     if grew is None:
         return None
     if not each_run or guarded:
-        guards = stepped(view, history, target, present, params, top, runs)
+        guards = stepped(view, history, target, present, params, top)
         if guards is None:
             return None
         grew = grew | guards
@@ -231,13 +212,11 @@ def stepped(
     present: list[str],
     params: d.DetectorParams,
     phase: str,
-    runs: int | None = None,
 ) -> dict[str, Any] | None:
-    """The evidence that ``phase`` grew in every one of the vantages' newest ``runs``
-    (``newest_runs`` unless given; ``steady_z`` ≥ ``STEADY_Z``) and stepped up at them from
-    the runs before (``step_z`` ≥ ``pooled_min_z``): their numbers, else None
-    (app.analysis.levelstep)."""
-    runs = newest_runs(params) if runs is None else runs
+    """The evidence that ``phase`` grew in every one of the vantages' newest runs
+    (``steady_z`` ≥ ``STEADY_Z``) and stepped up at them from the runs before
+    (``step_z`` ≥ ``pooled_min_z``): their numbers, else None (app.analysis.levelstep)."""
+    runs = newest_runs(params)
     found = levels(view, history, target, present, params, runs + BEFORE)
     if found is None:
         return None
