@@ -84,17 +84,16 @@ class CrossVantage:
     def _alone(
         self, view: EvaluatorView, target: str, vantage: str, params: d.DetectorParams
     ) -> Found:
-        """A target seen from one vantage: its own lanes, then, while nothing is open, the
-        pooled lane over that one vantage (app.alerts.pooling): a server-side phase that
-        leads the newest run and grew in it with its step guards is the change a run or
-        two before a bootstrap of 10 samples a run confirms the lead, which may wait for
-        the busy hours (bench/detection/README.md, "fleetq"). Where the bootstrap hit, the
-        lane may only confirm that same shift at once (its hit would pend a round more:
-        "fleetq2")."""
+        """A target seen from one vantage: its own lanes, then, while nothing is open or
+        hit, the pooled lane over that one vantage (app.alerts.pooling): a server-side
+        phase that leads the newest run and grew in it with its step guards is the change
+        a run or two before a bootstrap of 10 samples a run confirms the lead, which may
+        wait for the busy hours (bench/detection/README.md, "fleetq")."""
         found = self._at(view, target, vantage, "vantage", params)
         if open_at(view.alerts, target, vantage) is not None:
             return found
-        hits = {i for i, f in found.items() if f.signal is d.Signal.HIT}
+        if any(f.signal is d.Signal.HIT for f in found.values()):
+            return found
         pooled = grown(view, self.history, target, [vantage], params, alone=True)
         # No second vantage to see the growth too: the step guards hold in either case (a
         # near tie's wander and a correlated burst lead two runs with a pooled z over 4).
@@ -103,8 +102,6 @@ class CrossVantage:
             return found
         _, old, finding = lane
         identity = Identity(KIND, target, vantage, "vantage", old, finding.numbers["to_phase"])
-        if hits and identity not in hits:
-            return found
         held = {i: d.Finding(d.Signal.HOLD, f.numbers) for i, f in found.items()}
         return held | {identity: replace(finding, confirmed=True)}
 
