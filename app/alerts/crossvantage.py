@@ -24,7 +24,7 @@ from app.alerts.memory import EvaluatorView
 from app.alerts.oneround import one_round
 from app.alerts.pooling import grown, pooled_lane
 from app.analysis import detectors as d
-from app.analysis.dominance import phase_mix
+from app.analysis.dominance import Mix, phase_mix
 
 # A round waits for a vantage's next run until it is this many of its intervals late (its
 # latest run more than 1 + this many intervals old); then it is left out of the round, and
@@ -126,7 +126,10 @@ class CrossVantage:
             leader = new or phase_mix(window).dominant
         if leader is None:
             return found
-        candidate = d.challenger(phase_mix(window), leader, params)
+        mix = phase_mix(window)
+        candidate = d.challenger(mix, leader, params)
+        if shift is None and candidate is not None:
+            candidate = _kept_winner(view.alerts, target, vantage, leader, mix, params) or candidate
         # The old leader coming back is the open shift's resolution, not a new shift.
         reverting = shift is not None and candidate == old
         if candidate is not None and not reverting:
@@ -188,6 +191,24 @@ def lateness(age: timedelta, spacing: timedelta) -> str:
     if age <= (1 + LATE_AFTER_INTERVALS) * interval:
         return PRESENT
     return LATE if age <= AWAY_AFTER_INTERVALS * interval else AWAY
+
+
+def _kept_winner(
+    alerts: Alerts, target: str, vantage: str, leader: str, mix: Mix, params: d.DetectorParams
+) -> str | None:
+    """The phase a pending shift from ``leader`` at ``vantage`` names, while it still leads
+    ``leader`` by δ in ``mix``: a collapse that leaves two phases near each other (the queue
+    and prefill after generation's) would otherwise restart the confirmation each time they
+    swap places (bench/detection/README.md, "fleetq2")."""
+    for identity, alert in alerts.items():
+        if identity.kind != KIND or identity.target != target or identity.from_phase != leader:
+            continue
+        if identity.vantage not in (vantage, None) or not alert.position.open:
+            continue
+        winner = identity.to_phase
+        if winner is not None and d.leads_by(mix, winner, leader, params):
+            return winner
+    return None
 
 
 def _before(finding: d.Finding, reference: d.Reference, leader: str) -> d.Finding:

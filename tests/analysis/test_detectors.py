@@ -11,7 +11,7 @@ from scipy.stats import binomtest
 
 from app.analysis import detectors as d
 from app.analysis.detectors import Signal
-from app.analysis.dominance import phase_mix
+from app.analysis.dominance import Mix, phase_mix
 from app.analysis.runs import RunData
 from app.analysis.slo import MissLedger
 from app.analysis.tail import TailState
@@ -50,6 +50,25 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 
 # dominant_shift -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shares", "phase", "leader", "leads"),
+    [
+        ({"queue": 0.30, "prefill": 0.29, "generation": 0.17}, "queue", "generation", True),
+        ({"queue": 0.30, "prefill": 0.29, "generation": 0.17}, "prefill", "generation", True),
+        ({"queue": 0.21, "generation": 0.17}, "queue", "generation", False),  # 4 pp < δ
+        ({"queue": 0.225, "generation": 0.17}, "queue", "generation", True),  # just over δ
+        ({"generation": 0.40, "queue": 0.30}, "queue", "generation", False),  # behind
+        ({"queue": 0.30}, "queue", "generation", False),  # no leader in the window
+        ({"generation": 0.30}, "queue", "generation", False),  # no such phase
+    ],
+)
+def test_a_phase_leads_by_delta_in_the_point_estimate(
+    shares: dict[str, float], phase: str, leader: str, leads: bool
+) -> None:
+    mix = Mix(medians={}, shares=shares, dominant=None, n=10, runs=3)
+    assert d.leads_by(mix, phase, leader, PARAMS) is leads
 
 
 def test_challenger_needs_a_lead_of_delta_in_the_point_estimate() -> None:

@@ -23,6 +23,7 @@ from app.analysis.detectors.dominant import (
     dominant_finding,
     dominant_resolution,
     fast_dominant,
+    leads_by,
 )
 from app.analysis.detectors.failing import failing_finding
 from app.analysis.detectors.params import BurnWindowParams, DetectorParams, SloParams
@@ -51,6 +52,7 @@ __all__ = [
     "dominant_resolution",
     "failing_finding",
     "fast_dominant",
+    "leads_by",
     "severity_of",
     "tail_finding",
 ]

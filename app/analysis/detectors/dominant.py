@@ -27,9 +27,16 @@ def challenger(mix: Mix, leader: str, params: DetectorParams) -> str | None:
         return None
     others = [name for name in mix.shares if name != leader]
     best = max(others, key=lambda name: mix.shares[name], default=None)
-    if best is None or mix.shares[best] - mix.shares[leader] < params.dominant_lead_pp / 100:
+    if best is None or not leads_by(mix, best, leader, params):
         return None
     return best
+
+
+def leads_by(mix: Mix, phase: str, leader: str, params: DetectorParams) -> bool:
+    """``phase`` leads ``leader`` by at least δ in the point estimate."""
+    if leader not in mix.shares or phase not in mix.shares:
+        return False
+    return mix.shares[phase] - mix.shares[leader] >= params.dominant_lead_pp / 100
 
 
 def dominant_finding(
