@@ -251,12 +251,19 @@ def report(results: list[Measured], args: argparse.Namespace) -> None:
         )
 
 
+def fleet_options(parser: argparse.ArgumentParser, warmup_min: float) -> None:
+    """The options every fleet bench shares (this one, fleet_idle, fleet_replicas): each
+    target's interval and samples, the minutes before measuring, the PostgreSQL server."""
+    parser.add_argument("--interval", type=float, default=60.0, help="seconds (default 60)")
+    parser.add_argument("--samples", type=int, default=5, help="samples a run (default 5)")
+    parser.add_argument("--warmup", type=float, default=warmup_min, help="minutes before measuring")
+    parser.add_argument("--pg", default=PG_SERVER, help="a PostgreSQL server's maintenance URL")
+
+
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="50,500,2000", help="fleet sizes, comma-separated")
-    parser.add_argument("--interval", type=float, default=60.0, help="seconds (default 60)")
-    parser.add_argument("--samples", type=int, default=5, help="samples a run (default 5)")
-    parser.add_argument("--warmup", type=float, default=2.0, help="minutes before measuring")
+    fleet_options(parser, warmup_min=2.0)
     parser.add_argument("--minutes", type=float, default=3.0, help="minutes measured")
     parser.add_argument("--profile", type=float, default=60.0, help="seconds of py-spy; 0: none")
     parser.add_argument(
@@ -266,7 +273,6 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--profile-dir", type=Path, default=Path("/tmp/pw-fleet"), help="py-spy's raw output"
     )
-    parser.add_argument("--pg", default=PG_SERVER, help="a PostgreSQL server's maintenance URL")
     parser.add_argument("--db-name", default="pw_bench_fleet", help="database to create, drop")
     args = parser.parse_args(argv)
     if args.warmup + args.minutes + args.floor > MAX_MINUTES:

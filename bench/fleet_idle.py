@@ -36,10 +36,10 @@ from pathlib import Path
 from app.demo.sim.app import SimConfig
 from app.demo.sim.process import SimProcess
 from bench.common import machine_info
-from bench.fleet import fleet_file, stopped
+from bench.fleet import fleet_file, fleet_options, stopped
 from bench.fleet_profile import record
 from bench.soak import count_runs, proc_reading
-from bench.store_common import PG_SERVER, SQLITE_DIR, bench_database, database_url
+from bench.store_common import SQLITE_DIR, bench_database, database_url
 from tests.pgcluster import Serve
 
 READY_S = 300.0
@@ -170,14 +170,11 @@ def run(args: argparse.Namespace) -> None:
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", type=int, default=1)
-    parser.add_argument("--interval", type=float, default=60.0, help="seconds (default 60)")
-    parser.add_argument("--samples", type=int, default=5, help="samples a run (default 5)")
-    parser.add_argument("--warmup", type=float, default=1.0, help="minutes before measuring")
+    fleet_options(parser, warmup_min=1.0)
     parser.add_argument("--minutes", type=float, default=3.0, help="minutes of CPU measured")
     parser.add_argument("--trace", type=float, default=60.0, help="seconds of strace; 0: none")
     parser.add_argument("--profile", type=float, default=0.0, help="seconds of py-spy; 0: none")
     parser.add_argument("--db", choices=("postgres", "sqlite"), default="postgres")
-    parser.add_argument("--pg", default=PG_SERVER, help="a PostgreSQL server's maintenance URL")
     parser.add_argument("--db-name", default="pw_bench_idle", help="database to create, drop")
     parser.add_argument(
         "--out", type=Path, default=Path("/tmp/pw-idle"), help="strace's and py-spy's output"

@@ -45,11 +45,11 @@ from app.runs.slots import epoch_ms
 from app.store.db import make_sessions
 from app.store.models import RunRow, TargetRow
 from bench.common import machine_info
-from bench.fleet import TARGETS_PER_SIM, alive, fleet_file
+from bench.fleet import TARGETS_PER_SIM, alive, fleet_file, fleet_options
 from bench.fleet_replicas_report import Plan, Replica, Run, report
 from bench.soak import END_MARGIN_INTERVALS, proc_reading
 from bench.soak_timing import skips_logged
-from bench.store_common import PG_SERVER, SQLITE_DIR, bench_database, bench_engine, database_url
+from bench.store_common import SQLITE_DIR, bench_database, bench_engine, database_url
 from tests.helpers import eventually
 from tests.pgcluster import Serve
 
@@ -229,17 +229,14 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--size", type=int, default=500, help="targets")
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--kill-one", action="store_true", help="kill -9 one half-way")
-    parser.add_argument("--interval", type=float, default=60.0, help="seconds (default 60)")
-    parser.add_argument("--samples", type=int, default=5, help="samples a run (default 5)")
+    fleet_options(parser, warmup_min=2.0)
     parser.add_argument("--lease", type=float, default=60.0, help="PHASEWATCH_REPLICA_LEASE_S")
-    parser.add_argument("--warmup", type=float, default=2.0, help="minutes before measuring")
     parser.add_argument("--minutes", type=float, default=6.0, help="minutes measured")
     parser.add_argument("--every", type=float, default=30.0, help="seconds between readings")
     parser.add_argument("--logs", type=Path, default=Path("/tmp/pw-fleet-replicas"),
                         help="where each serve's log is copied")  # fmt: skip
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for each serve")
     parser.add_argument("--keep-db", action="store_true", help="keep the database")
-    parser.add_argument("--pg", default=PG_SERVER, help="a PostgreSQL server's maintenance URL")
     parser.add_argument("--db-name", default="pw_bench_fleet_replicas")
     args = parser.parse_args(argv)
     if args.warmup + args.minutes > MAX_MINUTES:
