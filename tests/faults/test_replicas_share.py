@@ -79,14 +79,16 @@ def sharing(
     for replica in replicas:
         replica.wait_ready(ready_s)
 
-    def shared() -> bool:
-        shares = [share(replica) for replica in replicas]
-        return all(s["live"] == 3 for s in shares) and sum(
-            int(str(s["targets"])) for s in shares
-        ) == len(targets)
-
-    eventually(shared, 60, "three replicas sharing the targets")
+    eventually(lambda: all_share(replicas, len(targets)), 60, "three replicas sharing the targets")
     return replicas
+
+
+def all_share(replicas: list[Serve], targets: int) -> bool:
+    """Each of ``replicas`` reads every one of them live, and their shares add up to
+    ``targets``."""
+    shares = [share(replica) for replica in replicas]
+    live = all(s["live"] == len(replicas) for s in shares)
+    return live and sum(int(str(s["targets"])) for s in shares) == targets
 
 
 def slots_stored(url: str) -> dict[str, list[int]]:
@@ -165,13 +167,7 @@ def test_three_replicas_share_the_targets_and_a_killed_ones_move_to_the_others(
     victim.process.wait(timeout=10)
     survivors = list(ids.values())
 
-    def taken_over() -> bool:
-        shares = [share(replica) for replica in survivors]
-        return all(s["live"] == 2 for s in shares) and sum(
-            int(str(s["targets"])) for s in shares
-        ) == len(TARGETS)
-
-    eventually(taken_over, 60, "the survivors owning every target")
+    eventually(lambda: all_share(survivors, len(TARGETS)), 60, "the survivors owning every target")
     taken_at = epoch_ms(datetime.now(UTC))
     later = taken_at + WATCHED_SLOTS * INTERVAL_MS
 
