@@ -12,6 +12,7 @@ every vantage. A network change stays one vantage's.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -67,9 +68,13 @@ def grown(
     material = math.log1p(params.level_min_relative)
     bar = params.pooled_min_z * (ALONE_Z if alone else 1.0)
 
+    @functools.cache
+    def read() -> Levels | None:  # the same for every phase asked: read once
+        return levels(view, history, target, present, params, runs)
+
     def pooled(phase: str) -> tuple[float, float, float] | None:
         if phase not in raw:
-            found = levels(view, history, target, present, params, runs)
+            found = read()
             raw[phase] = None if found is None else pooled_z(*found, phase)
         return raw[phase]
 
