@@ -5,8 +5,8 @@ is one estimate (bench/fleet_profile.py), with two faults: at a small fleet serv
 interpreter lock so rarely that the share rests on a few dozen samples, and the event loop's
 work for the probe's sockets lands outside the probe's frames. This is the floor measured
 instead: one process, one event loop, the targets file's targets each probed with
-``probe_run`` every interval (its samples, spacing and idle tracking as the pipeline asks
-them), the targets spread evenly over the interval, every sample dropped. Its CPU
+``probe_target`` every interval (serve's own call: its samples, spacing and idle
+tracking), the targets spread evenly over the interval, every sample dropped. Its CPU
 (``time.process_time``, all threads) over the runs finished in the window, after a first
 interval of warm-up, is what probing alone costs on this machine at this moment; bench/fleet.py
 runs it right after serve, against the same sims.
@@ -28,7 +28,7 @@ from pathlib import Path
 from app import clock
 from app.config import Target
 from app.config.loading import load_targets
-from app.probe.run import probe_run
+from app.runs.pipeline import probe_target
 
 
 @dataclass
@@ -57,12 +57,7 @@ async def _probe_on_schedule(target: Target, offset_s: float, probing: Probing) 
 
 async def _one(target: Target, probing: Probing) -> None:
     try:
-        await probe_run(
-            target.probe_spec(),
-            target.samples,
-            spacing_s=target.spacing,
-            idle_since=probing.idle.get(target.name),
-        )
+        await probe_target(target, probing.idle.get(target.name))
     finally:
         probing.idle[target.name] = clock.monotonic()
         probing.finished += 1

@@ -73,6 +73,20 @@ def _why(record: RunRecord) -> str:
     return f"{len(record.samples)}/{len(record.samples)} samples failed ({count} × {reason})"
 
 
+async def probe_target(
+    target: Target, idle_since: float | None, on_sample: Callable[[Sample], None] | None = None
+) -> list[Sample]:
+    """One run's samples of ``target`` as ``serve`` probes them: its spec, samples, spacing
+    and idle tracking (bench/probe_floor.py probes the same way, for the probe's own CPU)."""
+    return await probe_run(
+        target.probe_spec(),
+        target.samples,
+        spacing_s=target.spacing,
+        idle_since=idle_since,
+        on_sample=on_sample,
+    )
+
+
 @dataclass
 class Pipeline:
     writer: Writer  # the store stage, with the sink and the spool
@@ -108,13 +122,7 @@ class Pipeline:
         self.spool.begin(run)
         samples: list[Sample] = []
         try:
-            await probe_run(
-                target.probe_spec(),
-                target.samples,
-                spacing_s=target.spacing,
-                idle_since=self.idle_since.get(target.name),
-                on_sample=samples.append,
-            )
+            await probe_target(target, self.idle_since.get(target.name), samples.append)
         except asyncio.CancelledError:
             await self._keep(self._record(run, samples, RunStatus.ABORTED), ABORT_STORE_TIMEOUT_S)
             raise
