@@ -120,7 +120,8 @@ def slots(
             continue
         first = dues[0]
         cut = [d for d in dues if d <= until]
-        grid = int((until - first).total_seconds() // interval) + 1
+        # A target first due after ``until`` (a short window, a late start) had no slot due.
+        grid = max(0, int((until - first).total_seconds() // interval) + 1)
         indexes = [round((d - first).total_seconds() / interval) for d in cut]
         expected += grid
         stored += len(set(indexes))
