@@ -10,9 +10,10 @@ Text parameters hold no NUL character: PostgreSQL refuses it in text. Every prob
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, HTTPException, Query, status
 from starlette.convertors import Convertor, register_url_convertor
@@ -20,8 +21,17 @@ from starlette.convertors import Convertor, register_url_convertor
 from app.clock import parse_timestamp, utcnow
 from app.store.db import Session
 from app.store.reads.browse import has_runs_from
+from app.store.reads.paging import BadCursor
 from app.store.targets import target_key
+from app.web.deps import SessionDep
 from app.web.errors import Responses, errors
+
+T = TypeVar("T")
+Span = tuple[datetime, datetime]
+PageOf = Callable[
+    [Session, Span, int | None, str | None, str | None, int], tuple[list[T], str | None]
+]
+CountOf = Callable[[Session, Span, int | None, str | None], int]
 
 DEFAULT_SPAN = timedelta(hours=24)
 MAX_SPAN = timedelta(days=3660)
@@ -155,3 +165,46 @@ class TargetName(Convertor[str]):
 
 
 register_url_convertor("target", TargetName())
+
+
+@dataclass(frozen=True)
+class Browse:
+    """A window's list as ``/runs`` and ``/samples`` take it: [from, to), one target's key
+    (an unknown name is a 404 before any read) or all, one vantage or all, and the page."""
+
+    span: tuple[datetime, datetime]
+    target: int | None
+    vantage: str | None
+    limit: int
+    cursor: str | None
+    total: bool
+
+    def page(
+        self, session: Session, rows_of: PageOf[T], count_of: CountOf
+    ) -> tuple[list[T], str | None, int | None]:
+        """The page's rows, the next page's cursor, and the count over every page when
+        ``total`` asked for it; a cursor that is not one of ours is a 400."""
+        try:
+            rows, after = rows_of(
+                session, self.span, self.target, self.vantage, self.cursor, self.limit
+            )
+        except BadCursor as exc:
+            raise bad_request(str(exc)) from None
+        count = count_of(session, self.span, self.target, self.vantage) if self.total else None
+        return rows, after, count
+
+
+def browse(
+    session: SessionDep,
+    window: WindowDep,
+    target: TargetParam = None,
+    vantage: VantageParam = None,
+    limit: LimitParam = 100,
+    cursor: CursorParam = None,
+    total: TotalParam = False,
+) -> Browse:
+    key = None if target is None else target_id_or_404(session, target)
+    return Browse((window.start, window.end), key, vantage, limit, cursor, total)
+
+
+BrowseDep = Annotated[Browse, Depends(browse)]

@@ -11,18 +11,10 @@ from app.analysis.objectives import Seen
 from app.store.models import RunRow, SampleRow
 from app.store.reads.browse import run_with_target, runs_count, runs_page, samples_of
 from app.store.reads.objectives import run_objectives
-from app.store.reads.paging import BadCursor
 from app.web.api.params import (
     TARGET_ERRORS,
-    CursorParam,
-    LimitParam,
-    TargetParam,
-    TotalParam,
-    VantageParam,
-    WindowDep,
-    bad_request,
+    BrowseDep,
     not_found,
-    target_id_or_404,
 )
 from app.web.deps import SessionDep
 from app.web.errors import errors
@@ -40,23 +32,9 @@ RUN_ERRORS = errors(404, 422, not_found="No run has this id.")
 
 
 @router.get("/runs", response_model=RunPage, responses=TARGET_ERRORS)
-def list_runs(
-    session: SessionDep,
-    window: WindowDep,
-    target: TargetParam = None,
-    vantage: VantageParam = None,
-    limit: LimitParam = 100,
-    cursor: CursorParam = None,
-    total: TotalParam = False,
-) -> RunPage:
+def list_runs(session: SessionDep, browse: BrowseDep) -> RunPage:
     """Runs that started in [from, to) (default: the last 24 hours), newest first."""
-    key = None if target is None else target_id_or_404(session, target)
-    span = (window.start, window.end)
-    try:
-        rows, after = runs_page(session, span, key, vantage, cursor, limit)
-    except BadCursor as exc:
-        raise bad_request(str(exc)) from None
-    count = runs_count(session, span, key, vantage) if total else None
+    rows, after, count = browse.page(session, runs_page, runs_count)
     return RunPage(items=[run_out(run, name) for run, name in rows], next_cursor=after, total=count)
 
 

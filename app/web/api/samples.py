@@ -14,16 +14,11 @@ from fastapi.responses import StreamingResponse
 from app.csvio.export import export_samples
 from app.store.db import Sessions
 from app.store.reads.browse import samples_count, samples_page
-from app.store.reads.paging import BadCursor
 from app.web.api.params import (
     TARGET_ERRORS,
-    CursorParam,
-    LimitParam,
+    BrowseDep,
     TargetParam,
-    TotalParam,
-    VantageParam,
     WindowDep,
-    bad_request,
     target_id_or_404,
 )
 from app.web.api.runs import sample_out
@@ -34,23 +29,9 @@ router = APIRouter(tags=["samples"])
 
 
 @router.get("/samples", response_model=SamplePage, responses=TARGET_ERRORS)
-def list_samples(
-    session: SessionDep,
-    window: WindowDep,
-    target: TargetParam = None,
-    vantage: VantageParam = None,
-    limit: LimitParam = 100,
-    cursor: CursorParam = None,
-    total: TotalParam = False,
-) -> SamplePage:
+def list_samples(session: SessionDep, browse: BrowseDep) -> SamplePage:
     """Samples taken in [from, to) (default: the last 24 hours), newest first."""
-    key = None if target is None else target_id_or_404(session, target)
-    span = (window.start, window.end)
-    try:
-        rows, after = samples_page(session, span, key, vantage, cursor, limit)
-    except BadCursor as exc:
-        raise bad_request(str(exc)) from None
-    count = samples_count(session, span, key, vantage) if total else None
+    rows, after, count = browse.page(session, samples_page, samples_count)
     items = [sample_out(row, name, v) for row, name, v in rows]
     return SamplePage(items=items, next_cursor=after, total=count)
 
