@@ -345,6 +345,9 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[list[str]]:
         env = os.environ | {"PHASEWATCH_DATABASE_URL": url}
         if args.app_tree is not None:  # the serve's app from another checkout (a pair)
             env["PYTHONPATH"] = str(args.app_tree.resolve())
+            # ``python -m`` puts the working directory ahead of PYTHONPATH: without this,
+            # a bench started from a checkout ran that checkout's app, whatever the tree.
+            env["PYTHONSAFEPATH"] = "1"
         command = [sys.executable, "-m", "app", "serve", "--config", str(config)]
         servers = Servers(command, env, Path(tmp), args.replicas)
         label = f"{backend}{' (no detectors)' if args.no_detectors else ''}"
