@@ -270,6 +270,7 @@ def create_app(
             yield
         finally:
             workers.close()
+            agents.close()
             await service.stop()
 
     # /docs is served from vendored files (app.web.pages.apidocs), not FastAPI's CDN page.

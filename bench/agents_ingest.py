@@ -98,11 +98,15 @@ def targets_file(
 Payload = tuple[bytes, bytes, int]  # the request's head, its gzip body, the runs in it
 
 
-def bodies(agent: str, targets: int, count: int, seed: int, batch: int) -> list[tuple[bytes, int]]:
+def bodies(agent: str, targets: int, count: int, seed: int, batch: int,
+           recent: bool = False) -> list[tuple[bytes, int]]:  # fmt: skip
     """Each request's gzip body and the runs in it: one ``RunRecord`` when ``batch`` is 0,
-    else ``{"runs": [...]}`` of ``batch`` of them."""
+    else ``{"runs": [...]}`` of ``batch`` of them. The runs start a second apart, the first
+    an hour ago (a late push: their 15-minute and hourly periods are closed, so the rollups'
+    catch-up folds and merges coarse rows for them); ``recent``, the last one now (as an
+    agent pushes a run it has just measured: its coarse periods still open)."""
     synth = Synth(seed)
-    start = datetime.now(UTC) - timedelta(hours=1)
+    start = datetime.now(UTC) - (timedelta(seconds=count) if recent else timedelta(hours=1))
     runs = [
         synth.run(f"t{k % targets:03d}", agent, "http", start + k * timedelta(seconds=1), 20)
         for k in range(count)
@@ -256,7 +260,7 @@ def phase(name: str, servers: Servers, tokens: dict[str, str], args: argparse.Na
     host = "127.0.0.1"  # every replica's: the Host header names no port
     payloads = {
         a: requests(host, a, tokens[a], batch,
-                    bodies(a, args.targets, count, seed * 1000 + i, batch))
+                    bodies(a, args.targets, count, seed * 1000 + i, batch, args.recent))
         for i, a in enumerate(agents)
     }  # fmt: skip
     per_agent_s *= max(batch, 1)
@@ -341,6 +345,9 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[list[str]]:
         env = os.environ | {"PHASEWATCH_DATABASE_URL": url}
         if args.app_tree is not None:  # the serve's app from another checkout (a pair)
             env["PYTHONPATH"] = str(args.app_tree.resolve())
+            # ``python -m`` puts the working directory ahead of PYTHONPATH: without this,
+            # a bench started from a checkout ran that checkout's app, whatever the tree.
+            env["PYTHONSAFEPATH"] = "1"
         command = [sys.executable, "-m", "app", "serve", "--config", str(config)]
         servers = Servers(command, env, Path(tmp), args.replicas)
         label = f"{backend}{' (no detectors)' if args.no_detectors else ''}"
@@ -367,6 +374,11 @@ def main() -> None:
         "--no-detectors",
         action="store_true",
         help="targets with `alerts: {enabled: []}`: the push and the store alone",
+    )
+    parser.add_argument(
+        "--recent",
+        action="store_true",
+        help="runs that end as the bodies are built (their coarse periods open), not an hour ago",
     )
     parser.add_argument("--flat-count", type=int, default=400, help="bodies per agent, flat out")
     parser.add_argument(

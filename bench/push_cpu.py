@@ -42,23 +42,23 @@ AGENTS = 20
 TARGETS = 50
 
 
-def _pushes(batch: int, runs: int) -> list[tuple[str, bytes]]:
+def _pushes(batch: int, runs: int, recent: bool) -> list[tuple[str, bytes]]:
     each = max(runs // AGENTS, batch or 1)
     made = []
     for k in range(AGENTS):
         agent = f"agent-{k:02d}"
-        made += [(agent, body) for body, _ in bodies(agent, TARGETS, each, k + 1, batch)]
+        made += [(agent, body) for body, _ in bodies(agent, TARGETS, each, k + 1, batch, recent)]
     return made
 
 
-def _measure(url: str, config: Path, batch: int, runs: int) -> list[str]:
+def _measure(url: str, config: Path, batch: int, runs: int, recent: bool) -> list[str]:
     service = build_service(Settings(config=config, database_url=url))
     ready = threading.Event()
     ready.set()
     database = Database(service.sink, ready)
     names = frozenset(f"t{k:03d}" for k in range(TARGETS))
     store = store_many if batch else store_one
-    pushes = _pushes(batch, runs)
+    pushes = _pushes(batch, runs, recent)
     stored, storing = 0, 0.0
     evaluations = _Evaluations(service.after_store, _Statements(service.engine))
     for agent, body in pushes:
@@ -136,6 +136,9 @@ def main() -> None:
     parser.add_argument(
         "--batch", type=int, default=10, help="runs a push, batched; 0: single only"
     )
+    parser.add_argument(
+        "--recent", action="store_true", help="runs that end now (bench.agents_ingest --recent)"
+    )
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--db-name", default="pw_bench_push_cpu")
     args = parser.parse_args()
@@ -149,7 +152,7 @@ def main() -> None:
         for batch in (0, args.batch) if args.batch else (0,):
             create_database(url, args.pg)
             try:
-                rows.append(_measure(url, config, batch, args.runs))
+                rows.append(_measure(url, config, batch, args.runs, args.recent))
             finally:
                 drop_database(url, args.pg)
     headers = ["mode", "runs stored", "store CPU ms/run", "evaluation ms/run", "catch-up ms/run"]

@@ -29,6 +29,7 @@ import bisect
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ class DatabaseHistory:
         self._seeks: Engine = read_sessions(sessions).kw["bind"]
         self.kept_window_runs = kept_window_runs
         self._lock = threading.Lock()
+        self._added: deque[RunData] = deque()  # handed to ``add`` while a read held the lock
         self._recent: dict[Key, list[RunData]] = {}
         self._capacity: dict[Key, int] = {}
         self._windows: dict[Key, tuple[tuple[datetime, datetime], list[RunData]]] = {}
@@ -99,25 +101,48 @@ class DatabaseHistory:
         """``record`` was stored (by this process): keep it built, and answer its (target,
         vantage)'s ``last`` from what is kept while the database's newest run is the newest
         kept, until ``RESYNC_S`` after the last read (older runs stored by another process
-        meanwhile, a spool flushed late, are found then)."""
+        meanwhile, a spool flushed late, are found then).
+
+        Called by the thread that stored the run (an agent's push waits for it), it never
+        waits for a read, which holds the lock across its database round trips: the run
+        waits in ``_added`` then, and the next holder of the lock takes it in before
+        anything else (``_locked``), so every read after this call finds it."""
         if record.status != RunStatus.COMPLETE:
             return
         at = record.started_at.astimezone(UTC)  # as the database gives it back
         run = run_from_samples(str(record.id), record.target, record.vantage, at, record.samples)
-        key = (record.target, record.vantage)
+        self._added.append(run)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._take_added()
+            finally:
+                self._lock.release()
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The lock, with the runs added meanwhile taken in first."""
         with self._lock:
-            self._fed.add(key)
-            self._fed_targets.add(record.target)
-            self._series.setdefault(record.target, set()).add(record.vantage)
-            recent = self._recent.setdefault(key, [])
-            if any(kept.run_id == run.run_id for kept in recent):
-                return
-            bisect.insort(recent, run, key=lambda kept: (kept.at, kept.run_id))
-            # A key nobody asked of yet keeps a few: its first ``last`` reads the database.
-            capacity = self._capacity.get(key, UNASKED_KEPT)
-            if len(recent) > capacity:
-                del recent[: len(recent) - capacity]
-            self._seen(record.target, record.vantage, [run])
+            self._take_added()
+            yield
+
+    def _take_added(self) -> None:
+        while self._added:
+            self._keep_added(self._added.popleft())
+
+    def _keep_added(self, run: RunData) -> None:
+        key = (run.target, run.vantage)
+        self._fed.add(key)
+        self._fed_targets.add(run.target)
+        self._series.setdefault(run.target, set()).add(run.vantage)
+        recent = self._recent.setdefault(key, [])
+        if any(kept.run_id == run.run_id for kept in recent):
+            return
+        bisect.insort(recent, run, key=lambda kept: (kept.at, kept.run_id))
+        # A key nobody asked of yet keeps a few: its first ``last`` reads the database.
+        capacity = self._capacity.get(key, UNASKED_KEPT)
+        if len(recent) > capacity:
+            del recent[: len(recent) - capacity]
+        self._seen(run.target, run.vantage, [run])
 
     @contextmanager
     def evaluation(self) -> Iterator[None]:
@@ -134,7 +159,7 @@ class DatabaseHistory:
     def window(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunData]:
         """Runs that started in [start, end)."""
         key = (target, vantage)
-        with self._lock:
+        with self._locked():
             cached = self._windows.get(key)
             if cached is not None and cached[0] == (start, end):
                 return list(cached[1])
@@ -155,7 +180,7 @@ class DatabaseHistory:
     def last(self, target: str, vantage: str, count: int) -> list[RunData]:
         """The newest ``count`` runs (fewer if fewer can be rebuilt)."""
         key = (target, vantage)
-        with self._lock:
+        with self._locked():
             kept = self._kept(key, count)
             if kept is not None and self._still_newest(key):
                 return kept
@@ -227,7 +252,7 @@ class DatabaseHistory:
         vantage whose runs ``last`` or ``window`` read in between is known at once, so
         only a vantage not read yet can be found up to a minute late.
         """
-        with self._lock:
+        with self._locked():
             cached = self._newest.get(target)
             ttl = FED_VANTAGES_TTL if target in self._fed_targets else VANTAGES_TTL
             fresh = cached is not None and cached[0] <= now < cached[0] + ttl

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -378,3 +379,24 @@ def test_a_stored_streamed_run_comes_back_with_its_tpot_and_stall(
     for run in (rebuilt, handed):
         np.testing.assert_allclose(run.readings["tpot_ms"][0], [50.0, 50.0])
         np.testing.assert_allclose(run.readings["stall_ms"][0], [80.0, 400.0])
+
+
+def test_a_run_added_while_a_read_holds_the_history_is_kept_without_waiting_for_it(
+    sessions: sessionmaker[Session], sample_reads: list[str]
+) -> None:
+    runs = series(21, 3)
+    records = [record_of(run) for run in runs]
+    history = DatabaseHistory(sessions)
+    store_records(sessions, records[:1], T0)
+    history.add(records[0])
+    assert [run.run_id for run in history.last("chat", "eu", 2)] == [str(records[0].id)]
+    store_records(sessions, records[1:], T0)
+    added = threading.Thread(target=lambda: [history.add(record) for record in records[1:]])
+    with history._lock:  # a read in flight: its database round trip holds the lock
+        added.start()
+        added.join(30)  # the store's thread (an agent's push) does not wait for the read
+        assert not added.is_alive()
+    latest = history.last("chat", "eu", 2)  # the next read takes the runs in first
+    assert [run.run_id for run in latest] == [str(record.id) for record in records[1:]]
+    assert sample_reads == []  # from memory: the runs added, never read back
+    assert history.vantages("chat", runs[-1].at) == ["eu"]

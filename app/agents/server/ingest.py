@@ -16,7 +16,8 @@ Called on a worker thread: decompressing, parsing and storing are all here.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ from app.agents.server.body import json_of
 from app.agents.server.refusals import NotYours, StoreAway, TooLarge, Unreadable
 from app.agents.wire import MAX_BATCH_RUNS, PushOutcome, RunOutcome
 from app.runs.dbsink import DatabaseSink
-from app.runs.sink import SinkAway, Stored
+from app.runs.sink import SinkAway, Stored, answer
 from app.store.records import RunRecord
 
 After = Callable[[RunRecord], None]
@@ -33,9 +34,10 @@ After = Callable[[RunRecord], None]
 
 @dataclass(frozen=True)
 class Database:
-    """Where pushed runs go: the service's own sink (``DatabaseSink.store_batch``, the road
-    a flush of ``serve``'s spool takes: one transaction for the lot while every run can be
-    stored, run by run when one cannot), once ``ready`` says the schema is there."""
+    """Where pushed runs go: the service's own sink, once ``ready`` says the schema is
+    there. A batch by ``DatabaseSink.store_batch`` (the road a flush of ``serve``'s spool
+    takes: one transaction for the lot while every run can be stored, run by run when one
+    cannot); a single push by ``DatabaseSink.store``, as ``serve`` stores a run it probed."""
 
     sink: DatabaseSink
     ready: threading.Event
@@ -49,7 +51,7 @@ def store_one(
     refusal = check.refusal(record)
     if refusal is not None:
         raise NotYours(refusal)
-    (stored,) = _store(database, [record])
+    stored = _store_alone(database, record)
     if isinstance(stored, str):
         raise Unreadable(stored)
     if stored:
@@ -98,10 +100,24 @@ def _run_of(data: Any) -> RunRecord:
 def _store(database: Database, records: list[RunRecord]) -> list[Stored]:
     if not records:
         return []
+    with _reachable(database):
+        return database.sink.store_batch(records)
+
+
+def _store_alone(database: Database, record: RunRecord) -> Stored:
+    """One run by the sink's ``store``: on PostgreSQL one statement in autocommit (no BEGIN
+    and COMMIT round trips), the transaction's way only when that statement wrote nothing
+    (a replay, a taken slot, a new target) and it must say why."""
+    with _reachable(database):
+        return answer(database.sink.store, record)
+
+
+@contextmanager
+def _reachable(database: Database) -> Iterator[None]:
     if not database.ready.is_set():
         raise StoreAway("the database has no schema yet")
     try:
-        return database.sink.store_batch(records)
+        yield
     except SinkAway as exc:
         raise StoreAway("the database is unreachable") from exc
 

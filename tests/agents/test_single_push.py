@@ -1,0 +1,140 @@
+"""A single push (``/agent/runs``) goes in as ``serve`` stores a run it probed (the sink's
+``store``): on PostgreSQL one statement and no transaction, and every answer the same as a
+batch's road gave — stored, a replay or a taken slot answered as a duplicate, the door's
+refusal 422, no schema yet 503."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import event, func, select
+
+from app.agents.wire import RUNS_PATH
+from app.config import Settings, load_targets
+from app.main import create_app
+from app.store.models import RunRow
+from app.store.records import RunRecord
+from app.web.deps import agents_of, service_of
+from tests.agents.test_api import FRA, GZIP, TARGETS, agent, packed, run
+
+pytestmark = pytest.mark.anyio
+SLOT = 1_765_000_000_000
+
+
+@pytest.fixture
+async def app(db_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
+    path = tmp_path / "phasewatch.yaml"
+    path.write_text(TARGETS)
+    targets = load_targets(path, {"PW_AGENT_FRA": FRA, "OPENAI_API_KEY": "sk-x"})
+    settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
+    built = create_app(settings, targets)
+    yield built
+    assert agents_of(built).evaluations.wait_idle(30)
+    service_of(built).engine.dispose()
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        yield client
+
+
+@contextmanager
+def sent(app: FastAPI) -> Iterator[list[str]]:
+    """The statements the service's engine sends meanwhile, BEGIN and COMMIT included."""
+    engine = service_of(app).engine
+    seen: list[str] = []
+
+    def statement(_conn: object, _cursor: object, sql: str, *_rest: object) -> None:
+        seen.append(sql.split()[0].upper())
+
+    def begin(_conn: object) -> None:
+        seen.append("BEGIN")
+
+    def commit(_conn: object) -> None:
+        seen.append("COMMIT")
+
+    hooks: list[tuple[str, Callable[..., None]]] = [
+        ("before_cursor_execute", statement),
+        ("begin", begin),
+        ("commit", commit),
+    ]
+    for name, hook in hooks:
+        event.listen(engine, name, hook)
+    try:
+        yield seen
+    finally:
+        for name, hook in hooks:
+            event.remove(engine, name, hook)
+
+
+async def push(client: httpx.AsyncClient, record: RunRecord) -> httpx.Response:
+    return await client.post(RUNS_PATH, content=packed(record), headers=GZIP | agent("fra-1", FRA))
+
+
+def stored_runs(app: FastAPI) -> int:
+    with service_of(app).sessions() as session:
+        return int(session.scalar(select(func.count()).select_from(RunRow)) or 0)
+
+
+async def test_a_pushed_run_goes_in_by_one_statement_without_a_transaction_on_postgresql(
+    client: httpx.AsyncClient, app: FastAPI, db_url: str
+) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite stores a run in a transaction (its one writer's lock)")
+    await push(client, run())  # the target's row made by the first run
+    with sent(app) as statements:
+        answer = await push(client, run(n=5))
+    assert answer.status_code == 200 and answer.json()["stored"] is True
+    # SQLAlchemy's "begin" event fires on an autocommit connection too, sending nothing.
+    assert [s for s in statements if s != "BEGIN"] == ["WITH"], statements
+
+
+@pytest.mark.parametrize(
+    ("second", "stored"),
+    [
+        (lambda first: replace(first, id=uuid.uuid4(), slot=SLOT + 60_000), True),
+        (lambda first: first, False),  # a replay
+        (lambda first: replace(first, id=uuid.uuid4()), False),  # its slot taken
+    ],
+    ids=["next-slot", "replay", "slot-taken"],
+)
+async def test_a_second_push_is_stored_or_a_duplicate_by_run_id_and_slot(
+    client: httpx.AsyncClient,
+    app: FastAPI,
+    second: Callable[[RunRecord], RunRecord],
+    stored: bool,
+) -> None:
+    first = replace(run(), slot=SLOT)
+    assert (await push(client, first)).json()["stored"] is True
+    answer = await push(client, second(first))
+    assert answer.status_code == 200 and answer.json()["stored"] is stored
+    assert stored_runs(app) == 1 + stored
+
+
+async def test_a_run_the_door_refuses_is_answered_422_with_its_reason_and_not_stored(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    bad = run()
+    bad = replace(bad, samples=(replace(bad.samples[0], total_ms=float("inf")), *bad.samples[1:]))
+    answer = await push(client, bad)
+    assert answer.status_code == 422 and "total_ms" in answer.json()["detail"], answer.text
+    assert stored_runs(app) == 0
+
+
+async def test_a_push_before_the_schema_is_ready_is_told_to_come_back(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    agents_of(app).database.ready.clear()
+    answer = await push(client, run())
+    assert answer.status_code == 503 and "Retry-After" in answer.headers
+    agents_of(app).database.ready.set()
+    assert (await push(client, run())).json()["stored"] is True
