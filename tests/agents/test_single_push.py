@@ -5,6 +5,7 @@ refusal 422, no schema yet 503."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
@@ -49,18 +50,23 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 @contextmanager
 def sent(app: FastAPI) -> Iterator[list[str]]:
-    """The statements the service's engine sends meanwhile, BEGIN and COMMIT included."""
+    """The statements the service's engine sends meanwhile from the push threads, BEGIN and
+    COMMIT included (the evaluation of a run pushed runs beside them, on its own thread)."""
     engine = service_of(app).engine
     seen: list[str] = []
 
+    def note(what: str) -> None:
+        if threading.current_thread().name.startswith("push"):
+            seen.append(what)
+
     def statement(_conn: object, _cursor: object, sql: str, *_rest: object) -> None:
-        seen.append(sql.split()[0].upper())
+        note(sql.split()[0].upper())
 
     def begin(_conn: object) -> None:
-        seen.append("BEGIN")
+        note("BEGIN")
 
     def commit(_conn: object) -> None:
-        seen.append("COMMIT")
+        note("COMMIT")
 
     hooks: list[tuple[str, Callable[..., None]]] = [
         ("before_cursor_execute", statement),
