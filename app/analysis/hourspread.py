@@ -8,7 +8,11 @@ quiet-hour window the queue now leads by × 4 reads 2.5–4.7 of it and waits fo
 that never comes (bench/detection/README.md, "fleetq2"). Here the usual ratio is that of
 the window's own hours (the level reference's expected log medians at each run's slot),
 and the unit the spread of the two phases' residuals about their hours' levels, widened
-for their lag-1 autocorrelation over the window's runs as ``LogSpread`` does.
+for their lag-1 autocorrelation over the window's runs as ``LogSpread`` does. The residuals
+are held out (each day's runs against the other days' levels, as ``level_shift``'s unit):
+against levels their own runs make, a reference of two or three days absorbs most of a
+correlated load at each hour, and its spread reads half what a new day's run strays
+(bench/detection/README.md, "fleetq3": a correlated-runs target fired on it).
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ class HourSpread:
         pair = self._columns(challenger, leader)
         if pair is None or not recent:
             return None
-        diff = self.level.past[:, pair[0]] - self.level.past[:, pair[1]]
+        held = self.level.held
+        diff = held[:, pair[0]] - held[:, pair[1]]
         diff = diff[~np.isnan(diff)]
         sd = ratio_sd(diff, len(recent))
         if sd is None:
