@@ -5,6 +5,7 @@ read against the quiet hours' spread, not against the busy hours' swing."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -109,16 +110,7 @@ def test_a_quiet_hour_growth_clears_the_gate_only_against_its_hours(
     hours: bool, signal: Signal
 ) -> None:
     assert LEVEL is not None
-    reference = d.Reference(
-        built_at=T0,
-        runs=len(REFERENCE),
-        span=REFERENCE[-1].at - REFERENCE[0].at,
-        mix=phase_mix(REFERENCE),
-        tail=None,
-        composition=None,
-        spread=EVERY_HOUR,
-        level=LEVEL,
-    )
+    reference = reference_with(LEVEL)
     params = PARAMS.model_copy(update={"dominant_spread_hours": hours})
     spread = d.lead_spread(reference, params)
     finding = d.dominant_finding(
@@ -126,3 +118,36 @@ def test_a_quiet_hour_growth_clears_the_gate_only_against_its_hours(
     )
     assert finding.numbers["lead_low_pp"] > 0  # the bootstrap is sure either way
     assert finding.signal is signal
+
+
+def reference_with(level: LevelReference | None) -> d.Reference:
+    return d.Reference(
+        built_at=T0,
+        runs=len(REFERENCE),
+        span=REFERENCE[-1].at - REFERENCE[0].at,
+        mix=phase_mix(REFERENCE),
+        tail=None,
+        composition=None,
+        spread=EVERY_HOUR,
+        level=level,
+    )
+
+
+@pytest.mark.parametrize(
+    ("hours", "level_days", "same_hours"),
+    [
+        (True, 7.0, True),
+        (False, 7.0, False),  # turned off
+        (True, 2.0, False),  # hours' levels of two days: a day held out against one other
+        (True, None, False),  # no hours' levels at all
+    ],
+)
+def test_the_gate_reads_the_same_hours_only_from_days_of_them(
+    hours: bool, level_days: float | None, same_hours: bool
+) -> None:
+    assert LEVEL is not None
+    level = None if level_days is None else replace(LEVEL, span=timedelta(days=level_days))
+    params = PARAMS.model_copy(update={"dominant_spread_hours": hours})
+    spread = d.lead_spread(reference_with(level), params)
+    assert isinstance(spread, HourSpread) is same_hours
+    assert (spread is EVERY_HOUR) is not same_hours

@@ -69,11 +69,15 @@ def dominant_finding(
 
 def lead_spread(reference: Reference, params: DetectorParams) -> LeadSpread | None:
     """The spread the lead is gated on: the same hours' (``dominant_spread_hours``) where
-    the reference has hours' levels from enough runs, else every hour's."""
+    the reference has hours' levels from enough runs and days (``level_min_days``, as
+    level_shift: with a day or two, a day's runs are held out against one other day, or
+    none), else every hour's."""
     level = reference.level
-    if params.dominant_spread_hours and level is not None and level.runs >= MIN_RUNS:
-        return HourSpread(level)
-    return reference.spread
+    if not params.dominant_spread_hours or level is None or level.runs < MIN_RUNS:
+        return reference.spread
+    if level.span < timedelta(days=params.level_min_days):
+        return reference.spread
+    return HourSpread(level)
 
 
 def fast_dominant(
