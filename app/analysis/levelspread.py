@@ -55,7 +55,11 @@ def honest_spread(rows: Array, slots: NDArray[np.int64], days: NDArray[np.int64]
     and an hour's level from a day or two is off by that day's own level for every run of
     that hour: both are in the held-out residuals, and in their 2- and 8-hour block means,
     which is what a CUSUM summing hours of runs against one reference must be held to."""
-    outside = held_out(rows, slots, days)
+    return honest_of(held_out(rows, slots, days))
+
+
+def honest_of(outside: Array) -> Array:
+    """``honest_spread`` of held-out residuals already taken (``held_out``)."""
     sigma, rho = robust_sigma(outside), lag1(outside)
     return long_run(outside, sigma * np.sqrt((1 + rho) / (1 - rho)))
 
