@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from app.store import outbox, wakeups
 from app.store.db import Sessions, autocommit
 from app.store.models import AlertRow, AlertTransitionRow, DeliveryRow, DetectorStateRow
+from app.store.rawdriver import driver_statement
 from app.store.reads.alertreads import AlertRecord, TransitionRecord
 
 
@@ -129,7 +130,12 @@ def save_detector_state(connection: Connection, state: DetectorState) -> None:
         "updated_at": state.updated_at,
         "cusums": {name: list(values) for name, values in state.cusums.items()},
     }
-    connection.execute(_STATE_UPSERTS[connection.dialect.name], values)
+    upsert = _STATE_UPSERTS[connection.dialect.name]
+    if connection.dialect.name == "postgresql":  # once a run: driver SQL (app.store.rawdriver)
+        statement = driver_statement(connection.dialect, upsert)
+        connection.exec_driver_sql(statement.sql, statement.bind(values))
+    else:
+        connection.execute(upsert, values)
 
 
 def save_detector_state_alone(sessions: Sessions, state: DetectorState) -> bool:
