@@ -9,7 +9,6 @@ name whole (written aside, then linked into place).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
@@ -27,24 +26,15 @@ def problem_of(exc: OSError) -> str:
     return f"{kind}: {exc.strerror or exc}"
 
 
-def write_atomic(path: str | Path, data: bytes) -> None:
-    """``path`` holds ``data`` whole, or is as it was: written aside, then renamed over it.
-
-    On the descriptor, with string paths: a run's journal is written twice a run on the
-    event loop (``app.runs.journal``), where ``pathlib``'s parsing and a file object's
-    buffering cost as much as the write."""
-    head, name = os.path.split(path)
-    aside = os.path.join(head, f".{name}.tmp")
+def write_atomic(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` whole, or is as it was: written aside, then renamed over it."""
+    aside = path.with_name(f".{path.name}.tmp")
     try:
-        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, data)
-        finally:
-            os.close(fd)
+        with aside.open("wb") as file:
+            file.write(data)
         os.replace(aside, path)
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(aside)
+        aside.unlink(missing_ok=True)
         raise
 
 

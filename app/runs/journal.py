@@ -36,7 +36,6 @@ class Journal:
         self.directory = directory
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self._failed, self._wrote = failed, wrote
-        self._prefix = os.path.join(directory, f"{self.owner}.")  # a journal's path but its id
         self._lock_fd: int | None = None  # taken at the first journal (nothing on disk before)
 
     @property
@@ -64,7 +63,7 @@ class Journal:
         if not self.claim():
             return False  # unlocked, another process could take the journal for a leftover
         try:
-            write_atomic(self._name(record.id), json.dumps(record.to_json()).encode())
+            write_atomic(self._path(record.id), json.dumps(record.to_json()).encode())
         except OSError as exc:
             self._failed(exc)
             return False
@@ -73,9 +72,7 @@ class Journal:
 
     def end(self, run_id: uuid.UUID) -> None:
         try:
-            os.unlink(self._name(run_id))
-        except FileNotFoundError:
-            pass
+            self._path(run_id).unlink(missing_ok=True)
         except OSError as exc:
             self._failed(exc)
 
@@ -135,7 +132,4 @@ class Journal:
         return [record]
 
     def _path(self, run_id: uuid.UUID) -> Path:
-        return Path(self._name(run_id))
-
-    def _name(self, run_id: uuid.UUID) -> str:
-        return f"{self._prefix}{run_id}.json"
+        return self.directory / f"{self.owner}.{run_id}.json"

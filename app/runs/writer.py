@@ -66,7 +66,7 @@ class Writer:
     _flush_queued: threading.Event = field(default_factory=threading.Event)
     _abandoned: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
-    # Overflow appends: disk work of their own, never behind the database.
+    # Journal writes and overflow appends: disk work of their own, never behind the database.
     _disk: NoWaitThreadPool = field(
         default_factory=lambda: NoWaitThreadPool(2, thread_name_prefix="spool")
     )
@@ -91,17 +91,13 @@ class Writer:
         return 0.0 if since is None else time.monotonic() - since
 
     async def submit(self, record: RunRecord) -> None:
-        """Hand a finished run over; returns at once (or after a spool append when full).
-
-        Journalled first, on the caller's thread, as the pipeline journals a run as it
-        starts: a small write, cheaper than the hop to another thread and back (a run's
-        largest cost in the store, bench/README.md serve7). Appends (the spool's, fsynced)
-        stay off the event loop."""
-        self.spool.begin(record)
+        """Hand a finished run over; returns at once (or after a spool append when full)."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._disk, self.spool.begin, record)
         try:
             self._queue.put_nowait(record)
         except queue.Full:
-            await asyncio.get_running_loop().run_in_executor(self._disk, self._place, record)
+            await loop.run_in_executor(self._disk, self._place, record)
 
     async def recover_orphans(self) -> int:
         """Hand over the runs journalled by processes that died: one cut mid-run as an

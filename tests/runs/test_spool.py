@@ -64,30 +64,6 @@ def test_a_journal_of_the_layout_before_owners_is_adopted_as_a_leftover(tmp_path
     assert [r.id for r in Spool(tmp_path).adopt_orphans()] == [run.id]
 
 
-def test_a_journal_written_again_is_replaced_whole_and_ended_without_a_trace(
-    tmp_path: Path,
-) -> None:
-    spool, run = Spool(tmp_path), journal()
-    finished = RunRecord(run.id, run.target, run.vantage, run.started_at, RunStatus.COMPLETE)
-    assert spool.begin(run) and spool.begin(finished)  # as it starts, then finished
-    (path,) = (tmp_path / "inflight").glob("*.json")
-    assert path.name == f"{spool.journal.owner}.{run.id}.json"
-    assert RunRecord.from_json(json.loads(path.read_text())) == finished
-    assert not list((tmp_path / "inflight").glob(".*.tmp"))  # nothing left aside
-    spool.end(run.id)
-    spool.end(run.id)  # ended twice (the writer, then a fallback): nothing to say
-    assert not list((tmp_path / "inflight").glob("*.json")) and spool.problem is None
-
-
-def test_a_journal_that_cannot_be_put_in_place_leaves_nothing_aside(tmp_path: Path) -> None:
-    spool, run = Spool(tmp_path), journal()
-    assert spool.journal.claim()
-    (tmp_path / "inflight" / f"{spool.journal.owner}.{run.id}.json").mkdir()  # in the way
-    assert spool.begin(run) is False
-    assert spool.problem is not None and spool.problem.startswith("unwritable:")
-    assert not list((tmp_path / "inflight").glob(".*.tmp"))
-
-
 def test_appends_from_two_spools_on_one_directory_are_all_kept(tmp_path: Path) -> None:
     first, second = Spool(tmp_path), Spool(tmp_path)
     runs = [journal(f"t{n}") for n in range(6)]

@@ -104,38 +104,3 @@ def test_runs_wait_in_the_spool_while_the_sink_is_away_and_arrive_in_order(
     assert list(sink.runs) == [first.id, second.id, third.id]
     assert sink.problem is None and not spool.has_pending()
     assert str(refused.id) in (tmp_path / "rejected.jsonl").read_text()  # set aside, kept
-
-
-class ThreadOfBegin(Spool):
-    """A spool that notes the thread each run's journal was written on."""
-
-    def __init__(self, directory: Path) -> None:
-        super().__init__(directory)
-        self.threads: list[int] = []
-
-    def begin(self, record: RunRecord) -> bool:
-        self.threads.append(threading.get_ident())
-        return super().begin(record)
-
-
-def test_a_submitted_run_is_journalled_before_submit_returns_on_the_caller_s_thread(
-    tmp_path: Path,
-) -> None:
-    gate = threading.Event()
-    spool = ThreadOfBegin(tmp_path)
-    writer = Writer(Stores(lambda _record: gate.wait(10)), spool)
-    writer.start()
-    record = run("a")
-
-    async def submit() -> int:
-        await writer.submit(record)
-        return threading.get_ident()
-
-    caller = asyncio.run(submit())
-    assert spool.threads == [caller]
-    assert [p.name for p in (tmp_path / "inflight").glob("*.json")] == [
-        f"{spool.journal.owner}.{record.id}.json"
-    ]  # journalled while the sink holds it
-    gate.set()
-    assert writer.close(10) == 0
-    assert not list((tmp_path / "inflight").glob("*.json"))  # ended once stored
