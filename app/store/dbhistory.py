@@ -29,7 +29,6 @@ import bisect
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.runs import RunCount, RunData, run_from_samples
 from app.store.db import read_sessions
+from app.store.handoff import HandOff
 from app.store.historyrows import (
     heads_of,
     newest_by_vantage,
@@ -80,8 +80,7 @@ class DatabaseHistory:
         # a BEGIN and a ROLLBACK round trip each (app.store.db.read_sessions).
         self._seeks: Engine = read_sessions(sessions).kw["bind"]
         self.kept_window_runs = kept_window_runs
-        self._lock = threading.Lock()
-        self._added: deque[RunData] = deque()  # handed to ``add`` while a read held the lock
+        self._hand = HandOff(self._keep_added)  # the lock reads hold; ``add`` never waits
         self._recent: dict[Key, list[RunData]] = {}
         self._capacity: dict[Key, int] = {}
         self._windows: dict[Key, tuple[tuple[datetime, datetime], list[RunData]]] = {}
@@ -101,33 +100,13 @@ class DatabaseHistory:
         """``record`` was stored (by this process): keep it built, and answer its (target,
         vantage)'s ``last`` from what is kept while the database's newest run is the newest
         kept, until ``RESYNC_S`` after the last read (older runs stored by another process
-        meanwhile, a spool flushed late, are found then).
-
-        Called by the thread that stored the run (an agent's push waits for it), it never
-        waits for a read, which holds the lock across its database round trips: the run
-        waits in ``_added`` then, and the next holder of the lock takes it in before
-        anything else (``_locked``), so every read after this call finds it."""
+        meanwhile, a spool flushed late, are found then). Never waits for a read (``HandOff``):
+        every read after this call finds the run."""
         if record.status != RunStatus.COMPLETE:
             return
         at = record.started_at.astimezone(UTC)  # as the database gives it back
         run = run_from_samples(str(record.id), record.target, record.vantage, at, record.samples)
-        self._added.append(run)
-        if self._lock.acquire(blocking=False):
-            try:
-                self._take_added()
-            finally:
-                self._lock.release()
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """The lock, with the runs added meanwhile taken in first."""
-        with self._lock:
-            self._take_added()
-            yield
-
-    def _take_added(self) -> None:
-        while self._added:
-            self._keep_added(self._added.popleft())
+        self._hand.hand(run)
 
     def _keep_added(self, run: RunData) -> None:
         key = (run.target, run.vantage)
@@ -159,7 +138,7 @@ class DatabaseHistory:
     def window(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunData]:
         """Runs that started in [start, end)."""
         key = (target, vantage)
-        with self._locked():
+        with self._hand.held():
             cached = self._windows.get(key)
             if cached is not None and cached[0] == (start, end):
                 return list(cached[1])
@@ -180,7 +159,7 @@ class DatabaseHistory:
     def last(self, target: str, vantage: str, count: int) -> list[RunData]:
         """The newest ``count`` runs (fewer if fewer can be rebuilt)."""
         key = (target, vantage)
-        with self._locked():
+        with self._hand.held():
             kept = self._kept(key, count)
             if kept is not None and self._still_newest(key):
                 return kept
@@ -252,7 +231,7 @@ class DatabaseHistory:
         vantage whose runs ``last`` or ``window`` read in between is known at once, so
         only a vantage not read yet can be found up to a minute late.
         """
-        with self._locked():
+        with self._hand.held():
             cached = self._newest.get(target)
             ttl = FED_VANTAGES_TTL if target in self._fed_targets else VANTAGES_TTL
             fresh = cached is not None and cached[0] <= now < cached[0] + ttl

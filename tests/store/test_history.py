@@ -392,7 +392,7 @@ def test_a_run_added_while_a_read_holds_the_history_is_kept_without_waiting_for_
     assert [run.run_id for run in history.last("chat", "eu", 2)] == [str(records[0].id)]
     store_records(sessions, records[1:], T0)
     added = threading.Thread(target=lambda: [history.add(record) for record in records[1:]])
-    with history._lock:  # a read in flight: its database round trip holds the lock
+    with history._hand.held():  # a read in flight: its database round trip holds the lock
         added.start()
         added.join(30)  # the store's thread (an agent's push) does not wait for the read
         assert not added.is_alive()
