@@ -7,7 +7,6 @@ import gzip
 import json
 import threading
 import time
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,8 +29,7 @@ from app.agents.wire import (
     VANTAGE_HEADER,
 )
 from app.clock import parse_timestamp
-from app.config import Settings, load_targets
-from app.main import create_app
+from app.config import load_targets
 from app.store.records import RunRecord, RunStatus
 from app.web.deps import agents_of, service_of
 from tests.runfactory import failed_run, make_run, record_of
@@ -58,26 +56,6 @@ targets:
     url: http://local.invalid/
     interval: 1m
 """
-
-
-@pytest.fixture
-async def app(db_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
-    path = tmp_path / "phasewatch.yaml"
-    path.write_text(TARGETS)
-    # The server has the key too: even so, agents are sent the template.
-    targets = load_targets(path, {"PW_AGENT_FRA": FRA, "OPENAI_API_KEY": SECRET})
-    settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
-    built = create_app(settings, targets)
-    yield built
-    assert agents_of(built).evaluations.wait_idle(30)  # pushed runs' evaluations are done
-    service_of(built).engine.dispose()
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-        yield client
 
 
 def agent(vantage: str, token: str | None) -> dict[str, str]:

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import AsyncIterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,32 +14,11 @@ import pytest
 from fastapi import FastAPI
 
 from app.agents.wire import BATCH_PATH, MAX_BATCH_RUNS
-from app.config import Settings, load_targets
-from app.main import create_app
 from app.store.records import RunStatus
-from app.web.deps import agents_of, service_of
-from tests.agents.test_api import FRA, GZIP, SECRET, SEOUL, TARGETS, agent, run
+from app.web.deps import agents_of
+from tests.agents.test_api import FRA, GZIP, SEOUL, agent, run
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def app(db_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
-    path = tmp_path / "phasewatch.yaml"
-    path.write_text(TARGETS)
-    targets = load_targets(path, {"PW_AGENT_FRA": FRA, "OPENAI_API_KEY": SECRET})
-    settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
-    built = create_app(settings, targets)
-    yield built
-    assert agents_of(built).evaluations.wait_idle(30)
-    service_of(built).engine.dispose()
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-        yield client
 
 
 DEEP = 100_000  # '[' nested this deep: a few hundred bytes gzipped

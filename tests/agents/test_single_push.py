@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 
 import httpx
 import pytest
@@ -18,34 +17,13 @@ from fastapi import FastAPI
 from sqlalchemy import event, func, select
 
 from app.agents.wire import RUNS_PATH
-from app.config import Settings, load_targets
-from app.main import create_app
 from app.store.models import RunRow
 from app.store.records import RunRecord
 from app.web.deps import agents_of, service_of
-from tests.agents.test_api import FRA, GZIP, TARGETS, agent, packed, run
+from tests.agents.test_api import FRA, GZIP, agent, packed, run
 
 pytestmark = pytest.mark.anyio
 SLOT = 1_765_000_000_000
-
-
-@pytest.fixture
-async def app(db_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
-    path = tmp_path / "phasewatch.yaml"
-    path.write_text(TARGETS)
-    targets = load_targets(path, {"PW_AGENT_FRA": FRA, "OPENAI_API_KEY": "sk-x"})
-    settings = Settings(config=path, database_url=db_url, spool_dir=tmp_path / "spool")
-    built = create_app(settings, targets)
-    yield built
-    assert agents_of(built).evaluations.wait_idle(30)
-    service_of(built).engine.dispose()
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-        yield client
 
 
 @contextmanager
