@@ -127,7 +127,6 @@ class CrossVantage:
         if leader is None:
             return found
         mix = phase_mix(window)
-        spread = d.lead_spread(reference, params)
         candidate = d.challenger(mix, leader, params)
         if shift is None and candidate is not None:
             candidate = _kept_winner(view.alerts, target, vantage, leader, mix, params) or candidate
@@ -137,12 +136,12 @@ class CrossVantage:
             identity = Identity(KIND, target, vantage, scope, leader, candidate)
             if identity not in found:
                 finding = d.dominant_finding(
-                    window, leader, candidate, params, view.rng(target), spread
+                    window, leader, candidate, params, view.rng(target), reference.spread
                 )
                 found[identity] = _before(finding, reference, leader)
         if shift is None and all(f.signal is not d.Signal.HIT for f in found.values()):
             # A large lead in the newest two runs: one run sooner (d.fast_dominant).
-            fast = d.fast_dominant(window, leader, params, view.rng(target), spread)
+            fast = d.fast_dominant(window, leader, params, view.rng(target), reference.spread)
             if fast is not None:
                 identity = Identity(KIND, target, vantage, scope, leader, fast[0])
                 found = {identity: _before(fast[1], reference, leader)}

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -37,15 +36,6 @@ MIN_RUNS = 8
 MAX_RHO = 0.95
 # A phase median of 0 (a phase a run lacks) is read as this many ms on the log scale.
 FLOOR_MS = 1e-3
-
-
-class LeadSpread(Protocol):
-    """What dominant_shift's spread gate reads: how many spreads of a window of
-    ``recent``'s length the window's log ratio (of ``medians``) moved from the usual."""
-
-    def moved(
-        self, medians: dict[str, float], recent: Sequence[RunData], challenger: str, leader: str
-    ) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +56,6 @@ class LogSpread:
             return None
         a, b = self.names.index(challenger), self.names.index(leader)
         return float(self.means[a] - self.means[b])
-
-    def moved(
-        self, medians: dict[str, float], recent: Sequence[RunData], challenger: str, leader: str
-    ) -> float | None:
-        """The window's log ratio less the reference's mean, in spreads of a window of
-        ``recent``'s length; None without a spread (or of 0: phases that never moved apart)."""
-        sd = self.sd(challenger, leader, len(recent))
-        usual = self.usual(challenger, leader)
-        if not sd or usual is None:
-            return None
-        return (log_ratio(medians, challenger, leader) - usual) / sd
 
     def sd(self, challenger: str, leader: str, runs: int) -> float | None:
         """The spread of that log ratio in a window of ``runs`` consecutive runs."""

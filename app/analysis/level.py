@@ -31,8 +31,7 @@ from numpy.typing import NDArray
 
 from app.analysis.levelspread import (
     expected_by_slot,
-    held_out,
-    honest_of,
+    honest_spread,
     lag1,
     long_run,
     robust_sigma,
@@ -89,9 +88,6 @@ class LevelReference:
     # meet in time, how much of their noise they share (app.analysis.levelpool).
     times: Array = field(default_factory=lambda: np.empty(0))
     past: Array = field(default_factory=lambda: np.empty((0, 0)))
-    # Each reference run's residuals against the other days' levels (``held_out``): how far
-    # a new run strays from the hours' levels, their own error counted (app.analysis.hourspread).
-    held: Array = field(default_factory=lambda: np.empty((0, 0)))
 
     @property
     def series(self) -> tuple[str, ...]:
@@ -108,7 +104,6 @@ class LevelReference:
         days = np.array([run.at.toordinal() for run in timed], dtype=np.int64)
         expected = expected_by_slot(rows, slots, days)
         residuals = rows - expected[slots]
-        held = held_out(rows, slots, days)
         sigma, rho = robust_sigma(residuals), lag1(residuals)
         return cls(
             names=names,
@@ -116,12 +111,11 @@ class LevelReference:
             sigma=sigma,
             rho=rho,
             sigma_eff=long_run(residuals, sigma * np.sqrt((1 + rho) / (1 - rho))),
-            sigma_held=honest_of(held),
+            sigma_held=honest_spread(rows, slots, days),
             runs=len(timed),
             span=timed[-1].at - timed[0].at,
             times=np.array([run.at.timestamp() for run in timed]),
             past=residuals,
-            held=held,
         )
 
     def residuals(self, run: RunData) -> Array:

@@ -6,7 +6,7 @@ The reference's residuals are each run against a median it is part of, with its 
 level in that median: their spread (``sigma``, ``rho``: the pooled lanes' unit) leaves out
 both the run's own share and how far one day's hour misses another's. A CUSUM summing
 hours of runs against one reference is held to the held-out spread instead
-(``honest_of`` of ``held_out``): each day's runs against the other days' levels, as ``tail_shift``'s
+(``honest_spread``): each day's runs against the other days' levels, as ``tail_shift``'s
 dispersion is scored (app/analysis/tailcusum.py).
 """
 
@@ -48,14 +48,14 @@ def expected_by_slot(
     return table
 
 
-def honest_of(outside: Array) -> Array:
-    """The long-run spread of a new run's residual, the reference's own error counted, from
-    the held-out residuals (``held_out``: each day's runs against the levels of the *other*
-    days, as a new day is read against the reference's). A run's residual against a median
-    it is part of is too small, and an hour's level from a day or two is off by that day's
-    own level for every run of that hour: both are in the held-out residuals, and in their
-    2- and 8-hour block means, which is what a CUSUM summing hours of runs against one
-    reference must be held to."""
+def honest_spread(rows: Array, slots: NDArray[np.int64], days: NDArray[np.int64]) -> Array:
+    """The long-run spread of a new run's residual, the reference's own error counted: each
+    day's runs against the levels of the *other* days (``held_out``), as a new day is read
+    against the reference's. A run's residual against a median it is part of is too small,
+    and an hour's level from a day or two is off by that day's own level for every run of
+    that hour: both are in the held-out residuals, and in their 2- and 8-hour block means,
+    which is what a CUSUM summing hours of runs against one reference must be held to."""
+    outside = held_out(rows, slots, days)
     sigma, rho = robust_sigma(outside), lag1(outside)
     return long_run(outside, sigma * np.sqrt((1 + rho) / (1 - rho)))
 

@@ -23,7 +23,6 @@ from app.analysis.detectors.dominant import (
     dominant_finding,
     dominant_resolution,
     fast_dominant,
-    lead_spread,
     leads_by,
 )
 from app.analysis.detectors.failing import failing_finding
@@ -53,7 +52,6 @@ __all__ = [
     "dominant_resolution",
     "failing_finding",
     "fast_dominant",
-    "lead_spread",
     "leads_by",
     "severity_of",
     "tail_finding",

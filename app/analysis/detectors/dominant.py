@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.analysis.detectors.base import Detector, Finding, Named, Reference, Signal, ci
+from app.analysis.detectors.base import Detector, Finding, Named, Signal, ci
 from app.analysis.dominance import Mix, lead, phase_mix
-from app.analysis.hourspread import HourSpread
-from app.analysis.leadspread import MIN_RUNS, LeadSpread
+from app.analysis.leadspread import LogSpread, log_ratio
 from app.analysis.runs import RunData
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ def dominant_finding(
     candidate: str,
     params: DetectorParams,
     rng: np.random.Generator,
-    spread: LeadSpread | None = None,
+    spread: LogSpread | None = None,
 ) -> Finding:
     """Does ``candidate`` lead ``leader`` by δ, with the lead's lower 95 % bound above 0
     and, given the reference's ``spread``, has it gained on ``leader`` by more than
@@ -60,24 +59,26 @@ def dominant_finding(
     estimate = lead(recent, candidate, leader, rng, params.resamples)
     numbers |= {"lead_low_pp": _pp(estimate.low), "lead_high_pp": _pp(estimate.high)}
     confident = estimate.low is not None and estimate.low > 0
-    moved = None if spread is None else spread.moved(mix.medians, recent, candidate, leader)
+    moved = spreads_moved(mix, spread, candidate, leader, len(recent))
     if moved is not None and params.dominant_spread_z > 0:
         numbers["moved_spreads"] = round(moved, 1)
         confident = confident and moved > params.dominant_spread_z
     return Finding(Signal.HIT if confident else Signal.HOLD, numbers)
 
 
-def lead_spread(reference: Reference, params: DetectorParams) -> LeadSpread | None:
-    """The spread the lead is gated on: the same hours' (``dominant_spread_hours``) where
-    the reference has hours' levels from enough runs and days (``level_min_days``, as
-    level_shift: with a day or two, a day's runs are held out against one other day, or
-    none), else every hour's."""
-    level = reference.level
-    if not params.dominant_spread_hours or level is None or level.runs < MIN_RUNS:
-        return reference.spread
-    if level.span < timedelta(days=params.level_min_days):
-        return reference.spread
-    return HourSpread(level)
+def spreads_moved(
+    mix: Mix, spread: LogSpread | None, candidate: str, leader: str, runs: int
+) -> float | None:
+    """How many of the reference's run-to-run spreads (of a window of ``runs``) the log
+    ratio ``candidate / leader`` has moved from the reference's; None without a spread
+    (or with a spread of 0: phases that never moved apart)."""
+    if spread is None:
+        return None
+    sd = spread.sd(candidate, leader, runs)
+    usual = spread.usual(candidate, leader)
+    if not sd or usual is None:
+        return None
+    return (log_ratio(mix.medians, candidate, leader) - usual) / sd
 
 
 def fast_dominant(
@@ -85,7 +86,7 @@ def fast_dominant(
     leader: str,
     params: DetectorParams,
     rng: np.random.Generator,
-    spread: LeadSpread | None = None,
+    spread: LogSpread | None = None,
 ) -> tuple[str, Finding] | None:
     """The fast lane: a challenger leading ``leader`` by ``dominant_fast_lead_pp`` in the
     newest ``dominant_fast_runs`` runs, the lead's lower 95 % bound above 0. A collapse or

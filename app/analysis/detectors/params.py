@@ -143,14 +143,6 @@ class DetectorParams(BaseModel):
         description="The challenger must gain on the leader by this many of the reference's"
         " run-to-run spreads of a window's log ratio; 0: off.",
     )
-    # The queue leads the network in busy hours only at many targets: against a spread
-    # over every hour, a quiet hour's growth waits for one (bench/detection/README.md,
-    # "fleetq3"). True: the usual ratio and its spread are those of the window's own hours.
-    dominant_spread_hours: bool = Field(
-        True,
-        description="dominant_spread_z is read against the same hours of the reference"
-        " (the hours' levels) rather than against every hour.",
-    )
     tail_min_ratio: float = Field(
         1.5,
         ge=1.5,
