@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from app.store import outbox, wakeups
 from app.store.db import Sessions, autocommit
 from app.store.models import AlertRow, AlertTransitionRow, DeliveryRow, DetectorStateRow
-from app.store.rawdriver import driver_statement
+from app.store.rawdriver import run_driver
 from app.store.reads.alertreads import AlertRecord, TransitionRecord
 
 
@@ -132,8 +132,7 @@ def save_detector_state(connection: Connection, state: DetectorState) -> None:
     }
     upsert = _STATE_UPSERTS[connection.dialect.name]
     if connection.dialect.name == "postgresql":  # once a run: driver SQL (app.store.rawdriver)
-        statement = driver_statement(connection.dialect, upsert)
-        connection.exec_driver_sql(statement.sql, statement.bind(values))
+        run_driver(connection, upsert, values)
     else:
         connection.execute(upsert, values)
 

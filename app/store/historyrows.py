@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from app.store.inlists import padded
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.partitions import days_of_runs
-from app.store.rawdriver import driver_statement
+from app.store.rawdriver import run_driver
 from app.store.records import RunStatus
 
 # What a sample's objective values read of its details (app.analysis.llmmetrics.llm_value).
@@ -139,8 +139,7 @@ def newest_of_each(
     listed = list(vantages) if dialect == "postgresql" else json.dumps(list(vantages))
     bound = {"target": target, "vantages": listed, "complete": RunStatus.COMPLETE.value}
     if dialect == "postgresql":  # once an evaluation: run as driver SQL (app.store.rawdriver)
-        statement = driver_statement(connection.dialect, _newest_of_each(dialect))
-        rows: Any = connection.exec_driver_sql(statement.sql, statement.bind(bound))
+        rows: Any = run_driver(connection, _newest_of_each(dialect), bound)
     else:  # the ids are hex text there: the Uuid type reads them
         rows = connection.execute(_newest_of_each(dialect), bound)
     found = {vantage: None if run_id is None else str(run_id) for vantage, run_id in rows}

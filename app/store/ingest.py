@@ -19,7 +19,7 @@ from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import Session
 
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.rawdriver import DriverStatement, driver_statement
+from app.store.rawdriver import DriverStatement, driver_statement, run_driver
 from app.store.records import RunRecord, SampleRecord
 from app.store.samplepack import COLUMNS as PACKED
 from app.store.samplepack import pack_many
@@ -157,9 +157,7 @@ def _store_postgres(
     """Compiled once per engine and run as driver SQL: SQLAlchemy's per-execution work (cache
     lookup, parameters, result set-up) was much of storing a run (``bench.store_ingest``)."""
     params["samples"] = _sample_documents(record.samples)
-    statement = driver_statement(connection.dialect, _POSTGRES_RUN_INSERT)
-    result = connection.exec_driver_sql(statement.sql, statement.bind(params))
-    stored, target_known = result.one()
+    stored, target_known = run_driver(connection, _POSTGRES_RUN_INSERT, params).one()
     return bool(stored), bool(target_known)
 
 
@@ -171,13 +169,11 @@ def _store_sqlite(
 ) -> tuple[bool, bool]:
     """Both statements compiled once per engine and run as driver SQL, for the reason
     ``_store_postgres`` gives; the samples by one executemany of plain tuples."""
-    run = driver_statement(connection.dialect, _SQLITE_RUN_INSERT)
-    target = connection.exec_driver_sql(run.sql, run.bind(params)).first()
+    target = run_driver(connection, _SQLITE_RUN_INSERT, params).first()
     if target is None:
         known = connection.scalar(_TARGET_KNOWN, {"name": record.target})
         return False, known is not None
-    latest = driver_statement(connection.dialect, _SQLITE_LATEST_UPSERT)
-    connection.exec_driver_sql(latest.sql, latest.bind(_latest_params(params, target[1])))
+    run_driver(connection, _SQLITE_LATEST_UPSERT, _latest_params(params, target[1]))
     if record.samples:
         samples = driver_statement(connection.dialect, _SAMPLE_INSERT)
         connection.exec_driver_sql(samples.sql, _sqlite_rows(samples, record))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import ClauseElement, Connection, Dialect
+from sqlalchemy import ClauseElement, Connection, CursorResult, Dialect
 from sqlalchemy.exc import StatementError
 
 
@@ -65,6 +65,15 @@ def driver_statement(dialect: Dialect, statement: ClauseElement) -> DriverStatem
     if found is None:
         found = compiled[statement] = DriverStatement.compile(statement, dialect)
     return found
+
+
+def run_driver(
+    connection: Connection, statement: ClauseElement, params: dict[str, Any] | None = None
+) -> CursorResult[*tuple[Any, ...]]:
+    """``statement`` compiled once per dialect (``driver_statement``) and run as driver SQL
+    with ``params`` bound as its types bind them."""
+    compiled = driver_statement(connection.dialect, statement)
+    return connection.exec_driver_sql(compiled.sql, compiled.bind(params))
 
 
 def tuples(connection: Connection, query: ClauseElement) -> list[tuple[Any, ...]]:
