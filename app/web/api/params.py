@@ -172,7 +172,7 @@ class Browse:
     """A window's list as ``/runs`` and ``/samples`` take it: [from, to), one target's key
     (an unknown name is a 404 before any read) or all, one vantage or all, and the page."""
 
-    span: tuple[datetime, datetime]
+    span: Span
     target: int | None
     vantage: str | None
     limit: int
