@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import statistics
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -94,6 +95,13 @@ class ThreadLag:
     def worst_ms(self) -> float:
         """The latest wake-up so far (0 before the first)."""
         return max(self.lags_ms, default=0.0)
+
+    def typical_ms(self) -> float:
+        """The 90th percentile of the wake-ups so far (0 before the first): what a median
+        over several waits can be late by, where the worst bounds a single wait."""
+        if not self.lags_ms:
+            return 0.0
+        return statistics.quantiles(self.lags_ms, n=10, method="inclusive")[-1]
 
 
 def run_virtual(

@@ -25,6 +25,7 @@ from app.analysis.summary import summarize
 from app.probe.run import probe_run
 from app.probe.sample import Sample, Status
 from app.probe.spec import Kind, ProbeSpec
+from tests.helpers import ThreadLag
 from tests.real.llama import LlamaServer, Perf, chat_body, prompt
 from tests.real.rawclient import RawAnswer, RawClient
 
@@ -113,13 +114,16 @@ def _overheads(
     return statistics.median(ms - perf.total_ms for ms, perf in pairs)
 
 
-async def test_phasewatch_sees_what_a_raw_socket_client_sees(llama: LlamaServer) -> None:
+async def test_phasewatch_sees_what_a_raw_socket_client_sees(
+    llama: LlamaServer, lag: ThreadLag
+) -> None:
     """The same stream, turn about from phasewatch and from a raw socket. Each request's
     own time varies by half from one to the next here, so each client's end-to-end time is
     compared less llama.cpp's total for that request: what is left is the client's view of
     the same server's handling and the wire. They agree within 1-2 ms on a quiet machine;
-    with both cores busy the Python client waits longer for the CPU than the blocking one,
-    hence max(3 ms, 10 % of the end-to-end)."""
+    with both cores busy the Python client waits longer for the CPU than the blocking one
+    (CI once saw transfers 3.27 ms apart against 3.10 allowed), hence max(3 ms, 10 % of the
+    end-to-end) and the typical lateness of this process's wake-ups meanwhile."""
     body = chat_body(prompt(8), 64, stream=True)
     raw, probe_spec = RawClient(llama.url), spec(llama, body)
     ours: list[Sample] = []
@@ -136,10 +140,12 @@ async def test_phasewatch_sees_what_a_raw_socket_client_sees(llama: LlamaServer)
     mine = _overheads(list(zip(after_connect, perf[::2], strict=True)))
     other = _overheads([(a.end_ms, p) for a, p in zip(theirs, perf[1::2], strict=True)])
     end_to_end = statistics.median(a.end_ms for a in theirs)
-    assert abs(mine - other) <= max(3.0, 0.1 * end_to_end), (mine, other)
+    late = lag.typical_ms()
+    assert abs(mine - other) <= max(3.0, 0.1 * end_to_end) + late, (mine, other, late)
     transfer = statistics.median(s.phases["transfer"] for s in ours)
     raw_transfer = statistics.median(a.end_ms - (a.last_token_ms or 0) for a in theirs)
-    assert abs(transfer - raw_transfer) <= max(2.0, 0.05 * end_to_end), (transfer, raw_transfer)
+    near = max(2.0, 0.05 * end_to_end) + late
+    assert abs(transfer - raw_transfer) <= near, (transfer, raw_transfer, late)
 
 
 async def test_two_callers_at_once_queue_behind_each_other(llama: LlamaServer) -> None:
