@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
 from app.alerts.sender import Sender
 from app.export.exporter import RunExporter
@@ -40,13 +40,21 @@ EXPORT_GRACE_S = 0.5  # OpenTelemetry's last spans and metrics; a collector away
 
 def close_pool(engine: Engine, wait_s: float = POOL_GRACE_S - 0.1) -> None:
     """Dispose of the pool once the connections still out come back, waiting ``wait_s`` at
-    most: a loop cancelled mid-query finishes it on its thread, and a connection returned
-    to a pool already disposed of would be left open."""
+    most: a loop cancelled mid-query finishes it on its thread. One that comes back later
+    (a push still storing on a busy machine) is closed as it does: returned to a pool
+    already disposed of, it would stay open until the garbage collector found it."""
     deadline = time.monotonic() + wait_s
     checked_out = getattr(engine.pool, "checkedout", lambda: 0)
     while checked_out() and time.monotonic() < deadline:
         time.sleep(0.01)
-    engine.dispose()
+    disposed = engine.pool
+    engine.dispose()  # the engine has a new pool now; this one only takes the late back
+    event.listen(disposed, "checkin", _close_returned)
+
+
+def _close_returned(dbapi_connection: Any, _record: Any) -> None:
+    if dbapi_connection is not None:  # None: invalidated, already closed
+        dbapi_connection.close()
 
 
 def _release(service: Stoppable) -> None:
