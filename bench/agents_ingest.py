@@ -11,7 +11,13 @@ at a time per agent, each agent on a connection of its own. Two phases:
 * **flat out**: every agent pushes back to back for ``--seconds``: the most this server takes;
 * **batched** (``--batch N``): paced at ``--rate`` as the first, each agent sending ``N`` runs
   a request (``/api/v1/agent/batches``, as an agent flushes its spool), every ``N`` intervals:
-  the latency is a request's, the count the runs stored.
+  the latency is a request's, the count the runs stored;
+* **warm** (``--warm-seconds``, first in ``--phases``): paced as the first, runs older than
+  every later phase's, so the phases after it meet a server that has judged each series
+  before, as one running for days has. Without it the first phase's pushes share the
+  server with every series' first evaluation (its reference read, its detectors' state
+  made), ~14 ms each against ~9 after (``bench.push_cpu``): 1,000 series at 10,000 a minute
+  make every one of them in the phase's first six seconds.
 
 The server runs in its own process (its CPU is read from /proc, per run stored); the bodies
 and their requests' heads are built before each phase, and the agents are coroutines of one
@@ -98,15 +104,17 @@ def targets_file(
 Payload = tuple[bytes, bytes, int]  # the request's head, its gzip body, the runs in it
 
 
-def bodies(agent: str, targets: int, count: int, seed: int, batch: int,
-           recent: bool = False) -> list[tuple[bytes, int]]:  # fmt: skip
+def bodies(agent: str, targets: int, count: int, seed: int, batch: int, recent: bool = False,
+           earlier: timedelta = timedelta()) -> list[tuple[bytes, int]]:  # fmt: skip
     """Each request's gzip body and the runs in it: one ``RunRecord`` when ``batch`` is 0,
     else ``{"runs": [...]}`` of ``batch`` of them. The runs start a second apart, the first
     an hour ago (a late push: their 15-minute and hourly periods are closed, so the rollups'
     catch-up folds and merges coarse rows for them); ``recent``, the last one now (as an
-    agent pushes a run it has just measured: its coarse periods still open)."""
+    agent pushes a run it has just measured: its coarse periods still open); all of them
+    ``earlier`` than that."""
     synth = Synth(seed)
     start = datetime.now(UTC) - (timedelta(seconds=count) if recent else timedelta(hours=1))
+    start -= earlier
     runs = [
         synth.run(f"t{k % targets:03d}", agent, "http", start + k * timedelta(seconds=1), 20)
         for k in range(count)
@@ -238,7 +246,7 @@ async def drive(
                 await pusher.close()
 
 
-PHASES = ("paced", "flat", "batched")
+PHASES = ("paced", "flat", "batched", "warm")
 
 
 def offsets(agents: int, every_s: float, aligned: bool) -> list[float]:
@@ -253,26 +261,30 @@ def phase(name: str, servers: Servers, tokens: dict[str, str], args: argparse.Na
     agents = sorted(tokens)
     paced = name != "flat"
     batch = args.batch if name == "batched" else 0
+    seconds = args.warm_seconds if name == "warm" else args.seconds
     per_agent_s = len(agents) * 60.0 / args.rate if paced else 0.0
-    count = int(args.seconds / per_agent_s) + 2 if paced else args.flat_count
+    count = int(seconds / per_agent_s) + 2 if paced else args.flat_count
     count = min(count, MAX_PUSHES // len(agents))
     seed = PHASES.index(name) + 1
+    # The warm-up's runs end before any later phase's begin (a later phase's start from
+    # the clock then is at least as late), so none of those arrives out of order.
+    earlier = timedelta(seconds=count) if name == "warm" else timedelta()
     host = "127.0.0.1"  # every replica's: the Host header names no port
     payloads = {
         a: requests(host, a, tokens[a], batch,
-                    bodies(a, args.targets, count, seed * 1000 + i, batch, args.recent))
+                    bodies(a, args.targets, count, seed * 1000 + i, batch, args.recent, earlier))
         for i, a in enumerate(agents)
     }  # fmt: skip
     per_agent_s *= max(batch, 1)
     tallies = [Tally(batch) for _ in servers.ports]
-    window = Window(args.seconds, servers.pids, database)
+    window = Window(seconds, servers.pids, database)
     starts = offsets(len(agents), per_agent_s, args.aligned)
     before = [metrics_of(port) for port in servers.ports]
     own_cpu = time.process_time()
-    spy = Profiles(servers.pids, min(args.profile, args.seconds), args.profile_dir, name)
+    spy = Profiles(servers.pids, min(args.profile, seconds), args.profile_dir, name)
     asyncio.run(
         asyncio.wait_for(drive(servers.ports, payloads, per_agent_s, window, tallies, starts,
-                               args.spread), args.seconds + 60)
+                               args.spread), seconds + 60)
     )  # fmt: skip
     wall = time.monotonic() - window.began
     cpu, pg_cpu = window.servers_cpu_s(), window.backends_cpu_s()
@@ -280,7 +292,8 @@ def phase(name: str, servers: Servers, tokens: dict[str, str], args: argparse.Na
     spy.wait()
     after = [metrics_of(port) for port in servers.ports]
     evaluations = [_asked_claimed(was, now) for was, now in zip(before, after, strict=True)]
-    label = f"batched ({batch} a push)" if batch else {"flat": "flat out"}.get(name, name)
+    names = {"flat": "flat out", "warm": "warm-up"}
+    label = f"batched ({batch} a push)" if batch else names.get(name, name)
     if len(tallies) == 1:
         return [
             [label, "1", *_numbers(tallies[0], wall, cpu[0], evaluations[0], (pg_cpu, own_cpu))]
@@ -371,6 +384,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=2000.0, help="runs a minute, paced phase")
     parser.add_argument("--seconds", type=float, default=30.0, help="each phase")
     parser.add_argument(
+        "--warm-seconds", type=float, default=60.0, help="the warm phase, paced at --rate"
+    )
+    parser.add_argument(
         "--no-detectors",
         action="store_true",
         help="targets with `alerts: {enabled: []}`: the push and the store alone",
@@ -414,6 +430,8 @@ def main() -> None:
     unknown = set(args.phases) - set(PHASES)
     if unknown:
         parser.error(f"unknown phase(s) {sorted(unknown)}: choose from {', '.join(PHASES)}")
+    if "warm" in args.phases[1:]:
+        parser.error("the warm phase comes first: its runs are older than the others'")
     print(machine_info())
     clock = RunClock()
     rows = []
