@@ -207,7 +207,17 @@ def read_sessions(sessions: Sessions) -> Sessions:
     engine: Engine = sessions.kw["bind"]
     if engine.dialect.name != "postgresql":
         return sessions
-    return make_sessions(engine.execution_options(isolation_level="AUTOCOMMIT"))
+    # Made once for each ``sessions``: each call would otherwise build an engine and a
+    # sessionmaker (the rollup loop asks at every pass). Keyed by ``sessions``, which the
+    # value does not refer to, so both go with it.
+    found = _read_sessions.get(sessions)
+    if found is None:
+        autocommitted = engine.execution_options(isolation_level="AUTOCOMMIT")
+        found = _read_sessions[sessions] = make_sessions(autocommitted)
+    return found
+
+
+_read_sessions: WeakKeyDictionary[Sessions, Sessions] = WeakKeyDictionary()
 
 
 def unpooled_sessions(url: str) -> Sessions:
