@@ -207,11 +207,8 @@ def read_sessions(sessions: Sessions) -> Sessions:
     engine: Engine = sessions.kw["bind"]
     if engine.dialect.name != "postgresql":
         return sessions
-    # Made once for each ``sessions``: each call would otherwise build an engine and a
-    # sessionmaker (the rollup loop asks at every pass). Keyed by ``sessions``, which the
-    # value does not refer to, so both go with it.
-    found = _read_sessions.get(sessions)
-    if found is None:
+    # Once for each ``sessions`` (the rollup loop asks every pass), gone with it.
+    if (found := _read_sessions.get(sessions)) is None:
         autocommitted = engine.execution_options(isolation_level="AUTOCOMMIT")
         found = _read_sessions[sessions] = make_sessions(autocommitted)
     return found
