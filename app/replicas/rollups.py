@@ -29,6 +29,10 @@ from app.store.models import TargetRow
 Owned = Callable[[Iterable[str]], list[str]]
 
 
+# Read at every pass of the rollup loop: built once, run on the Core connection.
+_IDS = select(TargetRow.id, TargetRow.name)
+
+
 @dataclass(frozen=True, slots=True)
 class Share:
     """The target ids whose rollups this replica keeps now; ``fresh``: of those, the ones
@@ -59,7 +63,7 @@ class RollupShare:
     def now(self) -> Share:
         """The targets this replica keeps the rollups of now, as the database names them."""
         with self.sessions() as session:
-            ids = {name: id_ for id_, name in session.execute(select(TargetRow.id, TargetRow.name))}
+            ids = {name: id_ for id_, name in session.connection().execute(_IDS)}
         return share_of(ids, self.owned(list(ids)), self.kept)
 
     def reached(self, share: Share) -> None:

@@ -207,7 +207,14 @@ def read_sessions(sessions: Sessions) -> Sessions:
     engine: Engine = sessions.kw["bind"]
     if engine.dialect.name != "postgresql":
         return sessions
-    return make_sessions(engine.execution_options(isolation_level="AUTOCOMMIT"))
+    # Once for each ``sessions`` (the rollup loop asks every pass), gone with it.
+    if (found := _read_sessions.get(sessions)) is None:
+        autocommitted = engine.execution_options(isolation_level="AUTOCOMMIT")
+        found = _read_sessions[sessions] = make_sessions(autocommitted)
+    return found
+
+
+_read_sessions: WeakKeyDictionary[Sessions, Sessions] = WeakKeyDictionary()
 
 
 def unpooled_sessions(url: str) -> Sessions:

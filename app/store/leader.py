@@ -100,7 +100,7 @@ class Leadership:
     @staticmethod
     def _alive(connection: Connection) -> bool:
         try:
-            connection.execute(text("SELECT 1"))
+            connection.exec_driver_sql("SELECT 1")  # no statement to build each time
         except DBAPIError:
             return False
         return True

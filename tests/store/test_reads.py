@@ -297,6 +297,22 @@ def test_catch_up_adds_runs_stored_without_the_hook(sessions: sessionmaker[Sessi
     assert sum(found.runs) == 7
 
 
+def test_catch_up_of_some_targets_goes_through_them_in_batches(
+    sessions: sessionmaker[Session],
+) -> None:
+    records = runs(7, n=10)
+    with sessions.begin() as session:
+        for record in records:
+            store_run(session, record, NOW)
+        (target,) = session.scalars(select(RunRow.target_id).distinct()).all()
+    since = T0 - timedelta(days=1)
+    assert catch_up(sessions, since, NOW, batch=3, targets={target + 1}) == 0
+    assert catch_up(sessions, since, NOW, batch=3, targets={target + 1, target}) == 7
+    assert catch_up(sessions, since, NOW, batch=3, targets={target}) == 0
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(RunDigestRow)) == 7
+
+
 def _planned(sessions: sessionmaker[Session]) -> Plan:
     """What catch_up would write on SQLite, computed now (outside any write transaction)."""
     with sessions() as session:

@@ -23,7 +23,7 @@ from app.alerts.silent import Heard
 from app.clock import utcnow
 from app.config import Target, TargetsFile
 from app.config.placement import assigned
-from app.store.db import is_transient
+from app.store.db import is_transient, read_sessions
 from app.store.reads.vantagereads import ever_ran, last_runs
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,9 @@ class VantageWatch:
         longest = max((i for i in intervals.values() if i is not None), default=0.0)
         since = now - timedelta(seconds=2 * after * longest)
         names = {v: [t.name for t in targets] for v, targets in watched.items()}
-        with self.alerts.sessions() as session:
+        # Reads alone (on PostgreSQL in autocommit, no BEGIN and ROLLBACK): a run stored
+        # between them can only add a vantage to those that ever ran.
+        with read_sessions(self.alerts.sessions)() as session:
             stored = last_runs(session, names, since)
             # Only for those quiet all that window: did they ever report at all?
             quiet = {v: names[v] for v in names if v not in stored}

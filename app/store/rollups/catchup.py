@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import BindParameter, Integer, Select, and_, any_, bindparam, or_, select
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.digest import Digest, digest_of, flaw
@@ -74,8 +75,7 @@ def catch_up(
         if between is not None:
             between()
         with reads() as session:
-            found = _undigested(since, cursor, targets, before)
-            heads = session.execute(found.limit(batch)).all()
+            heads = _heads(session, since, cursor, targets, before, batch)
             if not heads:
                 return added
             digests = _digests(session, heads, aside, in_hand)
@@ -207,8 +207,43 @@ def _added(sessions: sessionmaker[Session], digests: list[RunDigest], now: datet
 # Finding the runs -------------------------------------------------------------------------
 
 
-def _undigested(
+def _heads(
+    session: Session,
     since: datetime,
+    cursor: tuple[datetime, uuid.UUID] | None,
+    targets: Collection[int] | None,
+    before: datetime | None,
+    batch: int,
+) -> Sequence[Any]:
+    """``batch`` runs of ``_undigested``. The rollup loop's look (PostgreSQL, some targets,
+    no ``before``), made every ``CATCH_UP_EVERY_S`` whether any run waits or not, is one
+    statement built once, run on the session's connection: building a new select, its cache
+    key and the ORM's execution were most of an idle pass's CPU."""
+    if targets is None or before is not None or session.get_bind().dialect.name != "postgresql":
+        return session.execute(_undigested(since, cursor, targets, before).limit(batch)).all()
+    params: dict[str, Any] = {"since": since, "targets": sorted(targets), "batch": batch}
+    if cursor is not None:
+        params["at"], params["after"] = cursor
+    statement = _AFTER if cursor is not None else _FIRST
+    return session.connection().execute(statement, params).all()
+
+
+def _pg_undigested(cursor: bool) -> Select[uuid.UUID, int, str, datetime, int, str]:
+    """``_undigested`` with its values as parameters: the targets an array, the cursor's
+    values ``at`` and ``after``, the batch ``batch``."""
+    targets = bindparam("targets", type_=ARRAY(Integer))
+    query = _undigested(bindparam("since"), None, None).where(RunRow.target_id == any_(targets))
+    if cursor:
+        at: BindParameter[datetime] = bindparam("at")
+        after: BindParameter[uuid.UUID] = bindparam("after")
+        query = query.where(
+            or_(RunRow.started_at > at, and_(RunRow.started_at == at, RunRow.id > after))
+        )
+    return query.limit(bindparam("batch"))
+
+
+def _undigested(
+    since: datetime | BindParameter[datetime],
     cursor: tuple[datetime, uuid.UUID] | None,
     targets: Collection[int] | None,
     before: datetime | None = None,
@@ -256,3 +291,6 @@ def _samples(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list
     for run_id, status, total_ms, phases, provenance in rows:
         found[run_id].append(HeldSample(status, total_ms, phases, provenance))
     return found
+
+
+_FIRST, _AFTER = _pg_undigested(cursor=False), _pg_undigested(cursor=True)
