@@ -41,11 +41,16 @@ TABLES = (SampleRow, RunRow, RunDigestRow)
 NOW = T0 + timedelta(days=2)
 
 
-def store(sessions: sessionmaker[Session], records: Iterable[RunRecord]) -> None:
+def store(
+    sessions: sessionmaker[Session], records: Iterable[RunRecord], counted: bool = True
+) -> None:
+    """``records`` stored in one transaction; ``counted``, also in the rollups as the store
+    hook counts them (not: left for ``catch_up``)."""
     with sessions.begin() as session:
         for record in records:
             store_run(session, record, NOW)
-            add_run(session, record, NOW)
+            if counted:
+                add_run(session, record, NOW)
 
 
 def runs(
@@ -284,9 +289,7 @@ def test_a_run_is_counted_once_however_often_it_is_added(
 def test_catch_up_adds_runs_stored_without_the_hook(sessions: sessionmaker[Session]) -> None:
     records = runs(7, n=10)
     aborted = runs(1, start=T0 + timedelta(hours=5), seed=9)[0]
-    with sessions.begin() as session:
-        for record in [*records, replace(aborted, status="aborted")]:
-            store_run(session, record, NOW)
+    store(sessions, [*records, replace(aborted, status="aborted")], counted=False)
     assert catch_up(sessions, T0 - timedelta(days=1), NOW, batch=3) == 7
     assert catch_up(sessions, T0 - timedelta(days=1), NOW, batch=3) == 0
     with sessions() as session:
@@ -300,10 +303,8 @@ def test_catch_up_adds_runs_stored_without_the_hook(sessions: sessionmaker[Sessi
 def test_catch_up_of_some_targets_goes_through_them_in_batches(
     sessions: sessionmaker[Session],
 ) -> None:
-    records = runs(7, n=10)
-    with sessions.begin() as session:
-        for record in records:
-            store_run(session, record, NOW)
+    store(sessions, runs(7, n=10), counted=False)
+    with sessions() as session:
         (target,) = session.scalars(select(RunRow.target_id).distinct()).all()
     since = T0 - timedelta(days=1)
     assert catch_up(sessions, since, NOW, batch=3, targets={target + 1}) == 0
@@ -332,9 +333,7 @@ def test_catch_up_counts_once_a_run_another_writer_counted_after_the_plan(
     sessions: sessionmaker[Session],
 ) -> None:
     records = runs(3, n=10)
-    with sessions.begin() as session:
-        for record in records:
-            store_run(session, record, NOW)
+    store(sessions, records, counted=False)
     plan = _planned(sessions)
     with sessions.begin() as session:  # the store hook (or a second catch_up), meanwhile
         assert add_run(session, records[0], NOW)
@@ -363,9 +362,7 @@ def test_catch_up_writes_its_plan_when_nobody_wrote_meanwhile(
 ) -> None:
     records = runs(4, every=timedelta(minutes=1), n=10)  # one 5-minute period
     store(sessions, records[:1])
-    with sessions.begin() as session:
-        for record in records[1:]:
-            store_run(session, record, NOW)
+    store(sessions, records[1:], counted=False)
     plan = _planned(sessions)
     assert len(plan.fresh) == 3 and plan.merged
 
@@ -380,9 +377,7 @@ def test_catch_up_writes_its_plan_when_nobody_wrote_meanwhile(
 def test_catch_up_passes_over_runs_whose_samples_were_pruned(
     sessions: sessionmaker[Session], engine: Engine
 ) -> None:
-    with sessions.begin() as session:
-        for record in runs(4, n=10):
-            store_run(session, record, NOW)
+    store(sessions, runs(4, n=10), counted=False)
     prune_samples(engine, NOW)
     assert catch_up(sessions, T0 - timedelta(days=1), NOW, batch=2) == 0
 
