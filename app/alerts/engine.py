@@ -2,7 +2,8 @@
 
     evaluate_after(run) ─▶ Evaluator.evaluate ─▶ transitions ─▶ one transaction:
         alerts (upserted) · alert_transitions (changes of state) ·
-        deliveries (the outbox the sender drains) · detector_state (alone if none moved)
+        deliveries (the outbox the sender drains) · detector_state (the memories that
+        changed: app.alerts.memorysaves; alone if no alert moved)
 
 Notified: transitions into ``firing``, refreshes of a firing alert (which keep
 Alertmanager's ``endsAt`` ahead), and ``resolved`` for an alert that fired. A delivery
@@ -33,10 +34,12 @@ from app.alerts import rows, silences, silent
 from app.alerts.evaluate import Evaluator
 from app.alerts.identity import Alert, Identity, Transition
 from app.alerts.maintenance import Maintenance
+from app.alerts.memorysaves import MemorySaves
 from app.alerts.state import Rules, State
 from app.analysis.detectors import Finding
 from app.clock import utcnow
 from app.store import alertwrites
+from app.store.alertwrites import DetectorState
 from app.store.db import Session, Sessions, write_transaction
 from app.store.reads.alertreads import alert_by_id
 from app.store.records import RunRecord, RunStatus
@@ -58,24 +61,6 @@ class AlertNotFound(AlertError):
 
 class AlertNotOpen(AlertError):
     pass
-
-
-def log_announced(transitions: Iterable[Transition]) -> None:
-    """One log line per change a person hears of: an alert fired, or resolved after firing
-    (once it is stored; pending alerts and refreshes of a firing one are not news)."""
-    for t in transitions:
-        if not (t.moved and rows.notified(t)):
-            continue
-        where = f"at {t.identity.vantage}" if t.identity.vantage else "across vantages"
-        if t.after is State.FIRING:
-            log.warning(
-                "alert firing: %s %s %s: %s", t.identity.kind, t.identity.target, where, t.summary
-            )
-        else:
-            how = "acknowledged" if t.acknowledged else "resolved"
-            log.info(
-                "alert %s: %s %s %s: %s", how, t.identity.kind, t.identity.target, where, t.summary
-            )
 
 
 class AlertEngine:
@@ -103,6 +88,7 @@ class AlertEngine:
         # transitions must be the order of their rows.
         self._lock = threading.Lock()
         self._restored = False
+        self._saves = MemorySaves()  # only memories that changed are written
 
     # Evaluation ----------------------------------------------------------------------------
 
@@ -119,11 +105,12 @@ class AlertEngine:
             now = self.clock()
             with self._undo_on_error(target) as alerts:
                 transitions = self.evaluator.evaluate(target, vantage, now)
-                memories = self.evaluator.memories(target)  # alone: what most runs write
-                if transitions or not rows.save_memory_alone(self.sessions, target, memories, now):
+                states = self._changed(target, now)
+                if transitions or not rows.save_states_alone(self.sessions, states):
                     # On SQLite: in turn with the runs being stored, never polling for the lock.
                     with write_transaction(self.sessions) as session:
-                        self._persist(session, target, transitions, alerts, now)
+                        self._persist(session, target, transitions, alerts, states, now)
+                self._saves.written(states)
         self._announced(transitions)
         return transitions
 
@@ -136,6 +123,7 @@ class AlertEngine:
             with self.sessions() as session:
                 saved = rows.snapshot_of(session, target, since)
             self.evaluator.restore(saved)
+            self._saves.forget(target)
 
     def judge_vantages(
         self, heard: Iterable[silent.Heard], since: datetime, after: int
@@ -147,8 +135,11 @@ class AlertEngine:
             now = self.clock()
             with self._undo_on_error(silent.TARGET) as alerts:
                 transitions = self._settle_silences(list(heard), since, now, after)
-                with write_transaction(self.sessions) as session:
-                    self._persist(session, silent.TARGET, transitions, alerts, now)
+                states = self._changed(silent.TARGET, now)
+                if transitions or states:  # most checks: nothing to write, no transaction
+                    with write_transaction(self.sessions) as session:
+                        self._persist(session, silent.TARGET, transitions, alerts, states, now)
+                self._saves.written(states)
         self._announced(transitions)
         return transitions
 
@@ -180,9 +171,12 @@ class AlertEngine:
                 transition = self.evaluator.acknowledge(alert.id, now)
                 if transition is None:
                     raise AlertNotOpen(f"alert {alert_id} is not open")
+                target = alert.identity.target
+                states = self._changed(target, now)
                 with write_transaction(self.sessions) as session:
-                    self._persist(session, alert.identity.target, [transition], alerts, now)
+                    self._persist(session, target, [transition], alerts, states, now)
                     alertwrites.mark_acknowledged(session, uuid.UUID(alert.id), now, by)
+                self._saves.written(states)
         self._announced([transition])
         return transition
 
@@ -224,6 +218,7 @@ class AlertEngine:
         target: str,
         transitions: list[Transition],
         alerts: dict[str, Alert],
+        states: list[DetectorState],
         now: datetime,
     ) -> None:
         alerts = alerts | {alert.id: alert for alert in self.evaluator.alerts.values()}
@@ -242,11 +237,13 @@ class AlertEngine:
                     if transition.refresh and not self.wants_refresh(notifier):
                         continue
                     rows.add_delivery(session, alert, step, notifier, payload, silenced, now)
-        for vantage, memory in self.evaluator.memories(target).items():
-            rows.save_memory(session, target, vantage, memory, now)
+        rows.save_states(session, states)
+
+    def _changed(self, target: str, now: datetime) -> list[DetectorState]:
+        return self._saves.changed(target, self.evaluator.memories(target), now)
 
     def _announced(self, transitions: list[Transition]) -> None:
-        log_announced(transitions)
+        rows.log_announced(transitions)
         if any(rows.notified(t) for t in transitions):
             self.queued()
 

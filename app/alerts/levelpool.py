@@ -11,8 +11,13 @@ service's is, no vantage's opens. A vantage's own crossing on the server's work 
 (prefill, generation), which no other vantage saw grow over the same runs, needs
 ``UNSEEN_FACTOR`` × the threshold (``unseen``): the server is one, so its work taking
 longer is seen from each vantage; a slowdown only one of them reads is most often that
-vantage's own run-to-run wander. The state, in every vantage's
-``DetectorMemory.cusums["level_pool"]``: the vantages pooled, then the rows of increments.
+vantage's own run-to-run wander. The state, in the first vantage's (by name)
+``DetectorMemory.cusums["level_pool"]`` alone: the vantages pooled, then the rows of
+increments. (Copied into every vantage's, it was V copies of V × ``level_window_runs`` rows,
+each written at every evaluation: on a target of 20 vantages, 32,000 numbers a run. A vantage
+count that changes starts the rows afresh either way; a first vantage that changes with the
+count unchanged, one gone as another came, does too now, where a copy once carried rows
+laid out for the vantages before.)
 """
 
 from __future__ import annotations
@@ -214,7 +219,8 @@ def _levels(
 
 
 def _advance(memories: list[DetectorMemory], row: Array, runs: int) -> Array:
-    """The pooled rows after ``row`` (the newest ``runs`` per vantage), kept in each memory."""
+    """The pooled rows after ``row`` (the newest ``runs`` per vantage), kept in the first
+    vantage's memory (and in no other: a copy left from an older version goes)."""
     vantages = len(memories)
     depth, width = runs * vantages, len(POOLED)
     kept = memories[0].cusums.get(KEY)
@@ -223,9 +229,9 @@ def _advance(memories: list[DetectorMemory], row: Array, runs: int) -> Array:
     else:
         steps = np.array(kept[1:], dtype=np.float64).reshape(depth, width)
     steps = np.vstack((steps[1:], row))
-    values = [float(vantages), *steps.ravel().tolist()]
-    for memory in memories:
-        memory.cusums[KEY] = list(values)
+    memories[0].cusums[KEY] = [float(vantages), *steps.ravel().tolist()]
+    for memory in memories[1:]:
+        memory.cusums.pop(KEY, None)
     return steps
 
 

@@ -4,8 +4,9 @@ back: the conversions ``AlertEngine`` writes in its transactions and reads on a 
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,6 +19,8 @@ from app.store.alertwrites import DetectorState
 from app.store.db import Session, Sessions
 from app.store.reads.alertreads import AlertRecord, TransitionRecord
 from app.store.targets import interval_by_name
+
+log = logging.getLogger("app.alerts.engine")  # where an alert's news was always logged
 
 PENDING, SILENCED = "pending", "silenced"
 OPEN_STATES = (State.PENDING.value, State.FIRING.value, State.RECOVERING.value)
@@ -33,6 +36,24 @@ def notified(transition: Transition) -> bool:
         State.FIRING,
         State.RECOVERING,
     )
+
+
+def log_announced(transitions: Iterable[Transition]) -> None:
+    """One log line per change a person hears of: an alert fired, or resolved after firing
+    (once it is stored; pending alerts and refreshes of a firing one are not news)."""
+    for t in transitions:
+        if not (t.moved and notified(t)):
+            continue
+        where = f"at {t.identity.vantage}" if t.identity.vantage else "across vantages"
+        if t.after is State.FIRING:
+            log.warning(
+                "alert firing: %s %s %s: %s", t.identity.kind, t.identity.target, where, t.summary
+            )
+        else:
+            how = "acknowledged" if t.acknowledged else "resolved"
+            log.info(
+                "alert %s: %s %s %s: %s", how, t.identity.kind, t.identity.target, where, t.summary
+            )
 
 
 def save_alert(session: Session, alert: Alert, transition: Transition, now: datetime) -> None:
@@ -107,25 +128,19 @@ def note_acknowledgement(session: Session, alert_id: uuid.UUID, note: dict[str, 
     alertwrites.note_on_acknowledgement(session, alert_id, note)
 
 
-def save_memory(
-    session: Session, target: str, vantage: str, memory: DetectorMemory, now: datetime
-) -> None:
-    alertwrites.save_detector_state(session.connection(), _state(target, vantage, memory, now))
+def save_states(session: Session, states: Sequence[DetectorState]) -> None:
+    alertwrites.save_detector_states(session.connection(), states)
 
 
-def save_memory_alone(
-    sessions: Sessions, target: str, memories: Mapping[str, DetectorMemory], now: datetime
-) -> bool:
-    """The memory of a target seen from one vantage, for an evaluation that moved no alert:
-    one upsert, its own transaction (``alertwrites.save_detector_state_alone``). False,
-    nothing written, for a target of several vantages or where that is not done."""
-    if len(memories) != 1:
-        return False
-    ((vantage, memory),) = memories.items()
-    return alertwrites.save_detector_state_alone(sessions, _state(target, vantage, memory, now))
+def save_states_alone(sessions: Sessions, states: Sequence[DetectorState]) -> bool:
+    """Detector states written for an evaluation that moved no alert: none, or in a
+    statement of their own (``alertwrites.save_detector_states_alone``). False, nothing
+    written, where that is not done."""
+    return not states or alertwrites.save_detector_states_alone(sessions, states)
 
 
-def _state(target: str, vantage: str, memory: DetectorMemory, now: datetime) -> DetectorState:
+def state_of(target: str, vantage: str, memory: DetectorMemory, now: datetime) -> DetectorState:
+    """``memory`` as its row: its own copy, which later changes to the memory leave as is."""
     spans = {"spans": [[_iso(start), _iso(end)] for start, end in memory.excluded]}
     return DetectorState(
         target,
@@ -136,7 +151,7 @@ def _state(target: str, vantage: str, memory: DetectorMemory, now: datetime) -> 
         memory.rebase_at,
         spans,
         now,
-        memory.cusums,
+        {name: list(values) for name, values in memory.cusums.items()},
     )
 
 

@@ -4,7 +4,9 @@ each (target, vantage) carries between runs; and all of it read back at a restar
 
 from __future__ import annotations
 
+import math
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,7 +17,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.store import outbox, wakeups
-from app.store.db import Sessions, autocommit
+from app.store.db import Sessions, autocommit, json_dumps_text
 from app.store.models import AlertRow, AlertTransitionRow, DeliveryRow, DetectorStateRow
 from app.store.rawdriver import run_driver
 from app.store.reads.alertreads import AlertRecord, TransitionRecord
@@ -117,9 +119,33 @@ def mark_acknowledged(session: Session, alert_id: uuid.UUID, now: datetime, by: 
 
 
 def save_detector_state(connection: Connection, state: DetectorState) -> None:
-    """One upsert (an evaluation writes one a vantage; a read and an update through the
-    ORM cost it a round trip and the unit of work)."""
-    values = {
+    """One upsert (a read and an update through the ORM cost it a round trip and the unit
+    of work)."""
+    upsert = _STATE_UPSERTS[connection.dialect.name]
+    if connection.dialect.name == "postgresql":  # once a run: driver SQL (app.store.rawdriver)
+        run_driver(connection, upsert, _state_values(state))
+    else:
+        connection.execute(upsert, _state_values(state))
+
+
+def save_detector_states(connection: Connection, states: Sequence[DetectorState]) -> None:
+    """Upserts of ``states`` (distinct keys); on PostgreSQL one statement for them all (an
+    evaluation of a target seen from 20 vantages writes most of them: their shared CUSUMs)."""
+    if len(states) > 1 and connection.dialect.name == "postgresql" and _plain(states):
+        rows = [_state_values(state) for state in states]
+        connection.exec_driver_sql(_STATES_UPSERT, {"rows": json_dumps_text(rows)})
+        return
+    for state in states:
+        save_detector_state(connection, state)
+
+
+def _plain(states: Sequence[DetectorState]) -> bool:
+    """Every score one that JSON holds as it is (it has no NaN or infinity)."""
+    return all(math.isfinite(state.tail_score) for state in states)
+
+
+def _state_values(state: DetectorState) -> dict[str, Any]:
+    return {
         "target": state.target,
         "vantage": state.vantage,
         "tail_score": state.tail_score,
@@ -130,22 +156,18 @@ def save_detector_state(connection: Connection, state: DetectorState) -> None:
         "updated_at": state.updated_at,
         "cusums": {name: list(values) for name, values in state.cusums.items()},
     }
-    upsert = _STATE_UPSERTS[connection.dialect.name]
-    if connection.dialect.name == "postgresql":  # once a run: driver SQL (app.store.rawdriver)
-        run_driver(connection, upsert, values)
-    else:
-        connection.execute(upsert, values)
 
 
-def save_detector_state_alone(sessions: Sessions, state: DetectorState) -> bool:
-    """``save_detector_state`` as its own transaction: on PostgreSQL one statement in
-    autocommit (atomic alone; spared a BEGIN and a COMMIT round trip). False, nothing
-    written, on SQLite, where writers go in turn under the write lock (``write_transaction``)."""
+def save_detector_states_alone(sessions: Sessions, states: Sequence[DetectorState]) -> bool:
+    """``save_detector_states`` as its own transaction, where that is one statement: on
+    PostgreSQL in autocommit (atomic alone; spared a BEGIN and a COMMIT round trip). False,
+    nothing written, where it is not (states JSON cannot hold), and on SQLite, where
+    writers go in turn under the write lock (``write_transaction``)."""
     engine: Engine = sessions.kw["bind"]
-    if engine.dialect.name != "postgresql":
+    if engine.dialect.name != "postgresql" or not _plain(states):
         return False
     with autocommit(engine) as connection:
-        save_detector_state(connection, state)
+        save_detector_states(connection, states)
     return True
 
 
@@ -161,6 +183,23 @@ _STATE_COLUMNS = (
     "updated_at",
     "cusums",
 )
+
+
+# Several states as one JSON array of rows that the server unpacks (as the rollups'
+# writes do, app.store.rollups.pgrows): one statement and one parameter whatever their number.
+_STATES_UPSERT = """
+    INSERT INTO detector_state (target, vantage, tail_score, tail_runs, last_run_id, rebase_at,
+                                excluded, updated_at, cusums)
+    SELECT k.target, k.vantage, k.tail_score, k.tail_runs, k.last_run_id, k.rebase_at,
+           k.excluded, k.updated_at, k.cusums
+    FROM jsonb_to_recordset(%(rows)s::jsonb)
+         AS k(target text, vantage text, tail_score float8, tail_runs integer,
+              last_run_id text, rebase_at timestamptz, excluded jsonb, updated_at timestamptz,
+              cusums jsonb)
+    ON CONFLICT (target, vantage) DO UPDATE SET
+        tail_score = EXCLUDED.tail_score, tail_runs = EXCLUDED.tail_runs,
+        last_run_id = EXCLUDED.last_run_id, rebase_at = EXCLUDED.rebase_at,
+        excluded = EXCLUDED.excluded, updated_at = EXCLUDED.updated_at, cusums = EXCLUDED.cusums"""
 
 
 def _state_upsert(insert: Any) -> Any:

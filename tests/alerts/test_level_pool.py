@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from app.analysis.detectors import DetectorParams
+from app.analysis.levelpool import POOLED
 from app.analysis.runs import RunData
 from tests.alerts.test_evaluator import Replay
 from tests.runfactory import EVERY, LLM, T0, make_run
@@ -77,6 +78,17 @@ def test_a_quiet_week_at_two_vantages_raises_nothing() -> None:
     replay = Replay(PARAMS)
     replay.feed(timeline(4, {}))
     assert replay.changes("level_shift") == []
+
+
+def test_the_pooled_rows_are_kept_in_the_first_vantage_s_memory_alone() -> None:
+    # Copied into every vantage's memory, they were written V times an evaluation, each
+    # copy V × the window's rows (bench/README.md, "only the memories that changed").
+    replay = Replay(PARAMS)
+    replay.feed(timeline(4, {}, ("us", "ap", "eu")))
+    memories = {v: replay.evaluator.memory("chat", v) for v in ("ap", "eu", "us")}
+    kept = memories["ap"].cusums["level_pool"]
+    assert len(kept) == 1 + 3 * PARAMS.level_window_runs * len(POOLED) and kept[0] == 3
+    assert "level_pool" not in memories["eu"].cusums | memories["us"].cusums
 
 
 def test_the_lane_is_off_at_threshold_zero() -> None:
