@@ -27,7 +27,13 @@ from app.store.rollups.digests import (
     add_run,
     prune_fine_rollups,
 )
-from app.store.rollups.folds import fold, fold_before_prune, fold_closed, fold_due
+from app.store.rollups.folds import (
+    fold,
+    fold_before_prune,
+    fold_closed,
+    fold_due,
+    summarize_closed,
+)
 from tests.runfactory import T0, make_run, record_of
 
 END = T0 + timedelta(days=2)  # every run's periods closed
@@ -196,3 +202,44 @@ def test_the_prune_folds_what_it_deletes_first_so_a_missed_fold_loses_nothing(
         assert session.scalar(fine.select_from(RollupRow)) == 0
     after = {key: value for key, value in _reads(sessions, END).items() if key[0] != "9"}
     assert after == hourly
+
+
+def _fine_rows(sessions: sessionmaker[Session]) -> list[tuple[float | None, dict[str, Any]]]:
+    with sessions() as session:
+        query = select(RollupRow.total_p50, RollupRow.digest).where(RollupRow.period_s == 300)
+        return [(p50, digest) for p50, digest in session.execute(query)]
+
+
+def test_fine_rows_counted_open_read_the_same_before_and_after_their_quantiles_are_written(
+    sessions: sessionmaker[Session], spread: list[RunRecord]
+) -> None:
+    hours = (T0, T0 + timedelta(hours=6))
+
+    def fine_reads() -> dict[str | None, Any]:
+        with sessions() as session:
+            return {
+                v: time_series(session, "chat", *hours, v, bucket_seconds=300, now=END).to_json()
+                for v in (None, "eu", "us")
+            }
+
+    before = fine_reads()  # every row's quantiles found from its sketches
+    rows = _fine_rows(sessions)
+    assert rows and all(p50 is None and "summary" not in doc for p50, doc in rows)
+    with write_transaction(sessions) as session:
+        assert summarize_closed(session, T0, END) == len(rows)
+    assert all(p50 is not None and "summary" in doc for p50, doc in _fine_rows(sessions))
+    assert fine_reads() == before
+    assert sum(p50 is not None for p50 in before[None]["total"]["p50"]) > 40  # a run every 7 min
+    with write_transaction(sessions) as session:
+        assert summarize_closed(session, T0, END) == 0  # written once
+
+
+def test_a_fold_writes_the_quantiles_of_the_fine_rows_closed_since_the_last(
+    sessions: sessionmaker[Session], spread: list[RunRecord]
+) -> None:
+    cut = T0 + timedelta(hours=2)
+    fold_closed(sessions, T0, cut)
+    written = [(p50 is not None, "summary" in doc) for p50, doc in _fine_rows(sessions)]
+    assert (True, True) in written and (False, False) in written  # those before cut alone
+    fold_closed(sessions, cut, END)
+    assert all(p50 is not None for p50, _ in _fine_rows(sessions))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,6 +13,8 @@ from app.store.rollups import values
 from app.store.rollups.values import RowValues, rollup_values
 
 NOW = datetime(2026, 12, 6, 22, 0, tzinfo=UTC)
+CLOSED = (1, "eu", 300, NOW - timedelta(minutes=5))  # its period ended at NOW
+OPEN = (1, "eu", 300, NOW)
 
 
 def digest(*totals: float) -> Digest:
@@ -39,9 +41,9 @@ def summaries(monkeypatch: pytest.MonkeyPatch) -> list[Digest]:
     """Every digest whose values (its quantiles) were found."""
     found: list[Digest] = []
 
-    def counted(digest: Digest, now: datetime) -> dict[str, Any]:
+    def counted(digest: Digest, now: datetime, summarized: bool = True) -> dict[str, Any]:
         found.append(digest)
-        return rollup_values(digest, now)
+        return rollup_values(digest, now, summarized)
 
     monkeypatch.setattr(values, "rollup_values", counted)
     return found
@@ -51,8 +53,8 @@ def test_a_part_merged_into_equal_documents_is_summarised_once(summaries: list[D
     part, before = digest(10, 20, 30), digest(5, 15)
     rows = RowValues(NOW)
     vantage, pooled = stored(before), stored(before)  # a target seen from one vantage
-    first = rows.merged(vantage, part)
-    assert rows.merged(pooled, part) is first
+    first = rows.merged(vantage, part, CLOSED)
+    assert rows.merged(pooled, part, CLOSED) is first
     assert len(summaries) == 1
     assert first == merged_alone(vantage, part)
 
@@ -69,10 +71,10 @@ def test_different_inputs_are_each_summarised_as_alone(
 ) -> None:
     part, before = digest(10, 20, 30), digest(5, 15)
     rows = RowValues(NOW)
-    first = rows.merged(stored(before), part)
+    first = rows.merged(stored(before), part, CLOSED)
     document = stored(merge_digests([before, digest(400)])) if not again else stored(before)
     second_part = digest(7, 8) if again else part
-    second = rows.merged(document, second_part)
+    second = rows.merged(document, second_part, CLOSED)
     assert len(summaries) == 2, other
     assert first == merged_alone(stored(before), part)
     assert second == merged_alone(document, second_part)
@@ -89,6 +91,42 @@ def test_new_rows_of_one_part_and_the_same_parts_merged_are_found_once(
     assert rows.part([a, b]) is both
     assert both.to_json() == merge_digests([a, b]).to_json()
     assert rows.part([b, a]) is not both  # other parts (by identity and order): merged anew
-    assert rows.new(both) is rows.new(both)
-    assert rows.new(a) == rollup_values(a, NOW)
+    assert rows.new(both, CLOSED) is rows.new(both, CLOSED)
+    assert rows.new(a, CLOSED) == rollup_values(a, NOW)
     assert len(summaries) == 2
+
+
+@pytest.mark.parametrize(
+    ("key", "closed"),
+    [
+        (CLOSED, True),  # ended at NOW
+        (OPEN, False),  # began at NOW
+        ((1, "eu", 300, NOW - timedelta(minutes=4)), False),
+        ((1, "*", 86400, NOW - timedelta(days=1)), True),
+    ],
+)
+def test_a_row_keeps_its_quantiles_once_its_period_has_closed(
+    key: tuple[int, str, int, datetime], closed: bool
+) -> None:
+    part, before = digest(10, 20, 30), digest(5, 15)
+    rows = RowValues(NOW)
+    merged, new = rows.merged(stored(before), part, key), rows.new(part, key)
+    assert values.summarized(key, NOW) is closed
+    for found, alone in (
+        (merged, merged_alone(stored(before), part)),
+        (new, rollup_values(part, NOW)),
+    ):
+        assert ("summary" in found["digest"]) is closed
+        assert (found["total_p50"] is not None) is closed
+        # The sketches and counts are the same either way: a read finds the same quantiles.
+        assert {k: v for k, v in found["digest"].items() if k != "summary"} == {
+            k: v for k, v in alone["digest"].items() if k != "summary"
+        }
+        assert (found["runs"], found["n"]) == (alone["runs"], alone["n"])
+
+
+def test_one_part_in_an_open_and_a_closed_row_gets_each_its_own_values() -> None:
+    part = digest(10, 20)
+    rows = RowValues(NOW)
+    assert "summary" not in rows.new(part, OPEN)["digest"]
+    assert "summary" in rows.new(part, CLOSED)["digest"]

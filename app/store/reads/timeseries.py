@@ -116,14 +116,15 @@ def time_series(
         return TimeSeries(target, vantage, start, end, bucket, source, time=times, **columns)
     span = (first, first + timedelta(seconds=bucket * count))
     if period == bucket:
-        query = _stored_summaries(key, vantage or POOLED, period, span)
+        series = (key, vantage or POOLED, period)
+        query = _stored_summaries(*series, span)
         stored: dict[datetime, Any] = dict(session.execute(query).all())
-        if all(data is not None for data in stored.values()):
-            tail = _unfolded(session, (key, vantage or POOLED, period), span, set(stored))
-            stored.update({at: compact_summary(digest) for at, digest in tail.items()})
-            summaries = [(_index(at, first, bucket), data) for at, data in stored.items()]
-            columns = summary_columns(count, summaries)
-            return TimeSeries(target, vantage, start, end, bucket, source, time=times, **columns)
+        stored.update(_summarized(session, series, [at for at, s in stored.items() if s is None]))
+        tail = _unfolded(session, series, span, set(stored))
+        stored.update({at: compact_summary(digest) for at, digest in tail.items()})
+        summaries = [(_index(at, first, bucket), data) for at, data in stored.items()]
+        columns = summary_columns(count, summaries)
+        return TimeSeries(target, vantage, start, end, bucket, source, time=times, **columns)
     found = [
         (at, Digest.from_json(data))
         for at, data in session.execute(_stored_digests(key, vantage, period, span))
@@ -156,6 +157,22 @@ def _unfolded(
     starts = [span[0] + i * step for i in range(count)]
     keys = [(target, vantage, period, at) for at in starts if at not in have]
     return {key[3]: digest for key, digest in resolved(session, keys).items()}
+
+
+def _summarized(
+    session: Session, series: tuple[int, str, int], starts: list[datetime]
+) -> dict[datetime, Any]:
+    """The quantiles of the rows of ``series`` at ``starts``, stored without them (written
+    while their period was open: app.store.rollups.values), found from their sketches."""
+    if not starts:
+        return {}
+    target, vantage, period = series
+    query = select(RollupRow.period_start, RollupRow.digest).where(
+        *_rollups_of(target, vantage, period, (min(starts), max(starts) + timedelta(seconds=1)))
+    )
+    wanted = set(starts)
+    rows = session.execute(query)
+    return {at: compact_summary(Digest.from_json(doc)) for at, doc in rows if at in wanted}
 
 
 def _index(at: datetime, first: datetime, bucket: int) -> int:

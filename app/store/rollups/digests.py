@@ -3,7 +3,8 @@
 A complete run's digest (app.analysis.digest) is written beside it and merged into its
 rollups, one row per (target, vantage, period) for each period in ``PERIODS``, aligned to
 the UTC epoch, and one more per period for the target's vantages pooled (``POOLED``). Each
-rollup keeps its period's quantiles beside its sketches.
+rollup keeps its period's quantiles beside its sketches once its period has closed
+(app.store.rollups.values).
 
 The digest row is the marker that the run is counted: inserting it is ON CONFLICT DO
 NOTHING, and only the writer whose insert took merges the rollups, so adding a run twice
@@ -183,7 +184,7 @@ def _insert_new(
     """
     present = _present(session, list(merged))
     rows = [
-        {**dict(zip(KEY_COLUMNS, key, strict=True)), **values.new(digest)}
+        {**dict(zip(KEY_COLUMNS, key, strict=True)), **values.new(digest, key)}
         for key, digest in merged.items()
         if key not in present
     ]
@@ -230,11 +231,15 @@ def _merge_into(
     """
     if not keys:
         return
+    stored = _locked(session, keys)
+    write_rows(session, keys, [values.merged(stored[key], merged[key], key) for key in keys])
+
+
+def _locked(session: Session, keys: list[RollupKey]) -> dict[RollupKey, Any]:
+    """The digest documents of ``keys``' rows, locked in key order."""
     connection = session.connection()
     if connection.dialect.name == "postgresql":  # the keys as arrays: see pgrows
-        stored = pgrows.locked(connection, keys)
-        pgrows.update(connection, keys, [values.merged(stored[key], merged[key]) for key in keys])
-        return
+        return pgrows.locked(connection, keys)
     key_columns = [ROLLUPS.c[name] for name in KEY_COLUMNS]
     query = (
         select(*key_columns, ROLLUPS.c.digest)
@@ -242,13 +247,22 @@ def _merge_into(
         .order_by(*key_columns)
         .with_for_update()
     )
-    stored = {(row[0], row[1], row[2], row[3]): row[4] for row in session.execute(query)}
-    rows = []
-    for key in keys:
+    return {(row[0], row[1], row[2], row[3]): row[4] for row in session.execute(query)}
+
+
+def write_rows(session: Session, keys: list[RollupKey], rows: list[dict[str, Any]]) -> None:
+    """Each of ``keys``' rows set to its values (``rollup_values``), in one batch."""
+    if not keys:
+        return
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        pgrows.update(connection, keys, rows)
+        return
+    params = []
+    for key, new in zip(keys, rows, strict=True):
         keyed = {f"key_{name}": value for name, value in zip(KEY_COLUMNS, key, strict=True)}
-        new = values.merged(stored[key], merged[key])
-        rows.append({**keyed, **{f"new_{k}": v for k, v in new.items()}})
-    connection.execute(_UPDATE, rows)
+        params.append({**keyed, **{f"new_{k}": v for k, v in new.items()}})
+    connection.execute(_UPDATE, params)
 
 
 _UPDATE = (

@@ -68,10 +68,10 @@ def plan_of(session: Session, digests: list[RunDigest], now: datetime) -> Plan:
         keyed = dict(zip(KEY_COLUMNS, key, strict=True))
         found, part = stored.get(key), rows.part(parts[key])
         if found is None:
-            plan.new.append({**keyed, **rows.new(part)})
+            plan.new.append({**keyed, **rows.new(part, key)})
             continue
         runs, document = found
-        values = {f"new_{k}": v for k, v in rows.merged(document, part).items()}
+        values = {f"new_{k}": v for k, v in rows.merged(document, part, key).items()}
         plan.merged.append({**{f"key_{k}": v for k, v in keyed.items()}, **values, "was": runs})
     return plan
 

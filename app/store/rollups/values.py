@@ -1,5 +1,14 @@
 """A rollup row's stored values (``rollup_values``), and a batch's found once per equal row.
 
+A row keeps its period's quantiles beside its sketches once the period has closed
+(``summarized``). While it is open, runs are merged into it one after another (a target's
+pooled 5-minute row once a run at each vantage: 100 merges for 20 vantages every minute),
+and finding its quantiles again at every merge was most of a merge's cost (bench/README.md,
+"Rollups: quantiles once a period has closed"): an open row is written without them
+(``total_p50`` NULL, no ``summary`` in its document), a read finds them from its sketches
+(app.store.reads.timeseries), and the rollup loop's fold writes them once the period has
+closed (``app.store.rollups.folds``). The numbers read are the same either way.
+
 A target probed from one vantage has its pooled rows (``POOLED``) equal to that vantage's:
 the same runs went into both. A catch-up batch gives both the same part, so the new values
 of the two are the same, and their quantiles (most of a merge's cost, bench/fleet.py) are
@@ -10,24 +19,35 @@ into before, or a new row of a part already built, takes the values found then.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from app.analysis.digest import QUANTILES, Digest, merge_digests
 from app.analysis.summary import Summary
+from app.store.rollups.keys import RollupKey
 
 
-def rollup_values(digest: Digest, now: datetime) -> dict[str, Any]:
-    summary = digest.summary()
+def rollup_values(digest: Digest, now: datetime, summarized: bool = True) -> dict[str, Any]:
+    """A row's values; ``summarized``: with its quantiles (a closed period's)."""
+    document, total_p50 = digest.to_json(), None
+    if summarized:
+        summary = digest.summary()
+        total_p50 = summary.total.get("p50")
+        # The period's quantiles, kept beside its sketches: a history whose buckets are
+        # this period reads these few numbers instead of merging sketches.
+        document["summary"] = compact_summary(digest, summary)
     return {
         "runs": digest.runs,
         "n": digest.n,
-        "total_p50": summary.total.get("p50"),
-        # The period's quantiles, kept beside its sketches: a history whose buckets are
-        # this period reads these few numbers instead of merging sketches.
-        "digest": {**digest.to_json(), "summary": compact_summary(digest, summary)},
+        "total_p50": total_p50,
+        "digest": document,
         "updated_at": now,
     }
+
+
+def summarized(key: RollupKey, now: datetime) -> bool:
+    """Whether the row of ``key`` keeps its quantiles at ``now``: once its period closed."""
+    return key[3] + timedelta(seconds=key[2]) <= now
 
 
 def compact_summary(digest: Digest, summary: Summary | None = None) -> dict[str, Any]:
@@ -55,8 +75,8 @@ class RowValues:
     def __init__(self, now: datetime) -> None:
         self.now = now
         self._parts: dict[tuple[int, ...], tuple[Sequence[Digest], Digest]] = {}
-        self._new: dict[int, tuple[Digest, dict[str, Any]]] = {}
-        self._merged: dict[int, list[tuple[Digest, Any, dict[str, Any]]]] = {}
+        self._new: dict[tuple[int, bool], tuple[Digest, dict[str, Any]]] = {}
+        self._merged: dict[tuple[int, bool], list[tuple[Digest, Any, dict[str, Any]]]] = {}
 
     def part(self, parts: Sequence[Digest]) -> Digest:
         """``parts`` as one digest: a lone part is already that; the same parts, the same."""
@@ -68,19 +88,22 @@ class RowValues:
             found = self._parts[key] = (parts, merge_digests(parts))
         return found[1]
 
-    def new(self, part: Digest) -> dict[str, Any]:
-        """A new row's values, of ``part`` alone."""
-        found = self._new.get(id(part))
+    def new(self, part: Digest, key: RollupKey) -> dict[str, Any]:
+        """The new row of ``key``'s values, of ``part`` alone."""
+        closed = summarized(key, self.now)
+        found = self._new.get((id(part), closed))
         if found is None:
-            found = self._new[id(part)] = (part, rollup_values(part, self.now))
+            found = self._new[(id(part), closed)] = (part, rollup_values(part, self.now, closed))
         return found[1]
 
-    def merged(self, document: Any, part: Digest) -> dict[str, Any]:
-        """A stored row's new values: its ``document`` with ``part`` merged in."""
-        seen = self._merged.setdefault(id(part), [])
+    def merged(self, document: Any, part: Digest, key: RollupKey) -> dict[str, Any]:
+        """The stored row of ``key``'s new values: its ``document`` with ``part`` merged in."""
+        closed = summarized(key, self.now)
+        seen = self._merged.setdefault((id(part), closed), [])
         for _part, stored, values in seen:
             if stored == document:
                 return values
-        values = rollup_values(merge_digests([Digest.from_json(document), part]), self.now)
+        digest = merge_digests([Digest.from_json(document), part])
+        values = rollup_values(digest, self.now, closed)
         seen.append((part, document, values))
         return values
