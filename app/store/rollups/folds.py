@@ -73,22 +73,25 @@ def fold_closed(
     now: datetime,
     targets: Collection[int] | None = None,
 ) -> int:
-    """``fold`` in a write transaction of its own; how many rows it built."""
+    """``fold`` in a write transaction of its own, then ``summarize_closed`` in another;
+    how many rows the fold built. Apart: the fold holds the coarse rows' writers' lock
+    (``coarse.serialized``), which a catch-up takes after locking the fine rows of a late
+    run, so a fold that locked fine rows too could wait on one that waits on it."""
     if targets is not None and not targets:
         return 0
     with write_transaction(sessions) as session:
-        return len(fold(session, since, now, targets))
+        built = len(fold(session, since, now, targets))
+    with write_transaction(sessions) as session:
+        summarize_closed(session, since, now, targets)
+    return built
 
 
 def fold(
     session: Session, since: datetime, now: datetime, targets: Collection[int] | None = None
 ) -> list[RollupKey]:
     """``coarse.fold`` (of the target ids ``targets``; None: of every target), the rows
-    built inserted; then the quantiles of the closed 5-minute rows (``summarize_closed``).
-    In a write transaction."""
-    built = coarse.fold(session, since, now, insert_built, targets)
-    summarize_closed(session, since, now, targets)
-    return built
+    built inserted. In a write transaction."""
+    return coarse.fold(session, since, now, insert_built, targets)
 
 
 def summarize_closed(
@@ -96,8 +99,9 @@ def summarize_closed(
 ) -> int:
     """Write the quantiles of the 5-minute rows that were written while their period was
     open (app.store.rollups.values) and have closed since the period holding ``since``:
-    found once from their sketches. Locked in key order, as a late run's merge locks them.
-    How many rows."""
+    found once from their sketches. Locked in key order, as a late run's merge locks them,
+    and never under the coarse writers' lock (``fold_closed``). In a write transaction of
+    its own; how many rows."""
     columns = [RollupRow.target_id, RollupRow.vantage, RollupRow.period_s, RollupRow.period_start]
     query = (
         select(*columns, RollupRow.digest)
