@@ -3,13 +3,15 @@ gives the same numbers whether they are folded yet or not, on SQLite and Postgre
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, delete, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.analysis.digest import Digest, digest_of, merge_digests
@@ -19,6 +21,7 @@ from app.store.models import RollupRow
 from app.store.reads.sparklines import sparklines
 from app.store.reads.timeseries import time_series
 from app.store.records import RunRecord
+from app.store.rollups import coarse
 from app.store.rollups.catchup import catch_up
 from app.store.rollups.coarse import COARSE
 from app.store.rollups.digests import (
@@ -242,4 +245,44 @@ def test_a_fold_writes_the_quantiles_of_the_fine_rows_closed_since_the_last(
     written = [(p50 is not None, "summary" in doc) for p50, doc in _fine_rows(sessions)]
     assert (True, True) in written and (False, False) in written  # those before cut alone
     fold_closed(sessions, cut, END)
+    assert all(p50 is not None for p50, _ in _fine_rows(sessions))
+
+
+def _waiting_on_a_lock(engine: Engine, others_than: int) -> bool:
+    with engine.connect() as connection:
+        query = text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND pid <> :me"
+        )
+        return bool(connection.scalar(query, {"me": others_than}))
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_fold_never_waits_on_a_late_run_s_merge_holding_the_coarse_lock(
+    sessions: sessionmaker[Session], spread: list[RunRecord]
+) -> None:
+    # A late run's catch-up locks its fine rows, then the coarse writers' lock; a fold that
+    # locked those rows under that lock would wait on it while it waits on the fold.
+    engine: Engine = sessions.kw["bind"]
+    late = sessions()
+    late.execute(
+        select(RollupRow.n).where(RollupRow.period_s == 300).with_for_update()
+    ).all()  # every fine row locked, as a catch-up merging into them holds them
+    me = late.scalar(text("SELECT pg_backend_pid()"))
+    errors: list[BaseException] = []
+
+    def folding() -> None:
+        try:
+            fold_closed(sessions, T0, END)
+        except BaseException as error:  # noqa: BLE001 - the test reads it
+            errors.append(error)
+
+    fold = threading.Thread(target=folding)
+    fold.start()
+    while fold.is_alive() and not _waiting_on_a_lock(engine, me):
+        time.sleep(0.01)  # until the fold waits for the rows (or is done)
+    coarse.serialized(late)  # the merge's next step: the coarse writers' lock
+    late.commit()
+    fold.join(timeout=60)
+    assert not fold.is_alive() and errors == []
     assert all(p50 is not None for p50, _ in _fine_rows(sessions))
