@@ -15,58 +15,26 @@ statements those evaluations sent and the bytes of their parameters counted.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import Engine, event
 
 from app.config import Settings
 from app.main import build_service
 from bench.agents_ingest import targets_file
 from bench.common import machine_info, print_table
-from bench.store_common import LLM, Synth, create_database, database_url, drop_database
+from bench.store_common import (
+    LLM,
+    SentStatements,
+    Synth,
+    create_database,
+    database_url,
+    drop_database,
+)
 
 INTERVAL = timedelta(minutes=15)
 SAMPLES = 5
-
-
-def _size(value: Any) -> int:
-    """The length of ``value`` as text; a JSON parameter's (psycopg's ``Json``, whose repr is
-    cut short) as the JSON sent."""
-    if hasattr(value, "obj"):
-        return len(json.dumps(value.obj, default=str))
-    if isinstance(value, dict):
-        return sum(_size(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return sum(_size(v) for v in value)
-    return len(str(value))
-
-
-class _Sent:
-    """Statements sent while ``counting``, and the length of their parameters as text."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.statements, self.bytes, self._on = 0, 0, False
-        event.listen(engine, "before_cursor_execute", self._seen)
-
-    def _seen(self, _conn: Any, _cursor: Any, _statement: str, params: Any, *_: Any) -> None:
-        if self._on:
-            self.statements += 1
-            self.bytes += _size(params)
-
-    @contextmanager
-    def counting(self) -> Iterator[None]:
-        self._on = True
-        try:
-            yield
-        finally:
-            self._on = False
 
 
 def _measure(url: str, vantages: int, days: float, rounds: int) -> list[str]:
@@ -83,7 +51,7 @@ def _measure(url: str, vantages: int, days: float, rounds: int) -> list[str]:
             service.sink.store(synth.run("t000", agent, LLM, first + k * INTERVAL, SAMPLES))
     for agent in agents:  # each series' first evaluation: its references built
         service.after_store(synth.run("t000", agent, LLM, first + count * INTERVAL, SAMPLES))
-    sent, cpu, evaluated = _Sent(service.engine), 0.0, 0
+    sent, cpu, evaluated = SentStatements(service.engine), 0.0, 0
     for k in range(count + 1, count + rounds):
         for agent in agents:
             run = synth.run("t000", agent, LLM, first + k * INTERVAL, SAMPLES)
@@ -101,7 +69,7 @@ def _measure(url: str, vantages: int, days: float, rounds: int) -> list[str]:
         str(vantages),
         str(evaluated),
         f"{cpu / evaluated * 1000:.2f}",
-        f"{sent.statements / evaluated:.1f}",
+        f"{sent.count / evaluated:.1f}",
         f"{sent.bytes / evaluated / 1024:.1f}",
         "yes" if pooled else "no",
     ]

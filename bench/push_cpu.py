@@ -20,13 +20,10 @@ import argparse
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-from sqlalchemy import Engine, event
 
 from app.agents.server.access import PushCheck
 from app.agents.server.ingest import Database, store_many, store_one
@@ -36,7 +33,7 @@ from app.store.records import RunRecord
 from app.store.rollups.catchup import catch_up
 from bench.agents_ingest import bodies, targets_file
 from bench.common import machine_info, print_table
-from bench.store_common import create_database, database_url, drop_database
+from bench.store_common import SentStatements, create_database, database_url, drop_database
 
 AGENTS = 20
 TARGETS = 50
@@ -60,7 +57,7 @@ def _measure(url: str, config: Path, batch: int, runs: int, recent: bool) -> lis
     store = store_many if batch else store_one
     pushes = _pushes(batch, runs, recent)
     stored, storing = 0, 0.0
-    evaluations = _Evaluations(service.after_store, _Statements(service.engine))
+    evaluations = _Evaluations(service.after_store, SentStatements(service.engine))
     for agent, body in pushes:
         fresh: list[RunRecord] = []
         began = time.thread_time()
@@ -91,7 +88,7 @@ class _Evaluations:
     (its series and the target's alert memory read from the database: once a series in
     ``serve``), then the later ones, whose statements are counted."""
 
-    def __init__(self, after_store: Callable[[RunRecord], object], statements: _Statements):
+    def __init__(self, after_store: Callable[[RunRecord], object], statements: SentStatements):
         self.after_store, self.statements = after_store, statements
         self.seen: set[tuple[str, str]] = set()
         self.cpu, self.runs = [0.0, 0.0], [0, 0]
@@ -107,25 +104,6 @@ class _Evaluations:
             self.after_store(run)
         self.cpu[later] += time.thread_time() - began
         self.runs[later] += 1
-
-
-class _Statements:
-    """Statements sent to the database while ``counting`` (the evaluations')."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.count, self._on = 0, False
-        event.listen(engine, "before_cursor_execute", self._seen)
-
-    def _seen(self, *_args: object) -> None:
-        self.count += self._on
-
-    @contextmanager
-    def counting(self) -> Iterator[None]:
-        self._on = True
-        try:
-            yield
-        finally:
-            self._on = False
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from sqlalchemy import Engine, pool, select
+from sqlalchemy import Engine, event, pool, select
 from sqlalchemy.engine import make_url
 
 from app.config import Target
@@ -673,3 +673,37 @@ def ms(seconds: float) -> str:
 
 def backend_label(url: str) -> str:
     return "PostgreSQL" if make_url(url).get_backend_name() == "postgresql" else "SQLite (WAL)"
+
+
+def _size(value: Any) -> int:
+    """The length of ``value`` as text; a JSON parameter's (psycopg's ``Json``, whose repr is
+    cut short) as the JSON sent."""
+    if hasattr(value, "obj"):
+        return len(json.dumps(value.obj, default=str))
+    if isinstance(value, dict):
+        return sum(_size(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(_size(v) for v in value)
+    return len(str(value))
+
+
+class SentStatements:
+    """Statements sent to ``engine``'s database while ``counting``, and the length of their
+    parameters as text."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.count, self.bytes, self._on = 0, 0, False
+        event.listen(engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, _conn: Any, _cursor: Any, _statement: str, params: Any, *_: Any) -> None:
+        if self._on:
+            self.count += 1
+            self.bytes += _size(params)
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        self._on = True
+        try:
+            yield
+        finally:
+            self._on = False

@@ -279,6 +279,8 @@ def test_a_failed_transaction_leaves_memory_and_database_as_they_were(
     (fired,) = watch.failed()  # the evaluator did not move on without the database
     assert (fired.before, fired.after) == (State.PENDING, State.FIRING)
     assert len(deliveries(sessions)) == 1
+    (state,) = rows(sessions, DetectorStateRow)  # the memory the failed write lost, written
+    assert state.last_run_id == watch.engine.evaluator.memory("chat", "eu").last_run
 
 
 # Restarts ------------------------------------------------------------------------------------

@@ -110,28 +110,6 @@ def test_after_a_restart_or_a_take_over_every_memory_is_written_once(
     _rows_hold_the_memories(watch)
 
 
-def test_a_failed_write_is_written_by_the_next_evaluation(
-    sessions: sessionmaker[Session],
-) -> None:
-    broken = {"now": False}
-
-    def notifiers(_target: str) -> list[str]:
-        if broken["now"]:
-            raise RuntimeError("notifier lookup broke")
-        return ["am"]
-
-    watch = Watch(sessions, notifiers=notifiers)
-    watch.failed("us")
-    for _ in range(3):
-        watch.failed()
-    broken["now"] = True
-    with pytest.raises(RuntimeError):
-        watch.failed()  # would fire: its transaction fails, the memory is put back
-    broken["now"] = False
-    watch.failed()
-    _rows_hold_the_memories(watch)
-
-
 def test_a_silence_check_with_nothing_to_write_opens_no_transaction(watch: Watch) -> None:
     watch.ok()
     begun: list[object] = []
