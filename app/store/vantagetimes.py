@@ -1,0 +1,112 @@
+"""A target's vantages present at a time, answered from their runs' start times as known,
+the database asked again only when those cannot decide (``DatabaseHistory.vantages``).
+
+An evaluation asks at its own time, and the service lane at the run's start (bench
+push_cpu: asked at both, a cache kept for one time read the database again at nearly
+every evaluation). So a read at ``now`` keeps, per vantage, its newest complete run
+started at or before ``now`` and its newest at all, both from ``since`` = ``now`` − 7 days −
+``EARLIER`` on; it proves no run started between the first and ``now``, nor after the
+second. Runs seen since (stored by this process, or read for ``last`` and ``window``) move
+those bounds and are kept as known times, the newest ``KEPT_TIMES`` a vantage.
+
+A vantage is present at ``now`` when a known time is in [now − 7 days, now]; absent when a
+bound proves that window empty; else the database is read. Stored by another process, a
+run is found at the next read, as before.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+# The contract's 7 days (app.alerts.history, not imported: alerts already import store).
+PRESENT_FOR = timedelta(days=7)
+# How much earlier than a read a time can be asked of it: a run measured that long before
+# its evaluation (a spool flushed late) is asked about without a read. Read with it: a
+# 7-day read covers 7 days and 6 hours of runs.
+EARLIER = timedelta(hours=6)
+KEPT_TIMES = 4
+
+
+def reach(now: datetime) -> datetime:
+    """The earliest start a read at ``now`` asks for."""
+    return now - PRESENT_FOR - EARLIER
+
+
+@dataclass(slots=True)
+class _Vantage:
+    """What is known of one vantage's runs since the read's ``since``."""
+
+    before: datetime | None  # newest started at or before the read's ``now``: none after it then
+    newest: datetime | None  # none started after it
+    times: list[datetime] = field(default_factory=list)  # the newest known, oldest first
+
+    def know(self, at: datetime, read_at: datetime) -> None:
+        if at not in self.times:
+            bisect.insort(self.times, at)
+            del self.times[:-KEPT_TIMES]
+        if self.newest is None or at > self.newest:
+            self.newest = at
+        if at <= read_at and (self.before is None or at > self.before):
+            self.before = at
+
+    def present(self, now: datetime, read_at: datetime) -> bool | None:
+        """Whether a run started in [now − 7 days, now]; None when what is known cannot say."""
+        start = now - PRESENT_FOR
+        if any(start <= at <= now for at in self.times):
+            return True
+        if self.newest is None or self.newest < start:
+            return False
+        if now <= read_at and (self.before is None or self.before < start):
+            return False
+        return None
+
+
+class KnownVantages:
+    """One target's, from a read at ``read_at``: fresh for a ``now`` from ``read_at`` −
+    ``EARLIER`` on, and up to a TTL after the latest time the target was read at."""
+
+    def __init__(
+        self,
+        read_at: datetime,
+        found: dict[str, tuple[datetime | None, datetime]],
+        earlier: KnownVantages | None = None,
+    ) -> None:
+        # A read at an earlier time than the one before it is as fresh: the TTL counts on.
+        self.read_at = read_at
+        self.latest: datetime = read_at if earlier is None else max(read_at, earlier.latest)
+        self.since = reach(read_at)
+        self._vantages: dict[str, _Vantage] = {}
+        for vantage, (before, newest) in found.items():
+            known = self._vantages[vantage] = _Vantage(before, newest)
+            # Runs seen after the earlier read, between this read's time and its newest:
+            # this read proves nothing of them, so they stay known.
+            later = earlier.times(vantage, read_at, newest) if earlier is not None else []
+            for at in [*later, *(at for at in (before, newest) if at is not None)]:
+                known.know(at, read_at)
+
+    def times(self, vantage: str, after: datetime, until: datetime) -> list[datetime]:
+        """The known start times of ``vantage``'s runs in (after, until]."""
+        known = self._vantages.get(vantage)
+        return [at for at in known.times if after < at <= until] if known is not None else []
+
+    def fresh(self, now: datetime, ttl: timedelta) -> bool:
+        return self.since <= now - PRESENT_FOR and now < self.latest + ttl
+
+    def seen(self, vantage: str, at: datetime) -> None:
+        """A complete run of ``vantage`` that started at ``at`` is stored."""
+        if at >= self.since:
+            self._vantages.setdefault(vantage, _Vantage(None, None)).know(at, self.read_at)
+
+    def present(self, now: datetime) -> list[str] | None:
+        """The vantages with a run started in [now − 7 days, now], by name; None when what
+        is known cannot decide for one of them (read again)."""
+        found = []
+        for vantage, known in self._vantages.items():
+            present = known.present(now, self.read_at)
+            if present is None:
+                return None
+            if present:
+                found.append(vantage)
+        return sorted(found)
