@@ -54,7 +54,9 @@ class _Vantage:
     def present(self, now: datetime, read_at: datetime) -> bool | None:
         """Whether a run started in [now − 7 days, now]; None when what is known cannot say."""
         start = now - PRESENT_FOR
-        if any(start <= at <= now for at in self.times):
+        if any(
+            start <= at <= now for at in (*self.times, self.before, self.newest) if at is not None
+        ):
             return True
         if self.newest is None or self.newest < start:
             return False
