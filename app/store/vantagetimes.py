@@ -1,17 +1,17 @@
 """A target's vantages present at a time, answered from their runs' start times as known,
 the database asked again only when those cannot decide (``DatabaseHistory.vantages``).
 
-An evaluation asks at its own time, and the service lane at the run's start (bench
-push_cpu: asked at both, a cache kept for one time read the database again at nearly
-every evaluation). So a read at ``now`` keeps, per vantage, its newest complete run
-started at or before ``now`` and its newest at all, both from ``since`` = ``now`` − 7 days −
-``EARLIER`` on; it proves no run started between the first and ``now``, nor after the
-second. Runs seen since (stored by this process, or read for ``last`` and ``window``) move
-those bounds and are kept as known times, the newest ``KEPT_TIMES`` a vantage.
+An evaluation asks at its own time, and the service lane at the run's start: a cache kept
+for one time read the database again at nearly every evaluation (bench/README.md, vant9).
+So a read at ``now`` keeps, per vantage, its newest complete run started at or before
+``now`` and its newest at all, both from ``since`` = ``now`` − 7 days − ``EARLIER`` on: no
+other run started between the first and ``now``, nor after the second. Runs seen since
+(stored by this process, or read for ``last`` and ``window``) are kept as known times, the
+newest ``KEPT_TIMES`` a vantage; one dropped moves those bounds up to it.
 
-A vantage is present at ``now`` when a known time is in [now − 7 days, now]; absent when a
-bound proves that window empty; else the database is read. Stored by another process, a
-run is found at the next read, as before.
+A vantage is present at ``now`` when a known time is in [now − 7 days, now]; absent when
+the bounds prove no run in it; else the database is read. A run stored by another process
+is found at the next read, as before.
 """
 
 from __future__ import annotations
@@ -36,29 +36,33 @@ def reach(now: datetime) -> datetime:
 
 @dataclass(slots=True)
 class _Vantage:
-    """What is known of one vantage's runs since the read's ``since``."""
+    """What is known of one vantage's runs since the read's ``since``: each run started
+    after ``after``, or after ``before`` and at or before the read's ``now``, is in ``times``
+    (None: since ``since``). A known time dropped (the oldest) moves the bounds up to it."""
 
-    before: datetime | None  # newest started at or before the read's ``now``: none after it then
-    newest: datetime | None  # none started after it
+    before: datetime | None
+    after: datetime | None
     times: list[datetime] = field(default_factory=list)  # the newest known, oldest first
 
     def know(self, at: datetime, read_at: datetime) -> None:
-        if at not in self.times:
-            bisect.insort(self.times, at)
-            del self.times[:-KEPT_TIMES]
-        if self.newest is None or at > self.newest:
-            self.newest = at
-        if at <= read_at and (self.before is None or at > self.before):
-            self.before = at
+        if at in self.times:
+            return
+        bisect.insort(self.times, at)
+        for dropped in self.times[:-KEPT_TIMES]:
+            if self.after is None or dropped > self.after:
+                self.after = dropped
+            if dropped <= read_at and (self.before is None or dropped > self.before):
+                self.before = dropped
+        del self.times[:-KEPT_TIMES]
 
     def present(self, now: datetime, read_at: datetime) -> bool | None:
         """Whether a run started in [now − 7 days, now]; None when what is known cannot say."""
         start = now - PRESENT_FOR
         if any(
-            start <= at <= now for at in (*self.times, self.before, self.newest) if at is not None
+            start <= at <= now for at in (*self.times, self.before, self.after) if at is not None
         ):
             return True
-        if self.newest is None or self.newest < start:
+        if self.after is None or self.after < start:
             return False
         if now <= read_at and (self.before is None or self.before < start):
             return False
@@ -83,7 +87,7 @@ class KnownVantages:
         for vantage, (before, newest) in found.items():
             known = self._vantages[vantage] = _Vantage(before, newest)
             # Runs seen after the earlier read, between this read's time and its newest:
-            # this read proves nothing of them, so they stay known.
+            # this read says nothing of them, so they stay known.
             later = earlier.times(vantage, read_at, newest) if earlier is not None else []
             for at in [*later, *(at for at in (before, newest) if at is not None)]:
                 known.know(at, read_at)
