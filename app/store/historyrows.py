@@ -103,19 +103,20 @@ def run_counts(
 
 def newest_by_vantage(
     session: Session, target: str, since: datetime, until: datetime
-) -> dict[str, tuple[datetime | None, datetime]]:
+) -> dict[str, tuple[datetime, datetime | None, datetime]]:
     """Each vantage with a complete run of ``target`` started at ``since`` or later: when its
-    newest started at or before ``until`` (None if none did), and when its newest started.
-    One statement, the range open above: what the vantages present at a time later than
-    ``until`` need is read with it."""
+    oldest such run started, its newest at or before ``until`` (None if none did), and its
+    newest. One statement, the range open above: what the vantages present at a time later
+    than ``until`` need is read with it."""
     started = RunRow.started_at
+    newest_until = func.max(case((started <= until, started)))
     found = session.execute(
-        select(RunRow.vantage, func.max(case((started <= until, started))), func.max(started))
+        select(RunRow.vantage, func.min(started), newest_until, func.max(started))
         .join(TargetRow, RunRow.target_id == TargetRow.id)
         .where(TargetRow.name == target, RunRow.status == RunStatus.COMPLETE, started >= since)
         .group_by(RunRow.vantage)
     ).all()
-    return {vantage: (before, newest) for vantage, before, newest in found}
+    return {vantage: (first, before, newest) for vantage, first, before, newest in found}
 
 
 # Each vantage asked of, as rows: a list bound as one parameter (an array; JSON on SQLite).

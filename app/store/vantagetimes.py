@@ -36,10 +36,12 @@ def reach(now: datetime) -> datetime:
 
 @dataclass(slots=True)
 class _Vantage:
-    """What is known of one vantage's runs since the read's ``since``: each run started
-    after ``after``, or after ``before`` and at or before the read's ``now``, is in ``times``
-    (None: since ``since``). A known time dropped (the oldest) moves the bounds up to it."""
+    """What is known of one vantage's runs from the read's ``since`` on: each run started
+    before ``first``, after ``after``, or after ``before`` and at or before the read's ``now``
+    is in ``times`` (a bound None: from ``since`` on; ``first`` None: no such bound). A known
+    time dropped (the oldest) moves the bounds past it."""
 
+    first: datetime | None
     before: datetime | None
     after: datetime | None
     times: list[datetime] = field(default_factory=list)  # the newest known, oldest first
@@ -49,6 +51,8 @@ class _Vantage:
             return
         bisect.insort(self.times, at)
         for dropped in self.times[:-KEPT_TIMES]:
+            if self.first is not None and dropped < self.first:
+                self.first = None
             if self.after is None or dropped > self.after:
                 self.after = dropped
             if dropped <= read_at and (self.before is None or dropped > self.before):
@@ -64,6 +68,8 @@ class _Vantage:
             return True
         if self.after is None or self.after < start:
             return False
+        if self.first is not None and now < self.first:
+            return False
         if now <= read_at and (self.before is None or self.before < start):
             return False
         return None
@@ -76,7 +82,7 @@ class KnownVantages:
     def __init__(
         self,
         read_at: datetime,
-        found: dict[str, tuple[datetime | None, datetime]],
+        found: dict[str, tuple[datetime, datetime | None, datetime]],
         earlier: KnownVantages | None = None,
     ) -> None:
         # A read at an earlier time than the one before it is as fresh: the TTL counts on.
@@ -84,18 +90,32 @@ class KnownVantages:
         self.latest: datetime = read_at if earlier is None else max(read_at, earlier.latest)
         self.since = reach(read_at)
         self._vantages: dict[str, _Vantage] = {}
-        for vantage, (before, newest) in found.items():
-            known = self._vantages[vantage] = _Vantage(before, newest)
-            # Runs seen after the earlier read, between this read's time and its newest:
-            # this read says nothing of them, so they stay known.
-            later = earlier.times(vantage, read_at, newest) if earlier is not None else []
-            for at in [*later, *(at for at in (before, newest) if at is not None)]:
+        for vantage, (first, before, newest) in found.items():
+            known = self._vantages[vantage] = _Vantage(first, before, newest)
+            kept = earlier.times(vantage) if earlier is not None else []
+            for at in [*self._carried(kept, first, before, newest), first, newest]:
                 known.know(at, read_at)
+            if before is not None:
+                known.know(before, read_at)
 
-    def times(self, vantage: str, after: datetime, until: datetime) -> list[datetime]:
-        """The known start times of ``vantage``'s runs in (after, until]."""
+    def _carried(
+        self, times: list[datetime], first: datetime, before: datetime | None, newest: datetime
+    ) -> list[datetime]:
+        """Of the runs known before this read, those it says nothing of: after its time up to
+        its newest, and at or before its newest up to its time, down to ``EARLIER`` before
+        it (an older one may have been pruned since)."""
+        recent = self.read_at - EARLIER
+        return [
+            at
+            for at in times
+            if first <= at <= newest
+            and (at > self.read_at or (before is not None and recent < at <= before))
+        ]
+
+    def times(self, vantage: str) -> list[datetime]:
+        """The known start times of ``vantage``'s runs, oldest first."""
         known = self._vantages.get(vantage)
-        return [at for at in known.times if after < at <= until] if known is not None else []
+        return list(known.times) if known is not None else []
 
     def fresh(self, now: datetime, ttl: timedelta) -> bool:
         return self.since <= now - PRESENT_FOR and now < self.latest + ttl
@@ -103,7 +123,7 @@ class KnownVantages:
     def seen(self, vantage: str, at: datetime) -> None:
         """A complete run of ``vantage`` that started at ``at`` is stored."""
         if at >= self.since:
-            self._vantages.setdefault(vantage, _Vantage(None, None)).know(at, self.read_at)
+            self._vantages.setdefault(vantage, _Vantage(None, None, None)).know(at, self.read_at)
 
     def present(self, now: datetime) -> list[str] | None:
         """The vantages with a run started in [now − 7 days, now], by name; None when what

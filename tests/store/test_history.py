@@ -167,12 +167,16 @@ def runs_at(starts: Starts) -> list[RunData]:
             [(0 * HOUR, 1), (-HOUR, 0)], id="a-run-read-before-a-newer-one-added",
         ),
         pytest.param(
-            {"eu": [-2 * HOUR, -HOUR], "us": [-3 * HOUR]}, {}, [(0 * HOUR, 1), (-90 * MINUTE, 1)],
-            id="a-run-not-known-before-the-newest-is-read",
+            {"eu": [-WEEK - 3 * HOUR, -2 * HOUR, -HOUR], "us": [-3 * HOUR]}, {},
+            [(0 * HOUR, 1), (-90 * MINUTE, 1)], id="a-run-not-known-between-the-first-and-newest",
         ),
         pytest.param(
-            {"eu": [-2 * HOUR], "us": [-30 * MINUTE]}, {}, [(0 * HOUR, 1), (-HOUR, 1), (-HOUR, 0)],
-            id="every-known-run-after-now-is-read-again",
+            {"eu": [-2 * HOUR], "us": [-WEEK - 3 * HOUR, -2 * HOUR, -30 * MINUTE]}, {},
+            [(0 * HOUR, 1), (-HOUR, 1), (-HOUR, 0)], id="no-known-run-in-the-window-is-read-again",
+        ),
+        pytest.param(
+            {"eu": [-3 * HOUR], "us": [-30 * MINUTE]}, {}, [(0 * HOUR, 1), (-HOUR, 0)],
+            id="a-first-run-after-now-proves-none-before",
         ),
         pytest.param(
             {"eu": [-3 * HOUR], "old": [-WEEK - HOUR]}, {}, [(0 * HOUR, 1), (-2 * HOUR, 0)],
@@ -191,8 +195,8 @@ def runs_at(starts: Starts) -> list[RunData]:
             id="a-run-added-after-the-read",
         ),
         pytest.param(
-            {"eu": [-3 * HOUR], "us": [-30 * MINUTE]}, {"ap": [MINUTE, 2 * MINUTE]},
-            [(0 * HOUR, 1), (-HOUR, 1), (MINUTE * 1.5, 0)],
+            {"eu": [-3 * HOUR], "us": [-WEEK - 3 * HOUR, -30 * MINUTE]},
+            {"ap": [MINUTE, 2 * MINUTE]}, [(0 * HOUR, 1), (-HOUR, 1), (MINUTE * 1.5, 0)],
             id="runs-added-outlive-a-read-at-an-earlier-time",
         ),
     ],
