@@ -226,10 +226,10 @@ class DatabaseHistory:
     def vantages(self, target: str, now: datetime) -> list[str]:
         """Vantages with a complete run started in [now − 7 days, now], by name.
 
-        Answered from the runs' start times known (``KnownVantages``), read again when they
-        cannot decide, or a minute after the latest time the target was read at; a vantage
-        whose runs ``last`` or ``window`` read in between is known at once, so only a
-        vantage not read yet can be found up to a minute late.
+        Answered from the runs' start times known (``KnownVantages``); read again when they
+        cannot decide, or a minute (ten for a target fed by ``add``) after the latest time
+        the target was read at. A vantage whose runs ``last`` or ``window`` read in between
+        is known at once, so only a vantage not read yet can be found up to that late.
         """
         with self._hand.held():
             known = self._newest.get(target)

@@ -3,11 +3,12 @@ the database asked again only when those cannot decide (``DatabaseHistory.vantag
 
 An evaluation asks at its own time, and the service lane at the run's start: a cache kept
 for one time read the database again at nearly every evaluation (bench/README.md, vant9).
-So a read at ``now`` keeps, per vantage, its newest complete run started at or before
-``now`` and its newest at all, both from ``since`` = ``now`` − 7 days − ``EARLIER`` on: no
-other run started between the first and ``now``, nor after the second. Runs seen since
-(stored by this process, or read for ``last`` and ``window``) are kept as known times, the
-newest ``KEPT_TIMES`` a vantage; one dropped moves those bounds up to it.
+So a read at ``now`` keeps, per vantage, when its oldest complete run started, its newest
+at or before ``now`` and its newest at all, counting from ``since`` = ``now`` − 7 days −
+``EARLIER``: no other run started before the first, between the second and ``now``, nor
+after the third. Runs seen since (stored by this process, or read for ``last`` and
+``window``) are kept as known times, the newest ``KEPT_TIMES`` a vantage; one dropped moves
+those bounds past it.
 
 A vantage is present at ``now`` when a known time is in [now − 7 days, now]; absent when
 the bounds prove no run in it; else the database is read. A run stored by another process
@@ -102,8 +103,8 @@ class KnownVantages:
         self, times: list[datetime], first: datetime, before: datetime | None, newest: datetime
     ) -> list[datetime]:
         """Of the runs known before this read, those it says nothing of: after its time up to
-        its newest, and at or before its newest up to its time, down to ``EARLIER`` before
-        it (an older one may have been pruned since)."""
+        its newest, and from ``EARLIER`` before its time up to its newest at or before it
+        (not older: a run that old may have been pruned since)."""
         recent = self.read_at - EARLIER
         return [
             at
