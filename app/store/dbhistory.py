@@ -49,9 +49,8 @@ from app.store.historyrows import (
 )
 from app.store.models import RunRow
 from app.store.records import RunRecord, RunStatus
+from app.store.vantagetimes import KnownVantages, reach
 
-# The contract's 7 days (app.alerts.history, not imported: alerts already import store).
-PRESENT_FOR = timedelta(days=7)
 VANTAGES_TTL = timedelta(minutes=1)
 MAX_UNBUILDABLE = 100_000
 KEPT_WINDOW_RUNS = 2_000
@@ -84,8 +83,8 @@ class DatabaseHistory:
         self._recent: dict[Key, list[RunData]] = {}
         self._capacity: dict[Key, int] = {}
         self._windows: dict[Key, tuple[tuple[datetime, datetime], list[RunData]]] = {}
-        # Per target: when asked, and each vantage's newest run in the 7 days before.
-        self._newest: dict[str, tuple[datetime, dict[str, datetime]]] = {}
+        # Per target: its vantages' runs' start times as known.
+        self._newest: dict[str, KnownVantages] = {}
         self._unbuildable: set[uuid.UUID] = set()
         self._series: dict[str, set[str]] = {}  # each target's vantages whose runs are kept
         # Fed by ``add``: per key, when (monotonic) the newest ``n`` runs were read, so
@@ -227,18 +226,22 @@ class DatabaseHistory:
     def vantages(self, target: str, now: datetime) -> list[str]:
         """Vantages with a complete run started in [now − 7 days, now], by name.
 
-        Each vantage's newest run is asked of the database at most once a minute; a
-        vantage whose runs ``last`` or ``window`` read in between is known at once, so
-        only a vantage not read yet can be found up to a minute late.
+        Answered from the runs' start times known (``KnownVantages``); read again when they
+        cannot decide, or a minute (ten for a target fed by ``add``) after the latest time
+        the target was read at. A vantage whose runs ``last`` or ``window`` read in between
+        is known at once, so only a vantage not read yet can be found up to that late.
         """
         with self._hand.held():
-            cached = self._newest.get(target)
+            known = self._newest.get(target)
             ttl = FED_VANTAGES_TTL if target in self._fed_targets else VANTAGES_TTL
-            fresh = cached is not None and cached[0] <= now < cached[0] + ttl
-            if cached is None or not fresh or max(cached[1].values(), default=now) > now:
-                cached = self._newest[target] = (now, self._newest_runs(target, now))
-            newest = cached[1]
-        return sorted(v for v, at in newest.items() if now - PRESENT_FOR <= at <= now)
+            present = known.present(now) if known is not None and known.fresh(now, ttl) else None
+            if present is None:
+                with self.sessions() as session:
+                    found = newest_by_vantage(session, target, reach(now), now)
+                known = self._newest[target] = KnownVantages(now, found, known)
+                present = known.present(now)
+        assert present is not None  # a read at ``now`` decides every vantage at ``now``
+        return present
 
     def counts(self, target: str, vantage: str, start: datetime, end: datetime) -> list[RunCount]:
         """From the run rows alone: every column read is in ``ix_runs_chart``, so this is
@@ -246,10 +249,6 @@ class DatabaseHistory:
         with self.sessions() as session:
             rows = run_counts(session, target, vantage, start, end)
         return sorted(RunCount(at, ok + missed, missed, n) for at, ok, missed, n in rows)
-
-    def _newest_runs(self, target: str, now: datetime) -> dict[str, datetime]:
-        with self.sessions() as session:
-            return newest_by_vantage(session, target, now - PRESENT_FOR, now)
 
     # Building runs ------------------------------------------------------------------------
 
@@ -293,8 +292,6 @@ class DatabaseHistory:
 
     def _seen(self, target: str, vantage: str, runs: list[RunData]) -> None:
         """A vantage that just reported is present without waiting for the cache to age."""
-        cached = self._newest.get(target)
-        if cached is None or not runs:
-            return
-        newest = cached[1]
-        newest[vantage] = max(newest.get(vantage, runs[-1].at), runs[-1].at)
+        known = self._newest.get(target)
+        if known is not None and runs:
+            known.seen(vantage, runs[-1].at)

@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     TextualSelect,
     Uuid,
+    case,
     column,
     func,
     select,
@@ -102,20 +103,20 @@ def run_counts(
 
 def newest_by_vantage(
     session: Session, target: str, since: datetime, until: datetime
-) -> dict[str, datetime]:
-    """Each vantage's newest complete run of ``target`` started in [since, until]: when."""
+) -> dict[str, tuple[datetime, datetime | None, datetime]]:
+    """Each vantage with a complete run of ``target`` started at ``since`` or later: when its
+    oldest such run started, its newest at or before ``until`` (None if none did), and its
+    newest. One statement, the range open above: what the vantages present at a time later
+    than ``until`` need is read with it."""
+    started = RunRow.started_at
+    newest_until = func.max(case((started <= until, started)))
     found = session.execute(
-        select(RunRow.vantage, func.max(RunRow.started_at))
+        select(RunRow.vantage, func.min(started), newest_until, func.max(started))
         .join(TargetRow, RunRow.target_id == TargetRow.id)
-        .where(
-            TargetRow.name == target,
-            RunRow.status == RunStatus.COMPLETE,
-            RunRow.started_at >= since,
-            RunRow.started_at <= until,
-        )
+        .where(TargetRow.name == target, RunRow.status == RunStatus.COMPLETE, started >= since)
         .group_by(RunRow.vantage)
     ).all()
-    return dict(found)
+    return {vantage: (first, before, newest) for vantage, first, before, newest in found}
 
 
 # Each vantage asked of, as rows: a list bound as one parameter (an array; JSON on SQLite).

@@ -142,6 +142,109 @@ def test_vantages_are_those_with_a_run_in_the_last_seven_days(
     assert history.vantages("chat", T0 + timedelta(days=8)) == []
 
 
+MINUTE, HOUR, WEEK = timedelta(minutes=1), timedelta(hours=1), timedelta(days=7)
+Starts = dict[str, list[timedelta]]  # each vantage's runs, by start from T0
+
+
+def runs_at(starts: Starts) -> list[RunData]:
+    rng = np.random.default_rng(30)
+    made = [
+        make_run(rng, T0 + at, vantage=v, run_id=None) for v, ats in starts.items() for at in ats
+    ]
+    return [replace_id(run) for run in made]
+
+
+@pytest.mark.parametrize(
+    ("stored", "added", "asks"),
+    [
+        # (runs in the database, runs added after the first ask, each ask: when, reads)
+        pytest.param(
+            {"eu": [-2 * HOUR], "us": [-3 * HOUR]}, {}, [(0 * HOUR, 1), (-90 * MINUTE, 0)],
+            id="a-run-read-in-an-earlier-window",
+        ),
+        pytest.param(
+            {"eu": [-2 * HOUR], "us": [-3 * HOUR]}, {"eu": [-30 * MINUTE]},
+            [(0 * HOUR, 1), (-HOUR, 0)], id="a-run-read-before-a-newer-one-added",
+        ),
+        pytest.param(
+            {"eu": [-WEEK - 3 * HOUR, -2 * HOUR, -HOUR], "us": [-3 * HOUR]}, {},
+            [(0 * HOUR, 1), (-90 * MINUTE, 1)], id="a-run-not-known-between-the-first-and-newest",
+        ),
+        pytest.param(
+            {"eu": [-2 * HOUR], "us": [-WEEK - 3 * HOUR, -2 * HOUR, -30 * MINUTE]}, {},
+            [(0 * HOUR, 1), (-HOUR, 1), (-HOUR, 0)], id="no-known-run-in-the-window-is-read-again",
+        ),
+        pytest.param(
+            {"eu": [-3 * HOUR], "us": [-30 * MINUTE]}, {}, [(0 * HOUR, 1), (-HOUR, 0)],
+            id="a-first-run-after-now-proves-none-before",
+        ),
+        pytest.param(
+            {"eu": [-3 * HOUR], "old": [-WEEK - HOUR]}, {}, [(0 * HOUR, 1), (-2 * HOUR, 0)],
+            id="absent-at-the-read-present-earlier",
+        ),
+        pytest.param(
+            {"eu": [-3 * HOUR], "x": [-WEEK - 5 * HOUR, HOUR], "y": [-WEEK - 5 * HOUR]}, {},
+            [(0 * HOUR, 1), (-2 * HOUR, 0)], id="no-run-in-the-window-proved-by-the-read",
+        ),
+        pytest.param(
+            {"eu": [-3 * HOUR, -HOUR]}, {}, [(0 * HOUR, 1), (-7 * HOUR, 1)],
+            id="earlier-than-the-read-reaches",
+        ),
+        pytest.param(
+            {"eu": [-3 * HOUR]}, {"us": [-HOUR]}, [(0 * HOUR, 1), (-30 * MINUTE, 0)],
+            id="a-run-added-after-the-read",
+        ),
+        pytest.param(
+            {"eu": [-3 * HOUR], "us": [-WEEK - 3 * HOUR, -30 * MINUTE]},
+            {"ap": [MINUTE, 2 * MINUTE]}, [(0 * HOUR, 1), (-HOUR, 1), (MINUTE * 1.5, 0)],
+            id="runs-added-outlive-a-read-at-an-earlier-time",
+        ),
+    ],
+)  # fmt: skip
+def test_vantages_asked_earlier_than_the_read_are_answered_from_the_times_known(
+    sessions: sessionmaker[Session],
+    run_reads: list[str],
+    stored: Starts,
+    added: Starts,
+    asks: list[tuple[timedelta, int]],
+) -> None:
+    store(sessions, *runs_at(stored))
+    history = DatabaseHistory(sessions)
+    for k, (at, reads) in enumerate(asks):
+        if k == 1:
+            for run in runs_at(added):
+                store(sessions, run)
+                history.add(record_of(run))
+        before = len(run_reads)
+        answer = history.vantages("chat", T0 + at)
+        assert len(run_reads) - before == reads, f"ask {k} at {at}"
+        assert answer == DatabaseHistory(sessions).vantages("chat", T0 + at)  # a fresh read's
+
+
+def test_vantages_asked_at_any_time_answer_as_a_fresh_read_would(
+    sessions: sessionmaker[Session], run_reads: list[str]
+) -> None:
+    rng = np.random.default_rng(31)
+
+    def minutes(low: int, high: int) -> timedelta:
+        return MINUTE * int(rng.integers(low, high))
+
+    vantages = ["ap", "eu", "sa", "us"]
+    store(sessions, *runs_at({v: [minutes(-8 * 24 * 60, 0) for _ in range(3)] for v in vantages}))
+    history, asks, reads = DatabaseHistory(sessions), 0, 0
+    for _ in range(60):
+        if rng.random() < 0.4:  # a run stored by this process, handed to the history
+            (run,) = runs_at({str(rng.choice(vantages)): [minutes(-8 * 60, 10)]})
+            store(sessions, run)
+            history.add(record_of(run))
+            continue
+        now, before = T0 + minutes(-8 * 60, 10), len(run_reads)
+        answer = history.vantages("chat", now)
+        asks, reads = asks + 1, reads + len(run_reads) - before
+        assert answer == DatabaseHistory(sessions).vantages("chat", now), f"at {now}"
+    assert 0 < reads < asks / 2  # most asks answered from what is known
+
+
 def test_the_window_skips_runs_it_cannot_rebuild_without_asking_again(
     sessions: sessionmaker[Session], sample_reads: list[str]
 ) -> None:
