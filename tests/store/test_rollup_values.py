@@ -9,7 +9,7 @@ import pytest
 
 from app.analysis.digest import Digest, merge_digests
 from app.analysis.sketch import Sketch
-from app.store.rollups import values
+from app.store.rollups import coarse, values
 from app.store.rollups.values import RowValues, rollup_values
 
 NOW = datetime(2026, 12, 6, 22, 0, tzinfo=UTC)
@@ -111,7 +111,7 @@ def test_a_row_keeps_its_quantiles_once_its_period_has_closed(
     part, before = digest(10, 20, 30), digest(5, 15)
     rows = RowValues(NOW)
     merged, new = rows.merged(stored(before), part, key), rows.new(part, key)
-    assert values.summarized(key, NOW) is closed
+    assert coarse.closed(key, NOW) is closed
     for found, alone in (
         (merged, merged_alone(stored(before), part)),
         (new, rollup_values(part, NOW)),

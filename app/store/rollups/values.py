@@ -1,7 +1,7 @@
 """A rollup row's stored values (``rollup_values``), and a batch's found once per equal row.
 
 A row keeps its period's quantiles beside its sketches once the period has closed
-(``summarized``). While it is open, runs are merged into it one after another (a target's
+(``coarse.closed``). While it is open, runs are merged into it one after another (a target's
 pooled 5-minute row once a run at each vantage: 100 merges for 20 vantages every minute),
 and finding its quantiles again at every merge was most of a merge's cost (bench/README.md,
 "Rollups: quantiles once a period has closed"): an open row is written without them
@@ -19,11 +19,12 @@ into before, or a new row of a part already built, takes the values found then.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from app.analysis.digest import QUANTILES, Digest, merge_digests
 from app.analysis.summary import Summary
+from app.store.rollups import coarse
 from app.store.rollups.keys import RollupKey
 
 
@@ -43,11 +44,6 @@ def rollup_values(digest: Digest, now: datetime, summarized: bool = True) -> dic
         "digest": document,
         "updated_at": now,
     }
-
-
-def summarized(key: RollupKey, now: datetime) -> bool:
-    """Whether the row of ``key`` keeps its quantiles at ``now``: once its period closed."""
-    return key[3] + timedelta(seconds=key[2]) <= now
 
 
 def compact_summary(digest: Digest, summary: Summary | None = None) -> dict[str, Any]:
@@ -90,7 +86,7 @@ class RowValues:
 
     def new(self, part: Digest, key: RollupKey) -> dict[str, Any]:
         """The new row of ``key``'s values, of ``part`` alone."""
-        closed = summarized(key, self.now)
+        closed = coarse.closed(key, self.now)  # its quantiles kept from then on
         found = self._new.get((id(part), closed))
         if found is None:
             found = self._new[(id(part), closed)] = (part, rollup_values(part, self.now, closed))
@@ -98,7 +94,7 @@ class RowValues:
 
     def merged(self, document: Any, part: Digest, key: RollupKey) -> dict[str, Any]:
         """The stored row of ``key``'s new values: its ``document`` with ``part`` merged in."""
-        closed = summarized(key, self.now)
+        closed = coarse.closed(key, self.now)  # its quantiles kept from then on
         seen = self._merged.setdefault((id(part), closed), [])
         for _part, stored, values in seen:
             if stored == document:
