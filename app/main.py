@@ -260,6 +260,7 @@ def create_app(
     workers = Workers(settings.whatif_workers, settings.whatif_queue)
     observed.registry.register(WorkersCollector(workers))
     observed.registry.register(readscrape.runs_lost(service.writer.spool.losses))
+    observed.registry.register(readscrape.runs_skipped(service.watch.skips, service.watch.vantage))
     if service.upkeep.in_hand is not None:
         observed.registry.register(readscrape.caught_up(service.upkeep.in_hand))
 

@@ -3,9 +3,10 @@ read from the part at each scrape (never copied into prometheus-client's own met
 the part stays the one place the number lives).
 
 The quarantine of the background loops (``app.store.quarantine``), the runs kept nowhere
-(``app.runs.losses``), the runs turned away from a taken slot (``app.runs.slots``),
-this replica's share of the targets (``app.replicas``) and where the rollups' catch-up
-found its runs' samples (``app.store.rollups.inhand``).
+(``app.runs.losses``), the due runs never started (``app.runtime.skips``), the runs turned
+away from a taken slot (``app.runs.slots``), this replica's share of the targets
+(``app.replicas``) and where the rollups' catch-up found its runs' samples
+(``app.store.rollups.inhand``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from app.replicas.evaluation import OwnerEvaluation
 from app.replicas.membership import Replicas
 from app.runs.losses import Losses
 from app.runs.slots import TakenSlots
+from app.runtime.skips import Skips
 from app.store.quarantine import Quarantine
 from app.store.rollups.inhand import InHand
 
@@ -77,6 +79,21 @@ DUPLICATE_SLOT = Family(
     labels=("target", "vantage"),
     counter=True,
 )
+
+
+RUNS_SKIPPED = Family(
+    "phasewatch_runs_skipped",
+    "Due runs the scheduler did not start, by reason: running (the previous run still"
+    " going), late (past the misfire grace), turn (waited its interval for a turn),"
+    " woke_late (the scheduler woke after the slot's cell: the process had no CPU, or a"
+    " busy loop, for an interval).",
+    labels=("target", "vantage", "reason"),
+    counter=True,
+)
+
+
+def runs_skipped(skips: Skips, vantage: str) -> ReadAtScrape:
+    return ReadAtScrape(RUNS_SKIPPED, lambda: skips.counts(vantage))
 
 
 def quarantined(quarantine: Quarantine) -> ReadAtScrape:

@@ -33,6 +33,7 @@ from app import clock
 from app.config import Target
 from app.runs.slots import Grid, slot_time
 from app.runs.waits import cancelled
+from app.runtime.skips import LATE, RUNNING, TURN, Skips
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,6 @@ class Watch:
         # its interval (each target's next slot skipped), and each sample is timed through
         # a starved loop. Bounded, the runs beyond wait, late, and the rest run at speed.
         self._turns = asyncio.Semaphore(max_in_flight) if max_in_flight > 0 else None
-        self.waited_out = 0  # due runs that waited their whole interval for a turn
         # Whether this process probes a target's slot (replicas share them: app.replicas);
         # every target has its job everywhere, and a slot another replica owns is passed.
         self.owns = owns
@@ -128,9 +128,9 @@ class Watch:
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.scheduler.add_listener(self._submitted, EVENT_JOB_SUBMITTED)
         self.scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
-        # Due runs skipped since each target's last run began (APScheduler's own warning
-        # for each is silenced: one line a streak here says it in the targets' terms).
-        self.skipped: dict[str, int] = {}
+        # Due runs skipped, by target and reason (APScheduler's own warning for each is
+        # silenced: one line a streak there says it in the targets' terms).
+        self.skips = Skips(MISFIRE_GRACE_S)
         self.targets: dict[str, Target] = {}
         self.running: set[asyncio.Task[Any]] = set()
         self.lateness_s: deque[float] = deque(maxlen=LATENESS_WINDOW)
@@ -151,6 +151,7 @@ class Watch:
 
     def pause(self) -> None:
         self.scheduler.pause()
+        self.skips.forget()  # the slots while paused are no skips
 
     def resume(self) -> None:
         self.scheduler.resume()
@@ -163,6 +164,7 @@ class Watch:
         for name in removed:
             self.scheduler.remove_job(name)
             del self.targets[name]
+            self.skips.forget(name)
         added, rescheduled, updated = [], [], []
         for name, target in wanted.items():
             old = self.targets.get(name)
@@ -172,6 +174,7 @@ class Watch:
                 added.append(name)
             elif (old.interval, old.jitter) != (target.interval, target.jitter):
                 self.scheduler.reschedule_job(name, trigger=self._trigger(target))
+                self.skips.forget(name)
                 rescheduled.append(name)
             elif old != target:
                 updated.append(name)  # the job looks the target up by name when it runs
@@ -195,24 +198,18 @@ class Watch:
         )
 
     def _submitted(self, event: JobSubmissionEvent) -> None:
-        self._due[event.job_id] = event.scheduled_run_times[-1]
+        self._due[event.job_id] = due = event.scheduled_run_times[-1]
+        self._named(event.job_id, due)
 
     def _skipped(self, event: JobEvent) -> None:
-        name = event.job_id
-        count = self.skipped.get(name, 0) + 1
-        self.skipped[name] = count
-        if count == 1:
-            why = (
-                "the previous run is still going"
-                if event.code == EVENT_JOB_MAX_INSTANCES
-                else f"it would start over {MISFIRE_GRACE_S:g} s late"
-            )
-            log.warning("target %s: a due run skipped, %s", name, why)
+        if event.code == EVENT_JOB_MAX_INSTANCES:
+            assert isinstance(event, JobSubmissionEvent)
+            self._named(event.job_id, event.scheduled_run_times[-1])
+        self.skips.skip(event.job_id, RUNNING if event.code == EVENT_JOB_MAX_INSTANCES else LATE)
 
-    def _began(self, name: str) -> None:
-        count = self.skipped.pop(name, 0)
-        if count > 1:
-            log.warning("target %s: %d due runs were skipped before this one began", name, count)
+    def _named(self, name: str, due: datetime) -> None:
+        if (target := self.targets.get(name)) is not None:
+            self.skips.named(name, Grid.of(name, self.vantage, target.interval), due)
 
     async def _job(self, name: str) -> None:
         target = self.targets.get(name)
@@ -231,9 +228,9 @@ class Watch:
         try:
             async with self._turn():
                 if due is not None and clock.wall() >= grid.following(due):
-                    self._waited_out(name)  # its cell is over: the next slot is due now
+                    self.skips.skip(name, TURN)  # its cell is over: the next slot is due now
                     return
-                self._began(name)
+                self.skips.began(name)
                 slot = None
                 if due is not None:
                     self.lateness_s.append((clock.wall() - due).total_seconds())
@@ -248,14 +245,6 @@ class Watch:
 
     def _turn(self) -> contextlib.AbstractAsyncContextManager[object]:
         return self._turns if self._turns is not None else contextlib.nullcontext()
-
-    def _waited_out(self, name: str) -> None:
-        self.waited_out += 1
-        count = self.skipped.get(name, 0) + 1
-        self.skipped[name] = count
-        if count == 1:
-            log.warning("target %s: a due run skipped, it waited its whole interval for a turn"
-                        " (max_runs_in_flight runs were probing)", name)  # fmt: skip
 
     def take_passed(self, now: datetime | None = None) -> list[str]:
         """Probe, late, each slot passed whose cell is not over and that this process owns

@@ -17,6 +17,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, pool, select
 
 from app import clock
@@ -29,7 +30,7 @@ from tests.pgcluster import Serve
 
 HEALTHZ_QUICK_S = 1.0
 STOP_HARD_S = 30.0  # SIGTERM to exit: the test fails, not hangs, past this (the promise is 5 s)
-SKIPPED = "maximum number of running instances"
+SKIPPED = "phasewatch_runs_skipped"
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,19 @@ def gaps_s(runs: list[Run]) -> list[float]:
     due = [run.scheduled_at for run in runs]
     assert None not in due, runs
     return [(b - a).total_seconds() for a, b in pairwise(due) if a is not None and b is not None]
+
+
+def skipped(served: Serve) -> dict[str, float]:
+    """``phasewatch_runs_skipped_total`` by reason, over the targets: the due runs serve says
+    it did not start."""
+    text = httpx.get(f"{served.base_url}/metrics", timeout=30).text
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name == SKIPPED]
+    found: dict[str, float] = {}
+    for sample in family.samples:
+        if sample.name == f"{SKIPPED}_total":
+            reason = sample.labels["reason"]
+            found[reason] = found.get(reason, 0.0) + sample.value
+    return found
 
 
 def quick_health(served: Serve) -> dict[str, object]:

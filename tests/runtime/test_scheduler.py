@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
@@ -44,9 +45,12 @@ class Recorder:
         self.most_active = 0
         self.cancelled = 0
         self.finished = 0
+        self.skips = lambda: 0  # how many skips the watch has counted (a test sets it)
+        self.skipped_before: list[int] = []  # ... when each run was called
 
     async def __call__(self, run: Target, due: datetime | None, slot: int | None) -> None:
         self.calls.append((run.name, due))
+        self.skipped_before.append(self.skips())
         self.slots.append((run.name, slot))
         self.active += 1
         self.most_active = max(self.most_active, self.active)
@@ -138,6 +142,7 @@ async def test_a_slow_run_never_overlaps_the_next(caplog: pytest.LogCaptureFixtu
     caplog.set_level(logging.WARNING, logger="app.runtime.scheduler")
     recorder = Recorder(busy_s=0.35)
     watch = Watch(recorder, VANTAGE)
+    recorder.skips = watch.skips.total.total
     watch.apply([target("slow", interval=0.1)])
     watch.start(paused=False)
     await until(lambda: recorder.finished >= 3, what="three slow runs")
@@ -150,6 +155,40 @@ async def test_a_slow_run_never_overlaps_the_next(caplog: pytest.LogCaptureFixtu
     started = "target slow: a due run skipped, the previous run is still going"
     assert 1 <= said.count(started) <= len(recorder.calls), said
     assert any(line.endswith("due runs were skipped before this one began") for line in said)
+    assert set(watch.skips.total) == {("slow", "running")}
+    grid = Grid.of("slow", VANTAGE, 0.1)
+    assert cells(grid, due) == len(due) + recorder.skipped_before[-1]  # a run or a skip each
+
+
+def cells(grid: Grid, due: list[datetime]) -> int:
+    """The cells of ``grid`` from the first due time to the last, both included."""
+    return (grid.slot(due[-1]) - grid.slot(due[0])) // grid.interval_ms + 1
+
+
+async def test_slots_the_scheduler_woke_too_late_for_are_counted_and_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A loop held for 3.5 intervals (a process with no CPU): APScheduler runs the slot due
+    now and drops the ones before it without a word; here each is a skip, counted and said,
+    so every cell is a run or a skip."""
+    caplog.set_level(logging.WARNING, logger="app.runtime.scheduler")
+    recorder = Recorder()
+    watch = Watch(recorder, VANTAGE)
+    recorder.skips = watch.skips.total.total
+    watch.apply([target("held", interval=0.1)])
+    watch.start(paused=False)
+    await until(lambda: recorder.finished >= 2, what="two runs")
+    time.sleep(0.35)  # the loop held: no wake-up, no run
+    held = recorder.finished
+    await until(lambda: recorder.finished >= held + 2, what="two runs more")
+    await watch.stop(grace_s=1)
+    skipped = watch.skips.total
+    assert set(skipped) == {("held", "woke_late")} and skipped["held", "woke_late"] >= 2
+    grid = Grid.of("held", VANTAGE, 0.1)
+    assert cells(grid, recorder.due("held")) == len(recorder.calls) + recorder.skipped_before[-1]
+    said = [r.getMessage() for r in caplog.records if r.name == "app.runtime.scheduler"]
+    assert any("due runs skipped, the scheduler woke after its time" in line for line in said)
+    assert watch.skips.counts(VANTAGE) == {("held", VANTAGE, "woke_late"): skipped.total()}
 
 
 @pytest.mark.parametrize(
@@ -320,7 +359,7 @@ async def test_runs_past_max_in_flight_wait_their_turn_then_run() -> None:
         recorder.release.set()
         await asyncio.gather(*jobs)
         assert (recorder.finished, recorder.most_active) == (3, 2)
-        assert watch.waited_out == 0
+        assert not watch.skips.total
     finally:
         await watch.stop(1.0)
 
@@ -342,7 +381,7 @@ async def test_a_due_run_that_waits_its_whole_interval_for_a_turn_is_skipped(
         recorder.release.set()
         await asyncio.gather(first, second)
         assert [name for name, _ in recorder.calls] == ["a"]
-        assert (watch.waited_out, watch.skipped) == (1, {"b": 1})
+        assert (watch.skips.total, watch.skips.streak) == ({("b", "turn"): 1}, {"b": 1})
         assert "target b: a due run skipped, it waited its whole interval" in caplog.text
     finally:
         await watch.stop(1.0)
