@@ -21,20 +21,23 @@ from app.store.models import RunRow, SampleRow
 from bench.common import pct, print_table
 from bench.store_common import bench_engine
 
-FIRST_SKIP = re.compile(r"target \S+: a due run skipped, (.*)$")
-STREAK = re.compile(r"target \S+: (\d+) due runs were skipped before this one began")
+FIRST_SKIP = re.compile(r"target (\S+): (?:a due run|(\d+) due runs) skipped, (.*)$")
+STREAK = re.compile(r"target (\S+): (\d+) due runs were skipped before this one began")
 
 
 def skips_logged(log: str) -> tuple[int, dict[str, int]]:
-    """Due runs serve logged as skipped (a streak's first line, then its count when it
-    ends), and the first lines by reason."""
-    total, reasons = 0, dict[str, int]()
+    """Due runs serve logged as skipped (a streak's first line, with its count, then the
+    whole streak's count when it ends, if more), and the first lines by reason.
+    (``phasewatch_runs_skipped_total`` counts the same, by reason, while serve runs.)"""
+    total, reasons, said = 0, dict[str, int](), dict[str, int]()
     for line in log.splitlines():
         if first := FIRST_SKIP.search(line):
-            total += 1
-            reasons[first.group(1)] = reasons.get(first.group(1), 0) + 1
+            target, count, why = first.group(1), int(first.group(2) or 1), first.group(3)
+            total += count
+            said[target] = count
+            reasons[why] = reasons.get(why, 0) + 1
         elif streak := STREAK.search(line):
-            total += int(streak.group(1)) - 1
+            total += int(streak.group(2)) - said.pop(streak.group(1), 1)
     return total, reasons
 
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bench.soak import slots
+from bench.soak_timing import skips_logged
 
 T0 = datetime(2026, 12, 7, 10, 0, tzinfo=UTC)
 
@@ -38,3 +39,26 @@ def test_slots_count_each_targets_grid(
     counted = slots({"a": dues}, ["a", "never-ran"], 60, T0 + timedelta(seconds=until_s))
     assert (counted.expected, counted.stored, counted.doubled) == (expected, stored, doubled)
     assert counted.missing_by_target == missing
+
+
+def test_skips_logged_counts_each_streak_once_as_serve_says_it() -> None:
+    """The first line of a streak says its count (one, or the slots a late wake dropped);
+    the line as the next run begins says the whole streak, when it is more."""
+    log = "\n".join(
+        [
+            "12:00 WARNING app.runtime.scheduler: target a: a due run skipped, the previous"
+            " run is still going",
+            "12:00 WARNING app.runtime.scheduler: target b: 3 due runs skipped, the scheduler"
+            " woke after its time (no CPU, or a busy loop, for an interval)",
+            "12:01 WARNING app.runtime.scheduler: target a: 4 due runs were skipped before"
+            " this one began",
+            "12:02 WARNING app.runtime.scheduler: target b: a due run skipped, the previous"
+            " run is still going",
+        ]
+    )
+    total, reasons = skips_logged(log)
+    assert total == 4 + 3 + 1
+    assert reasons == {
+        "the previous run is still going": 2,
+        "the scheduler woke after its time (no CPU, or a busy loop, for an interval)": 1,
+    }
