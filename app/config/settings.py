@@ -58,7 +58,8 @@ class Settings(BaseSettings):
         256,
         ge=0,
         description="Scheduled runs probing at once, at most (0: no bound); past it a due run"
-        " waits its turn, late, and one that waits its whole interval is skipped (and logged)."
+        " waits its turn, late, and one that waits its whole interval is skipped (logged, and"
+        ' counted in phasewatch_runs_skipped_total{reason="turn"}).'
         " All share one event loop: when the process cannot keep up (a large fleet's first"
         " runs on a busy machine), unbounded they all slow together past their intervals.",
     )
