@@ -155,7 +155,9 @@ async def test_a_slow_run_never_overlaps_the_next(caplog: pytest.LogCaptureFixtu
     started = "target slow: a due run skipped, the previous run is still going"
     assert 1 <= said.count(started) <= len(recorder.calls), said
     assert any(line.endswith("due runs were skipped before this one began") for line in said)
-    assert set(watch.skips.total) == {("slow", "running")}
+    # (A loop starved past an interval on a busy machine may add ``woke_late`` skips.)
+    assert watch.skips.total["slow", "running"] >= 1
+    assert set(watch.skips.total) <= {("slow", "running"), ("slow", "woke_late")}
     grid = Grid.of("slow", VANTAGE, 0.1)
     assert cells(grid, due) == len(due) + recorder.skipped_before[-1]  # a run or a skip each
 
@@ -183,12 +185,14 @@ async def test_slots_the_scheduler_woke_too_late_for_are_counted_and_said(
     await until(lambda: recorder.finished >= held + 2, what="two runs more")
     await watch.stop(grace_s=1)
     skipped = watch.skips.total
-    assert set(skipped) == {("held", "woke_late")} and skipped["held", "woke_late"] >= 2
+    assert skipped["held", "woke_late"] >= 2
+    # (A run in flight as the loop was held makes the wake-up's slot a ``running`` skip.)
+    assert set(skipped) <= {("held", "woke_late"), ("held", "running")}
     grid = Grid.of("held", VANTAGE, 0.1)
     assert cells(grid, recorder.due("held")) == len(recorder.calls) + recorder.skipped_before[-1]
     said = [r.getMessage() for r in caplog.records if r.name == "app.runtime.scheduler"]
     assert any("due runs skipped, the scheduler woke after its time" in line for line in said)
-    assert watch.skips.counts(VANTAGE) == {("held", VANTAGE, "woke_late"): skipped.total()}
+    assert watch.skips.counts(VANTAGE) == {(t, VANTAGE, r): n for (t, r), n in skipped.items()}
 
 
 @pytest.mark.parametrize(
