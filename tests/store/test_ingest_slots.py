@@ -105,3 +105,23 @@ def test_the_database_sink_answers_a_taken_slot_as_had_already_and_counts_it(
     ]
     assert sink.taken.snapshot() == {("api", "local"): 3}
     assert sorted(slot for _, slot, _ in rows(sessions)) == [SLOT, SLOT + 10_000]
+
+
+def test_a_run_the_database_refuses_in_a_batch_is_refused_alone(
+    sessions: sessionmaker[Session],
+) -> None:
+    """PostgreSQL holds no NUL in text (SQLite does): the batch's statements fail together,
+    then each run is stored alone and only that one is refused."""
+    sink = DatabaseSink(sessions, clock=lambda: NOW + timedelta(minutes=1))
+    good = [run(slot=SLOT + k * 10_000) for k in range(3)]
+    poison = run(slot=SLOT + 30_000)
+    sample = replace(poison.samples[0], error_class="x", error="a NUL \x00 inside")
+    poison = replace(poison, samples=(sample,))
+    answers = sink.store_batch([good[0], poison, good[1], good[2]])
+    on_postgres = sessions.kw["bind"].dialect.name == "postgresql"
+    assert answers[0] is True and answers[2:] == [True, True]
+    if on_postgres:
+        assert isinstance(answers[1], str) and answers[1].startswith("the database refused it")
+    else:
+        assert answers[1] is True
+    assert len(rows(sessions)) == (3 if on_postgres else 4)
