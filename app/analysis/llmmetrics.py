@@ -201,6 +201,8 @@ def llm_some(
 ) -> list[float | None]:
     """``llm_value`` of each of ``names``, the sample's facts read once (the what-if reads
     TPOT and the longest stall of every sample of a window)."""
+    if not has_llm_facts(details):  # a plain HTTP sample: every stored run's objectives read
+        return [None] * len(names)
     imported = details.get("llm")
     if isinstance(imported, Mapping):
         return [_number(imported.get(name)) for name in names]

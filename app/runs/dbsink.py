@@ -27,7 +27,7 @@ from app.runs.sink import LastAttempt, SinkAway, SinkError, SinkRefused, Stored,
 from app.runs.slots import TakenSlots
 from app.runs.validate import Counted, Door
 from app.store.db import Sessions, autocommit, describe, is_transient, write_connection
-from app.store.ingest import Ingested, ingest_run_on, store_alone_on
+from app.store.ingest import Ingested, ingest_many_on, ingest_run_on, store_alone_on
 from app.store.records import RunRecord
 
 log = logging.getLogger(__name__)
@@ -99,8 +99,7 @@ class DatabaseSink:
             # A Core connection, as ``_store``'s: an agent's single push comes this way, and
             # a Session's own work was a large share of storing it.
             with translated(), write_connection(self.sessions) as connection:
-                now = self.clock()
-                ingested = [ingest_run_on(connection, record, now) for record in records]
+                ingested = ingest_many_on(connection, records, self.clock())
         except SinkRefused as exc:
             if len(records) == 1:
                 return [str(exc)]

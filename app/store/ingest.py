@@ -5,7 +5,6 @@ never collides on it, on SQLite or PostgreSQL."""
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -19,8 +18,9 @@ from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import Session
 
 from app.store.models import RunRow, SampleRow, TargetRow
-from app.store.rawdriver import DriverStatement, driver_statement, run_driver
+from app.store.rawdriver import DriverStatement, driver_statement, first_rows, run_driver
 from app.store.records import RunRecord, SampleRecord
+from app.store.sampledocs import sample_documents, sample_fields
 from app.store.samplepack import COLUMNS as PACKED
 from app.store.samplepack import pack_many
 from app.store.serieslatest import KEPT, postgres_upsert_from, sqlite_upsert
@@ -144,6 +144,11 @@ def _store(
     if not target_known:
         create_target()
         stored, target_known = insert(connection, record, params)
+    return _ingested(connection, record, stored)
+
+
+def _ingested(connection: Connection, record: RunRecord, stored: bool) -> Ingested:
+    """What the run's insert did, ``stored`` or not (then a read says why)."""
     if stored:
         return Ingested.STORED
     if record.slot is None or connection.scalar(_RUN_KNOWN, {"id": record.id}) is not None:
@@ -151,12 +156,32 @@ def _store(
     return Ingested.SLOT_TAKEN
 
 
+def ingest_many_on(
+    connection: Connection, records: Sequence[RunRecord], now: datetime
+) -> list[Ingested]:
+    """``ingest_run_on`` of each of ``records`` in turn, in the caller's transaction. On
+    PostgreSQL their statements go to the server together (``first_rows``: one round trip
+    a batch, not one a run), in order, so a run sees the runs before it as it would stored
+    one by one; a run of a target the database does not know yet goes ``ingest_run_on``'s
+    way after them (its target created, the statement again)."""
+    if connection.dialect.name != "postgresql" or len(records) < 2:
+        return [ingest_run_on(connection, record, now) for record in records]
+    params = [_params(r) | {"samples": sample_documents(r.samples)} for r in records]
+    found = first_rows(connection, _POSTGRES_RUN_INSERT, params)
+    return [
+        _ingested(connection, record, bool(row[0]))
+        if row is not None and row[1]
+        else ingest_run_on(connection, record, now)
+        for record, row in zip(records, found, strict=True)
+    ]
+
+
 def _store_postgres(
     connection: Connection, record: RunRecord, params: dict[str, Any]
 ) -> tuple[bool, bool]:
     """Compiled once per engine and run as driver SQL: SQLAlchemy's per-execution work (cache
     lookup, parameters, result set-up) was much of storing a run (``bench.store_ingest``)."""
-    params["samples"] = _sample_documents(record.samples)
+    params["samples"] = sample_documents(record.samples)
     stored, target_known = run_driver(connection, _POSTGRES_RUN_INSERT, params).one()
     return bool(stored), bool(target_known)
 
@@ -224,49 +249,6 @@ def sqlite_time(value: datetime) -> str:
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
-def _sample_documents(samples: Sequence[SampleRecord]) -> list[dict[str, Any]]:
-    """The samples as elements of the JSON array ``_POSTGRES_RUN_INSERT`` unpacks, their
-    JSON columns packed a column at a time (``pack_many``)."""
-    for sample in samples:
-        _check_document(sample)
-    packed = [[_hex(p) for p in pack_many(name, [getattr(s, name) for s in samples])]
-              for name in PACKED]  # fmt: skip
-    return [
-        _sample_fields(sample) | dict(zip(PACKED, documents, strict=True))
-        for sample, *documents in zip(samples, *packed, strict=True)
-    ]
-
-
-def _check_document(sample: SampleRecord) -> None:
-    # What UTCDateTime checks for every other write; inside JSON a naive time would be
-    # read in the server's time zone. Non-finite totals have no JSON form.
-    if sample.started_at.tzinfo is None:
-        raise ValueError("naive datetime: phasewatch stores aware UTC times only")
-    if not math.isfinite(sample.total_ms):
-        raise ValueError(f"sample {sample.idx}: total_ms {sample.total_ms} is not a number")
-
-
-def _hex(packed: bytes) -> str:
-    """bytea's text form, which jsonb_to_recordset reads a bytea column's value from."""
-    return "\\x" + packed.hex()
-
-
-def _sample_fields(sample: SampleRecord) -> dict[str, Any]:
-    return {
-        "idx": sample.idx,
-        "started_at": sample.started_at,
-        "status": sample.status,
-        "error_class": sample.error_class,
-        "error": sample.error,
-        "http_status": sample.http_status,
-        "total_ms": sample.total_ms,
-        "phases": sample.phases,
-        "provenance": sample.provenance,
-        "marks": sample.marks,
-        "details": sample.details,
-    }
-
-
 def _run_values(record: RunRecord, target: int) -> dict[str, Any]:
     summary = record.summary()
     total = summary["total"]
@@ -293,4 +275,4 @@ def _run_values(record: RunRecord, target: int) -> dict[str, Any]:
 
 
 def _sample_values(run_id: uuid.UUID, sample: SampleRecord) -> dict[str, Any]:
-    return {"run_id": run_id, **_sample_fields(sample)}
+    return {"run_id": run_id, **sample_fields(sample)}

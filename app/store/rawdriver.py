@@ -4,13 +4,13 @@ few writes and reads where SQLAlchemy's per-execution work would be most of the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import ClauseElement, Connection, CursorResult, Dialect
-from sqlalchemy.exc import StatementError
+from sqlalchemy.exc import DBAPIError, StatementError
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,33 @@ def run_driver(
     with ``params`` bound as its types bind them."""
     compiled = driver_statement(connection.dialect, statement)
     return connection.exec_driver_sql(compiled.sql, compiled.bind(params))
+
+
+def first_rows(
+    connection: Connection, statement: ClauseElement, params: Sequence[dict[str, Any]]
+) -> list[tuple[Any, ...] | None]:
+    """``statement`` once for each of ``params``, in order, in one round trip (psycopg's
+    ``executemany`` in a pipeline: one sync for the lot, where ``run_driver`` a statement
+    waits for each), and the first row each gave; PostgreSQL only. The driver's errors are
+    raised as SQLAlchemy's, as ``run_driver`` raises them."""
+    compiled = driver_statement(connection.dialect, statement)
+    bound = [compiled.bind(p) for p in params]
+    driver = connection.connection.driver_connection
+    assert driver is not None  # a connection checked out of the pool has one
+    dialect = connection.dialect
+    with driver.cursor() as cursor:
+        try:
+            cursor.executemany(compiled.sql, bound, returning=True)
+            rows = [cursor.fetchone()]
+            while cursor.nextset():
+                rows.append(cursor.fetchone())
+        except dialect.loaded_dbapi.Error as exc:
+            gone = dialect.is_disconnect(exc, driver, cursor)
+            wrapped = DBAPIError.instance(
+                compiled.sql, None, exc, dialect.loaded_dbapi.Error, False, gone, dialect
+            )
+            raise wrapped from exc
+    return rows
 
 
 def tuples(connection: Connection, query: ClauseElement) -> list[tuple[Any, ...]]:

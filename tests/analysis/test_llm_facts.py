@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from app.analysis.llmmetrics import METRIC_NAMES, has_llm_facts, llm_summary, llm_values
+from app.analysis.llmmetrics import (
+    METRIC_NAMES,
+    has_llm_facts,
+    llm_some,
+    llm_summary,
+    llm_values,
+)
 from app.analysis.summary import QUANTILES, list_percentiles
 
 STREAM = {"answer_tokens": 40, "reasoning_tokens": 8, "itl_ms": {"p50": 3.0}, "arrivals": 30,
@@ -47,6 +53,14 @@ def test_a_sample_without_llm_facts_has_no_metric(details: dict[str, Any]) -> No
         assert set(values.values()) == {None}
     else:
         assert set(values.values()) != {None}
+
+
+@pytest.mark.parametrize("details", DETAILS)
+@pytest.mark.parametrize("status", ["ok", "deadline_exceeded", "error"])
+def test_some_metrics_read_are_those_worked_out(details: dict[str, Any], status: str) -> None:
+    names = list(METRIC_NAMES)
+    worked_out = llm_values(status, 450.0, MARKS, details)
+    assert llm_some(names, status, 450.0, MARKS, details) == [worked_out[n] for n in names]
 
 
 def _every_metric_worked_out(samples: list[Sample]) -> dict[str, dict[str, float]]:

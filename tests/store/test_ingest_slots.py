@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.runs.dbsink import DatabaseSink
 from app.runs.slots import slot_time
 from app.store.db import transaction, write_connection
-from app.store.ingest import Ingested, ingest_run, ingest_run_on
+from app.store.ingest import Ingested, ingest_many_on, ingest_run, ingest_run_on
 from app.store.models import RunRow, SampleRow
 from app.store.records import RunRecord, SampleRecord
 
@@ -73,6 +73,23 @@ def test_runs_without_a_slot_never_collide_on_it(sessions: sessionmaker[Session]
     assert len(rows(sessions)) == 3
 
 
+def test_a_batch_is_ingested_as_its_runs_would_be_one_by_one(
+    sessions: sessionmaker[Session],
+) -> None:
+    first, later, new = run(), run(slot=SLOT + 10_000), run(target="new-target")
+    with write_connection(sessions) as connection:
+        assert ingest_run_on(connection, first, NOW) is Ingested.STORED
+    no_slot = run(slot=None)
+    batch = [first, run(total=99.0), later, replace(later, id=uuid.uuid4()), new]
+    batch += [run(target="new-target", total=5.0), no_slot, later]
+    with write_connection(sessions) as connection:
+        found = ingest_many_on(connection, batch, NOW)
+    stored, replayed, taken = Ingested.STORED, Ingested.REPLAYED, Ingested.SLOT_TAKEN
+    assert found == [replayed, taken, stored, taken, stored, taken, stored, replayed]
+    kept = {(r.id, r.slot, 1) for r in (first, later, new, no_slot)}
+    assert set(rows(sessions)) == kept
+
+
 def test_the_database_sink_answers_a_taken_slot_as_had_already_and_counts_it(
     sessions: sessionmaker[Session],
 ) -> None:
@@ -88,3 +105,23 @@ def test_the_database_sink_answers_a_taken_slot_as_had_already_and_counts_it(
     ]
     assert sink.taken.snapshot() == {("api", "local"): 3}
     assert sorted(slot for _, slot, _ in rows(sessions)) == [SLOT, SLOT + 10_000]
+
+
+def test_a_run_the_database_refuses_in_a_batch_is_refused_alone(
+    sessions: sessionmaker[Session],
+) -> None:
+    """PostgreSQL holds no NUL in text (SQLite does): the batch's statements fail together,
+    then each run is stored alone and only that one is refused."""
+    sink = DatabaseSink(sessions, clock=lambda: NOW + timedelta(minutes=1))
+    good = [run(slot=SLOT + k * 10_000) for k in range(3)]
+    poison = run(slot=SLOT + 30_000)
+    sample = replace(poison.samples[0], error_class="x", error="a NUL \x00 inside")
+    poison = replace(poison, samples=(sample,))
+    answers = sink.store_batch([good[0], poison, good[1], good[2]])
+    on_postgres = sessions.kw["bind"].dialect.name == "postgresql"
+    assert answers[0] is True and answers[2:] == [True, True]
+    if on_postgres:
+        assert isinstance(answers[1], str) and answers[1].startswith("the database refused it")
+    else:
+        assert answers[1] is True
+    assert len(rows(sessions)) == (3 if on_postgres else 4)
