@@ -260,7 +260,8 @@ def create_app(
     workers = Workers(settings.whatif_workers, settings.whatif_queue)
     observed.registry.register(WorkersCollector(workers))
     observed.registry.register(readscrape.runs_lost(service.writer.spool.losses))
-    observed.registry.register(readscrape.runs_skipped(service.watch.skips, service.watch.vantage))
+    skipped = readscrape.runs_skipped(service.watch.skips, service.watch.vantage, book.skipped)
+    observed.registry.register(skipped)
     if service.upkeep.in_hand is not None:
         observed.registry.register(readscrape.caught_up(service.upkeep.in_hand))
 

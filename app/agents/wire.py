@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,6 +41,10 @@ class Assignment(BaseModel):
     )
 
 
+# app.runtime.skips' reasons: the wire names them, so an agent cannot invent label values.
+SkipReason = Literal["running", "late", "turn", "woke_late"]
+
+
 class AgentStatus(BaseModel):
     # Strict: ``"pending": false`` is not a count (lax pydantic would read it as 0).
     model_config = ConfigDict(strict=True)
@@ -49,6 +53,11 @@ class AgentStatus(BaseModel):
         default_factory=dict, description="Targets the agent will not probe: why (no values)."
     )
     pending: int | None = Field(None, ge=0, description="Runs waiting in the agent's spool.")
+    skipped: dict[str, dict[SkipReason, Annotated[int, Field(ge=0)]]] = Field(
+        default_factory=dict,
+        description="Due runs the agent's scheduler did not start since the agent began, by"
+        " target and reason (phasewatch_runs_skipped_total); an older agent sends none.",
+    )
 
 
 class PushAnswer(BaseModel):

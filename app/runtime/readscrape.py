@@ -86,14 +86,16 @@ RUNS_SKIPPED = Family(
     "Due runs the scheduler did not start, by reason: running (the previous run still"
     " going), late (past the misfire grace), turn (waited its interval for a turn),"
     " woke_late (the scheduler woke after the slot's cell: the process had no CPU, or a"
-    " busy loop, for an interval).",
+    " busy loop, for an interval). At this process's vantage, and each agent's as it last"
+    " reported (counted from the agent's start).",
     labels=("target", "vantage", "reason"),
     counter=True,
 )
 
 
-def runs_skipped(skips: Skips, vantage: str) -> ReadAtScrape:
-    return ReadAtScrape(RUNS_SKIPPED, lambda: skips.counts(vantage))
+def runs_skipped(skips: Skips, vantage: str, agents: Callable[[], Samples] = dict) -> ReadAtScrape:
+    """This process's skips at its own vantage, and each agent's at its, as last reported."""
+    return ReadAtScrape(RUNS_SKIPPED, lambda: {**agents(), **skips.counts(vantage)})
 
 
 def quarantined(quarantine: Quarantine) -> ReadAtScrape:

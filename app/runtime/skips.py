@@ -75,6 +75,13 @@ class Skips:
         if count > said:
             log.warning("target %s: %d due runs were skipped before this one began", target, count)
 
+    def by_target(self) -> dict[str, dict[str, int]]:
+        """The totals as an agent reports them: target → reason → count."""
+        found: dict[str, dict[str, int]] = {}
+        for (target, reason), n in self.total.items():
+            found.setdefault(target, {})[reason] = n
+        return found
+
     def counts(self, vantage: str) -> dict[tuple[str, ...], int]:
         """The totals as ``/metrics`` labels them: (target, vantage, reason)."""
         return {(target, vantage, reason): n for (target, reason), n in self.total.items()}

@@ -6,6 +6,7 @@ sets aside a run the server refuses for good, and pushes a run its crash cut as 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -262,3 +263,28 @@ def test_an_agent_the_server_refuses_at_start_says_why_in_one_line_and_exits_1(
     assert last.startswith(f"phasewatch: error: {server.client.base_url} refuses this token")
     assert f"for vantage {vantage!r} (401: " in last
     assert vantages_of(server) == []  # nothing probed, nothing pushed
+
+
+@pytest.mark.anyio
+async def test_the_due_runs_an_agent_skipped_show_on_the_servers_metrics(
+    server: Api, tmp_path: Path
+) -> None:
+    """The agent's loop held for 2.5 intervals (a machine with no CPU for it): its scheduler
+    drops the slots it woke too late for, counts them, and its next status report carries
+    them to the server's ``phasewatch_runs_skipped_total`` at the agent's vantage."""
+    agent = make_agent(server, tmp_path)
+    book = agents_of(server.app).book
+
+    def skipped() -> int:
+        return book.get("fra-1").skipped.get("keyed", {}).get("woke_late", 0)
+
+    await run_agent(
+        agent,
+        (lambda: vantages_of(server) == [("keyed", "fra-1")], lambda: time.sleep(2.5)),
+        (lambda: skipped() >= 1, nothing),
+    )
+    assert agent.watch.skips.total["keyed", "woke_late"] >= skipped()
+    scraped = server.client.get("/metrics").text
+    line = 'phasewatch_runs_skipped_total{reason="woke_late",target="keyed",vantage="fra-1"}'
+    (value,) = [row.split()[-1] for row in scraped.splitlines() if row.startswith(line)]
+    assert float(value) == skipped()

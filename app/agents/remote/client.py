@@ -108,8 +108,11 @@ class ServerClient:
         self.server_config = answer.headers.get(CONFIG_HEADER, self.server_config)
         return answer
 
-    def report(self, refused: dict[str, str], pending: int | None) -> None:
-        self._send("POST", STATUS_PATH, json={"refused": refused, "pending": pending})
+    def report(
+        self, refused: dict[str, str], pending: int | None, skipped: dict[str, dict[str, int]]
+    ) -> None:
+        status = {"refused": refused, "pending": pending, "skipped": skipped}
+        self._send("POST", STATUS_PATH, json=status)
 
     def close(self) -> None:
         self._http.close()

@@ -162,7 +162,8 @@ class Agent:
         # The runs held in memory behind a full spool wait too.
         pending = await asyncio.to_thread(self.spool.pending) + self.writer.backlog.held()
         with contextlib.suppress(SinkError):
-            await asyncio.to_thread(self.client.report, self.refused, pending)
+            skipped = self.watch.skips.by_target()
+            await asyncio.to_thread(self.client.report, self.refused, pending, skipped)
 
     async def _flush_loop(self) -> None:
         delay = FLUSH_BASE_S

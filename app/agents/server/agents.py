@@ -75,8 +75,15 @@ class Agents:
         return self.assignments.get(self.service.targets, vantage)[0]
 
     def reported(self, vantage: str, status: AgentStatus, version: str | None) -> None:
-        """What the agent refused to probe (a variable it lacks) and what its spool holds."""
-        self.book.reported(vantage, utcnow(), status.refused, status.pending, version)
+        """What the agent refused to probe (a variable it lacks), what its spool holds, and
+        the due runs it skipped (of the targets this server knows: bounded label values)."""
+        names = {target.name for target in self.service.targets.targets}
+        skipped = {
+            name: {str(reason): n for reason, n in reasons.items()}
+            for name, reasons in status.skipped.items()
+            if name in names
+        }
+        self.book.reported(vantage, utcnow(), status.refused, status.pending, version, skipped)
 
     async def push_run(
         self, vantage: str, body: Body, sent_at: datetime | None, version: str | None

@@ -26,6 +26,8 @@ class AgentSeen:
     runs: int = 0
     pending: int | None = None
     refused: dict[str, str] = field(default_factory=dict)
+    # Due runs its scheduler did not start since it began: target → reason → count.
+    skipped: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class VantageBook:
         refused: dict[str, str],
         pending: int | None,
         version: str | None,
+        skipped: dict[str, dict[str, int]] | None = None,
     ) -> AgentSeen:
         with self._lock:
             old = self._states.get(vantage) or AgentSeen(vantage)
@@ -95,6 +98,7 @@ class VantageBook:
                 refused=dict(refused),
                 pending=pending,
                 version=version or old.version,
+                skipped=old.skipped if skipped is None else skipped,
             )
             self._states[vantage] = new
             return new
@@ -102,6 +106,17 @@ class VantageBook:
     def get(self, vantage: str) -> AgentSeen:
         with self._lock:
             return self._states.get(vantage) or AgentSeen(vantage)
+
+    def skipped(self) -> dict[tuple[str, ...], int]:
+        """Each agent's skipped due runs as ``/metrics`` labels them: (target, vantage,
+        reason), as it last reported."""
+        with self._lock:
+            return {
+                (target, vantage, reason): n
+                for vantage, state in self._states.items()
+                for target, reasons in state.skipped.items()
+                for reason, n in reasons.items()
+            }
 
     def refusals(self) -> dict[str, dict[str, str]]:
         """Each vantage's refused targets (name: why), as its agent last reported."""

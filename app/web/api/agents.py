@@ -115,7 +115,8 @@ def get_config(agents: AgentsDep, vantage: VantageDep, request: Request) -> Assi
 def post_status(
     report: AgentStatus, agents: AgentsDep, vantage: VantageDep, request: Request
 ) -> Response:
-    """What the agent refused to probe (a variable it lacks) and what its spool holds."""
+    """What the agent refused to probe (a variable it lacks), what its spool holds, and the
+    due runs its scheduler did not start."""
     agents.reported(vantage, report, agent_version(request))
     return Response(status_code=204)
 
