@@ -66,10 +66,10 @@ def _measure(url: str, config: Path, batch: int, runs: int, recent: bool) -> lis
     try:
         with GcTally().counting() as collections:
             row = _timed(service, batch, pushes)
+        return [row, [row[0], *collections.row(int(row[1]))]]  # what it froze, still frozen
     finally:
         if undo is not None:
             undo()
-    return [row, [row[0], *collections.row(int(row[1]))]]
 
 
 def _timed(service: Service, batch: int, pushes: list[tuple[str, bytes]]) -> list[str]:
