@@ -9,7 +9,9 @@ The service is built as ``serve`` builds it (``app.main.build_service``: its sin
 each stored run on as serve's does), on a PostgreSQL database of its own; the agents'
 bodies are ``bench.agents_ingest``'s (20 samples a run, gzip), built beforehand. Run with
 another tree's ``PYTHONPATH`` to measure its code with the same script (a tree whose
-upkeep keeps no samples in hand catches up from the database alone).
+upkeep keeps no samples in hand catches up from the database alone). The garbage
+collector is set as serve's start sets it (``app.runtime.collector``), and its passes are
+counted.
 
     .venv/bin/python -m bench.push_cpu --runs 2000
 """
@@ -29,10 +31,18 @@ from app.agents.server.access import PushCheck
 from app.agents.server.ingest import Database, store_many, store_one
 from app.config import Settings
 from app.main import build_service
+from app.runtime.service import Service
 from app.store.records import RunRecord
 from app.store.rollups.catchup import catch_up
+
+try:
+    from app.runtime.collector import settle_collector
+except ImportError:  # a tree without it: the collector as Python sets it
+    settle_collector = None  # type: ignore[assignment]
 from bench.agents_ingest import bodies, targets_file
 from bench.common import machine_info, print_table
+from bench.gctally import HEADERS as GC_HEADERS
+from bench.gctally import GcTally
 from bench.store_common import SentStatements, create_database, database_url, drop_database
 
 AGENTS = 20
@@ -48,14 +58,26 @@ def _pushes(batch: int, runs: int, recent: bool) -> list[tuple[str, bytes]]:
     return made
 
 
-def _measure(url: str, config: Path, batch: int, runs: int, recent: bool) -> list[str]:
+def _measure(url: str, config: Path, batch: int, runs: int, recent: bool) -> list[list[str]]:
+    """The mode's row, and its garbage collections' (from the service built on)."""
     service = build_service(Settings(config=config, database_url=url))
+    pushes = _pushes(batch, runs, recent)  # the agents' work: before the collections counted
+    undo = None if settle_collector is None else settle_collector()  # as serve's start does
+    try:
+        with GcTally().counting() as collections:
+            row = _timed(service, batch, pushes)
+        return [row, [row[0], *collections.row(int(row[1]))]]  # what it froze, still frozen
+    finally:
+        if undo is not None:
+            undo()
+
+
+def _timed(service: Service, batch: int, pushes: list[tuple[str, bytes]]) -> list[str]:
     ready = threading.Event()
     ready.set()
     database = Database(service.sink, ready)
     names = frozenset(f"t{k:03d}" for k in range(TARGETS))
     store = store_many if batch else store_one
-    pushes = _pushes(batch, runs, recent)
     stored, storing = 0, 0.0
     evaluations = _Evaluations(service.after_store, SentStatements(service.engine))
     for agent, body in pushes:
@@ -123,19 +145,22 @@ def main() -> None:
     print(machine_info())
     url = database_url("postgresql", args.db_name, args.pg, Path(tempfile.gettempdir()))
     agents = [f"agent-{k:02d}" for k in range(AGENTS)]
-    rows = []
+    rows, collected = [], []
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "phasewatch.yaml"
         targets_file(config, agents, {a: f"bench-token-of-{a}" for a in agents}, TARGETS, True)
         for batch in (0, args.batch) if args.batch else (0,):
             create_database(url, args.pg)
             try:
-                rows.append(_measure(url, config, batch, args.runs, args.recent))
+                row, gc_row = _measure(url, config, batch, args.runs, args.recent)
+                rows.append(row)
+                collected.append(gc_row)
             finally:
                 drop_database(url, args.pg)
     headers = ["mode", "runs stored", "store CPU ms/run", "evaluation ms/run", "catch-up ms/run"]
     headers += ["caught up", "all ms/run", "a series' first evaluation ms", "statements/evaluation"]
     print_table(headers, rows)
+    print_table(["mode", *GC_HEADERS], collected)
 
 
 if __name__ == "__main__":

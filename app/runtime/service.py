@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
@@ -48,6 +47,7 @@ from app.replicas.membership import Replicas
 from app.runs.dbsink import DatabaseSink
 from app.runs.pipeline import Pipeline
 from app.runs.writer import Writer
+from app.runtime.collector import settle_collector
 from app.runtime.coverage import Coverage
 from app.runtime.health import WAITING_FOR_ELECTION, Health
 from app.runtime.memtrim import malloc_trim, trim_loop
@@ -106,6 +106,7 @@ class Service:
     _shown: tuple[int, int] | None = None  # (live replicas, targets owned) last logged
     _stopping: asyncio.Future[None] | None = None
     _started: bool = False
+    _collector_undo: Callable[[], None] | None = None
 
     async def start(self) -> None:
         self.writer.ready.clear()  # runs are spooled until the schema is known to be there
@@ -130,9 +131,7 @@ class Service:
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             # Only the main thread may own signals (tests build the app in other threads).
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload_requested.set)
-        # Start-up's objects (modules, config, engine) live for the process: out of the
-        # cyclic GC's sight, a large read's many new objects no longer make it walk them all.
-        gc.freeze()
+        self._collector_undo = settle_collector()  # the cyclic GC set for the long run
         self._started = True
 
     async def _when_ready(self) -> None:
@@ -167,6 +166,8 @@ class Service:
         if self._stopping is None:
             self._stopping = asyncio.ensure_future(stop_within_budget(self))
         await asyncio.shield(self._stopping)
+        if self._collector_undo is not None:  # done twice, it does nothing more
+            self._collector_undo()
 
     async def _restore_alerts(self) -> None:
         # Alerting must not keep the watch from starting: the first evaluation tries again.

@@ -1,11 +1,13 @@
-"""Once the service has started, its long-lived objects are out of the cyclic GC's sight, so
-that a large read (a 90-day chart: tens of thousands of rows) does not make the collector
-walk them again and again (``bench.store_query``)."""
+"""Once the service has started, its long-lived objects are out of the cyclic GC's sight and
+the young generation is collected less often (``app.runtime.collector``), so that a large
+read or a batch of pushes does not make the collector walk them again and again
+(``bench.store_query``, ``bench.push_cpu``); once stopped, both are as they were."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,12 +15,15 @@ import pytest
 
 from app.config import Settings
 from app.main import build_service
+from app.runtime.collector import YOUNG_THRESHOLD, settle_collector
 
 
 @pytest.fixture
 def thawed() -> Iterator[None]:
     gc.unfreeze()
+    before = gc.get_threshold()
     yield
+    gc.set_threshold(*before)
     gc.unfreeze()  # the rest of the test session collects as usual
 
 
@@ -30,14 +35,35 @@ def test_starting_the_service_freezes_what_start_up_made(tmp_path: Path, db_url:
         Settings(config=config, database_url=db_url, spool_dir=tmp_path / "spool")
     )
     assert gc.get_freeze_count() == 0
+    before = gc.get_threshold()
 
-    async def start_and_stop() -> int:
+    async def start_and_stop() -> tuple[int, tuple[int, int, int]]:
         await service.start()
         try:
-            return gc.get_freeze_count()
+            return gc.get_freeze_count(), gc.get_threshold()
         finally:
             await service.stop()
 
-    frozen = asyncio.run(start_and_stop())
+    frozen, running = asyncio.run(start_and_stop())
 
     assert frozen > 10_000  # modules, configuration, engine: far more than a handful
+    assert running == (YOUNG_THRESHOLD, before[1], before[2])
+    assert (gc.get_freeze_count(), gc.get_threshold()) == (0, before)
+
+
+@pytest.mark.usefixtures("thawed")
+def test_a_cycle_frozen_then_let_go_is_collected_once_undone() -> None:
+    class Node:
+        pass
+
+    node = Node()
+    node.itself = node  # type: ignore[attr-defined]
+    undo = settle_collector()
+    collected = []
+    gone = weakref.ref(node, collected.append)
+    del node
+    gc.collect()
+    assert not collected  # frozen: the collector leaves it be
+    undo()
+    gc.collect()
+    assert collected and gone() is None

@@ -1,0 +1,36 @@
+"""Python's cyclic garbage collector, set for a long-running ``serve`` once its start-up is
+done (``Service.start``), and set back when it stops.
+
+A full collection walks every object the collector tracks. Serve keeps many for its whole
+life (modules, the app, the engine and its caches, the configuration): frozen, no
+collection walks them again. And its work makes many short-lived containers at once (a
+push body's JSON, a batch's records and documents, a read's rows): collected every 700 new
+ones, they were promoted while still in use and made the old generations grow, so that full
+collections came every few hundred pushed runs and landed on whatever allocated next.
+Few of serve's objects form cycles (reference counting frees them); bench/README.md's
+"Pushes: the cyclic GC" section has the numbers.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+
+# The young generation is collected once this many containers more were made than freed
+# (Python's default: 700). Its garbage waits that long: a few MB at most.
+YOUNG_THRESHOLD = 50_000
+
+
+def settle_collector() -> Callable[[], None]:
+    """Freeze the objects made so far and collect the young generation less often;
+    returns what undoes both (the frozen objects collectable again: a process that builds
+    and stops many services, as the tests do, keeps none of them for good)."""
+    previous = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(YOUNG_THRESHOLD, previous[1], previous[2])
+
+    def undo() -> None:
+        gc.set_threshold(*previous)
+        gc.unfreeze()
+
+    return undo
