@@ -21,16 +21,35 @@ from collections.abc import Callable
 YOUNG_THRESHOLD = 50_000
 
 
+class _Settled:
+    """The collector is the process's, shared by every service in it (the tests run several
+    at once): the first to settle it keeps the thresholds it found, the last to leave puts
+    them back and unfreezes."""
+
+    users = 0
+    found: tuple[int, int, int] = gc.get_threshold()
+
+
 def settle_collector() -> Callable[[], None]:
     """Freeze the objects made so far and collect the young generation less often;
-    returns what undoes both (the frozen objects collectable again: a process that builds
-    and stops many services, as the tests do, keeps none of them for good)."""
-    previous = gc.get_threshold()
+    returns what undoes both once no other service in the process still runs (the frozen
+    objects collectable again: a process that builds and stops many services, as the tests
+    do, keeps none of them for good). Undoing twice does nothing more."""
+    if _Settled.users == 0:
+        _Settled.found = gc.get_threshold()
+    _Settled.users += 1
     gc.freeze()
-    gc.set_threshold(YOUNG_THRESHOLD, previous[1], previous[2])
+    gc.set_threshold(YOUNG_THRESHOLD, _Settled.found[1], _Settled.found[2])
+    undone = False
 
     def undo() -> None:
-        gc.set_threshold(*previous)
-        gc.unfreeze()
+        nonlocal undone
+        if undone:
+            return
+        undone = True
+        _Settled.users -= 1
+        if _Settled.users == 0:
+            gc.set_threshold(*_Settled.found)
+            gc.unfreeze()
 
     return undo

@@ -67,3 +67,18 @@ def test_a_cycle_frozen_then_let_go_is_collected_once_undone() -> None:
     undo()
     gc.collect()
     assert collected and gone() is None
+
+
+@pytest.mark.usefixtures("thawed")
+def test_two_services_in_one_process_leave_the_collector_as_they_found_it() -> None:
+    """Settled by two, undone in the order they started or the other: the thresholds found
+    first come back once both are gone, and an undo done twice counts once."""
+    before = gc.get_threshold()
+    for order in ((0, 1), (1, 0)):
+        undos = [settle_collector(), settle_collector()]
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD
+        undos[order[0]]()
+        undos[order[0]]()  # twice: still one service settled
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD and gc.get_freeze_count() > 0
+        undos[order[1]]()
+        assert (gc.get_threshold(), gc.get_freeze_count()) == (before, 0)
