@@ -88,6 +88,8 @@ def first_rows(
     driver = connection.connection.driver_connection
     assert driver is not None  # a connection checked out of the pool has one
     dialect = connection.dialect
+    failed: StatementError | None = None
+    rows: list[tuple[Any, ...] | None] = []
     with driver.cursor() as cursor:
         try:
             cursor.executemany(compiled.sql, bound, returning=True)
@@ -96,10 +98,15 @@ def first_rows(
                 rows.append(cursor.fetchone())
         except dialect.loaded_dbapi.Error as exc:
             gone = dialect.is_disconnect(exc, driver, cursor)
-            wrapped = DBAPIError.instance(
+            failed = DBAPIError.instance(
                 compiled.sql, None, exc, dialect.loaded_dbapi.Error, False, gone, dialect
             )
-            raise wrapped from exc
+    if failed is not None:
+        if isinstance(failed, DBAPIError) and failed.connection_invalidated:
+            # As SQLAlchemy's own execution does on a lost connection: the pool then
+            # replaces it instead of handing the dead one out again.
+            connection.invalidate(failed)
+        raise failed from failed.orig
     return rows
 
 
