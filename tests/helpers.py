@@ -1,5 +1,5 @@
 """What many test modules share: waiting for a condition, a free port, this process's lag,
-a virtual-clock loop.
+a virtual-clock loop, a /metrics text read by sample.
 
 ``eventually`` is the one way a test waits for something another thread or process does. Its
 timeout is a liveness bound (generous: how long before we call it stuck), never a claim
@@ -16,6 +16,9 @@ import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from app.demo.sim.app import SimConfig
 from app.demo.virtual import VirtualClock, VirtualEventLoop
@@ -52,6 +55,22 @@ async def until(check: Callable[[], object], within_s: float = 30.0, what: str =
         if loop.time() > deadline:
             raise AssertionError(f"not within {within_s} s: {what or check}")
         await asyncio.sleep(0.01)
+
+
+def parsed(text: str) -> dict[str, list[Sample]]:
+    """A /metrics text's samples by name (a counter's ``…_total``, a histogram's buckets)."""
+    by_name: dict[str, list[Sample]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            by_name.setdefault(sample.name, []).append(sample)
+    return by_name
+
+
+def value(found: dict[str, list[Sample]], name: str, **labels: str) -> float | None:
+    """The one sample of ``name`` with exactly ``labels``; None if there is none."""
+    hits = [s.value for s in found.get(name, []) if s.labels == labels]
+    assert len(hits) <= 1
+    return hits[0] if hits else None
 
 
 def free_port() -> int:

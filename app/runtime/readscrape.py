@@ -93,7 +93,7 @@ RUNS_SKIPPED = Family(
 )
 
 
-def runs_skipped(skips: Skips, vantage: str, agents: Callable[[], Samples] = dict) -> ReadAtScrape:
+def runs_skipped(skips: Skips, vantage: str, agents: Callable[[], Samples]) -> ReadAtScrape:
     """This process's skips at its own vantage, and each agent's at its, as last reported."""
     return ReadAtScrape(RUNS_SKIPPED, lambda: {**agents(), **skips.counts(vantage)})
 

@@ -28,6 +28,7 @@ from tests.apiapp import Api, serving
 from tests.clirun import run_cli
 from tests.cliserver import Recorder
 from tests.cliserver import serving as endpoint_serving
+from tests.helpers import parsed, value
 from tests.runfactory import make_run, record_of
 
 TOKEN = "fra-token-0123456789abcdef"
@@ -284,7 +285,7 @@ async def test_the_due_runs_an_agent_skipped_show_on_the_servers_metrics(
         (lambda: skipped() >= 1, nothing),
     )
     assert agent.watch.skips.total["keyed", "woke_late"] >= skipped()
-    scraped = server.client.get("/metrics").text
-    line = 'phasewatch_runs_skipped_total{reason="woke_late",target="keyed",vantage="fra-1"}'
-    (value,) = [row.split()[-1] for row in scraped.splitlines() if row.startswith(line)]
-    assert float(value) == skipped()
+    found = parsed(server.client.get("/metrics").text)
+    said = value(found, "phasewatch_runs_skipped_total", target="keyed", vantage="fra-1",
+                 reason="woke_late")  # fmt: skip
+    assert said == skipped()

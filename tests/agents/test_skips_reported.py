@@ -12,16 +12,16 @@ from fastapi import FastAPI
 from app.agents.wire import CONFIG_PATH, STATUS_PATH
 from app.web.deps import agents_of
 from tests.agents.test_api import FRA, agent
+from tests.helpers import parsed
 
 pytestmark = pytest.mark.anyio
 
 
-def skipped_lines(text: str) -> dict[str, float]:
-    prefix = "phasewatch_runs_skipped_total{"
+def skipped_samples(text: str) -> dict[tuple[str, str, str], float]:
+    """Every ``phasewatch_runs_skipped_total`` sample: (target, vantage, reason) → value."""
     return {
-        line.split()[0]: float(line.split()[-1])
-        for line in text.splitlines()
-        if line.startswith(prefix)
+        (s.labels["target"], s.labels["vantage"], s.labels["reason"]): s.value
+        for s in parsed(text).get("phasewatch_runs_skipped_total", [])
     }
 
 
@@ -37,9 +37,9 @@ async def test_an_agents_skips_are_kept_for_known_targets_and_shown_on_metrics(
     assert agents_of(app).book.get("fra-1").skipped == {"translate": {"woke_late": 3, "running": 1}}
     # Fetching the assignment counts as being seen and keeps what was reported.
     assert (await client.get(CONFIG_PATH, headers=agent("fra-1", FRA))).is_success
-    assert skipped_lines((await client.get("/metrics")).text) == {
-        'phasewatch_runs_skipped_total{reason="running",target="translate",vantage="fra-1"}': 1.0,
-        'phasewatch_runs_skipped_total{reason="woke_late",target="translate",vantage="fra-1"}': 3.0,
+    assert skipped_samples((await client.get("/metrics")).text) == {
+        ("translate", "fra-1", "running"): 1.0,
+        ("translate", "fra-1", "woke_late"): 3.0,
     }
     # An older agent's report has no counts: none are kept from before (it restarted).
     assert (await client.post(STATUS_PATH, json={}, headers=agent("fra-1", FRA))).is_success

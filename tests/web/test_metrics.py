@@ -15,7 +15,6 @@ import httpx
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from sqlalchemy import select
 
@@ -26,7 +25,7 @@ from app.runtime.scraped import AlertCount, ServiceCollector
 from app.store.models import RunRow, SampleRow, TargetRow
 from app.store.records import RunRecord, SampleRecord
 from tests.apiapp import Api, api, minutes_ago, targets
-from tests.helpers import FAST_SIM, eventually
+from tests.helpers import FAST_SIM, eventually, parsed, value
 from tests.runfactory import LLM, make_run, record_of, streamed_sample
 from tests.runtime.test_serve import Served, targets_file
 
@@ -50,20 +49,6 @@ def scrape(served: Api, accept: str | None = None) -> str:
     response = served.client.get("/metrics", headers=headers)
     assert response.status_code == 200
     return response.text
-
-
-def parsed(text: str) -> dict[str, list[Sample]]:
-    by_name: dict[str, list[Sample]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            by_name.setdefault(sample.name, []).append(sample)
-    return by_name
-
-
-def value(found: dict[str, list[Sample]], name: str, **labels: str) -> float | None:
-    hits = [s.value for s in found.get(name, []) if s.labels == labels]
-    assert len(hits) <= 1
-    return hits[0] if hits else None
 
 
 def feed(served: Api) -> list[RunRecord]:
