@@ -156,6 +156,7 @@ def build_service(
             quarantine=quarantine,
             replicas=replicas,
             exporter=exporter,
+            skips=watch.skips,
         ),
         coverage=coverage,
         upkeep=Upkeep(

@@ -25,6 +25,7 @@ from app.replicas.membership import Replicas
 from app.runs.threads import Check
 from app.runs.writer import Writer
 from app.runtime.coverage import Coverage
+from app.runtime.skips import Skips
 from app.store.db import describe
 from app.store.quarantine import Quarantine
 
@@ -57,6 +58,7 @@ class Health:
     # What this replica probes: on PostgreSQL, nothing until it has read the leases.
     replicas: Replicas | None = None
     exporter: RunExporter | None = None  # OpenTelemetry's: a collector that fails says so
+    skips: Skips | None = None  # the scheduler's: a target skipped slot after slot says so
     _ping: Check[None] = field(init=False)
     _count: Check[int] = field(init=False)
     _answered_at: float = field(init=False, default=-FRESH_S)
@@ -108,6 +110,8 @@ class Health:
             found.extend(self.quarantine.problems())
         if self.exporter is not None:
             found.extend(self.exporter.problems())
+        if self.skips is not None:
+            found.extend(self.skips.problems())
         return found
 
     def _replica_problems(self) -> list[str]:

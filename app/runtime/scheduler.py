@@ -220,6 +220,7 @@ class Watch:
         if not self.owns(name, grid.slot(due or clock.wall())):
             self.passed += 1
             self._passed[name] = grid.slot(due or clock.wall())
+            self.skips.passed(name)
             return
         self._passed.pop(name, None)
         task = asyncio.current_task()

@@ -10,6 +10,9 @@ The reasons:
   no CPU, or its loop was busy, for longer than an interval) and went on with the slot due
   now. APScheduler coalesces such slots into the last one without a word, so they are found
   here: by the grid cells between two due times it names for one target.
+
+A target whose streak reaches ``STREAK_PROBLEM`` due runs is not probed now: /healthz says so
+(``problems``) until a run of it begins.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from app.runs.slots import Grid
 log = logging.getLogger("app.runtime.scheduler")
 
 RUNNING, LATE, TURN, WOKE_LATE = "running", "late", "turn", "woke_late"
+# One skipped slot is a slow run's ordinary cost; two in a row are an interval and more with
+# no sample of the target.
+STREAK_PROBLEM = 2
 WHY = {
     RUNNING: "the previous run is still going",
     TURN: "it waited its whole interval for a turn (max_runs_in_flight runs were probing)",
@@ -36,6 +42,7 @@ class Skips:
         self.why = {**WHY, LATE: f"it would start over {misfire_grace_s:g} s late"}
         self.total: Counter[tuple[str, str]] = Counter()  # (target, reason): since the start
         self.streak: dict[str, int] = {}  # since each target's last run began
+        self._last: dict[str, str] = {}  # the reason of each streak's latest skip
         self._said: dict[str, int] = {}  # ... as the streak's first line said it
         self._named: dict[str, tuple[Grid, datetime]] = {}  # the last due time named
 
@@ -52,17 +59,25 @@ class Skips:
                 self.skip(target, WOKE_LATE, missed)
 
     def forget(self, target: str | None = None) -> None:
-        """Start over for ``target`` (every target when None): the scheduler paused, or the
-        target's grid changed, so the slots since are no skips."""
-        if target is None:
-            self._named.clear()
-        else:
-            self._named.pop(target, None)
+        """Start over for ``target`` (every target when None): the scheduler paused, the
+        target was removed or its grid changed, so the slots since are no skips and a streak
+        is no longer this process's to report (the totals stay)."""
+        for kept in (self._named, self.streak, self._said, self._last):
+            if target is None:
+                kept.clear()
+            else:
+                kept.pop(target, None)
+
+    def passed(self, target: str) -> None:
+        """A slot of ``target`` went to another replica: its streak here is over, unsaid."""
+        for kept in (self.streak, self._said, self._last):
+            kept.pop(target, None)
 
     def skip(self, target: str, reason: str, count: int = 1) -> None:
         self.total[target, reason] += count
         streak = self.streak.get(target, 0)
         self.streak[target] = streak + count
+        self._last[target] = reason
         if streak == 0:
             self._said[target] = count
             what = "a due run" if count == 1 else f"{count} due runs"
@@ -72,8 +87,18 @@ class Skips:
         """A run of ``target`` began: its streak of skips, if longer than its first line
         said, is said whole, and ends."""
         count, said = self.streak.pop(target, 0), self._said.pop(target, 0)
+        self._last.pop(target, None)
         if count > said:
             log.warning("target %s: %d due runs were skipped before this one began", target, count)
+
+    def problems(self) -> list[str]:
+        """A line for each target skipped ``STREAK_PROBLEM`` or more times in a row, by name."""
+        return [
+            f"target {target}: {count} due runs skipped in a row, the latest because"
+            f" {self.why[self._last[target]]}"
+            for target, count in sorted(self.streak.items())
+            if count >= STREAK_PROBLEM
+        ]
 
     def by_target(self) -> dict[str, dict[str, int]]:
         """The totals as an agent reports them: target → reason → count."""

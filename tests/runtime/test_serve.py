@@ -7,6 +7,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -15,7 +16,7 @@ from sqlalchemy import select
 from app.demo.sim.server import SimServer
 from app.store.db import make_engine, make_sessions
 from app.store.models import RunRow, TargetRow
-from tests.helpers import eventually
+from tests.helpers import eventually, parsed, value
 from tests.pgcluster import Serve
 
 pytestmark = pytest.mark.process
@@ -108,6 +109,36 @@ def test_sigterm_during_a_run_stores_it_as_aborted(
     assert [run.status for run in runs] == ["aborted"]
     assert 0 < runs[0].n_samples < 200
     assert not list((tmp_path / "spool" / "inflight").glob("*.json"))
+
+
+def test_a_target_skipped_slot_after_slot_is_named_on_healthz_until_a_run_begins(
+    tmp_path: Path, sim: SimServer, served: Callable[..., Served]
+) -> None:
+    # Each run lasts about 4 s (80 samples 50 ms apart) on a 1 s interval: the slots in
+    # between are skipped, ``running``.
+    config = targets_file(tmp_path, sim, "long", interval="1s", samples="80", spacing="50ms")
+    server = served(config)
+    server.wait_ready()
+    base = f"http://127.0.0.1:{server.port}"
+
+    def health() -> dict[str, Any]:
+        answer: dict[str, Any] = httpx.get(f"{base}/healthz", timeout=5).json()
+        return answer
+
+    degraded = eventually(lambda: (h := health())["status"] == "degraded" and h, 30, "named")
+    (problem,) = degraded["problems"]
+    assert problem.startswith("target long: ")
+    assert problem.endswith(
+        " due runs skipped in a row, the latest because the previous run is still going"
+    )
+    assert int(problem.split()[2]) >= 2
+    # The next run begins: the streak is over, and /healthz says nothing of it until two
+    # more slots go.
+    eventually(lambda: health()["problems"] == [], 30, "the streak over once a run began")
+    scrape = parsed(httpx.get(f"{base}/metrics", timeout=5).text)
+    labels = {"target": "long", "vantage": "test-vantage", "reason": "running"}
+    assert (value(scrape, "phasewatch_runs_skipped_total", **labels) or 0) >= 2
+    assert server.output().count("target long: a due run skipped") >= 1
 
 
 def test_editing_the_targets_file_adds_and_removes_jobs_without_restart(

@@ -80,3 +80,74 @@ def test_a_streak_is_said_once_and_whole_when_the_next_run_begins(
         ("b", "v", "woke_late"): 3,
     }
     assert skips.streak == {}
+
+
+@pytest.mark.parametrize(
+    ("case", "steps", "problems"),
+    [
+        ("one skip is a slow run's cost", [("skip", "a", "running")], []),
+        (
+            "two in a row are a problem, with the latest reason",
+            [("skip", "a", "running"), ("skip", "a", "turn")],
+            [
+                "target a: 2 due runs skipped in a row, the latest because it waited its whole"
+                " interval for a turn (max_runs_in_flight runs were probing)"
+            ],
+        ),
+        (
+            "a run began: over",
+            [("skip", "a", "late"), ("skip", "a", "late"), ("began", "a", "")],
+            [],
+        ),
+        (
+            "removed or rescheduled: over",
+            [("skip", "a", "late"), ("skip", "a", "late"), ("forget", "a", "")],
+            [],
+        ),
+        (
+            "paused: every streak over",
+            [("skip", "a", "late"), ("skip", "a", "late"), ("forget", "", "")],
+            [],
+        ),
+        (
+            "its slot went to another replica: over",
+            [("skip", "a", "late"), ("skip", "a", "late"), ("passed", "a", "")],
+            [],
+        ),
+        (
+            "another target's end leaves this one's",
+            [
+                ("skip", "b", "running"),
+                ("skip", "a", "late"),
+                ("skip", "b", "running"),
+                ("began", "a", ""),
+            ],
+            [
+                "target b: 2 due runs skipped in a row, the latest because the previous run"
+                " is still going"
+            ],
+        ),
+        (
+            "woken late: the cells coalesced count at once",
+            [("named", "a", "0"), ("named", "a", "4")],
+            [
+                "target a: 3 due runs skipped in a row, the latest because the scheduler woke after"
+                " its time (no CPU, or a busy loop, for an interval)"
+            ],
+        ),
+    ],
+)
+def test_a_target_skipped_slot_after_slot_is_a_problem_until_its_streak_ends(
+    case: str, steps: list[tuple[str, str, str]], problems: list[str]
+) -> None:
+    skips = Skips(60)
+    for step, target, arg in steps:
+        if step == "skip":
+            skips.skip(target, arg)
+        elif step == "named":
+            skips.named(target, GRID, at(float(arg)))
+        elif step == "forget":
+            skips.forget(target or None)
+        else:
+            getattr(skips, step)(target)
+    assert skips.problems() == problems, case
