@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from app.config import Settings, load_targets
 from app.main import create_app
 from app.web.deps import agents_of, service_of
-from tests.agents.test_api import FRA, SECRET, TARGETS
+from tests.agents.support import FRA, SECRET, TARGETS
 
 
 @pytest.fixture

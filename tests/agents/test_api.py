@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
 from fastapi import FastAPI
 
@@ -26,56 +25,15 @@ from app.agents.wire import (
     RUNS_PATH,
     SENT_AT_HEADER,
     STATUS_PATH,
-    VANTAGE_HEADER,
 )
 from app.clock import parse_timestamp
 from app.config import load_targets
 from app.store.records import RunRecord, RunStatus
 from app.web.deps import agents_of, service_of
-from tests.runfactory import failed_run, make_run, record_of
+from tests.agents.support import FRA, GZIP, SECRET, SEOUL, TARGETS, agent, packed, run
+from tests.runfactory import failed_run, record_of
 
 pytestmark = pytest.mark.anyio
-FRA, SEOUL = "fra-token-0123456789abcdef", "seoul-token-0123456789abcdef"
-SECRET = "sk-live-this-must-stay-on-the-agent"
-TARGETS = f"""
-vantage: server-1
-vantages:
-  fra-1: {{token: "${{PW_AGENT_FRA}}"}}
-  seoul-1: {{token: "{SEOUL}"}}
-targets:
-  - name: translate
-    url: http://translate.invalid/
-    interval: 1m
-    headers: {{Authorization: "Bearer ${{OPENAI_API_KEY}}"}}
-    vantages: [fra-1, seoul-1, server-1]
-  - name: seoul-only
-    url: http://seoul.invalid/
-    interval: 1m
-    vantages: [seoul-1]
-  - name: local
-    url: http://local.invalid/
-    interval: 1m
-"""
-
-
-def agent(vantage: str, token: str | None) -> dict[str, str]:
-    headers = {VANTAGE_HEADER: vantage}
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
-
-
-def run(target: str = "translate", vantage: str = "fra-1", n: int = 3) -> RunRecord:
-    at = datetime.now(UTC) - timedelta(minutes=5)
-    made = make_run(np.random.default_rng(7), at, target=target, vantage=vantage, n=n)
-    return record_of(made)
-
-
-def packed(record: RunRecord) -> bytes:
-    return gzip.compress(json.dumps(record.to_json()).encode())
-
-
-GZIP = {"Content-Encoding": "gzip"}
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from app.agents.wire import BATCH_PATH, MAX_BATCH_RUNS
 from app.store.records import RunStatus
 from app.web.deps import agents_of
-from tests.agents.test_api import FRA, GZIP, SEOUL, agent, run
+from tests.agents.support import FRA, GZIP, SEOUL, agent, run
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from app.agents.wire import RUNS_PATH
 from app.store.models import RunRow
 from app.store.records import RunRecord
 from app.web.deps import agents_of, service_of
-from tests.agents.test_api import FRA, GZIP, agent, packed, run
+from tests.agents.support import FRA, GZIP, agent, packed, run
 
 pytestmark = pytest.mark.anyio
 SLOT = 1_765_000_000_000

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from app.agents.wire import CONFIG_PATH, STATUS_PATH
 from app.web.deps import agents_of
-from tests.agents.test_api import FRA, agent
+from tests.agents.support import FRA, agent
 from tests.helpers import parsed
 
 pytestmark = pytest.mark.anyio
