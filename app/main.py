@@ -40,6 +40,7 @@ from app.runtime.metrics import RunMetrics, then
 from app.runtime.rules import AlertRules
 from app.runtime.scheduler import Watch
 from app.runtime.service import Service
+from app.runtime.standing import Standing
 from app.runtime.upkeep import Upkeep
 from app.runtime.workermetrics import WorkersCollector
 from app.runtime.workers import Workers
@@ -145,6 +146,7 @@ def build_service(
         watch=watch,
         leadership=leadership,
         replicas=replicas,
+        standing=Standing(leadership, replicas, settings.leader_check_s),
         evaluation=owned,
         alerts=alerts,
         rules=rules,

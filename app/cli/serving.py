@@ -15,17 +15,19 @@ import asyncio
 import contextlib
 import socket
 import sys
+import time
+from email.utils import formatdate
 from types import FrameType
 from typing import NoReturn
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.server import ServerState
 
 from app.cli.common import exit_now
 from app.runs.threads import NoWaitThreadPool
 from app.runtime.service import Service
 from app.runtime.workers import Workers
-from app.store.wakeups import waited
 from app.web.deps import service_of, workers_of
 
 HTTP_GRACE_S = 1  # uvicorn takes whole seconds
@@ -34,9 +36,37 @@ DEFAULT_EXECUTOR_THREADS = 32
 
 # uvicorn's main loop wakes ten times a second to see whether it should stop, and renews
 # its Date header at every tenth: an idle serve's most frequent wakeup (600 a minute, each
-# two turns of the event loop). Here it is woken when told to stop, and once a second for
-# the header.
-TICK_S = 1.0
+# two turns of the event loop; 60 at a tick a second). Here the header is made when a
+# request reads it (``_DatedState``) and the loop is woken only when told to stop.
+
+
+class _DatedState(ServerState):
+    """uvicorn's shared state, its default headers read with a Date of the current second,
+    made when a request reads them (uvicorn reads them once a request's headers are in)
+    rather than renewed every second by its main loop's tick; what the tick sets (the
+    configured headers, a Date or none) is kept as the template."""
+
+    def __init__(self) -> None:
+        self._dated = True
+        self._rest: list[tuple[bytes, bytes]] = []
+        self._made: tuple[int, list[tuple[bytes, bytes]]] = (-1, [])
+        super().__init__()
+
+    @property  # uvicorn's is an attribute
+    def default_headers(self) -> list[tuple[bytes, bytes]]:
+        if not self._dated:
+            return self._rest
+        second = int(time.time())
+        if self._made[0] != second:
+            date = formatdate(second, usegmt=True).encode()
+            self._made = (second, [(b"date", date), *self._rest])
+        return self._made[1]
+
+    @default_headers.setter
+    def default_headers(self, headers: list[tuple[bytes, bytes]]) -> None:
+        self._dated = any(name == b"date" for name, _ in headers)
+        self._rest = [(name, value) for name, value in headers if name != b"date"]
+        self._made = (-1, [])
 
 
 class _Server(uvicorn.Server):
@@ -44,6 +74,7 @@ class _Server(uvicorn.Server):
         self._stop_now = asyncio.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
         super().__init__(config)
+        self.server_state = _DatedState()
         self.service = service
         self.workers = workers
 
@@ -59,12 +90,12 @@ class _Server(uvicorn.Server):
                 self.loop.call_soon_threadsafe(self._stop_now.set)
 
     async def main_loop(self) -> None:
-        """uvicorn's, with a tick a second (every tick a tenth in uvicorn's count, so
-        each renews the Date header) unless told to stop sooner."""
-        ticks = 0
-        while not await self.on_tick(ticks):
-            ticks = (ticks + 10) % 864_000
-            await waited(self._stop_now, TICK_S)
+        """uvicorn's, woken only when told to stop (its tick, every tenth in uvicorn's
+        count, sets the headers' template; the Date is ``_DatedState``'s). No request
+        limit is set (``limit_max_requests``), nor a supervisor's ``callback_notify``:
+        nothing else asks for a tick."""
+        while not await self.on_tick(0):
+            await self._stop_now.wait()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)

@@ -31,6 +31,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from sqlalchemy import Connection
 from sqlalchemy.exc import ProgrammingError
 
 from app import clock
@@ -125,10 +126,24 @@ class Replicas:
 
     def renew(self) -> View | None:
         """Renew this replica's lease and read everybody's; on failure, keep the last view."""
+        return self._renew(self._renewed_held)
+
+    def renew_on(self, connection: Connection) -> bool:
+        """``renew``, its held lease's statement sent on ``connection`` (the leader lock's
+        own: app.runtime.standing); whether that statement went through. When it did not,
+        nothing is renewed nor recorded, and ``renew`` is for the caller to ask."""
+        try:
+            held = replicarows.renew_held(connection, self.me, self.lease_s)
+        except Exception:  # any: the connection dead, or the database without the table
+            return False
+        self._renew(lambda: held)
+        return True
+
+    def _renew(self, held: Callable[[], replicarows.Leases | None]) -> View | None:
         if not self.contested:
             return None
         try:
-            leases = self._renewed_held() or self._renewed()
+            leases = held() or self._renewed()
         except Exception as exc:  # any: the database away, or without the table yet
             self.no_table = isinstance(exc, ProgrammingError)
             if self.problem is None:

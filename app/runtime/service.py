@@ -54,6 +54,7 @@ from app.runtime.memtrim import malloc_trim, trim_loop
 from app.runtime.readiness import wait_for_schema
 from app.runtime.rules import AlertRules
 from app.runtime.scheduler import Watch
+from app.runtime.standing import Standing
 from app.runtime.stopping import stop_within_budget
 from app.runtime.targetsync import sync_targets_file
 from app.runtime.upkeep import Upkeep
@@ -85,6 +86,7 @@ class Service:
     watch: Watch
     leadership: Leadership
     replicas: Replicas  # which targets this replica probes and evaluates
+    standing: Standing  # the lease and the lead, kept by one loop
     evaluation: OwnerEvaluation
     alerts: AlertEngine
     rules: AlertRules
@@ -101,8 +103,6 @@ class Service:
     # Apply migrations once the database answers (``serve``); else wait for the schema.
     migrate: bool = False
     _ready: asyncio.Task[None] | None = None  # the start-up's database work
-    _lead_check: asyncio.Future[bool] | None = None
-    _renewal: asyncio.Future[Any] | None = None
     _shown: tuple[int, int] | None = None  # (live replicas, targets owned) last logged
     _stopping: asyncio.Future[None] | None = None
     _started: bool = False
@@ -124,7 +124,7 @@ class Service:
             log.warning("database not ready within %.0f s; probing into the spool", START_WAIT_S)
         self.watch.start(paused=False)  # a slot not this replica's is passed (``owns``)
         log.info("%s; %d target(s)", self._role(), len(self.watch.targets))
-        loops = (self._leader_loop, self._share_loop, self._spool_loop, self._reload_loop)
+        loops = (self._standing_loop, self._spool_loop, self._reload_loop)
         for loop in loops:  # named: a stop names a loop left running
             self.tasks.append(asyncio.create_task(_forever(loop), name=loop.__name__))
         self.tasks.append(asyncio.create_task(trim_loop(malloc_trim()), name="trim_loop"))
@@ -181,25 +181,21 @@ class Service:
 
     # Leadership and the replica's share ------------------------------------------------
 
-    async def _leader_loop(self) -> None:
-        await asyncio.sleep(self.settings.leader_check_s)
-        await self._check_lead()  # whichever check takes or loses the lead says so
+    async def _standing_loop(self) -> None:
+        """The lease renewed and the lead checked, together when both are due."""
+        if await self.standing.step():
+            self._renewed()
+        await asyncio.sleep(self.standing.wait_s())
 
     def _check_lead(self) -> asyncio.Future[bool]:
-        """One check at a time: one stuck on a frozen database is waited on, not doubled."""
-        if self._lead_check is None or self._lead_check.done():
-            self._lead_check = asyncio.ensure_future(asyncio.to_thread(self.leadership.check))
-        return asyncio.shield(self._lead_check)
-
-    async def _share_loop(self) -> None:
-        await self._renew()
-        await asyncio.sleep(self.replicas.next_renewal_s)
+        return self.standing.check_lead()  # whichever check takes or loses the lead says so
 
     async def _renew(self) -> None:
-        """Renew the lease (one renewal at a time), then say so if the share changed."""
-        if self._renewal is None or self._renewal.done():
-            self._renewal = asyncio.ensure_future(asyncio.to_thread(self.replicas.renew))
-        await asyncio.shield(self._renewal)
+        await self.standing.renew()
+        self._renewed()
+
+    def _renewed(self) -> None:
+        """After a renewal: say so if the share changed."""
         self.evaluation.forget_lost()
         if taken := self.watch.take_passed():
             log.info("replicas: %d slot(s) passed earlier taken over late", len(taken))

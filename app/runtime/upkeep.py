@@ -213,9 +213,10 @@ class Upkeep:
         ``SEND_EVERY_S`` (a due row another sender holds, the database away)."""
         assert self.sender is not None
         try:
-            if await self.sender.run_once() >= self.sender.batch:
+            handled, due = await self.sender.send_round()
+            if handled >= self.sender.batch:
                 return  # a full batch: more may be due at once
-            wait_s = send_wait_s(await self.sender.next_due(), self.sender.clock())
+            wait_s = send_wait_s(due, self.sender.clock())
         except Exception as exc:
             if not is_transient(exc):
                 raise

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
@@ -53,22 +54,25 @@ class Leadership:
     def contested(self) -> bool:
         return self.engine.dialect.name == "postgresql"
 
-    def check(self) -> bool:
-        """Keep, take or lose the lead; returns whether this process leads now."""
+    def check(self, alive: Callable[[Connection], bool] | None = None) -> bool:
+        """Keep, take or lose the lead; returns whether this process leads now. ``alive``:
+        work for the lock's own connection (the lease's renewal) that says whether a
+        statement went through on it, in place of the liveness check's ``SELECT 1`` (run
+        after all when it says no: only a dead connection loses the lock)."""
         if not self.contested:
             return True
         with self._lock:
             was = self.leading
             if not self.released:
-                self._check()
+                self._check(alive)
             if self.leading and not was:
                 log.info("took the lead: retention and silent-vantage checks run here")
             elif was and not self.leading:
                 log.warning("lost the lead: another replica keeps retention")
             return self.leading
 
-    def _check(self) -> None:
-        if self.connection is not None and self._alive(self.connection):
+    def _check(self, alive: Callable[[Connection], bool] | None) -> None:
+        if self.connection is not None and self._alive(self.connection, alive):
             return
         self._drop()
         try:
@@ -98,9 +102,15 @@ class Leadership:
         return got
 
     @staticmethod
-    def _alive(connection: Connection) -> bool:
+    def _alive(connection: Connection, alive: Callable[[Connection], bool] | None = None) -> bool:
         try:
-            connection.exec_driver_sql("SELECT 1")  # no statement to build each time
+            if alive is not None and not alive(connection):
+                if connection.invalidated:
+                    return False  # its statement found the connection gone
+                connection.rollback()  # SQLAlchemy's own state (autocommit: nothing sent)
+                alive = None
+            if alive is None:
+                connection.exec_driver_sql("SELECT 1")  # no statement to build each time
         except DBAPIError:
             return False
         return True
