@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from app.analysis.llmmetrics import sample_llm_values
+from app.analysis.llmmetrics import has_llm_facts, sample_llm_values
 from app.runtime.scraped import SERIES
 from app.store.records import SampleRecord
 
@@ -72,6 +72,8 @@ class TokenMetrics:
         }
 
     def observe(self, series: tuple[str, str], sample: SampleRecord) -> None:
+        if not has_llm_facts(sample.details):  # a plain HTTP sample: every value None
+            return
         values = sample_llm_values(sample)
         for key, histogram in self.histograms.items():
             value = values[key]

@@ -209,11 +209,12 @@ class DatabaseHistory:
         return newest == recent[-1].run_id
 
     def _ask_newest(self, key: Key, looked: dict[Key, str | None] | None) -> dict[Key, str | None]:
-        """``key``'s newest run id; once a second series of its target is asked in one
-        evaluation, also every other series of it kept here, in the same statement: the
-        vantages judged together ask for each (one round trip, not one a vantage)."""
+        """``key``'s newest run id; in an evaluation, also every other series of its target
+        kept here not asked yet, in the same statement: an evaluation judges a target's
+        vantages together and asks for each (one round trip, not one a vantage, nor the
+        run's own series first and the others in a second)."""
         wanted = {key[1]}
-        if looked is not None and any(asked[0] == key[0] for asked in looked):
+        if looked is not None:
             wanted |= {v for v in self._series.get(key[0], ()) if (key[0], v) not in looked}
         with self._seeks.connect() as connection:  # Core: no Session to set up
             found = newest_of_each(connection, key[0], sorted(wanted))

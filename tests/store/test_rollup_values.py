@@ -9,6 +9,7 @@ import pytest
 
 from app.analysis.digest import Digest, merge_digests
 from app.analysis.sketch import Sketch
+from app.analysis.summary import Summary
 from app.store.rollups import coarse, values
 from app.store.rollups.values import RowValues, rollup_values
 
@@ -41,9 +42,11 @@ def summaries(monkeypatch: pytest.MonkeyPatch) -> list[Digest]:
     """Every digest whose values (its quantiles) were found."""
     found: list[Digest] = []
 
-    def counted(digest: Digest, now: datetime, summarized: bool = True) -> dict[str, Any]:
+    def counted(
+        digest: Digest, now: datetime, summarized: bool = True, summary: Summary | None = None
+    ) -> dict[str, Any]:
         found.append(digest)
-        return rollup_values(digest, now, summarized)
+        return rollup_values(digest, now, summarized, summary)
 
     monkeypatch.setattr(values, "rollup_values", counted)
     return found
@@ -130,3 +133,19 @@ def test_one_part_in_an_open_and_a_closed_row_gets_each_its_own_values() -> None
     rows = RowValues(NOW)
     assert "summary" not in rows.new(part, OPEN)["digest"]
     assert "summary" in rows.new(part, CLOSED)["digest"]
+
+
+def test_rows_merged_together_get_the_values_each_gets_alone(summaries: list[Digest]) -> None:
+    """``merged_all``: the closed rows' quantiles found in one pass, open rows without them,
+    equal inputs found once, and every row's values as ``merged`` finds them alone."""
+    parts = [digest(10, 20, 30), digest(7, 8), digest(400)]
+    documents = [stored(digest(5, 15)), stored(digest(1000, 2000)), stored(Digest())]
+    keys = [CLOSED, OPEN, (1, "*", 86400, NOW - timedelta(days=1))]
+    rows = [(d, p, k) for d in documents for p in parts for k in keys]
+    rows += rows[:5]  # equal inputs again
+    together = RowValues(NOW).merged_all(rows)
+    distinct = {(repr(d), id(p), coarse.closed(k, NOW)) for d, p, k in rows}
+    assert len(summaries) == len(distinct)  # an open row's and a closed row's differ
+    for (document, part, key), found in zip(rows, together, strict=True):
+        assert found == RowValues(NOW).merged(document, part, key)
+        assert ("summary" in found["digest"]) is coarse.closed(key, NOW)

@@ -232,7 +232,7 @@ def _merge_into(
     if not keys:
         return
     stored = _locked(session, keys)
-    write_rows(session, keys, [values.merged(stored[key], merged[key], key) for key in keys])
+    write_rows(session, keys, values.merged_all([(stored[key], merged[key], key) for key in keys]))
 
 
 def _locked(session: Session, keys: list[RollupKey]) -> dict[RollupKey, Any]:

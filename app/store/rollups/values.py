@@ -22,17 +22,20 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from app.analysis.digest import QUANTILES, Digest, merge_digests
+from app.analysis.digest import QUANTILES, Digest, merge_digests, summaries
 from app.analysis.summary import Summary
 from app.store.rollups import coarse
 from app.store.rollups.keys import RollupKey
 
 
-def rollup_values(digest: Digest, now: datetime, summarized: bool = True) -> dict[str, Any]:
-    """A row's values; ``summarized``: with its quantiles (a closed period's)."""
+def rollup_values(
+    digest: Digest, now: datetime, summarized: bool = True, summary: Summary | None = None
+) -> dict[str, Any]:
+    """A row's values; ``summarized``: with its quantiles (a closed period's), ``summary``
+    when they were found already (``summaries``)."""
     document, total_p50 = digest.to_json(), None
     if summarized:
-        summary = digest.summary()
+        summary = summary if summary is not None else digest.summary()
         total_p50 = summary.total.get("p50")
         # The period's quantiles, kept beside its sketches: a history whose buckets are
         # this period reads these few numbers instead of merging sketches.
@@ -94,12 +97,24 @@ class RowValues:
 
     def merged(self, document: Any, part: Digest, key: RollupKey) -> dict[str, Any]:
         """The stored row of ``key``'s new values: its ``document`` with ``part`` merged in."""
-        closed = coarse.closed(key, self.now)  # its quantiles kept from then on
-        seen = self._merged.setdefault((id(part), closed), [])
-        for _part, stored, values in seen:
-            if stored == document:
-                return values
-        digest = merge_digests([Digest.from_json(document), part])
-        values = rollup_values(digest, self.now, closed)
-        seen.append((part, document, values))
-        return values
+        return self.merged_all([(document, part, key)])[0]
+
+    def merged_all(self, rows: Sequence[tuple[Any, Digest, RollupKey]]) -> list[dict[str, Any]]:
+        """``merged`` of each (document, part, key), the closed periods' quantiles found in
+        one pass for them all (``summaries``)."""
+        found: list[dict[str, Any]] = []
+        pending: list[tuple[Digest, bool, dict[str, Any]]] = []
+        for document, part, key in rows:
+            closed = coarse.closed(key, self.now)  # its quantiles kept from then on
+            seen = self._merged.setdefault((id(part), closed), [])
+            values = next((done for _part, stored, done in seen if stored == document), None)
+            if values is None:
+                values = {}  # filled below, once every quantile is found
+                pending.append((merge_digests([Digest.from_json(document), part]), closed, values))
+                seen.append((part, document, values))
+            found.append(values)
+        summarized = iter(summaries([digest for digest, closed, _ in pending if closed]))
+        for digest, closed, values in pending:
+            summary = next(summarized) if closed else None
+            values.update(rollup_values(digest, self.now, closed, summary))
+        return found
