@@ -8,7 +8,6 @@ when Ctrl-C cut it short (what was taken is still shown).
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import ssl
@@ -233,8 +232,8 @@ def _run_with_progress(
     # Frozen, a full collection no longer walks them: walking them could fall inside the
     # first sample and hold its cut that long past --deadline-ms (bench.first_deadline).
     from app.probe.run import probe_run  # imported before the freeze, so frozen with the rest
+    from app.runtime.collector import frozen
 
-    gc.freeze()
     stderr = Console(stderr=True)
     columns = (TextColumn("probing"), BarColumn(), MofNCompleteColumn())
     hidden = quiet or not stderr.is_terminal
@@ -244,7 +243,7 @@ def _run_with_progress(
         taken.append(sample)
         progress.advance(task)
 
-    with Progress(*columns, console=stderr, transient=True, disable=hidden) as progress:
+    with frozen(), Progress(*columns, console=stderr, transient=True, disable=hidden) as progress:
         task = progress.add_task("probe", total=samples)
         try:
             return asyncio.run(probe_run(spec, samples, spacing_s=spacing, on_sample=took)), False

@@ -14,7 +14,8 @@ Few of serve's objects form cycles (reference counting frees them); bench/README
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 # The young generation is collected once this many containers more were made than freed
 # (Python's default: 700). Its garbage waits that long: a few MB at most.
@@ -35,11 +36,30 @@ def settle_collector() -> Callable[[], None]:
     returns what undoes both once no other service in the process still runs (the frozen
     objects collectable again: a process that builds and stops many services, as the tests
     do, keeps none of them for good). Undoing twice does nothing more."""
+    return _settle(YOUNG_THRESHOLD)
+
+
+@contextmanager
+def frozen() -> Iterator[None]:
+    """The objects made so far frozen while the block runs (``phasewatch probe``'s samples),
+    the thresholds left as they are. Thawed after it, unless a service in the process still
+    keeps its own start-up frozen: a command run inside a longer process (the tests call
+    ``main``) leaves the collector as it found it, not frozen for the rest of that process,
+    holding back whatever was garbage then until some later full collection."""
+    undo = _settle(None)
+    try:
+        yield
+    finally:
+        undo()
+
+
+def _settle(young: int | None) -> Callable[[], None]:
     if _Settled.users == 0:
         _Settled.found = gc.get_threshold()
     _Settled.users += 1
     gc.freeze()
-    gc.set_threshold(YOUNG_THRESHOLD, _Settled.found[1], _Settled.found[2])
+    if young is not None:
+        gc.set_threshold(young, _Settled.found[1], _Settled.found[2])
     undone = False
 
     def undo() -> None:

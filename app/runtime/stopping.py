@@ -42,7 +42,9 @@ def close_pool(engine: Engine, wait_s: float = POOL_GRACE_S - 0.1) -> None:
     """Dispose of the pool once the connections still out come back, waiting ``wait_s`` at
     most: a loop cancelled mid-query finishes it on its thread. One that comes back later
     (a push still storing on a busy machine) is closed as it does: returned to a pool
-    already disposed of, it would stay open until the garbage collector found it."""
+    already disposed of, it would stay open until the garbage collector found it. So is
+    one taken afterwards (that thread's next statement, a ping left behind): the engine's
+    new pool keeps none, as nobody disposes of it again."""
     deadline = time.monotonic() + wait_s
     checked_out = getattr(engine.pool, "checkedout", lambda: 0)
     while checked_out() and time.monotonic() < deadline:
@@ -50,6 +52,7 @@ def close_pool(engine: Engine, wait_s: float = POOL_GRACE_S - 0.1) -> None:
     disposed = engine.pool
     engine.dispose()  # the engine has a new pool now; this one only takes the late back
     event.listen(disposed, "checkin", _close_returned)
+    event.listen(engine.pool, "checkin", _close_returned)
 
 
 def _close_returned(dbapi_connection: Any, _record: Any) -> None:

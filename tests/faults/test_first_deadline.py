@@ -21,9 +21,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import app.probe.run as run_module
 from tests.clirun import run_cli
 
 pytestmark = pytest.mark.timeout(120)
@@ -64,14 +66,24 @@ def thawed() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("thawed")
-def test_probe_freezes_what_start_up_made(
-    silent_url: str, capsys: pytest.CaptureFixture[str]
+def test_probe_freezes_what_start_up_made_while_it_probes_and_thaws_it_after(
+    silent_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The part of the fix that does not depend on where start-up's allocations leave the
-    first collection (the test above sees it only when that falls inside a sample)."""
+    first collection (the test above sees it only when that falls inside a sample). Thawed
+    once done: run inside a longer process (these tests), the command does not leave it
+    frozen, with whatever was garbage then held back until a later full collection."""
+    real, frozen_while_probing = run_module.probe_run, []
+
+    async def probe_run(*args: Any, **kwargs: Any) -> Any:
+        frozen_while_probing.append(gc.get_freeze_count())
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "probe_run", probe_run)
     assert gc.get_freeze_count() == 0
     argv = ["probe", silent_url, "--json", "--deadline-ms", "20", "--samples", "1"]
     code, out, err = run_cli(argv, capsys)
     assert code == 1, err  # no sample succeeded
     assert json.loads(out)["samples"][0]["status"] == "deadline_exceeded"
-    assert gc.get_freeze_count() > 10_000  # modules, typer, httpx: far more than a handful
+    assert frozen_while_probing[0] > 10_000  # modules, typer, httpx: far more than a handful
+    assert gc.get_freeze_count() == 0
