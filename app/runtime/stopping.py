@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy import Engine, event
 
@@ -27,6 +27,7 @@ from app.runs.waits import CANCEL_GRACE_S, cancelled
 from app.runs.writer import Writer
 from app.runtime.scheduler import Watch
 from app.store.leader import Leadership
+from app.store.pooled import close_returned
 
 log = logging.getLogger(__name__)
 
@@ -41,23 +42,16 @@ EXPORT_GRACE_S = 0.5  # OpenTelemetry's last spans and metrics; a collector away
 def close_pool(engine: Engine, wait_s: float = POOL_GRACE_S - 0.1) -> None:
     """Dispose of the pool once the connections still out come back, waiting ``wait_s`` at
     most: a loop cancelled mid-query finishes it on its thread. One that comes back later
-    (a push still storing on a busy machine) is closed as it does: returned to a pool
-    already disposed of, it would stay open until the garbage collector found it. So is
-    one taken afterwards (that thread's next statement, a ping left behind): the engine's
-    new pool keeps none, as nobody disposes of it again."""
+    (a push still storing on a busy machine) is closed as it does (``make_engine``'s pools
+    do that for any engine disposed of: ``close_late_returns``). So is one taken afterwards
+    (that thread's next statement, a ping left behind): the engine's new pool keeps none,
+    as nobody disposes of it again."""
     deadline = time.monotonic() + wait_s
     checked_out = getattr(engine.pool, "checkedout", lambda: 0)
     while checked_out() and time.monotonic() < deadline:
         time.sleep(0.01)
-    disposed = engine.pool
-    engine.dispose()  # the engine has a new pool now; this one only takes the late back
-    event.listen(disposed, "checkin", _close_returned)
-    event.listen(engine.pool, "checkin", _close_returned)
-
-
-def _close_returned(dbapi_connection: Any, _record: Any) -> None:
-    if dbapi_connection is not None:  # None: invalidated, already closed
-        dbapi_connection.close()
+    engine.dispose()  # the engine has a new pool; make_engine's closes the late as they return
+    event.listen(engine.pool, "checkin", close_returned)
 
 
 def _release(service: Stoppable) -> None:

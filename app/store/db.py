@@ -24,7 +24,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store.pooled import replace_if_dropped, stamp_checkin
+from app.store.pooled import close_late_returns, replace_if_dropped, stamp_checkin
 from app.store.samplepack import json_text
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ def make_engine(url: str, **options: Any) -> Engine:
         options.setdefault("json_serializer", json_dumps_text)
         engine = create_engine(url, connect_args={"timeout": 30} | given, **options)
         event.listen(engine, "connect", _sqlite_pragmas)
-        return engine
+        return close_late_returns(engine)
     connect_args = POSTGRES_CONNECT_ARGS | given
     # psycopg takes the bytes as they are: no decode, no re-encode.
     options.setdefault("json_serializer", json_dumps)
@@ -134,7 +134,7 @@ def make_engine(url: str, **options: Any) -> Engine:
     event.listen(engine, "connect", _require_utf8)
     event.listen(engine, "checkin", stamp_checkin)
     event.listen(engine, "checkout", replace_if_dropped)
-    return engine
+    return close_late_returns(engine)
 
 
 def _require_utf8(dbapi_connection: Any, _record: Any) -> None:

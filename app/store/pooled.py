@@ -1,5 +1,6 @@
 """Pooled PostgreSQL connections looked at before use once they have idled: one the
-server dropped meanwhile is replaced (``make_engine`` listens with these)."""
+server dropped meanwhile is replaced (``make_engine`` listens with these); and one returned
+to a pool already disposed of is closed."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import select
 import time
 from typing import Any
 
+from sqlalchemy import Engine, event
 from sqlalchemy.exc import DisconnectionError
 
 # A pooled connection may have died while idle (the server restarted, an administrator
@@ -44,3 +46,25 @@ def dropped_while_idle(dbapi_connection: Any) -> bool:
     poller = select.poll()
     poller.register(fd, _GONE)
     return bool(poller.poll(0))
+
+
+def close_late_returns(engine: Engine) -> Engine:
+    """``engine``, whose pools close a connection returned to them once disposed of.
+
+    ``Engine.dispose`` closes the connections in its pool and makes a new one; a connection
+    out at that moment (a thread left behind, a read that outlived a test) goes back to the
+    old pool on its return and stays open there, until the garbage collector frees that
+    pool's cycle of records some time later, anywhere in the process."""
+    current = [engine.pool]
+
+    def disposed(_engine: Engine) -> None:
+        event.listen(current[0], "checkin", close_returned)
+        current[0] = engine.pool
+
+    event.listen(engine, "engine_disposed", disposed)
+    return engine
+
+
+def close_returned(dbapi_connection: Any, _record: Any) -> None:
+    if dbapi_connection is not None:  # None: invalidated, already closed
+        dbapi_connection.close()
