@@ -106,13 +106,10 @@ class Sender:
         """Send what is due, at most ``batch`` rows; returns how many rows were handled."""
         return await asyncio.to_thread(self._drain, asyncio.get_running_loop())
 
-    async def next_due(self) -> datetime | None:
-        """When the next pending row falls due (None: none is pending)."""
-        return await asyncio.to_thread(self._next_due)
-
     async def send_round(self) -> tuple[int, datetime | None]:
-        """``run_once`` and then ``next_due``, in one hop to a thread: how many rows were
-        handled, and when the next falls due (None after a full batch: more may be due)."""
+        """``run_once``, then when the next pending row falls due, in one hop to a thread:
+        how many rows were handled, and that time (None: none is pending, or a full batch
+        was handled and more may be due)."""
         return await asyncio.to_thread(self._round, asyncio.get_running_loop())
 
     def _round(self, loop: asyncio.AbstractEventLoop) -> tuple[int, datetime | None]:

@@ -1,6 +1,6 @@
 """The sender's round (``Sender.send_round``): the next due time looked at first, and a
 claim only when a row can be due; what is sent, and the wait it gives, as ``run_once`` then
-``next_due`` gave them."""
+``outbox.next_due`` gave them."""
 
 from __future__ import annotations
 
